@@ -1,0 +1,9 @@
+"""Stub of rules_java: forwards to Bazel 4's native Java rules (offline build)."""
+java_binary = native.java_binary
+java_import = native.java_import
+java_library = native.java_library
+java_plugin = native.java_plugin
+java_proto_library = native.java_proto_library
+java_runtime = native.java_runtime
+java_test = native.java_test
+java_toolchain = native.java_toolchain

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package uscm needs to build, test and run (idempotent).
+# Called by tools/demo.sh and tests/run.sh; safe to run by hand as root.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  bazel-bootstrap g++ clang-14 libclang-rt-14-dev lld-14
+  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # RDMA userspace: verbs, umad, libibmad (benchmark baseline)
+  rdma-core libibverbs-dev libibumad-dev libibmad-dev ibverbs-utils
+  # simulated InfiniBand fabric with a real SA
+  ibsim-utils libumad2sim0 opensm infiniband-diags
+  # independent decoder for the wire cross-check, plotting, misc
+  tshark python3 gnuplot-nox valgrind
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: need root to install packages (run as root or: sudo $0)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
