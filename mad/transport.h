@@ -1,0 +1,94 @@
+// The one interface every MAD transport implements: umad (QP1 through the
+// kernel), a raw verbs UD QP, the in-process simulated fabric, and middleware
+// (fault injection, capture) that wraps any of them. Retransmission is never
+// the transport's job: umad sends with timeout 0, so all transports behave alike.
+#ifndef USCM_MAD_TRANSPORT_H_
+#define USCM_MAD_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "mad/gid.h"
+
+namespace uscm::mad {
+
+inline constexpr size_t kMadSize = 256;
+inline constexpr uint32_t kQp1 = 1;
+inline constexpr uint32_t kQp1Qkey = 0x80010000;  // IB_QP1_QKEY
+inline constexpr uint16_t kPermissiveLid = 0xFFFF;
+
+// Where a MAD goes to or came from (the UD address vector plus QPN / Q_Key).
+struct MadAddress {
+  uint16_t lid = 0;            // DLID when sending, SLID when received
+  uint32_t qpn = kQp1;         // remote QPN when sending, source QPN when received
+  uint32_t qkey = kQp1Qkey;
+  uint16_t pkey_index = 0;
+  uint8_t sl = 0;
+  uint8_t path_bits = 0;
+  bool has_grh = false;        // global route (required on RoCE, across subnets)
+  Gid gid;                     // DGID when sending, SGID when received
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+  uint32_t flow_label = 0;
+  uint8_t sgid_index = 0;      // local GID table index used for the GRH
+
+  friend bool operator==(const MadAddress&, const MadAddress&) = default;
+};
+
+enum class LinkLayer : uint8_t { kInfiniBand, kEthernet };
+
+// What the transport knows about the local port.
+struct LocalPort {
+  std::string ca_name;         // "mlx5_0", "rxe0", "sim:host1"
+  uint8_t port_num = 1;
+  LinkLayer link_layer = LinkLayer::kInfiniBand;
+  uint16_t lid = 0;
+  uint8_t lmc = 0;
+  uint16_t sm_lid = 0;
+  uint8_t sm_sl = 0;
+  Gid gid;                     // GID index 0
+  uint64_t node_guid = 0;      // the CA GUID the CM puts in REQ / REP
+  std::vector<uint16_t> pkeys; // P_Key table, index order
+};
+
+struct TransportCaps {
+  std::string name;            // "umad", "verbs-ud", "sim", ...
+  bool kernel_rmpp = false;    // receiver coalesces RMPP (umad with rmpp_version 1)
+  bool can_reach_qp1 = true;   // peers answer on QP1 (false only for a peer-UD scheme)
+  size_t max_receive_size = kMadSize;
+};
+
+// One received MAD. `data` is valid only inside the Drain callback. It is 256
+// bytes except for an SA response coalesced by kernel RMPP (umad), which is
+// longer: 56 bytes of headers, then the concatenated records.
+struct ReceivedMad {
+  MadAddress from;
+  std::span<const uint8_t> data;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Queues one MAD (normally 256 bytes) for `to`. Errors say what is wrong.
+  virtual absl::Status Send(const MadAddress& to, std::span<const uint8_t> mad) = 0;
+
+  // Hands up to `max` received MADs to `sink`; returns how many.
+  virtual size_t Drain(absl::FunctionRef<void(const ReceivedMad&)> sink,
+                       size_t max = SIZE_MAX) = 0;
+
+  // Readable when Drain has work; -1 if the transport has no fd (simulation).
+  virtual int fd() const = 0;
+
+  virtual const TransportCaps& caps() const = 0;
+  virtual const LocalPort& port() const = 0;
+};
+
+}  // namespace uscm::mad
+
+#endif  // USCM_MAD_TRANSPORT_H_
