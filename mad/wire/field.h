@@ -1,0 +1,94 @@
+// Field tables: one row per field of an IBTA attribute layout, written exactly as
+// the spec tables print them — byte offset, bit offset (bit 0 = the MOST
+// significant bit of that byte), width in bits — reserved bits included.
+//
+//   inline constexpr Field kRtuFields[] = {
+//       {"LocalCommID", 0, 0, 32},
+//       {"RemoteCommID", 4, 0, 32},
+//       {"PrivateData", 8, 0, 224 * 8},
+//   };
+//   static_assert(CoversExactly(kRtuFields, 232));
+//
+// CoversExactly proves at compile time that the rows tile the message: no gap, no
+// overlap, nothing past the end. All multi-byte values are big-endian.
+#ifndef USCM_MAD_WIRE_FIELD_H_
+#define USCM_MAD_WIRE_FIELD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace uscm::mad::wire {
+
+struct Field {
+  const char* name;
+  uint16_t byte;   // byte offset from the start of the table's structure
+  uint8_t bit;     // bit offset inside that byte; 0 = MSB
+  uint16_t width;  // bits
+
+  constexpr uint32_t begin_bit() const { return byte * 8u + bit; }
+  constexpr uint32_t end_bit() const { return begin_bit() + width; }
+  // Bytes [first_byte, end_byte) hold at least one bit of the field.
+  constexpr uint32_t end_byte() const { return (end_bit() + 7) / 8; }
+  constexpr bool is_bytes() const { return bit == 0 && width % 8 == 0 && width > 64; }
+  constexpr uint64_t max_value() const {
+    return width >= 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
+  }
+};
+
+// A reserved row. Every table lists its reserved bits so the coverage check
+// can prove the layout; emitters write zeros there.
+constexpr Field Reserved(uint16_t byte, uint8_t bit, uint16_t width) {
+  return Field{"reserved", byte, bit, width};
+}
+
+// Index of the first row that breaks the tiling (or N when the rows tile
+// exactly `length_bytes`). Used by CoversExactly and by its unit test.
+template <size_t N>
+constexpr size_t FirstCoverageError(const Field (&rows)[N], size_t length_bytes) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < N; ++i) {
+    const Field& f = rows[i];
+    if (f.width == 0 || f.bit > 7 || f.end_bit() > length_bytes * 8) return i;
+    if (f.width > 64 && !f.is_bytes()) return i;  // wide fields must be byte strings
+    for (size_t j = 0; j < i; ++j) {
+      if (f.begin_bit() < rows[j].end_bit() && rows[j].begin_bit() < f.end_bit()) return i;
+    }
+    total += f.width;
+  }
+  return total == length_bytes * 8 ? N : N + 1;  // N + 1: a gap somewhere
+}
+
+template <size_t N>
+constexpr bool CoversExactly(const Field (&rows)[N], size_t length_bytes) {
+  return FirstCoverageError(rows, length_bytes) == N;
+}
+
+// Reads a field of at most 64 bits. `base` must hold field.end_byte() bytes.
+constexpr uint64_t ReadField(const uint8_t* base, const Field& f) {
+  const uint32_t first = f.begin_bit() / 8;
+  const uint32_t last = f.end_byte();
+  unsigned __int128 acc = 0;
+  for (uint32_t i = first; i < last; ++i) acc = (acc << 8) | base[i];
+  acc >>= last * 8 - f.end_bit();
+  return static_cast<uint64_t>(acc) & f.max_value();
+}
+
+// Writes a field of at most 64 bits, leaving the neighbouring bits untouched.
+// The caller has checked value <= f.max_value() (see CheckedWrite in view.h).
+constexpr void WriteField(uint8_t* base, const Field& f, uint64_t value) {
+  const uint32_t first = f.begin_bit() / 8;
+  const uint32_t last = f.end_byte();
+  const uint32_t shift = last * 8 - f.end_bit();
+  const unsigned __int128 mask = static_cast<unsigned __int128>(f.max_value()) << shift;
+  const unsigned __int128 bits = static_cast<unsigned __int128>(value & f.max_value()) << shift;
+  for (uint32_t i = last; i-- > first;) {
+    const uint32_t s = (last - 1 - i) * 8;
+    const uint8_t m = static_cast<uint8_t>(mask >> s);
+    base[i] = static_cast<uint8_t>((base[i] & ~m) | (static_cast<uint8_t>(bits >> s) & m));
+  }
+}
+
+}  // namespace uscm::mad::wire
+
+#endif  // USCM_MAD_WIRE_FIELD_H_

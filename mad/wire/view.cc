@@ -1,0 +1,72 @@
+#include "mad/wire/view.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace uscm::mad::wire {
+
+absl::Status TruncationError(absl::string_view what, std::span<const Field> rows,
+                             size_t offset, size_t available, size_t total) {
+  // The first row, in wire order, whose last byte lies beyond the buffer.
+  const Field* cut = nullptr;
+  for (const Field& f : rows) {
+    if (offset + f.end_byte() > available && (cut == nullptr || f.begin_bit() < cut->begin_bit())) {
+      cut = &f;
+    }
+  }
+  if (cut == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s truncated: %d of %d bytes", what, available, total));
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s truncated: %d of %d bytes; %s (MAD bytes %d..%d) is incomplete", what, available,
+      total, cut->name, offset + cut->byte, offset + cut->end_byte() - 1));
+}
+
+absl::StatusOr<FieldView> FieldView::Create(std::span<const uint8_t> bytes, size_t offset,
+                                            size_t length, std::span<const Field> rows,
+                                            absl::string_view what, size_t total) {
+  if (bytes.size() < offset + length) {
+    return TruncationError(what, rows, offset, bytes.size(), total);
+  }
+  return FieldView(bytes.data() + offset);
+}
+
+void FieldWriter::ZeroReserved(std::span<const Field> rows) {
+  for (const Field& f : rows) {
+    if (std::strcmp(f.name, "reserved") != 0) continue;
+    if (f.is_bytes()) {
+      std::memset(base_ + f.byte, 0, f.width / 8);
+    } else {
+      WriteField(base_, f, 0);
+    }
+  }
+}
+
+void FieldWriter::Set(const Field& f, uint64_t value) {
+  if (value > f.max_value()) {
+    Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "%s.%s = %d does not fit in %d bits (max %d)", what_, f.name, value, f.width,
+        f.max_value())));
+    return;
+  }
+  WriteField(base_, f, value);
+}
+
+void FieldWriter::SetBytes(const Field& f, std::span<const uint8_t> src,
+                           absl::string_view noun) {
+  const size_t capacity = f.width / 8;
+  if (src.size() > capacity) {
+    Fail(absl::InvalidArgumentError(absl::StrFormat("%s %s is %d bytes; %s carries at most %d",
+                                                    what_, noun, src.size(), what_, capacity)));
+    std::memset(base_ + f.byte, 0, capacity);
+    return;
+  }
+  if (!src.empty()) std::memcpy(base_ + f.byte, src.data(), src.size());
+  std::memset(base_ + f.byte + src.size(), 0, capacity - src.size());
+}
+
+}  // namespace uscm::mad::wire

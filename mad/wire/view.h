@@ -1,0 +1,71 @@
+// Views over MAD bytes. A FieldView is created once through a length check
+// whose error names the first field that does not fit; after that every read
+// is infallible. A FieldWriter emits a table into a buffer the caller sized,
+// keeping the first out-of-range value as its error (setters never mask).
+#ifndef USCM_MAD_WIRE_VIEW_H_
+#define USCM_MAD_WIRE_VIEW_H_
+
+#include <cstdint>
+#include <span>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "mad/wire/field.h"
+
+namespace uscm::mad::wire {
+
+// The error for a buffer that ends inside `rows`: "<what> truncated: 100 of 256
+// bytes; PrimaryLocalPortGID (MAD bytes 80..95) is incomplete". `offset` is where
+// the table starts inside `available` bytes; `total` is the full MAD length.
+absl::Status TruncationError(absl::string_view what, std::span<const Field> rows,
+                             size_t offset, size_t available, size_t total);
+
+class FieldView {
+ public:
+  // Checks that `bytes` holds `length` bytes starting at `offset`.
+  static absl::StatusOr<FieldView> Create(std::span<const uint8_t> bytes, size_t offset,
+                                          size_t length, std::span<const Field> rows,
+                                          absl::string_view what, size_t total);
+
+  // Unchecked: for emitters and for callers that already checked the length.
+  static FieldView Unchecked(const uint8_t* base) { return FieldView(base); }
+
+  uint64_t Get(const Field& f) const { return ReadField(base_, f); }
+  std::span<const uint8_t> Bytes(const Field& f) const {
+    return {base_ + f.byte, static_cast<size_t>(f.width / 8)};
+  }
+  const uint8_t* base() const { return base_; }
+
+ private:
+  explicit FieldView(const uint8_t* base) : base_(base) {}
+  const uint8_t* base_;
+};
+
+class FieldWriter {
+ public:
+  // `what` prefixes error messages ("REQ"); `base` points at the table's byte 0.
+  FieldWriter(absl::string_view what, uint8_t* base) : what_(what), base_(base) {}
+
+  // Writes zeros into every reserved row.
+  void ZeroReserved(std::span<const Field> rows);
+  // Writes `value`, or records "REQ.RetryCount = 9 does not fit in 3 bits (max 7)".
+  void Set(const Field& f, uint64_t value);
+  // Copies `src` into a byte-string field and zero-fills the rest; longer
+  // input records "REQ private data is 100 bytes; REQ carries at most 92".
+  void SetBytes(const Field& f, std::span<const uint8_t> src, absl::string_view noun);
+
+  const absl::Status& status() const { return status_; }
+
+ private:
+  void Fail(absl::Status s) {
+    if (status_.ok()) status_ = std::move(s);
+  }
+  absl::string_view what_;
+  uint8_t* base_;
+  absl::Status status_;
+};
+
+}  // namespace uscm::mad::wire
+
+#endif  // USCM_MAD_WIRE_VIEW_H_
