@@ -1,5 +1,7 @@
 #include "mad/wire/cm_common.h"
 
+#include <cstring>
+
 #include "absl/strings/str_format.h"
 
 namespace uscm::mad::wire {
@@ -66,6 +68,60 @@ absl::StatusOr<FieldWriter> EmitCmMad(std::span<uint8_t> mad, CmAttr attr,
   h.attribute_modifier = envelope.attribute_modifier;
   if (absl::Status s = h.Emit(mad); !s.ok()) return s;
   return FieldWriter(CmAttrName(attr), mad.data() + kMadHeaderBytes);
+}
+
+void TakeEceOptions(CmEnvelope* envelope, Ece* ece) {
+  ece->options = envelope->attribute_modifier;
+  envelope->attribute_modifier = 0;
+}
+
+absl::StatusOr<CmEnvelope> EceEnvelope(const char* what, const CmEnvelope& envelope,
+                                       const Ece& ece) {
+  if (envelope.attribute_modifier != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: envelope.attribute_modifier = 0x%08x; the %s attribute modifier carries the "
+        "ECE options, set ece.options instead",
+        what, envelope.attribute_modifier, what));
+  }
+  CmEnvelope out = envelope;
+  out.attribute_modifier = ece.options;
+  return out;
+}
+
+InfoBlock InfoBlock::Of(std::span<const uint8_t> bytes) {
+  InfoBlock b;
+  const size_t n = std::min(bytes.size(), kBytes);
+  b.length = static_cast<uint8_t>(n);
+  if (n != 0) std::memcpy(b.bytes.data(), bytes.data(), n);
+  return b;
+}
+
+static absl::Status InfoLengthError(const char* what, const Field& length, uint64_t value,
+                                    const Field& data) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s.%s = %d; the %s field holds at most %d bytes", what, length.name,
+                      value, data.name, InfoBlock::kBytes));
+}
+
+absl::StatusOr<InfoBlock> ReadInfoBlock(const char* what, const FieldView& v,
+                                        const Field& length, const Field& data) {
+  const uint64_t n = v.Get(length);
+  if (n > InfoBlock::kBytes) return InfoLengthError(what, length, n, data);
+  InfoBlock b;
+  b.length = static_cast<uint8_t>(n);
+  const auto src = v.Bytes(data);
+  std::copy(src.begin(), src.end(), b.bytes.begin());
+  return b;
+}
+
+void WriteInfoBlock(FieldWriter& w, const char* what, const Field& length, const Field& data,
+                    const InfoBlock& info) {
+  if (info.length > InfoBlock::kBytes) {
+    w.Fail(InfoLengthError(what, length, info.length, data));
+    return;
+  }
+  w.Set(length, info.length);
+  w.SetBytes(data, info.bytes, data.name);
 }
 
 }  // namespace uscm::mad::wire

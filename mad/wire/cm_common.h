@@ -3,6 +3,8 @@
 #ifndef USCM_MAD_WIRE_CM_COMMON_H_
 #define USCM_MAD_WIRE_CM_COMMON_H_
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <span>
 
@@ -40,6 +42,50 @@ struct CmEnvelope {
   uint32_t attribute_modifier = 0;  // ECE options in REQ / REP / SIDR_REP, else 0
   friend bool operator==(const CmEnvelope&, const CmEnvelope&) = default;
 };
+
+// ECE, Enhanced Connection Establishment (IBTA 1.4; digest §2.4). One logical
+// pair: the 24-bit vendor ID sits in the body of REQ / REP / SIDR_REP (split
+// across bytes in REP and SIDR_REP, joined again by the table's SplitField);
+// the options travel in the MAD AttributeModifier. In those three reprs the
+// options live here and `envelope.attribute_modifier` stays 0 (Emit rejects a
+// non-zero one, so the two can never disagree).
+struct Ece {
+  uint32_t vendor_id = 0;  // 24 bits; 0 = the peer does not speak ECE
+  uint32_t options = 0;
+  friend bool operator==(const Ece&, const Ece&) = default;
+};
+
+// Moves the attribute modifier of a parsed ECE message into `ece->options`.
+void TakeEceOptions(CmEnvelope* envelope, Ece* ece);
+// The envelope to emit for an ECE message, or an error naming `what` when the
+// caller also set envelope.attribute_modifier.
+absl::StatusOr<CmEnvelope> EceEnvelope(const char* what, const CmEnvelope& envelope,
+                                       const Ece& ece);
+
+// A 72-byte "additional information" field with its length byte: REJ ARI,
+// APR Additional Information, SIDR_REP Additional Information. All 72 bytes are
+// kept, so Parse and Emit are lossless; `length` says how many are meaningful
+// and may not exceed 72 (checked by Parse and Emit).
+struct InfoBlock {
+  static constexpr size_t kBytes = 72;
+  uint8_t length = 0;
+  std::array<uint8_t, kBytes> bytes{};
+
+  // The first `length` bytes (all 72 if length is out of range).
+  std::span<const uint8_t> used() const {
+    return {bytes.data(), std::min<size_t>(length, kBytes)};
+  }
+  // length = bytes.size(); more than 72 bytes are clipped.
+  static InfoBlock Of(std::span<const uint8_t> bytes);
+  friend bool operator==(const InfoBlock&, const InfoBlock&) = default;
+};
+
+// Reads an InfoBlock from its length row and 72-byte row, rejecting a length
+// over 72 with "REJ.RejectInfoLength = 80; the ARI field holds at most 72 bytes".
+absl::StatusOr<InfoBlock> ReadInfoBlock(const char* what, const FieldView& v,
+                                        const Field& length, const Field& data);
+void WriteInfoBlock(FieldWriter& w, const char* what, const Field& length, const Field& data,
+                    const InfoBlock& info);
 
 // Parses the MAD header of a CM message and checks class, version, method and
 // attribute; then checks that the body (`rows`, `body_bytes` from MAD byte 24)

@@ -89,6 +89,42 @@ constexpr void WriteField(uint8_t* base, const Field& f, uint64_t value) {
   }
 }
 
+// One logical field that the spec prints as several rows (the ECE VendorID is
+// three separate bytes in REP and a 16-bit "H" plus an 8-bit "L" in SIDR_REP).
+// Parts are listed most significant first; the value is their concatenation.
+// Each part also appears in the message's row table, so coverage still holds.
+template <size_t K>
+struct SplitField {
+  const char* name;
+  Field parts[K];
+
+  constexpr uint32_t width() const {
+    uint32_t w = 0;
+    for (const Field& p : parts) w += p.width;
+    return w;
+  }
+  constexpr uint64_t max_value() const {
+    return width() >= 64 ? ~uint64_t{0} : (uint64_t{1} << width()) - 1;
+  }
+};
+
+template <size_t K>
+constexpr uint64_t ReadSplit(const uint8_t* base, const SplitField<K>& f) {
+  uint64_t v = 0;
+  for (const Field& p : f.parts) v = (v << p.width) | ReadField(base, p);
+  return v;
+}
+
+// The caller has checked value <= f.max_value().
+template <size_t K>
+constexpr void WriteSplit(uint8_t* base, const SplitField<K>& f, uint64_t value) {
+  uint32_t shift = f.width();
+  for (const Field& p : f.parts) {
+    shift -= p.width;
+    WriteField(base, p, (value >> shift) & p.max_value());
+  }
+}
+
 }  // namespace uscm::mad::wire
 
 #endif  // USCM_MAD_WIRE_FIELD_H_

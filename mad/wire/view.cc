@@ -46,11 +46,15 @@ void FieldWriter::ZeroReserved(std::span<const Field> rows) {
   }
 }
 
+absl::Status FieldWriter::RangeError(const char* name, uint64_t value, uint32_t width,
+                                     uint64_t max) const {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s.%s = %d does not fit in %d bits (max %d)", what_, name, value, width, max));
+}
+
 void FieldWriter::Set(const Field& f, uint64_t value) {
   if (value > f.max_value()) {
-    Fail(absl::InvalidArgumentError(absl::StrFormat(
-        "%s.%s = %d does not fit in %d bits (max %d)", what_, f.name, value, f.width,
-        f.max_value())));
+    Fail(RangeError(f.name, value, f.width, f.max_value()));
     return;
   }
   WriteField(base_, f, value);

@@ -32,6 +32,10 @@ class FieldView {
   static FieldView Unchecked(const uint8_t* base) { return FieldView(base); }
 
   uint64_t Get(const Field& f) const { return ReadField(base_, f); }
+  template <size_t K>
+  uint64_t Get(const SplitField<K>& f) const {
+    return ReadSplit(base_, f);
+  }
   std::span<const uint8_t> Bytes(const Field& f) const {
     return {base_ + f.byte, static_cast<size_t>(f.width / 8)};
   }
@@ -51,16 +55,28 @@ class FieldWriter {
   void ZeroReserved(std::span<const Field> rows);
   // Writes `value`, or records "REQ.RetryCount = 9 does not fit in 3 bits (max 7)".
   void Set(const Field& f, uint64_t value);
+  template <size_t K>
+  void Set(const SplitField<K>& f, uint64_t value) {
+    if (value > f.max_value()) {
+      Fail(RangeError(f.name, value, f.width(), f.max_value()));
+      return;
+    }
+    WriteSplit(base_, f, value);
+  }
   // Copies `src` into a byte-string field and zero-fills the rest; longer
   // input records "REQ private data is 100 bytes; REQ carries at most 92".
   void SetBytes(const Field& f, std::span<const uint8_t> src, absl::string_view noun);
 
-  const absl::Status& status() const { return status_; }
-
- private:
+  // Records `s` unless an earlier error is already recorded (semantic checks
+  // of the repr, e.g. "REJ ARI is 80 bytes; the field holds 72").
   void Fail(absl::Status s) {
     if (status_.ok()) status_ = std::move(s);
   }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  absl::Status RangeError(const char* name, uint64_t value, uint32_t width,
+                          uint64_t max) const;
   absl::string_view what_;
   uint8_t* base_;
   absl::Status status_;
