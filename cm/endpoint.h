@@ -1,0 +1,236 @@
+// The sans-IO InfiniBand CM endpoint: the connection state machine of one
+// local port. It never does I/O, never reads a clock and never sleeps.
+//
+//   * Received MADs go in through HandleMad(now, from, bytes).
+//   * Time goes in through HandleTimeout(now); NextDeadline() says when.
+//   * User calls (Connect, Listen, Accept, Reject, Rtu, Disconnect, ...) take
+//     `now` and return a Status that names what is wrong.
+//   * What the endpoint wants sent comes out of PollTransmit; what the user
+//     must hear comes out of PollEvent. Both are drained by the caller.
+//
+// A runtime (epoll + real clock) and a simulator (virtual clock) drive the
+// same object. States, timers and what is sent when: docs/CM.md.
+#ifndef USCM_CM_ENDPOINT_H_
+#define USCM_CM_ENDPOINT_H_
+
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <span>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/optional.h"
+#include "cm/connection.h"
+#include "cm/slot_map.h"
+#include "cm/types.h"
+#include "mad/iba_time.h"
+#include "mad/time.h"
+#include "mad/timer_wheel.h"
+#include "mad/transport.h"
+
+namespace uscm::cm {
+
+enum class BacklogPolicy : uint8_t {
+  kReject,  // REJ 3 "no resources": the peer learns at once (default)
+  kDrop,    // silently dropped, as Linux: the peer's REQ retries may succeed later
+};
+
+struct CmConfig {
+  // How IBA time codes become durations (exact 4.096us*2^t, or Linux's ms).
+  mad::IbaTimeRounding rounding = mad::IbaTimeRounding::kExact;
+  // Timer wheel resolution; deadlines round up to it.
+  mad::Duration timer_tick = mad::Duration::Micros(1);
+  BacklogPolicy backlog_overflow = BacklogPolicy::kReject;
+  // Auto-MRA: if the user has not answered a REQ (or REP) within
+  // auto_mra_percent % of the time the peer allows, send MRA with
+  // mra_service_timeout. Duplicates in MRA_*_SENT re-send that MRA.
+  bool auto_mra = true;
+  uint32_t auto_mra_percent = 50;
+  uint8_t mra_service_timeout = 24;  // ~68.7 s, as Linux rdma_cm
+  // TimeWait; default the connection's local ACK timeout (digest §4.4).
+  absl::optional<mad::Duration> timewait;
+};
+
+class CmEndpoint {
+ public:
+  CmEndpoint(const mad::LocalPort& port, CmConfig config, uint64_t seed);
+  CmEndpoint(const CmEndpoint&) = delete;
+  CmEndpoint& operator=(const CmEndpoint&) = delete;
+
+  // ---- driven by the runtime ----
+  // Garbage from the peer is counted and dropped; never an error.
+  void HandleMad(mad::TimePoint now, const mad::MadAddress& from,
+                 std::span<const uint8_t> mad);
+  void HandleTimeout(mad::TimePoint now);
+  absl::optional<mad::TimePoint> NextDeadline() const;
+  bool PollTransmit(OutgoingMad* out);
+  bool PollEvent(CmEvent* out);
+
+  // ---- user calls ----
+  absl::StatusOr<ConnId> Connect(mad::TimePoint now, const ConnectParams& p);
+  absl::StatusOr<ListenId> Listen(uint64_t service_id, uint64_t mask,
+                                  uint32_t backlog, bool reuse);
+  absl::Status StopListening(ListenId id);
+  absl::Status Accept(mad::TimePoint now, ConnId id, const AcceptParams& p);
+  absl::Status Reject(mad::TimePoint now, ConnId id, RejReason reason,
+                      std::span<const uint8_t> private_data,
+                      std::span<const uint8_t> ari = {});
+  // rdma_reject_ece: REJ 35.
+  absl::Status RejectEce(mad::TimePoint now, ConnId id,
+                         std::span<const uint8_t> private_data) {
+    return Reject(now, id, RejReason::kVendorOptionNotSupported, private_data);
+  }
+  absl::Status SendMra(mad::TimePoint now, ConnId id, uint8_t service_timeout,
+                       std::span<const uint8_t> private_data = {});
+  // Active side, after kConnectResponse: sends RTU, reports kEstablished.
+  absl::Status Rtu(mad::TimePoint now, ConnId id,
+                   std::span<const uint8_t> private_data = {});
+  // Passive side: IBV_EVENT_COMM_EST on the data QP (the RTU may be lost).
+  absl::Status NotifyCommEstablished(mad::TimePoint now, ConnId id);
+  // DREQ from ESTABLISHED, or DREP after a DREQ was received.
+  absl::Status Disconnect(mad::TimePoint now, ConnId id,
+                          std::span<const uint8_t> private_data = {});
+  absl::StatusOr<ConnId> SidrRequest(mad::TimePoint now,
+                                     const SidrRequestParams& p);
+  absl::Status SidrReply(mad::TimePoint now, ConnId id,
+                         const SidrReplyParams& p);
+  absl::Status LoadAlternatePath(mad::TimePoint now, ConnId id,
+                                 const PathInfo& alternate,
+                                 std::span<const uint8_t> private_data = {});
+  absl::Status AprReply(mad::TimePoint now, ConnId id, uint8_t ap_status,
+                        std::span<const uint8_t> info = {},
+                        std::span<const uint8_t> private_data = {});
+  // Releases the id: REJ 4 from REQ_SENT, REJ 28 from REQ_RCVD / REP_SENT /
+  // REP_RCVD, DREQ from ESTABLISHED, DREP from DREQ_RCVD. The record lives on
+  // (silently) through TimeWait and is freed when it reaches IDLE.
+  absl::Status Destroy(mad::TimePoint now, ConnId id);
+
+  // Pure function of the connection state (digest §5).
+  absl::StatusOr<QpAttributes> GetQpAttributes(ConnId id, QpState state) const;
+
+  // ---- inspection ----
+  absl::StatusOr<CmState> State(ConnId id) const;
+  absl::StatusOr<LapState> GetLapState(ConnId id) const;
+  absl::StatusOr<uint32_t> LocalCommId(ConnId id) const;
+  absl::StatusOr<Ece> RemoteEce(ConnId id) const;
+  const CmCounters& counters() const { return counters_; }
+  size_t connection_count() const { return conns_.size(); }
+  size_t listener_count() const { return listeners_.size(); }
+  // Entries in the lookup tables (all zero once every connection is freed).
+  size_t table_entries() const {
+    return by_local_id_.size() + by_remote_id_.size() + by_remote_qpn_.size() +
+           sidr_table_.size();
+  }
+  bool timers_empty() const { return wheel_.empty(); }
+  const mad::LocalPort& port() const { return port_; }
+
+ private:
+  using Connection = internal::Connection;
+  using TimerKind = internal::TimerKind;
+  using Listener = internal::Listener;
+  using RemoteKey = std::pair<uint32_t, uint64_t>;  // (id or QPN, CA GUID)
+
+  // endpoint.cc: plumbing
+  Connection* Find(ConnId id);
+  const Connection* Find(ConnId id) const;
+  absl::StatusOr<Connection*> FindOrError(ConnId id);
+  ConnId IdOf(const Connection& c) const;
+  Connection* ByLocalId(uint32_t local_comm_id);
+  Connection* ByRemoteId(uint32_t remote_comm_id, uint64_t guid);
+  ConnId NewConnection(Connection c);  // allocates the local comm ID
+  void MaybeFree(ConnId id);
+  uint32_t NewCommId();
+  void SetRemote(Connection& c, uint32_t remote_comm_id, uint64_t guid);
+  void InsertRemoteQpn(Connection& c, ConnId id);
+  void RemoveRemoteQpn(Connection& c);
+  void RemoveRemoteId(Connection& c);
+  absl::optional<ListenId> MatchListener(uint64_t service_id);
+  void LeaveBacklog(Connection& c);
+
+  void Arm(Connection& c, ConnId id, TimerKind kind, mad::TimePoint deadline);
+  void Disarm(Connection& c, TimerKind kind);
+  void OnTimer(mad::TimePoint now, ConnId id, TimerKind kind);
+
+  void Queue(const mad::MadAddress& to, std::span<const uint8_t> mad);
+  // Emits through `emit` into a fresh buffer and queues it; our own format
+  // errors are bugs (asserted) since every input was validated.
+  template <typename Repr>
+  void Send(const mad::MadAddress& to, const Repr& r,
+            std::array<uint8_t, mad::kMadSize>* keep = nullptr);
+  // Arms retransmission of the request already formatted in c.out.mad.
+  void ArmRequest(mad::TimePoint now, Connection& c, ConnId id,
+                  mad::wire::CmAttr attr, mad::Duration timeout, int retries,
+                  const RetryPolicy& p);
+  // Queues a formatted MAD (copy) and counts it.
+  void QueueCounted(const mad::MadAddress& to, std::span<const uint8_t> mad);
+  void KeepReply(Connection& c, mad::wire::CmAttr attr,
+                 std::span<const uint8_t> mad);
+  void ResendReply(Connection& c);
+  void Emit(CmEvent e);
+  CmEvent MakeEvent(CmEventType t, const Connection& c) const;
+  mad::Duration Ms(uint8_t code) const;  // IBA time code -> Duration
+  mad::MadAddress AddressForPath(const PathInfo& p, uint16_t pkey) const;
+  void CountSent(mad::wire::CmAttr a);
+  void CountReceived(mad::wire::CmAttr a);
+  void CountDuplicate(mad::wire::CmAttr a);
+
+  // endpoint_active.cc
+  void HandleRep(mad::TimePoint now, const mad::MadAddress& from,
+                 std::span<const uint8_t> mad);
+  void HandleMra(mad::TimePoint now, std::span<const uint8_t> mad);
+  void HandleRej(mad::TimePoint now, std::span<const uint8_t> mad);
+  void EnterTimeWait(mad::TimePoint now, Connection& c, ConnId id);
+  void SendRej(Connection& c, RejReason reason, MsgRef msg,
+               std::span<const uint8_t> ari, std::span<const uint8_t> pd);
+
+  // endpoint_passive.cc
+  void HandleReq(mad::TimePoint now, const mad::MadAddress& from,
+                 std::span<const uint8_t> mad);
+  void HandleRtu(mad::TimePoint now, std::span<const uint8_t> mad);
+  void SendMraNow(Connection& c, MsgRef msg, uint8_t service_timeout,
+                  std::span<const uint8_t> pd);
+
+  // endpoint_disconnect.cc
+  void HandleDreq(mad::TimePoint now, const mad::MadAddress& from,
+                  std::span<const uint8_t> mad);
+  void HandleDrep(mad::TimePoint now, std::span<const uint8_t> mad);
+  void SendDreq(mad::TimePoint now, Connection& c, ConnId id,
+                std::span<const uint8_t> pd);
+  void SendDrep(mad::TimePoint now, Connection& c, ConnId id,
+                std::span<const uint8_t> pd);
+
+  // endpoint_sidr.cc
+  void HandleSidrReq(mad::TimePoint now, const mad::MadAddress& from,
+                     std::span<const uint8_t> mad);
+  void HandleSidrRep(mad::TimePoint now, std::span<const uint8_t> mad);
+
+  // endpoint_lap.cc
+  void HandleLap(mad::TimePoint now, std::span<const uint8_t> mad);
+  void HandleApr(mad::TimePoint now, std::span<const uint8_t> mad);
+
+  mad::LocalPort port_;
+  CmConfig config_;
+  std::mt19937_64 rng_;
+  uint32_t tid_counter_ = 0;
+  uint32_t timer_generation_ = 0;
+
+  SlotMap<Connection> conns_;
+  SlotMap<Listener> listeners_;
+  absl::flat_hash_map<uint32_t, uint32_t> by_local_id_;  // -> slot index
+  absl::flat_hash_map<RemoteKey, uint32_t> by_remote_id_;
+  absl::flat_hash_map<RemoteKey, uint32_t> by_remote_qpn_;
+  // SIDR duplicates: (request id, source LID) -> slot index.
+  absl::flat_hash_map<std::pair<uint32_t, uint16_t>, uint32_t> sidr_table_;
+
+  mad::TimerWheel wheel_;
+  std::deque<OutgoingMad> tx_;
+  std::deque<CmEvent> events_;
+  CmCounters counters_;
+};
+
+}  // namespace uscm::cm
+
+#endif  // USCM_CM_ENDPOINT_H_
