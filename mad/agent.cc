@@ -1,0 +1,492 @@
+#include "mad/agent.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "mad/wire/mad_header.h"
+
+namespace uscm::mad {
+namespace {
+
+constexpr uint8_t kTrapRepress = 0x07;
+constexpr uint8_t kSet = 0x02;
+constexpr uint8_t kTrap = 0x05;
+constexpr uint8_t kGetResp = 0x81;
+
+// Classes whose data area starts with an RMPP header (Linux ib_is_mad_class_rmpp).
+bool UsesRmpp(uint8_t mgmt_class) {
+  return mgmt_class == 0x03 || mgmt_class == 0x06 || mgmt_class == 0x0C ||
+         (mgmt_class >= 0x30 && mgmt_class <= 0x4F);
+}
+
+bool IsResponse(uint8_t method) {
+  return (method & wire::kMethodResponseBit) != 0 || method == kTrapRepress;
+}
+
+// Whether `response` answers a request with `request` method.
+bool MethodAnswers(uint8_t request, uint8_t response) {
+  if (response == (request | wire::kMethodResponseBit)) return true;
+  if (request == kSet && response == kGetResp) return true;
+  return request == kTrap && response == kTrapRepress;
+}
+
+std::string MethodText(uint8_t method) {
+  const char* name = wire::MethodName(static_cast<wire::Method>(method));
+  return name ? std::string(name) : absl::StrFormat("method 0x%02x", method);
+}
+
+void StoreTid(Mad& mad, uint64_t tid) {
+  for (int i = 0; i < 8; ++i) mad[8 + i] = static_cast<uint8_t>(tid >> (56 - 8 * i));
+}
+
+uint64_t LoadTid(std::span<const uint8_t> mad) {
+  uint64_t tid = 0;
+  for (int i = 0; i < 8; ++i) tid = tid << 8 | mad[8 + i];
+  return tid;
+}
+
+MadAddress ReplyTo(const MadAddress& from) {
+  MadAddress to = from;
+  to.qkey = kQp1Qkey;
+  return to;
+}
+
+}  // namespace
+
+Agent::Agent(AgentConfig config, TimePoint now)
+    : config_(std::move(config)), wheel_(now, config_.tick), next_tid_(config_.first_tid) {}
+
+uint64_t Agent::DestKey(const MadAddress& to) {
+  if (to.has_grh) return absl::HashOf(to.gid) | 1;  // odd: never a plain LID
+  return uint64_t{to.lid} << 1;
+}
+
+Duration Agent::AttemptTimeout(int retries) const {
+  Duration t = config_.base_timeout;
+  for (int i = 0; i < retries && t < config_.max_timeout; ++i) {
+    t = t * std::max(config_.backoff_factor, 1);
+  }
+  return std::min(t, config_.max_timeout);
+}
+
+TimerHandle Agent::Arm(TimerKind kind, uint64_t id, TimePoint deadline) {
+  return wheel_.Schedule(deadline, uint64_t{static_cast<uint8_t>(kind)} << 56 | id);
+}
+
+void Agent::ArmRequest(Request& r, TimePoint deadline) {
+  wheel_.Cancel(r.timer);
+  r.timer = Arm(TimerKind::kRequest, r.id, deadline);
+}
+
+absl::StatusOr<RequestId> Agent::SendRequest(TimePoint now, const MadAddress& to,
+                                             std::span<const uint8_t> mad, uint64_t cookie) {
+  if (mad.size() != kMadSize) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("request MAD is %d bytes; MADs are %d", mad.size(), kMadSize));
+  }
+  auto header = wire::MadHeader::Parse(mad);
+  if (!header.ok()) return header.status();
+  if (IsResponse(header->method)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s is a response method; SendRequest takes requests (use SendUntracked)",
+        MethodText(header->method)));
+  }
+  while (next_tid_ == 0 || by_match_.contains(MatchKey(header->mgmt_class, next_tid_)) ||
+         linger_by_match_.contains(MatchKey(header->mgmt_class, next_tid_))) {
+    ++next_tid_;
+  }
+  const uint32_t tid_low = next_tid_++;
+  const RequestId id = next_id_++;
+  Request& r = requests_[id];
+  r.id = id;
+  r.cookie = cookie;
+  r.tid_low = tid_low;
+  r.mgmt_class = header->mgmt_class;
+  r.method = header->method;
+  r.attribute_id = header->attribute_id;
+  r.to = to;
+  std::memcpy(r.mad.data(), mad.data(), kMadSize);
+  StoreTid(r.mad, uint64_t{config_.tid_high} << 32 | tid_low);
+  r.dest = DestKey(to);
+  by_match_[MatchKey(r.mgmt_class, tid_low)] = id;
+  Destination& d = destinations_[r.dest];
+  if (d.outstanding < std::max<size_t>(config_.window, 1) && d.waiting.empty()) {
+    ++d.outstanding;
+    r.started = true;
+    Transmit(r, now);
+  } else {
+    d.waiting.push_back(id);
+    ++counters_.queued;
+  }
+  return id;
+}
+
+void Agent::Transmit(Request& r, TimePoint now) {
+  out_.push_back(OutgoingMad{r.to, r.mad});
+  ArmRequest(r, now + AttemptTimeout(r.retries));
+}
+
+absl::Status Agent::SendUntracked(const MadAddress& to, std::span<const uint8_t> mad) {
+  if (mad.size() != kMadSize) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("MAD is %d bytes; MADs are %d", mad.size(), kMadSize));
+  }
+  OutgoingMad o{to, {}};
+  std::memcpy(o.data.data(), mad.data(), kMadSize);
+  out_.push_back(o);
+  return absl::OkStatus();
+}
+
+absl::Status Agent::SendRmpp(TimePoint now, const MadAddress& to,
+                             std::span<const uint8_t> header,
+                             std::span<const uint8_t> payload) {
+  if (header.size() < kSaHeadersBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RMPP header is %d bytes; MAD + RMPP + SA headers take %d", header.size(),
+        kSaHeadersBytes));
+  }
+  const size_t max_payload = size_t{config_.rmpp.max_segments} * kRmppSegmentData;
+  if (payload.size() > max_payload) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RMPP payload is %d bytes; at most %d (%d segments)", payload.size(), max_payload,
+        config_.rmpp.max_segments));
+  }
+  const SendKey key{LoadTid(header), to.lid, to.qpn};
+  if (senders_.contains(key)) {
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "an RMPP transfer with TID 0x%016x to LID %d QPN %d is already running", key.tid,
+        to.lid, to.qpn));
+  }
+  Sender& s = senders_[key];
+  s.rmpp = std::make_unique<RmppSender>(config_.rmpp, &counters_.rmpp, to, header, payload);
+  s.rmpp->Start(now, &scratch_);
+  Flush(scratch_, to);
+  const uint64_t sid = next_sender_++;
+  sender_ids_[sid] = key;
+  s.id = sid;
+  s.timer = Arm(TimerKind::kRmppSend, sid, s.rmpp->deadline());
+  return absl::OkStatus();
+}
+
+void Agent::Flush(std::vector<Mad>& mads, const MadAddress& to) {
+  for (const Mad& m : mads) out_.push_back(OutgoingMad{to, m});
+  mads.clear();
+}
+
+bool Agent::Cancel(TimePoint now, RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  ++counters_.cancelled;
+  Request& r = it->second;
+  wheel_.Cancel(r.timer);
+  const uint64_t dest = r.dest;
+  const bool started = r.started;
+  by_match_.erase(MatchKey(r.mgmt_class, r.tid_low));
+  requests_.erase(it);
+  Destination& d = destinations_[dest];
+  if (started) {
+    --d.outstanding;
+  } else {
+    d.waiting.erase(std::find(d.waiting.begin(), d.waiting.end(), id));
+  }
+  StartWaiting(dest, now);
+  return true;
+}
+
+void Agent::StartWaiting(uint64_t dest, TimePoint now) {
+  auto it = destinations_.find(dest);
+  if (it == destinations_.end()) return;
+  Destination& d = it->second;
+  while (!d.waiting.empty() && d.outstanding < std::max<size_t>(config_.window, 1)) {
+    const RequestId id = d.waiting.front();
+    d.waiting.pop_front();
+    Request& r = requests_.at(id);
+    r.started = true;
+    ++d.outstanding;
+    Transmit(r, now);
+  }
+  if (d.outstanding == 0 && d.waiting.empty()) destinations_.erase(it);
+}
+
+void Agent::Finish(TimePoint now, RequestId id, absl::Status status, const MadAddress& from,
+                   std::vector<uint8_t> response) {
+  auto it = requests_.find(id);
+  Request& r = it->second;
+  wheel_.Cancel(r.timer);
+  if (r.rmpp != nullptr) wheel_.Cancel(r.rmpp_timer);
+  Completion c;
+  c.id = id;
+  c.cookie = r.cookie;
+  c.status = std::move(status);
+  c.from = from;
+  c.response = std::move(response);
+  c.retries = r.retries;
+  if (c.status.ok()) ++counters_.completed;
+  const uint64_t dest = r.dest;
+  by_match_.erase(MatchKey(r.mgmt_class, r.tid_low));
+  requests_.erase(it);
+  completions_.push_back(std::move(c));
+  --destinations_[dest].outstanding;
+  StartWaiting(dest, now);
+}
+
+void Agent::RegisterHandler(uint8_t mgmt_class, uint16_t attribute_id, MadHandler* handler) {
+  handlers_[uint32_t{mgmt_class} << 16 | attribute_id] = handler;
+}
+
+void Agent::UnregisterHandler(uint8_t mgmt_class, uint16_t attribute_id) {
+  handlers_.erase(uint32_t{mgmt_class} << 16 | attribute_id);
+}
+
+void Agent::OnReceive(TimePoint now, const ReceivedMad& mad) {
+  ++counters_.received;
+  const size_t min_size = config_.rmpp_reassembly ? kMadSize : wire::kMadHeaderBytes;
+  if (mad.data.size() < min_size) {
+    ++counters_.malformed;
+    return;
+  }
+  auto header = wire::MadHeader::Parse(mad.data);
+  if (!header.ok()) {
+    ++counters_.malformed;
+    return;
+  }
+  const uint64_t tid = header->transaction_id;
+  if (config_.rmpp_reassembly && UsesRmpp(header->mgmt_class)) {
+    const wire::RmppHeader rmpp =
+        wire::RmppHeader::Read(wire::FieldView::Unchecked(mad.data.data() + wire::kRmppHeaderOffset));
+    if (rmpp.active) {
+      const wire::RmppType type = rmpp.type;
+      if (type != wire::RmppType::kData && OnRmppControl(now, mad, tid, rmpp)) return;
+      if (IsResponse(header->method)) {
+        Request* r = Match(mad, *header);
+        if (r != nullptr && r->started) {
+          OnRmppResponse(now, *r, mad, rmpp);
+          return;
+        }
+        auto l = linger_by_match_.find(MatchKey(header->mgmt_class, tid & 0xFFFFFFFF));
+        if (l != linger_by_match_.end()) {
+          Lingering& done = lingering_.at(l->second);
+          done.rmpp->OnSegment(now, mad.data, rmpp, &scratch_);
+          Flush(scratch_, ReplyTo(mad.from));
+          return;
+        }
+        ++counters_.unmatched;
+        return;
+      }
+      if (type != wire::RmppType::kData) {
+        ++counters_.unmatched;  // control for a transfer we do not run
+        return;
+      }
+    }
+  }
+  if (IsResponse(header->method)) {
+    OnResponse(now, mad, *header);
+  } else {
+    Dispatch(now, mad, header->mgmt_class, header->attribute_id);
+  }
+}
+
+Agent::Request* Agent::Match(const ReceivedMad& mad, const wire::MadHeader& h) {
+  auto it = by_match_.find(MatchKey(h.mgmt_class, h.transaction_id & 0xFFFFFFFF));
+  if (it == by_match_.end()) return nullptr;
+  Request& r = requests_.at(it->second);
+  if (r.attribute_id != h.attribute_id || !MethodAnswers(r.method, h.method)) return nullptr;
+  if (config_.check_source && !r.to.has_grh && r.to.lid != kPermissiveLid &&
+      mad.from.lid != r.to.lid) {
+    return nullptr;
+  }
+  return &r;
+}
+
+void Agent::OnResponse(TimePoint now, const ReceivedMad& mad, const wire::MadHeader& h) {
+  Request* r = Match(mad, h);
+  if (r == nullptr || !r->started || r->rmpp != nullptr) {
+    ++counters_.unmatched;
+    return;
+  }
+  if ((h.status & wire::kStatusBusy) != 0) {
+    ++counters_.busy;
+    if (r->retries < config_.max_retries) {
+      ++r->retries;
+      ++counters_.retries;
+      r->busy_wait = true;
+      ArmRequest(*r, now + AttemptTimeout(r->retries));
+      return;
+    }
+    ++counters_.timeouts;
+    Finish(now, r->id,
+           absl::UnavailableError(absl::StrFormat(
+               "%s %04x answered Busy to all %d attempts (LID %d)", MethodText(r->method),
+               r->attribute_id, r->retries + 1, r->to.lid)),
+           mad.from, {});
+    return;
+  }
+  Finish(now, r->id, absl::OkStatus(), mad.from,
+         std::vector<uint8_t>(mad.data.begin(), mad.data.end()));
+}
+
+void Agent::OnRmppResponse(TimePoint now, Request& r, const ReceivedMad& mad,
+                           const wire::RmppHeader& rmpp) {
+  if (r.rmpp == nullptr) {
+    r.rmpp = std::make_unique<RmppReceiver>(config_.rmpp, &counters_.rmpp, now);
+    wheel_.Cancel(r.timer);
+    r.rmpp_timer = Arm(TimerKind::kRmppRecv, r.id, r.rmpp->deadline());
+  }
+  r.rmpp->OnSegment(now, mad.data, rmpp, &scratch_);
+  Flush(scratch_, ReplyTo(mad.from));
+  switch (r.rmpp->state()) {
+    case RmppReceiver::State::kReceiving:
+      return;
+    case RmppReceiver::State::kFailed:
+      Finish(now, r.id, r.rmpp->error(), mad.from, {});
+      return;
+    case RmppReceiver::State::kDone: {
+      std::vector<uint8_t> message = r.rmpp->TakeMessage();
+      const uint64_t match = MatchKey(r.mgmt_class, r.tid_low);
+      const uint64_t lid = next_linger_++;
+      Lingering& l = lingering_[lid];
+      l.rmpp = std::move(r.rmpp);
+      l.match = match;
+      l.timer = Arm(TimerKind::kLinger, lid, now + config_.rmpp.total_timeout);
+      linger_by_match_[match] = lid;
+      Finish(now, r.id, absl::OkStatus(), mad.from, std::move(message));
+      return;
+    }
+  }
+}
+
+bool Agent::OnRmppControl(TimePoint now, const ReceivedMad& mad, uint64_t tid,
+                          const wire::RmppHeader& rmpp) {
+  auto it = senders_.find(SendKey{tid, mad.from.lid, mad.from.qpn});
+  if (it == senders_.end()) return false;
+  Sender& s = it->second;
+  s.rmpp->OnControl(now, mad.data, rmpp, &scratch_);
+  Flush(scratch_, s.rmpp->to());
+  if (s.rmpp->state() != RmppSender::State::kSending) {
+    wheel_.Cancel(s.timer);
+    sender_ids_.erase(s.id);
+    senders_.erase(it);
+  } else {
+    wheel_.Reschedule(s.timer, s.rmpp->deadline());
+  }
+  return true;
+}
+
+void Agent::Dispatch(TimePoint now, const ReceivedMad& mad, uint8_t mgmt_class,
+                     uint16_t attribute_id) {
+  auto it = handlers_.find(uint32_t{mgmt_class} << 16 | attribute_id);
+  if (it == handlers_.end()) it = handlers_.find(uint32_t{mgmt_class} << 16 | kAnyAttribute);
+  if (it == handlers_.end()) {
+    ++counters_.dropped;
+    return;
+  }
+  it->second->OnMad(now, mad);
+}
+
+void Agent::OnTimeout(TimePoint now) {
+  struct Fired {
+    TimerHandle handle;
+    uint64_t payload;
+  };
+  std::vector<Fired> fired;
+  wheel_.Advance(now, [&fired](TimerHandle h, uint64_t payload) {
+    fired.push_back(Fired{h, payload});
+  });
+  for (const Fired& f : fired) {
+    Expire(now, f.handle, static_cast<TimerKind>(f.payload >> 56),
+           f.payload & ((uint64_t{1} << 56) - 1));
+  }
+}
+
+void Agent::Expire(TimePoint now, TimerHandle handle, TimerKind kind, uint64_t id) {
+  switch (kind) {
+    case TimerKind::kRequest: {
+      auto it = requests_.find(id);
+      if (it == requests_.end() || !(it->second.timer == handle)) return;
+      Request& r = it->second;
+      if (r.busy_wait) {
+        r.busy_wait = false;
+        Transmit(r, now);
+        return;
+      }
+      if (r.retries < config_.max_retries) {
+        ++r.retries;
+        ++counters_.retries;
+        Transmit(r, now);
+        return;
+      }
+      ++counters_.timeouts;
+      Finish(now, id,
+             absl::DeadlineExceededError(absl::StrFormat(
+                 "no response to %s attribute 0x%04x (class 0x%02x, TID low 0x%08x) from "
+                 "LID %d after %d attempts",
+                 MethodText(r.method), r.attribute_id, r.mgmt_class, r.tid_low, r.to.lid,
+                 r.retries + 1)),
+             r.to, {});
+      return;
+    }
+    case TimerKind::kRmppRecv: {
+      auto it = requests_.find(id);
+      if (it == requests_.end() || it->second.rmpp == nullptr ||
+          !(it->second.rmpp_timer == handle)) {
+        return;
+      }
+      Request& r = it->second;
+      r.rmpp->OnTimeout(now, &scratch_);
+      Flush(scratch_, ReplyTo(r.to));
+      ++counters_.timeouts;
+      Finish(now, id, r.rmpp->error(), r.to, {});
+      return;
+    }
+    case TimerKind::kRmppSend: {
+      auto key = sender_ids_.find(id);
+      if (key == sender_ids_.end()) return;
+      auto it = senders_.find(key->second);
+      if (it == senders_.end() || !(it->second.timer == handle)) {
+        sender_ids_.erase(key);
+        return;
+      }
+      Sender& s = it->second;
+      s.rmpp->OnTimeout(now, &scratch_);
+      Flush(scratch_, s.rmpp->to());
+      if (s.rmpp->state() != RmppSender::State::kSending) {
+        senders_.erase(it);
+        sender_ids_.erase(key);
+      } else {
+        s.timer = Arm(TimerKind::kRmppSend, id, s.rmpp->deadline());
+      }
+      return;
+    }
+    case TimerKind::kLinger: {
+      auto it = lingering_.find(id);
+      if (it == lingering_.end()) return;
+      auto m = linger_by_match_.find(it->second.match);
+      if (m != linger_by_match_.end() && m->second == id) linger_by_match_.erase(m);
+      lingering_.erase(it);
+      return;
+    }
+  }
+}
+
+absl::optional<OutgoingMad> Agent::PollTransmit() {
+  if (out_.empty()) return absl::nullopt;
+  OutgoingMad o = out_.front();
+  out_.pop_front();
+  ++counters_.sent;
+  return o;
+}
+
+absl::optional<Completion> Agent::PollCompletion() {
+  if (completions_.empty()) return absl::nullopt;
+  Completion c = std::move(completions_.front());
+  completions_.pop_front();
+  return c;
+}
+
+bool Agent::idle() const {
+  return requests_.empty() && senders_.empty() && out_.empty() && completions_.empty();
+}
+
+}  // namespace uscm::mad

@@ -1,0 +1,249 @@
+// The MAD agent: requests and responses over one transport, sans-IO.
+//
+// It allocates transaction IDs, matches responses to requests, retransmits
+// with exponential backoff, limits outstanding requests per destination,
+// backs off when the responder says Busy, reassembles RMPP responses (when
+// the transport does not), sends RMPP transfers (for a responder such as the
+// simulated SA), and hands every other received MAD to the handler registered
+// for its (class, attribute).
+//
+// Nothing here does I/O or reads a clock. The owner:
+//   - feeds received MADs:         OnReceive(now, mad)
+//   - runs timers:                 OnTimeout(now) at or after NextDeadline()
+//   - drains MADs to send:         PollTransmit() -> Transport::Send
+//   - drains finished requests:    PollCompletion()
+// mad/agent_pump.h does those four steps against a Transport.
+//
+// Transaction IDs: umad overwrites TID bits 63..32 of every request it sends,
+// so the agent owns only the low 32 bits and matches responses on
+// (class, low 32 bits), then checks attribute, method and source.
+#ifndef USCM_MAD_AGENT_H_
+#define USCM_MAD_AGENT_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/optional.h"
+#include "mad/rmpp_receiver.h"
+#include "mad/time.h"
+#include "mad/timer_wheel.h"
+#include "mad/transport.h"
+#include "mad/wire/mad_header.h"
+
+namespace uscm::mad {
+
+struct AgentConfig {
+  // Retransmission: attempt k (k = 0 first) waits
+  // min(base_timeout * backoff_factor^k, max_timeout) for its response.
+  Duration base_timeout = Duration::Millis(1000);
+  int max_retries = 3;
+  int backoff_factor = 2;
+  Duration max_timeout = Duration::Seconds(16);
+  // A Busy answer resends after the attempt's timeout interval, consuming one
+  // retry (the responder asked us to slow down).
+  // Outstanding requests per destination (LID, or GID with a GRH); more wait.
+  size_t window = 4;
+  // Check that a response comes from the LID the request went to (off for
+  // permissive / GRH destinations).
+  bool check_source = true;
+  // Bits 63..32 of emitted TIDs (a transport that rewrites them ignores this).
+  uint32_t tid_high = 0;
+  // The first low TID; a random start avoids matching a previous run's answers.
+  uint32_t first_tid = 1;
+  // Reassemble RMPP here; set from Transport::caps().kernel_rmpp == false.
+  bool rmpp_reassembly = true;
+  RmppConfig rmpp;
+  Duration tick = Duration::Millis(1);  // timer wheel resolution
+};
+
+struct AgentCounters {
+  uint64_t sent = 0;        // MADs handed out by PollTransmit
+  uint64_t received = 0;    // MADs given to OnReceive
+  uint64_t retries = 0;     // request retransmissions (timeouts and Busy)
+  uint64_t timeouts = 0;    // requests failed after all retries
+  uint64_t busy = 0;        // Busy answers
+  uint64_t dropped = 0;     // unsolicited MADs nobody registered for
+  uint64_t malformed = 0;   // unparsable MADs
+  uint64_t unmatched = 0;   // responses without a matching request
+  uint64_t completed = 0;   // requests answered
+  uint64_t cancelled = 0;
+  uint64_t queued = 0;      // requests that had to wait for the window
+  RmppCounters rmpp;
+};
+
+using RequestId = uint64_t;
+
+struct OutgoingMad {
+  MadAddress to;
+  Mad data;
+};
+
+// A finished request: the response, or why there is none.
+struct Completion {
+  RequestId id = 0;
+  uint64_t cookie = 0;          // what the caller passed to SendRequest
+  absl::Status status;          // OK, DeadlineExceeded, Unavailable (Busy), Aborted (RMPP)
+  MadAddress from;
+  // The response MAD (256 bytes), or for an RMPP transfer the 56 header bytes
+  // followed by the reassembled data. Empty unless status is OK. MAD status
+  // bits other than Busy are left for the caller to interpret.
+  std::vector<uint8_t> response;
+  int retries = 0;
+};
+
+// Receives unsolicited MADs (requests, Sends, Traps) of one class/attribute.
+class MadHandler {
+ public:
+  virtual ~MadHandler() = default;
+  virtual void OnMad(TimePoint now, const ReceivedMad& mad) = 0;
+};
+
+inline constexpr uint16_t kAnyAttribute = 0xFFFF;
+
+class Agent {
+ public:
+  Agent(AgentConfig config, TimePoint now);
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Starts a request (`mad` is a 256-byte request MAD; its TID is replaced).
+  // The request goes out at once or waits for the destination's window. Its
+  // outcome arrives as exactly one Completion, unless it is cancelled.
+  // Errors: a MAD that is not 256 bytes, has the response bit set, or has an
+  // unparsable header.
+  absl::StatusOr<RequestId> SendRequest(TimePoint now, const MadAddress& to,
+                                        std::span<const uint8_t> mad, uint64_t cookie = 0);
+  // Forgets a request (no Completion); false if it is not pending.
+  bool Cancel(TimePoint now, RequestId id);
+  // Queues a MAD without tracking (a Send, or a response to a request).
+  absl::Status SendUntracked(const MadAddress& to, std::span<const uint8_t> mad);
+  // Answers with an RMPP transfer: `header` = the 56 bytes of MAD + RMPP + SA
+  // header of the response (RMPP fields are filled in), `payload` = the data.
+  absl::Status SendRmpp(TimePoint now, const MadAddress& to, std::span<const uint8_t> header,
+                        std::span<const uint8_t> payload);
+
+  // Unsolicited MADs of `mgmt_class` (and `attribute_id`, or kAnyAttribute)
+  // go to `handler`, which must outlive the registration. An exact attribute
+  // wins over kAnyAttribute. Registering a taken key replaces the handler.
+  void RegisterHandler(uint8_t mgmt_class, uint16_t attribute_id, MadHandler* handler);
+  void UnregisterHandler(uint8_t mgmt_class, uint16_t attribute_id);
+
+  void OnReceive(TimePoint now, const ReceivedMad& mad);
+  void OnTimeout(TimePoint now);
+  // Never later than the earliest timer (possibly earlier: calling OnTimeout
+  // then is harmless and makes progress toward it).
+  absl::optional<TimePoint> NextDeadline() const { return wheel_.NextDeadline(); }
+
+  absl::optional<OutgoingMad> PollTransmit();
+  absl::optional<Completion> PollCompletion();
+
+  const AgentCounters& counters() const { return counters_; }
+  const AgentConfig& config() const { return config_; }
+  size_t pending_requests() const { return requests_.size(); }
+  size_t rmpp_sends() const { return senders_.size(); }
+  size_t lingering() const { return lingering_.size(); }
+  // Nothing pending at all: requests, transfers, queued output, completions.
+  bool idle() const;
+
+ private:
+  enum class TimerKind : uint8_t { kRequest = 1, kRmppRecv = 2, kRmppSend = 3, kLinger = 4 };
+
+  struct Request {
+    RequestId id = 0;
+    uint64_t cookie = 0;
+    uint32_t tid_low = 0;
+    uint8_t mgmt_class = 0;
+    uint8_t method = 0;
+    uint16_t attribute_id = 0;
+    MadAddress to;
+    Mad mad{};
+    uint64_t dest = 0;
+    bool started = false;    // sent at least once (not waiting for the window)
+    bool busy_wait = false;  // the timer resends (after Busy) instead of retrying
+    int retries = 0;
+    TimerHandle timer;
+    std::unique_ptr<RmppReceiver> rmpp;  // while a segmented response arrives
+    TimerHandle rmpp_timer;
+  };
+  struct Destination {
+    size_t outstanding = 0;
+    std::deque<RequestId> waiting;
+  };
+  // A finished RMPP receive kept for a while so a repeated last segment is
+  // ACKed again.
+  struct Lingering {
+    std::unique_ptr<RmppReceiver> rmpp;
+    uint64_t match = 0;
+    TimerHandle timer;
+  };
+  struct SendKey {
+    uint64_t tid;
+    uint16_t lid;
+    uint32_t qpn;
+    friend bool operator==(const SendKey&, const SendKey&) = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const SendKey& k) {
+      return H::combine(std::move(h), k.tid, k.lid, k.qpn);
+    }
+  };
+  struct Sender {
+    std::unique_ptr<RmppSender> rmpp;
+    uint64_t id = 0;
+    TimerHandle timer;
+  };
+
+  static uint64_t MatchKey(uint8_t mgmt_class, uint32_t tid_low) {
+    return uint64_t{mgmt_class} << 32 | tid_low;
+  }
+  static uint64_t DestKey(const MadAddress& to);
+  Duration AttemptTimeout(int retries) const;
+
+  void Transmit(Request& r, TimePoint now);
+  void Finish(TimePoint now, RequestId id, absl::Status status, const MadAddress& from,
+              std::vector<uint8_t> response);
+  void Release(Request& r);  // frees the window slot, starts the next waiting
+  void StartWaiting(uint64_t dest, TimePoint now);
+  void ArmRequest(Request& r, TimePoint deadline);
+  TimerHandle Arm(TimerKind kind, uint64_t id, TimePoint deadline);
+  void Flush(std::vector<Mad>& mads, const MadAddress& to);
+
+  // The started request `mad` answers, or nullptr.
+  Request* Match(const ReceivedMad& mad, const wire::MadHeader& h);
+  void OnResponse(TimePoint now, const ReceivedMad& mad, const wire::MadHeader& h);
+  void OnRmppResponse(TimePoint now, Request& r, const ReceivedMad& mad,
+                      const wire::RmppHeader& rmpp);
+  bool OnRmppControl(TimePoint now, const ReceivedMad& mad, uint64_t tid,
+                     const wire::RmppHeader& rmpp);
+  void Dispatch(TimePoint now, const ReceivedMad& mad, uint8_t mgmt_class,
+                uint16_t attribute_id);
+  void Expire(TimePoint now, TimerHandle handle, TimerKind kind, uint64_t id);
+
+  AgentConfig config_;
+  AgentCounters counters_;
+  TimerWheel wheel_;
+  uint32_t next_tid_;
+  RequestId next_id_ = 1;
+  uint64_t next_linger_ = 1;
+  absl::flat_hash_map<RequestId, Request> requests_;
+  absl::flat_hash_map<uint64_t, RequestId> by_match_;  // MatchKey -> request
+  absl::flat_hash_map<uint64_t, Destination> destinations_;
+  absl::flat_hash_map<uint64_t, Lingering> lingering_;   // id -> finished receive
+  absl::flat_hash_map<uint64_t, uint64_t> linger_by_match_;
+  absl::flat_hash_map<SendKey, Sender> senders_;
+  absl::flat_hash_map<uint64_t, SendKey> sender_ids_;
+  uint64_t next_sender_ = 1;
+  absl::flat_hash_map<uint32_t, MadHandler*> handlers_;  // class << 16 | attribute
+  std::deque<OutgoingMad> out_;
+  std::deque<Completion> completions_;
+  std::vector<Mad> scratch_;
+};
+
+}  // namespace uscm::mad
+
+#endif  // USCM_MAD_AGENT_H_
