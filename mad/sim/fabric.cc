@@ -1,0 +1,387 @@
+// Fabric construction: LID assignment, routing, path queries and link state.
+// The per-MAD datapath is in datapath.cc.
+#include <algorithm>
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "mad/sim/fabric.h"
+
+namespace uscm::sim {
+namespace {
+
+constexpr uint16_t kMaxUnicastLid = 0xBFFF;
+constexpr uint16_t kNoPort = 0xFFFF;
+
+int Lanes(uint8_t width) {
+  if (width & kWidth12x) return 12;
+  if (width & kWidth8x) return 8;
+  if (width & kWidth4x) return 4;
+  return 1;
+}
+
+// Per-lane signalling rate in units of 0.1 Gb/s.
+int LaneTenths(uint8_t speed) {
+  if (speed & kSpeedQdr) return 100;
+  if (speed & kSpeedDdr) return 50;
+  return 25;
+}
+
+// IBA rate enum for a signalling rate in 0.1 Gb/s.
+uint8_t RateEnum(int tenths) {
+  switch (tenths) {
+    case 25: return 2;
+    case 50: return 5;
+    case 100: return 3;
+    case 200: return 6;
+    case 300: return 4;
+    case 400: return 7;
+    case 600: return 8;
+    case 800: return 9;
+    default: return 10;  // 1200
+  }
+}
+
+}  // namespace
+
+absl::string_view DropReasonName(DropReason r) {
+  switch (r) {
+    case DropReason::kLoss: return "loss";
+    case DropReason::kLinkDown: return "link-down";
+    case DropReason::kNoRoute: return "no-route";
+    case DropReason::kHopLimit: return "hop-limit";
+    case DropReason::kNoQp: return "no-qp";
+    case DropReason::kQkey: return "qkey";
+    case DropReason::kPkey: return "pkey";
+    case DropReason::kGid: return "gid";
+    case DropReason::kQueueFull: return "queue-full";
+  }
+  return "unknown";
+}
+
+uint64_t FabricCounters::total_dropped() const {
+  uint64_t n = 0;
+  for (uint64_t d : dropped) n += d;
+  return n;
+}
+
+Fabric::Fabric(Scheduler& scheduler, Topology topo, FabricOptions options)
+    : scheduler_(scheduler), topo_(std::move(topo)), options_(std::move(options)) {}
+
+Fabric::~Fabric() = default;
+
+absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Create(Scheduler& scheduler, const Topology& topo,
+                                                       FabricOptions options) {
+  if (topo.nodes.empty()) return absl::InvalidArgumentError("topology has no nodes");
+  if (options.pkeys.empty()) return absl::InvalidArgumentError("P_Key table is empty");
+  if (options.mtu < 1 || options.mtu > 5) {
+    return absl::InvalidArgumentError("mtu must be an IBA MTU enum 1 (256) .. 5 (4096)");
+  }
+  if (absl::Status s = ValidateLinkParams(options.link); !s.ok()) return s;
+  std::unique_ptr<Fabric> f(new Fabric(scheduler, topo, std::move(options)));
+  const auto& nodes = f->topo_.nodes;
+  f->attach_.resize(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) f->attach_[n].resize(nodes[n].num_ports + 1);
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    for (int p = 1; p <= nodes[n].num_ports; ++p) {
+      const TopoPort& tp = nodes[n].ports[p];
+      if (tp.remote_node < 0 || f->attach_[n][p].link >= 0) continue;
+      const TopoPort& rp = nodes[tp.remote_node].ports[tp.remote_port];
+      if (rp.remote_node != static_cast<int>(n) || rp.remote_port != p) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "\"", nodes[n].id, "\"[", p, "] links to a port that does not link back"));
+      }
+      Link l;
+      l.node[0] = static_cast<int>(n);
+      l.port[0] = p;
+      l.node[1] = tp.remote_node;
+      l.port[1] = tp.remote_port;
+      l.params = f->options_.link;
+      const uint8_t w = tp.width_enabled & rp.width_enabled;
+      const uint8_t s = tp.speed_enabled & rp.speed_enabled;
+      if (w == 0 || s == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("\"", nodes[n].id, "\"[", p, "]: ends share no width or speed"));
+      }
+      const int tenths = Lanes(w) * LaneTenths(s);
+      l.rate_enum = RateEnum(tenths);
+      l.rate_bytes_per_s = static_cast<uint64_t>(tenths) * 10'000'000;  // 8b/10b, bits->bytes
+      const int id = static_cast<int>(f->links_.size());
+      f->links_.push_back(l);
+      f->attach_[n][p] = Attach{id, 0};
+      f->attach_[tp.remote_node][tp.remote_port] = Attach{id, 1};
+    }
+  }
+  if (absl::Status s = f->AssignLids(); !s.ok()) return s;
+  f->ComputeRoutes(/*up_only=*/false);
+  return f;
+}
+
+// Hinted LIDs first; then breadth-first from node 0 (ports in ascending
+// order), the next free LID from 1 to each switch and each connected CA port.
+absl::Status Fabric::AssignLids() {
+  const auto& nodes = topo_.nodes;
+  std::vector<int> lid_of_ep;
+  endpoint_of_.assign(nodes.size(), {});
+  std::vector<bool> taken(kMaxUnicastLid + 1, false);
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    endpoint_of_[n].assign(nodes[n].num_ports + 1, -1);
+    for (int p = 0; p <= nodes[n].num_ports; ++p) {
+      const uint16_t hint = nodes[n].ports[p].lid_hint;
+      if (hint == 0) continue;
+      if (taken[hint]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("LID ", hint, " is given twice (again at \"", nodes[n].id, "\")"));
+      }
+      taken[hint] = true;
+    }
+  }
+  uint16_t next = 1;
+  auto assign = [&](int n, int p) -> absl::Status {
+    uint16_t lid = nodes[n].ports[p].lid_hint;
+    if (lid == 0) {
+      while (next <= kMaxUnicastLid && taken[next]) ++next;
+      if (next > kMaxUnicastLid) return absl::ResourceExhaustedError("out of unicast LIDs");
+      lid = next;
+      taken[next] = true;
+    }
+    const TopoNode& node = nodes[n];
+    Endpoint ep;
+    ep.node = n;
+    ep.port = p;
+    ep.node_id = node.id;
+    ep.desc = node.desc;
+    ep.type = node.type;
+    ep.node_guid = node.node_guid;
+    ep.port_guid = node.PortGuid(p);
+    ep.lid = lid;
+    ep.gid = mad::Gid::FromParts(options_.subnet_prefix, ep.port_guid);
+    endpoint_of_[n][p] = static_cast<int>(endpoints_.size());
+    endpoints_.push_back(std::move(ep));
+    return absl::OkStatus();
+  };
+  std::vector<bool> seen(nodes.size(), false);
+  for (size_t root = 0; root < nodes.size(); ++root) {
+    if (seen[root]) continue;
+    std::deque<int> queue = {static_cast<int>(root)};
+    seen[root] = true;
+    while (!queue.empty()) {
+      const int n = queue.front();
+      queue.pop_front();
+      if (nodes[n].type == NodeType::kSwitch) {
+        if (absl::Status s = assign(n, 0); !s.ok()) return s;
+      }
+      for (int p = 1; p <= nodes[n].num_ports; ++p) {
+        if (attach_[n][p].link < 0) continue;
+        if (nodes[n].type == NodeType::kCa) {
+          if (absl::Status s = assign(n, p); !s.ok()) return s;
+        }
+        const int r = nodes[n].ports[p].remote_node;
+        if (!seen[r]) {
+          seen[r] = true;
+          queue.push_back(r);
+        }
+      }
+    }
+  }
+  uint16_t max_lid = 0;
+  for (const Endpoint& ep : endpoints_) max_lid = std::max(max_lid, ep.lid);
+  endpoint_by_lid_.assign(max_lid + 1, -1);
+  for (size_t i = 0; i < endpoints_.size(); ++i) endpoint_by_lid_[endpoints_[i].lid] = static_cast<int>(i);
+
+  const int sm_node = options_.sm_node.empty() ? 0 : topo_.FindNode(options_.sm_node);
+  if (sm_node < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("sm_node \"", options_.sm_node, "\" is not in the topology"));
+  }
+  for (int p = 0; p <= nodes[sm_node].num_ports && sm_lid_ == 0; ++p) {
+    if (endpoint_of_[sm_node][p] >= 0) sm_lid_ = endpoints_[endpoint_of_[sm_node][p]].lid;
+  }
+  if (sm_lid_ == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SM node \"", nodes[sm_node].id, "\" has no connected port"));
+  }
+  return absl::OkStatus();
+}
+
+// For every destination, a breadth-first search outward from it over switches
+// gives each switch its port toward the destination (the first discovery
+// wins: fewest hops, then lowest port numbers).
+void Fabric::ComputeRoutes(bool up_only) {
+  const auto& nodes = topo_.nodes;
+  const uint16_t lid_space = static_cast<uint16_t>(endpoint_by_lid_.size());
+  fwd_.assign(nodes.size(), {});
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (nodes[n].type == NodeType::kSwitch) fwd_[n].assign(lid_space, kNoPort);
+  }
+  std::vector<int> dist(nodes.size());
+  for (const Endpoint& ep : endpoints_) {
+    std::fill(dist.begin(), dist.end(), -1);
+    std::deque<int> queue;
+    auto usable = [&](int n, int p) {
+      const int l = attach_[n][p].link;
+      return l >= 0 && (!up_only || links_[l].up);
+    };
+    if (ep.type == NodeType::kSwitch) {
+      dist[ep.node] = 0;
+      queue.push_back(ep.node);
+    } else if (usable(ep.node, ep.port)) {
+      const TopoPort& tp = nodes[ep.node].ports[ep.port];
+      if (nodes[tp.remote_node].type == NodeType::kSwitch) {
+        dist[tp.remote_node] = 1;
+        fwd_[tp.remote_node][ep.lid] = static_cast<uint16_t>(tp.remote_port);
+        queue.push_back(tp.remote_node);
+      }
+    }
+    while (!queue.empty()) {
+      const int n = queue.front();
+      queue.pop_front();
+      for (int p = 1; p <= nodes[n].num_ports; ++p) {
+        if (!usable(n, p)) continue;
+        const TopoPort& tp = nodes[n].ports[p];
+        const int r = tp.remote_node;
+        if (nodes[r].type != NodeType::kSwitch || dist[r] >= 0) continue;
+        dist[r] = dist[n] + 1;
+        fwd_[r][ep.lid] = static_cast<uint16_t>(tp.remote_port);
+        queue.push_back(r);
+      }
+    }
+  }
+}
+
+void Fabric::Reroute() { ComputeRoutes(/*up_only=*/true); }
+
+const Endpoint* Fabric::FindEndpoint(absl::string_view node_id, int port) const {
+  const int n = topo_.FindNode(node_id);
+  if (n < 0 || port < 0 || port > topo_.nodes[n].num_ports) return nullptr;
+  const int e = endpoint_of_[n][port];
+  return e < 0 ? nullptr : &endpoints_[e];
+}
+
+const Endpoint* Fabric::FindByLid(uint16_t lid) const {
+  if (lid >= endpoint_by_lid_.size() || endpoint_by_lid_[lid] < 0) return nullptr;
+  return &endpoints_[endpoint_by_lid_[lid]];
+}
+
+const Endpoint* Fabric::FindByGid(const mad::Gid& gid) const {
+  for (const Endpoint& ep : endpoints_) {
+    if (ep.gid == gid) return &ep;
+  }
+  return nullptr;
+}
+
+mad::LocalPort Fabric::LocalPortOf(const Endpoint& ep) const {
+  mad::LocalPort lp;
+  lp.ca_name = absl::StrCat("sim:", ep.node_id);
+  lp.port_num = static_cast<uint8_t>(ep.port);
+  lp.link_layer = mad::LinkLayer::kInfiniBand;
+  lp.lid = ep.lid;
+  lp.lmc = 0;
+  lp.sm_lid = sm_lid_;
+  lp.sm_sl = 0;
+  lp.gid = ep.gid;
+  lp.node_guid = ep.node_guid;
+  lp.pkeys = options_.pkeys;
+  return lp;
+}
+
+absl::StatusOr<PathInfo> Fabric::Path(uint16_t slid, uint16_t dlid) const {
+  const Endpoint* src = FindByLid(slid);
+  const Endpoint* dst = FindByLid(dlid);
+  if (src == nullptr || dst == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no port has LID ", src == nullptr ? slid : dlid));
+  }
+  PathInfo path;
+  path.slid = slid;
+  path.dlid = dlid;
+  path.sgid = src->gid;
+  path.dgid = dst->gid;
+  path.mtu = options_.mtu;
+  path.rate = 0;
+  if (src == dst) {
+    path.rate = 10;  // loopback: no link, the fastest rate
+    return path;
+  }
+  auto unreachable = [&] {
+    return absl::NotFoundError(absl::StrCat("no route from LID ", slid, " to LID ", dlid));
+  };
+  int node = src->node;
+  int out = src->port;
+  if (src->type == NodeType::kSwitch) {
+    out = fwd_[node][dlid];
+    if (out == kNoPort) return unreachable();
+  }
+  int slowest = -1;
+  for (int hop = 0; hop < 64; ++hop) {
+    const Attach a = attach_[node][out];
+    if (a.link < 0) return unreachable();
+    const Link& l = links_[a.link];
+    path.hops++;
+    path.all_links_up = path.all_links_up && l.up;
+    // Compare rates by speed, not by enum value (the enum is not ordered).
+    if (slowest < 0 || l.rate_bytes_per_s < links_[slowest].rate_bytes_per_s) slowest = a.link;
+    const int next = l.node[1 - a.dir];
+    const int in = l.port[1 - a.dir];
+    if (next == dst->node && (in == dst->port || dst->type == NodeType::kSwitch)) {
+      path.rate = links_[slowest].rate_enum;
+      return path;
+    }
+    if (topo_.nodes[next].type != NodeType::kSwitch) return unreachable();
+    node = next;
+    out = fwd_[node][dlid];
+    if (out == kNoPort) return unreachable();
+  }
+  return unreachable();
+}
+
+absl::StatusOr<int> Fabric::LinkOf(absl::string_view node_id, int port) const {
+  const int n = topo_.FindNode(node_id);
+  if (n < 0) return absl::NotFoundError(absl::StrCat("no node \"", node_id, "\""));
+  if (port < 1 || port > topo_.nodes[n].num_ports || attach_[n][port].link < 0) {
+    return absl::NotFoundError(absl::StrCat("\"", node_id, "\" port ", port, " has no link"));
+  }
+  return attach_[n][port].link;
+}
+
+absl::Status ValidateLinkParams(const LinkParams& params) {
+  for (double p : {params.loss, params.duplicate, params.reorder}) {
+    if (!(p >= 0 && p <= 1)) return absl::InvalidArgumentError("probabilities must be in [0, 1]");
+  }
+  if (params.latency < Duration::Zero() || params.jitter < Duration::Zero() ||
+      params.reorder_delay < Duration::Zero()) {
+    return absl::InvalidArgumentError("latency, jitter and reorder_delay must not be negative");
+  }
+  if (params.bandwidth_bytes_per_s.has_value() && *params.bandwidth_bytes_per_s == 0) {
+    return absl::InvalidArgumentError("bandwidth must be positive (nullopt = the link's rate)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Fabric::SetLinkParams(absl::string_view node_id, int port, const LinkParams& params) {
+  absl::StatusOr<int> l = LinkOf(node_id, port);
+  if (!l.ok()) return l.status();
+  if (absl::Status s = ValidateLinkParams(params); !s.ok()) return s;
+  links_[*l].params = params;
+  return absl::OkStatus();
+}
+
+absl::Status Fabric::SetLinkUp(absl::string_view node_id, int port, bool up) {
+  absl::StatusOr<int> l = LinkOf(node_id, port);
+  if (!l.ok()) return l.status();
+  Link& link = links_[*l];
+  if (link.up && !up) link.generation++;  // MADs on the wire are lost
+  link.up = up;
+  return absl::OkStatus();
+}
+
+absl::Status Fabric::ScheduleLinkUp(TimePoint at, absl::string_view node_id, int port, bool up) {
+  absl::StatusOr<int> l = LinkOf(node_id, port);
+  if (!l.ok()) return l.status();
+  scheduler_.Schedule(at, [this, link = *l, up] {
+    Link& k = links_[link];
+    if (k.up && !up) k.generation++;
+    k.up = up;
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace uscm::sim

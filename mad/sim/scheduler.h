@@ -1,0 +1,131 @@
+// The one owner of virtual time in simulations. Events run in (time,
+// sequence) order; protocol endpoints register as Actors and are woken at the
+// deadline they report. Every random choice comes from the scheduler's seeded
+// Rng, whose distributions are written here (std:: distributions differ
+// between standard libraries), so a seed reproduces a run byte for byte.
+// Model: quiche/quic/test_tools/simulator/simulator.h, smoltcp tests/netsim.rs.
+#ifndef USCM_MAD_SIM_SCHEDULER_H_
+#define USCM_MAD_SIM_SCHEDULER_H_
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/types/optional.h"
+#include "mad/time.h"
+
+namespace uscm::sim {
+
+using mad::Duration;
+using mad::TimePoint;
+
+// A seeded 64-bit generator with portable distributions.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : engine_(seed) {}
+
+  uint64_t Next() { return engine_(); }
+  // Uniform in [0, 1), 53 random bits.
+  double Uniform01() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+  // True with probability p (p <= 0 never draws, so a fault-free run does not
+  // consume random numbers).
+  bool Bernoulli(double p);
+  // Uniform in [0, n); n > 0. Unbiased (rejection sampling).
+  uint64_t Below(uint64_t n);
+  // Uniform duration in [0, max]; Zero() if max <= 0.
+  Duration UpTo(Duration max);
+  // An independent stream derived from this one (for a sub-component).
+  Rng Fork() { return Rng(Next() ^ 0x9e3779b97f4a7c15ULL); }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+// A protocol endpoint the scheduler drives: it reports when it next needs to
+// run and is woken then with the current virtual time.
+class Actor {
+ public:
+  virtual ~Actor() = default;
+  virtual absl::optional<TimePoint> NextDeadline() const = 0;
+  virtual void Wake(TimePoint now) = 0;
+};
+
+class Scheduler {
+ public:
+  using EventId = uint64_t;
+  using Callback = absl::AnyInvocable<void()>;
+
+  explicit Scheduler(uint64_t seed, TimePoint start = TimePoint::Epoch());
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  TimePoint Now() const { return clock_.Now(); }
+  const mad::Clock& clock() const { return clock_; }
+  Rng& rng() { return rng_; }
+
+  // Runs `cb` at `at` (a time in the past means now). Events at the same time
+  // run in the order they were scheduled.
+  EventId Schedule(TimePoint at, Callback cb);
+  EventId ScheduleIn(Duration d, Callback cb) { return Schedule(Now() + d, std::move(cb)); }
+  // Forgets a pending event; false if it already ran or was cancelled.
+  bool Cancel(EventId id);
+
+  // Actors are not owned and must outlive their registration. At equal times
+  // events run before actors; actors are woken in registration order. An
+  // actor whose deadline has passed is woken at the current time.
+  void AddActor(Actor* actor);
+  void RemoveActor(Actor* actor);
+
+  // One step: the earliest event or actor wake-up. False when nothing is due
+  // at all (no events, no actor deadlines).
+  bool Step();
+
+  // Steps until `done()` holds (checked before every step), virtual time would
+  // pass `deadline`, or `max_steps` steps ran. OK when done() held;
+  // DeadlineExceeded (clock left at `deadline`) or ResourceExhausted
+  // (a livelock guard) otherwise; FailedPrecondition if nothing was left to run.
+  absl::Status RunUntil(absl::FunctionRef<bool()> done,
+                        TimePoint deadline = TimePoint::Infinite(),
+                        uint64_t max_steps = kDefaultMaxSteps);
+  // Runs everything due within `d`, then leaves the clock at Now() + d.
+  absl::Status RunFor(Duration d, uint64_t max_steps = kDefaultMaxSteps);
+  // Runs until no event is pending and no actor has a deadline.
+  absl::Status RunUntilIdle(uint64_t max_steps = kDefaultMaxSteps);
+
+  size_t pending_events() const { return queue_.size() - cancelled_.size(); }
+  uint64_t steps() const { return steps_; }
+
+  static constexpr uint64_t kDefaultMaxSteps = 10'000'000;
+
+ private:
+  struct Event {
+    TimePoint at;
+    uint64_t seq;
+    Callback cb;
+  };
+  // Heap order: the smallest (at, seq) on top.
+  static bool Later(const Event& a, const Event& b) {
+    return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+  }
+  void DropCancelledTop();
+  // The earliest actor deadline (clamped to now) and the actor, if any.
+  Actor* EarliestActor(TimePoint* at) const;
+  // Time of the next step, Infinite() if none.
+  TimePoint NextTime();
+
+  mad::VirtualClock clock_;
+  Rng rng_;
+  std::vector<Event> queue_;
+  absl::flat_hash_set<EventId> cancelled_;
+  std::vector<Actor*> actors_;
+  uint64_t next_seq_ = 0;
+  uint64_t steps_ = 0;
+};
+
+}  // namespace uscm::sim
+
+#endif  // USCM_MAD_SIM_SCHEDULER_H_
