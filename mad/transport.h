@@ -61,6 +61,9 @@ struct TransportCaps {
   bool kernel_rmpp = false;    // receiver coalesces RMPP (umad with rmpp_version 1)
   bool can_reach_qp1 = true;   // peers answer on QP1 (false only for a peer-UD scheme)
   size_t max_receive_size = kMadSize;
+  // The transport overwrites TID bits 63..32 of requests (ib_umad puts its
+  // agent id there): responses must be matched on the lower 32 bits.
+  bool rewrites_tid_high = false;
 };
 
 // One received MAD. `data` is valid only inside the Drain callback. It is 256

@@ -1,0 +1,111 @@
+// The umad transport: MADs on QP1 through the kernel's ib_umad (libibumad).
+//
+// One port, two agents: CM (class 0x07 v2, receives unsolicited Sends) and SA
+// (class 0x03 v2, client only, kernel RMPP when available). Every send goes out
+// with timeout 0 and retries 0: retransmission is the protocol core's job.
+//
+// Things the kernel (or libibumad) does that callers must know:
+//  - ib_umad overwrites TID bits 63..32 of every request with the agent's
+//    hi_tid, so responses echo a TID whose upper half differs from the one
+//    sent. Match on the lower 32 bits (caps().rewrites_tid_high). ibsim's
+//    umad2sim overwrites bits 47..32 likewise.
+//  - ib_umad refuses (EINVAL) a request whose TID and class equal one still
+//    waiting for its send completion. Send() retries that for a short while
+//    and then says so; a fresh TID per message avoids it.
+//  - Under ibsim (LD_PRELOAD=libumad2sim.so) fd() is a fake descriptor that
+//    only poll(2) understands (umad2sim intercepts poll, not epoll), there is
+//    no kernel RMPP (multi-segment responses arrive as raw segments, and
+//    umad2sim cuts each to 256 bytes), and a MAD for a class without an agent
+//    crashes umad2sim's receive thread (NULL fd_data). A client started with
+//    SIM_SET_ISSM=1 (needed to receive unsolicited CM MADs) advertises IsSM,
+//    so OpenSM sends it SMInfo SMPs: on the simulator Open() therefore also
+//    registers SMP agents (classes 0x01, 0x81) whose MADs Drain() drops.
+#ifndef USCM_MAD_UMAD_TRANSPORT_H_
+#define USCM_MAD_UMAD_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "mad/transport.h"
+
+namespace uscm::mad {
+
+struct UmadOptions {
+  std::string ca_name;       // "" = the first CA with an active port
+  int port_num = 0;          // 0 = the first active port of that CA
+  // Register the CM agent with method mask {Send}, i.e. receive every
+  // unsolicited CM MAD. Fails while the kernel's ib_cm is loaded. With false
+  // the agent is registered with an empty mask: it can send CM MADs and
+  // receive responses (TID-matched) but no REQ/REP/...
+  bool receive_cm = true;
+  bool register_sa = true;   // SA client agent (class 0x03 v2)
+  enum class Rmpp : uint8_t {
+    kAuto,    // kernel RMPP unless the CA is ibsim's simulator (no RMPP there)
+    kKernel,  // rmpp_version 1: the kernel reassembles and ACKs SA responses
+    kNone,    // rmpp_version 0: raw segments reach the caller
+  };
+  Rmpp rmpp = Rmpp::kAuto;
+  bool require_active = true;  // fail if the chosen port is not ACTIVE
+};
+
+// Counters; plain numbers, read whenever.
+struct UmadStats {
+  uint64_t sent = 0;
+  uint64_t send_errors = 0;
+  uint64_t send_tid_busy_retries = 0;  // EINVAL from is_duplicate(), retried
+  uint64_t received = 0;
+  uint64_t receive_status_errors = 0;  // umad status != 0 (e.g. RMPP timeout)
+  uint64_t receive_buffer_grows = 0;   // ENOSPC: a coalesced RMPP response
+  uint64_t dropped_smp = 0;            // SMPs absorbed on the simulator
+};
+
+class UmadTransport final : public Transport {
+ public:
+  static absl::StatusOr<std::unique_ptr<UmadTransport>> Open(const UmadOptions& options);
+  ~UmadTransport() override;
+  UmadTransport(const UmadTransport&) = delete;
+  UmadTransport& operator=(const UmadTransport&) = delete;
+
+  absl::Status Send(const MadAddress& to, std::span<const uint8_t> mad) override;
+  size_t Drain(absl::FunctionRef<void(const ReceivedMad&)> sink, size_t max = SIZE_MAX) override;
+  int fd() const override;
+  const TransportCaps& caps() const override { return caps_; }
+  const LocalPort& port() const override { return port_; }
+
+  const UmadStats& stats() const { return stats_; }
+  // The CM agent's id, and the SA agent's id (-1 if not registered).
+  int cm_agent() const { return cm_agent_; }
+  int sa_agent() const { return sa_agent_; }
+
+ private:
+  UmadTransport() = default;
+
+  int port_id_ = -1;
+  int cm_agent_ = -1;
+  int sa_agent_ = -1;
+  std::vector<int> smp_agents_;  // simulator only
+  TransportCaps caps_;
+  LocalPort port_;
+  UmadStats stats_;
+  std::vector<uint8_t> send_buf_;  // umad header + one MAD
+  std::vector<uint8_t> recv_buf_;  // umad header + the largest MAD seen so far
+};
+
+// Reads the local port's attributes without opening it (no agent, no device
+// file): for tools that wait until a port becomes ACTIVE. `state` follows
+// PortInfo:PortState (1 Down, 2 Init, 3 Armed, 4 Active).
+struct UmadPortState {
+  LocalPort port;
+  int state = 0;
+  std::string ca_type;  // sysfs hca_type ("simulator" under ibsim)
+};
+absl::StatusOr<UmadPortState> QueryUmadPort(const std::string& ca_name, int port_num);
+
+}  // namespace uscm::mad
+
+#endif  // USCM_MAD_UMAD_TRANSPORT_H_
