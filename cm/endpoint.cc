@@ -328,7 +328,8 @@ uint32_t CmEndpoint::NewCommId() {
 }
 
 ConnId CmEndpoint::NewConnection(Connection c) {
-  c.local_comm_id = NewCommId();
+  if (c.local_comm_id == 0) c.local_comm_id = NewCommId();
+  assert(!by_local_id_.contains(c.local_comm_id));
   const uint32_t local = c.local_comm_id;
   const auto key = conns_.Insert(std::move(c));
   by_local_id_.emplace(local, key.index);
