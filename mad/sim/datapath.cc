@@ -30,6 +30,12 @@ void Mix(uint64_t& h, uint64_t v, int bytes) {
   }
 }
 
+// FNV-1a step over one 64-bit word: 8x fewer multiplies for the payload.
+void MixWord(uint64_t& h, uint64_t w) {
+  h ^= w;
+  h *= 0x100000001b3ULL;
+}
+
 // A P_Key matches when the low 15 bits agree and at least one side is a full member.
 bool PkeyMatch(uint16_t a, uint16_t b) {
   return (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000) != 0;
@@ -198,9 +204,9 @@ void Fabric::Deliver(uint32_t slot, int endpoint) {
     ++pkey_index;
   }
   if (pkey_index == options_.pkeys.size()) return Drop(slot, DropReason::kPkey);
-  if (t->rx_.size() >= options_.receive_queue_depth) return Drop(slot, DropReason::kQueueFull);
+  if (t->rx_count_ >= options_.receive_queue_depth) return Drop(slot, DropReason::kQueueFull);
 
-  SimTransport::Rx& rx = t->rx_.emplace_back();
+  SimTransport::Rx& rx = t->PushRx();
   rx.from.lid = p.slid;
   rx.from.qpn = p.src_qpn;
   rx.from.qkey = p.qkey;
@@ -236,8 +242,14 @@ void Fabric::Record(const Packet& p, bool delivered, DropReason reason) {
   Mix(digest_, p.src_qpn, 4);
   Mix(digest_, p.dst_qpn, 4);
   Mix(digest_, p.len, 2);
-  if (delivered) {
-    for (uint16_t i = 0; i < p.len; ++i) Mix(digest_, p.data[i], 1);
+  if (delivered) {  // the payload as little-endian 64-bit words, then the tail
+    size_t i = 0;
+    for (; i + 8 <= p.len; i += 8) {
+      uint64_t w = 0;
+      for (int k = 7; k >= 0; --k) w = (w << 8) | p.data[i + k];
+      MixWord(digest_, w);
+    }
+    for (; i < p.len; ++i) Mix(digest_, p.data[i], 1);
   }
   if (trace_) {
     trace_(TraceEvent{now, delivered, reason, p.slid, p.dlid, p.src_qpn, p.dst_qpn, p.len});
@@ -259,12 +271,25 @@ absl::Status SimTransport::Send(const mad::MadAddress& to, std::span<const uint8
   return fabric_->Send(*this, to, mad);
 }
 
+SimTransport::Rx& SimTransport::PushRx() {
+  if (rx_count_ == rx_.size()) {
+    std::vector<Rx> bigger(std::max<size_t>(16, rx_.size() * 2));
+    for (size_t i = 0; i < rx_count_; ++i) bigger[i] = rx_[(rx_head_ + i) % rx_.size()];
+    rx_ = std::move(bigger);
+    rx_head_ = 0;
+  }
+  return rx_[(rx_head_ + rx_count_++) % rx_.size()];
+}
+
 size_t SimTransport::Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink, size_t max) {
   size_t n = 0;
-  while (n < max && !rx_.empty()) {
-    const Rx& rx = rx_.front();
+  while (n < max && rx_count_ > 0) {
+    const Rx& rx = rx_[rx_head_];
     sink(mad::ReceivedMad{rx.from, std::span<const uint8_t>(rx.data.data(), rx.len)});
-    rx_.pop_front();
+    // Popped after the sink: if the sink ran the scheduler and the ring grew,
+    // the MAD just handed out is again at rx_head_.
+    rx_head_ = (rx_head_ + 1) % rx_.size();
+    rx_count_--;
     ++n;
   }
   return n;

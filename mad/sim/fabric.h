@@ -9,7 +9,6 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -242,7 +241,7 @@ class SimTransport final : public mad::Transport {
 
   uint32_t qpn() const { return qpn_; }
   uint32_t qkey() const { return qkey_; }
-  size_t pending() const { return rx_.size(); }
+  size_t pending() const { return rx_count_; }
   // Called (from inside the scheduler) each time a MAD lands in the queue.
   void set_on_arrival(absl::AnyInvocable<void()> cb) { on_arrival_ = std::move(cb); }
 
@@ -254,6 +253,8 @@ class SimTransport final : public mad::Transport {
     std::array<uint8_t, mad::kMadSize> data;
   };
   SimTransport(Fabric* fabric, int endpoint, uint32_t qpn, uint32_t qkey, mad::LocalPort port);
+  // The receive queue is a ring that only grows: no allocation per MAD once warm.
+  Rx& PushRx();
 
   Fabric* fabric_;
   int endpoint_;
@@ -261,7 +262,9 @@ class SimTransport final : public mad::Transport {
   uint32_t qkey_;
   mad::LocalPort port_;
   mad::TransportCaps caps_;
-  std::deque<Rx> rx_;
+  std::vector<Rx> rx_;
+  size_t rx_head_ = 0;
+  size_t rx_count_ = 0;
   absl::AnyInvocable<void()> on_arrival_;
 };
 
