@@ -1,0 +1,170 @@
+// A hierarchical timing wheel for the CM and SA timers (response timeouts,
+// retries, MRA extensions, TimeWait). Sans-IO: time is passed in; the owner
+// arms one OS timer (or jumps virtual time) to NextDeadline() and calls Advance.
+//
+// Time is counted in ticks of a fixed length from `start`. A deadline d is
+// rounded UP to a tick boundary: its timer fires during the first
+// Advance(now) with now >= start + ceil((d - start) / tick) * tick. So a timer
+// never fires before its deadline and never more than one tick after the first
+// Advance at or past it (exactly: the firing tick is < d + tick). A deadline
+// already due when scheduled fires at the next Advance.
+//
+// Structure: kLevels levels of 64 buckets; level L buckets are 64^L ticks wide.
+// A timer sits at the level of the highest 6-bit digit in which its expiry tick
+// differs from the current tick (Linux/tokio style), in an intrusive
+// doubly-linked list, so Schedule and Cancel are O(1). When time reaches a
+// bucket at level L > 0 its timers cascade to lower levels (each timer cascades
+// at most kLevels - 1 times: amortized O(1) expiry). The top level is a ring;
+// timers more than 64^kLevels ticks ahead wait in an overflow list that is
+// re-examined when time comes within range, so the range is unbounded.
+// Occupancy bitmaps (one bit per bucket, one per level) make finding the next
+// non-empty bucket O(1), so a jump of hours costs O(timers touched + levels),
+// not O(elapsed ticks).
+//
+// Timers live in one node vector with a free list: after Reserve(n), up to n
+// pending timers need no allocation. Handles carry a 32-bit generation, so
+// Cancel of a fired, cancelled or never-issued handle returns false in O(1).
+// (A stale handle could alias only after exactly 2^32 reuses of its node.)
+//
+// Not thread-safe. Callbacks run inside Advance and may Schedule, Cancel and
+// Reschedule (any timer, including ones due in the same Advance); they must
+// not call Advance.
+#ifndef USCM_MAD_TIMER_WHEEL_H_
+#define USCM_MAD_TIMER_WHEEL_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/types/optional.h"
+#include "mad/time.h"
+
+namespace uscm::mad {
+
+class TimerHandle {
+ public:
+  constexpr TimerHandle() = default;  // refers to no timer; Cancel is false
+  constexpr bool operator==(const TimerHandle&) const = default;
+
+ private:
+  friend class TimerWheel;
+  constexpr TimerHandle(uint32_t index, uint32_t generation)
+      : index_(index), generation_(generation) {}
+  uint32_t index_ = UINT32_MAX;
+  uint32_t generation_ = 0;
+};
+
+class TimerWheel {
+ public:
+  static constexpr int kBitsPerLevel = 6;
+  static constexpr int kSlots = 1 << kBitsPerLevel;  // buckets per level
+  static constexpr int kLevels = 8;  // 64^8 = 2^48 ticks before overflow
+  static constexpr int kRangeBits = kBitsPerLevel * kLevels;
+
+  using Callback = absl::FunctionRef<void(TimerHandle, uint64_t payload)>;
+
+  // `tick` must be positive. Time before `start` counts as `start`.
+  TimerWheel(TimePoint start, Duration tick);
+  TimerWheel(const TimerWheel&) = delete;
+  TimerWheel& operator=(const TimerWheel&) = delete;
+
+  // Room for `n` pending timers without further allocation.
+  void Reserve(size_t n);
+
+  TimerHandle Schedule(TimePoint deadline, uint64_t payload);
+  // True if the timer was pending (now it is not); false for a handle that
+  // fired, was cancelled, or is default-constructed.
+  bool Cancel(TimerHandle handle);
+  // Moves a pending timer to a new deadline; the handle stays valid. False (and
+  // nothing happens) if the handle is not pending.
+  bool Reschedule(TimerHandle handle, TimePoint deadline);
+  bool IsPending(TimerHandle handle) const;
+
+  // Moves time forward to `now` (an earlier `now` is treated as the current
+  // time) and calls `on_expire` once for every timer that became due, in tick
+  // order (ties in unspecified but deterministic order). Timers scheduled by a
+  // callback that are due by `now` also fire in this call (so a callback that
+  // always schedules an already-due timer never returns). Returns the number
+  // fired. Cost: O(fired + cascaded + levels), independent of how far time
+  // jumped.
+  size_t Advance(TimePoint now, Callback on_expire);
+
+  // When Advance next has work, or nullopt when nothing is pending. Guarantee:
+  // never later than the firing time (start + tick * ceil-tick) of the earliest
+  // pending timer, or than now() if that timer is already due (a past deadline
+  // scheduled since the last Advance); it is exact when that timer is within 64
+  // ticks of the
+  // current tick, and otherwise the start of the bucket that must be
+  // cascaded first. Advance(NextDeadline()) always makes progress; at most
+  // kLevels + 2 such calls reach the earliest timer. Returns a time <= the
+  // current time if a timer is already due. O(1).
+  absl::optional<TimePoint> NextDeadline() const;
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  Duration tick() const { return Duration::Nanos(tick_ns_); }
+  // The current time, rounded down to a tick.
+  TimePoint now() const { return TickToTime(now_); }
+
+ private:
+  static constexpr uint32_t kNil = UINT32_MAX;
+  static constexpr uint16_t kOverflowBucket = kLevels * kSlots;
+  static constexpr uint16_t kNumBuckets = kOverflowBucket + 1;
+  static constexpr uint16_t kFreeBucket = UINT16_MAX;
+
+  struct Node {
+    uint64_t expire;  // tick
+    uint64_t payload;
+    uint32_t next;
+    uint32_t prev;
+    uint32_t generation;
+    uint16_t bucket;
+  };
+  enum class EventKind { kNone, kFire, kCascade, kOverflow };
+  struct Event {
+    EventKind kind = EventKind::kNone;
+    uint64_t tick = 0;
+    int level = 0;
+    int slot = 0;
+  };
+
+  uint64_t DeadlineToTick(TimePoint deadline) const;  // rounded up
+  uint64_t TimeToTick(TimePoint t) const;             // rounded down
+  TimePoint TickToTime(uint64_t tick) const;
+  uint64_t DivTick(uint64_t n, uint64_t* remainder) const;
+
+  uint32_t AllocNode();
+  void FreeNode(uint32_t index);
+  bool Valid(TimerHandle h) const;
+
+  // Puts node `index` (expire set) in the bucket its expiry calls for.
+  void Link(uint32_t index);
+  void PushFront(uint16_t bucket, uint32_t index);
+  void Unlink(uint32_t index);
+  uint32_t PopFront(uint16_t bucket);
+
+  Event NextEvent() const;
+  void Cascade(int level, int slot);
+  void DrainOverflow();
+  void RecomputeOverflowMin();
+
+  const int64_t start_ns_;
+  const uint64_t tick_ns_;
+  const uint64_t tick_reciprocal_;  // floor((2^64 - 1) / tick_ns_)
+  uint64_t now_ = 0;                // current tick
+  size_t size_ = 0;
+  bool in_advance_ = false;
+
+  std::vector<Node> nodes_;
+  uint32_t free_head_ = kNil;
+  std::array<uint32_t, kNumBuckets> heads_;
+  std::array<uint64_t, kLevels> occupied_{};  // bit s: bucket (L, s) non-empty
+  uint32_t levels_occupied_ = 0;              // bit L: occupied_[L] != 0
+  uint64_t overflow_min_ = UINT64_MAX;        // min expiry in the overflow list
+};
+
+}  // namespace uscm::mad
+
+#endif  // USCM_MAD_TIMER_WHEEL_H_
