@@ -164,7 +164,7 @@ TEST(IbPacketTest, CorruptCrcsAreReportedNotRejected) {
 
 TEST(IbPacketTest, AcceptsCapturesWithoutVcrc) {
   std::vector<uint8_t> p = *WrapMad(Sample(), CountingMad());
-  p.resize(p.size() - 2);
+  p.erase(p.end() - kVcrcSize, p.end());
   absl::StatusOr<ParsedUdPacket> parsed = ParseUdPacket(p);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_FALSE(parsed->has_vcrc);
@@ -200,7 +200,7 @@ TEST(IbPacketTest, NamesTheBadField) {
   EXPECT_THAT(ErrorAfter([](auto& p) { p[5] = 73; }), HasSubstr("LRH PktLen says 292"));
   EXPECT_THAT(ErrorAfter([](auto& p) { p[5] = 71; }), HasSubstr("6 bytes after the ICRC"));
   EXPECT_THAT(ErrorAfter([](auto& p) {
-                p.resize(12);
+                p.erase(p.begin() + 12, p.end());
                 p[5] = 3;
               }),
               HasSubstr("headers and ICRC alone need 8"));

@@ -122,23 +122,25 @@ TEST(PcapRoundTripTest, FileWriterMatchesMemoryWriter) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(PcapReaderTest, ReadsBigEndianMicrosecondFiles) {
+// A big-endian, microsecond pcap of one ERF record (2 s + 250 us) whose
+// header announces one extension header; `tail` follows the ERF header.
+std::vector<uint8_t> BigEndianErfFile(uint8_t incl_len, std::vector<uint8_t> tail) {
   std::vector<uint8_t> f = {0xa1, 0xb2, 0xc3, 0xd4, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0,
                             0, 0, 0xff, 0xff, 0, 0, 0, 197,
-                            // record: 2 s + 250 us, 20 bytes
-                            0, 0, 0, 2, 0, 0, 0, 250, 0, 0, 0, 20, 0, 0, 0, 20,
-                            // ERF header with one extension header, then 4 bytes
+                            0, 0, 0, 2, 0, 0, 0, 250, 0, 0, 0, incl_len, 0, 0, 0, incl_len,
                             0, 0, 0, 0, 2, 0, 0, 0, 21 | 0x80, 4, 0, 28, 0, 0, 0, 4};
-  f.insert(f.end(), {1, 2, 3, 4});  // 4 bytes where the extension header should be
-  absl::StatusOr<PcapContents> c = ReadPcap(f);
+  f.insert(f.end(), tail.begin(), tail.end());
+  return f;
+}
+
+TEST(PcapReaderTest, ReadsBigEndianMicrosecondFiles) {
+  // 4 bytes where the 8-byte extension header should be.
+  absl::StatusOr<PcapContents> c = ReadPcap(BigEndianErfFile(20, {1, 2, 3, 4}));
   EXPECT_THAT(std::string(c.status().message()),
               HasSubstr("record 1: ERF extension header runs past"));
-  // Well-formed: incl_len 28 = ERF header 16 + extension header 8 + packet 4.
-  f.resize(f.size() - 4);
-  f[24 + 11] = 28;
-  f[24 + 15] = 28;
-  f.insert(f.end(), 8, 0);  // extension header, bit 7 clear: the last one
-  f.insert(f.end(), {1, 2, 3, 4});
+  // Well-formed: incl_len 28 = ERF header 16 + extension header 8 + packet 4;
+  // the extension header's bit 7 is clear: it is the last one.
+  const std::vector<uint8_t> f = BigEndianErfFile(28, {0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4});
   c = ReadPcap(f);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->records.size(), 1u);
