@@ -129,7 +129,7 @@ std::vector<uint8_t> BigEndianErfFile(uint8_t incl_len, std::vector<uint8_t> tai
                             0, 0, 0xff, 0xff, 0, 0, 0, 197,
                             0, 0, 0, 2, 0, 0, 0, 250, 0, 0, 0, incl_len, 0, 0, 0, incl_len,
                             0, 0, 0, 0, 2, 0, 0, 0, 21 | 0x80, 4, 0, 28, 0, 0, 0, 4};
-  f.insert(f.end(), tail.begin(), tail.end());
+  for (uint8_t b : tail) f.push_back(b);  // (insert() trips gcc 12 -Warray-bounds)
   return f;
 }
 
