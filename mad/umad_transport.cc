@@ -1,6 +1,7 @@
 #include "mad/umad_transport.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/umad.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +24,9 @@ constexpr int kPortStateActive = 4;
 // is_duplicate() in ib_umad: how long Send() keeps retrying a busy TID.
 constexpr int kTidBusyRetries = 200;
 constexpr useconds_t kTidBusySleepUs = 250;
+// umad2sim hands out at most one struct sim_request (288 bytes) per packet,
+// umad header included.
+constexpr size_t kUmad2simPacket = 288;
 
 std::string ErrnoText(int err) { return absl::StrCat(strerror(err), " (errno ", err, ")"); }
 
@@ -154,7 +158,8 @@ absl::StatusOr<std::unique_ptr<UmadTransport>> UmadTransport::Open(const UmadOpt
     }
   }
 
-  if (state->ca_type == "simulator") {
+  t->simulator_ = state->ca_type == "simulator";
+  if (t->simulator_) {
     for (int mgmt_class : {0x01, 0x81}) {
       long none[16 / sizeof(long)] = {};
       const int id = umad_register(t->port_id_, mgmt_class, 1, 0, none);
@@ -164,6 +169,20 @@ absl::StatusOr<std::unique_ptr<UmadTransport>> UmadTransport::Open(const UmadOpt
                                                    label, " failed: ", ErrnoText(errno)));
       }
       t->smp_agents_.push_back(id);
+    }
+  }
+
+  if (options.sim_claim_issm) {
+    if (!t->simulator_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sim_claim_issm is for ibsim only; on ", label, " it would advertise an SM"));
+    }
+    char path[256] = {};
+    if (umad_get_issm_path(t->port_.ca_name.c_str(), t->port_.port_num, path, sizeof(path)) < 0 ||
+        (t->issm_fd_ = open(path, O_RDWR)) < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot open the issm device of simulator port ", label, ": ",
+                       ErrnoText(errno)));
     }
   }
 
@@ -180,6 +199,7 @@ absl::StatusOr<std::unique_ptr<UmadTransport>> UmadTransport::Open(const UmadOpt
 }
 
 UmadTransport::~UmadTransport() {
+  if (issm_fd_ >= 0) close(issm_fd_);  // first: no more SMInfo polls
   if (port_id_ < 0) return;
   for (int id : smp_agents_) umad_unregister(port_id_, id);
   if (sa_agent_ >= 0) umad_unregister(port_id_, sa_agent_);
@@ -262,7 +282,8 @@ size_t UmadTransport::Drain(absl::FunctionRef<void(const ReceivedMad&)> sink, si
   size_t n = 0;
   const size_t header = umad_size();
   while (n < max) {
-    int length = static_cast<int>(recv_buf_.size() - header);
+    int length = static_cast<int>(
+        simulator_ ? kUmad2simPacket - header : recv_buf_.size() - header);
     errno = 0;
     const int rc = umad_recv(port_id_, recv_buf_.data(), &length, 0);
     if (rc < 0) {
@@ -302,6 +323,12 @@ size_t UmadTransport::Drain(absl::FunctionRef<void(const ReceivedMad&)> sink, si
       r.from.traffic_class = a.traffic_class;
       r.from.flow_label = be32toh(a.flow_label);
       r.from.sgid_index = a.gid_index;  // the local GID the MAD was addressed to
+    }
+    if (simulator_ && static_cast<size_t>(length) == kUmad2simPacket - header) {
+      // umad2sim cut a full MAD: the rest never reached this process.
+      std::memset(recv_buf_.data() + header + length, 0, kMadSize - static_cast<size_t>(length));
+      length = static_cast<int>(kMadSize);
+      ++stats_.sim_tail_zeroed;
     }
     r.data = std::span<const uint8_t>(data, static_cast<size_t>(length));
     ++stats_.received;

@@ -20,6 +20,10 @@
 //    SIM_SET_ISSM=1 (needed to receive unsolicited CM MADs) advertises IsSM,
 //    so OpenSM sends it SMInfo SMPs: on the simulator Open() therefore also
 //    registers SMP agents (classes 0x01, 0x81) whose MADs Drain() drops.
+//    umad2sim also keeps only 288 - umad_size() = 224 MAD bytes per packet
+//    (its buffer is one 288-byte sim_request, and it reports a longer length
+//    than it filled, so reading more would run past its heap buffer): on the
+//    simulator Drain() reads 224 bytes and zero-fills bytes 224..255.
 #ifndef USCM_MAD_UMAD_TRANSPORT_H_
 #define USCM_MAD_UMAD_TRANSPORT_H_
 
@@ -51,6 +55,13 @@ struct UmadOptions {
   };
   Rmpp rmpp = Rmpp::kAuto;
   bool require_active = true;  // fail if the chosen port is not ACTIVE
+  // ibsim only: ibsim hands unsolicited QP1 MADs (every CM request) only to
+  // a client flagged IsSM. This opens the port's issm device once the agents
+  // are registered, which is how umad2sim sets that flag. SIM_SET_ISSM=1 does
+  // the same at connect time, before any agent exists, and an SMInfo poll
+  // from OpenSM arriving in that window crashes umad2sim. Never use this on a
+  // node where OpenSM runs: ibsim would hand the SA's requests to us.
+  bool sim_claim_issm = false;
 };
 
 // Counters; plain numbers, read whenever.
@@ -62,6 +73,7 @@ struct UmadStats {
   uint64_t receive_status_errors = 0;  // umad status != 0 (e.g. RMPP timeout)
   uint64_t receive_buffer_grows = 0;   // ENOSPC: a coalesced RMPP response
   uint64_t dropped_smp = 0;            // SMPs absorbed on the simulator
+  uint64_t sim_tail_zeroed = 0;        // simulator MADs whose bytes 224..255 were lost
 };
 
 class UmadTransport final : public Transport {
@@ -88,6 +100,8 @@ class UmadTransport final : public Transport {
   int port_id_ = -1;
   int cm_agent_ = -1;
   int sa_agent_ = -1;
+  int issm_fd_ = -1;
+  bool simulator_ = false;       // ibsim's umad2sim, detected by hca_type
   std::vector<int> smp_agents_;  // simulator only
   TransportCaps caps_;
   LocalPort port_;

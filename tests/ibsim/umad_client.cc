@@ -6,7 +6,8 @@
 //   umad_client port                      local port state (no agents)
 //   umad_client sa-cpi                    SA ClassPortInfo Get to the SM
 //   umad_client sa-path [--dgid GID]      PathRecord GetTable SGID=own, DGID (default own)
-//   umad_client cm-recv [--timeout-ms N]  wait for one CM MAD, print it in hex
+//   umad_client cm-recv [--timeout-ms N] [--issm]  wait for one CM MAD, print it in hex
+//                                         (--issm: on ibsim, claim IsSM to receive it)
 //   umad_client cm-send --dlid L [--seed S]   send one REQ-shaped CM MAD to QP1 of L
 //   umad_client bench [--n N]             N sequential ClassPortInfo Gets: mean/p50/p99
 //
@@ -214,8 +215,19 @@ int Main(int argc, char** argv) {
   std::string dgid_text;
   int timeout_ms = 10000, n = 1000;
   uint32_t dlid = 0, seed = 1;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  UmadOptions o;
+  for (int i = 2; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--issm") {  // ibsim: receive unsolicited QP1 MADs
+      o.sim_claim_issm = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "option %s needs a value\n", k.c_str());
+      return 2;
+    }
+    const std::string v = argv[i + 1];
     bool ok = true;
     if (k == "--dgid") dgid_text = v;
     else if (k == "--timeout-ms") ok = absl::SimpleAtoi(v, &timeout_ms);
@@ -243,7 +255,6 @@ int Main(int argc, char** argv) {
     return 0;
   }
 
-  UmadOptions o;
   auto t = UmadTransport::Open(o);
   if (!t.ok()) {
     fprintf(stderr, "%s\n", t.status().ToString().c_str());
