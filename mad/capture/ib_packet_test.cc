@@ -86,6 +86,9 @@ TEST(IbPacketTest, WrapsGrh) {
   EXPECT_THAT(Slice(*p, 16, 16), ElementsAreArray(h.grh->sgid.raw));
   EXPECT_THAT(Slice(*p, 32, 16), ElementsAreArray(h.grh->dgid.raw));
   EXPECT_EQ((*p)[48], 0x64);  // BTH after the GRH
+  // ICRC from Python's zlib.crc32 over 8 x 0xff, the GRH with TClass,
+  // FlowLabel and HopLmt set to 1s, BTH (Resv8a 0xff), DETH and MAD.
+  EXPECT_THAT(Slice(*p, 324, 4), ElementsAre(0x56, 0xd2, 0x98, 0x30));
 }
 
 TEST(IbPacketTest, RoundTripsWithAndWithoutGrhAndPadding) {
