@@ -81,7 +81,8 @@ void Agent::ArmRequest(Request& r, TimePoint deadline) {
 }
 
 absl::StatusOr<RequestId> Agent::SendRequest(TimePoint now, const MadAddress& to,
-                                             std::span<const uint8_t> mad, uint64_t cookie) {
+                                             std::span<const uint8_t> mad, uint64_t cookie,
+                                             CompletionSink* sink) {
   if (mad.size() != kMadSize) {
     return absl::InvalidArgumentError(
         absl::StrFormat("request MAD is %d bytes; MADs are %d", mad.size(), kMadSize));
@@ -102,6 +103,7 @@ absl::StatusOr<RequestId> Agent::SendRequest(TimePoint now, const MadAddress& to
   Request& r = requests_[id];
   r.id = id;
   r.cookie = cookie;
+  r.sink = sink;
   r.tid_low = tid_low;
   r.mgmt_class = header->mgmt_class;
   r.method = header->method;
@@ -225,11 +227,16 @@ void Agent::Finish(TimePoint now, RequestId id, absl::Status status, const MadAd
   c.retries = r.retries;
   if (c.status.ok()) ++counters_.completed;
   const uint64_t dest = r.dest;
+  CompletionSink* sink = r.sink;
   by_match_.erase(MatchKey(r.mgmt_class, r.tid_low));
   requests_.erase(it);
-  completions_.push_back(std::move(c));
   --destinations_[dest].outstanding;
   StartWaiting(dest, now);
+  if (sink != nullptr) {
+    sink->OnCompletion(now, std::move(c));
+  } else {
+    completions_.push_back(std::move(c));
+  }
 }
 
 void Agent::RegisterHandler(uint8_t mgmt_class, uint16_t attribute_id, MadHandler* handler) {

@@ -97,6 +97,15 @@ struct Completion {
   int retries = 0;
 };
 
+// Receives the Completion of requests started with it (instead of the
+// PollCompletion queue). Called from inside OnReceive / OnTimeout / Cancel;
+// it may start new requests.
+class CompletionSink {
+ public:
+  virtual ~CompletionSink() = default;
+  virtual void OnCompletion(TimePoint now, Completion completion) = 0;
+};
+
 // Receives unsolicited MADs (requests, Sends, Traps) of one class/attribute.
 class MadHandler {
  public:
@@ -114,11 +123,13 @@ class Agent {
 
   // Starts a request (`mad` is a 256-byte request MAD; its TID is replaced).
   // The request goes out at once or waits for the destination's window. Its
-  // outcome arrives as exactly one Completion, unless it is cancelled.
+  // outcome arrives as exactly one Completion, unless it is cancelled: given
+  // to `sink` when there is one, else queued for PollCompletion.
   // Errors: a MAD that is not 256 bytes, has the response bit set, or has an
   // unparsable header.
   absl::StatusOr<RequestId> SendRequest(TimePoint now, const MadAddress& to,
-                                        std::span<const uint8_t> mad, uint64_t cookie = 0);
+                                        std::span<const uint8_t> mad, uint64_t cookie = 0,
+                                        CompletionSink* sink = nullptr);
   // Forgets a request (no Completion); false if it is not pending.
   bool Cancel(TimePoint now, RequestId id);
   // Queues a MAD without tracking (a Send, or a response to a request).
@@ -143,6 +154,7 @@ class Agent {
   absl::optional<OutgoingMad> PollTransmit();
   absl::optional<Completion> PollCompletion();
 
+  bool has_output() const { return !out_.empty(); }
   const AgentCounters& counters() const { return counters_; }
   const AgentConfig& config() const { return config_; }
   size_t pending_requests() const { return requests_.size(); }
@@ -157,6 +169,7 @@ class Agent {
   struct Request {
     RequestId id = 0;
     uint64_t cookie = 0;
+    CompletionSink* sink = nullptr;
     uint32_t tid_low = 0;
     uint8_t mgmt_class = 0;
     uint8_t method = 0;

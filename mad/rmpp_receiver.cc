@@ -23,8 +23,8 @@ absl::Status AbortError(absl::string_view who, RmppStatus status, absl::string_v
 
 // `mad` holds at least 36 bytes.
 void WriteRmpp(std::span<uint8_t> mad, const wire::RmppHeader& h) {
-  wire::FieldWriter w("RMPP", mad.data() + wire::kRmppHeaderOffset);
-  h.Write(w);
+  // Every field we set fits its width, so Emit cannot fail here.
+  (void)h.Emit(mad);
 }
 
 }  // namespace

@@ -1,0 +1,189 @@
+// The SA client: PathRecord and MCMemberRecord queries, multicast join and
+// leave, and the SA's ClassPortInfo, on top of a MAD agent (mad/agent.h).
+//
+// Sans-IO like the agent: calls take `now` and return a query id; the owner
+// drives the agent (mad/agent_pump.h) and drains SaResults with PollResult()
+// (the agent hands each completion to the client that started it, so several
+// clients, and the CM, can share one agent). Many
+// queries may be outstanding; the agent's window, retries, backoff and Busy
+// handling apply to each. The client works on any transport: with kernel
+// RMPP (umad) the agent hands over the coalesced GetTable response, otherwise
+// it reassembles the segments itself.
+#ifndef USCM_SA_CLIENT_H_
+#define USCM_SA_CLIENT_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/optional.h"
+#include "mad/agent.h"
+#include "mad/gid.h"
+#include "mad/time.h"
+#include "mad/transport.h"
+#include "mad/wire/class_port_info.h"
+#include "mad/wire/mcmember_record.h"
+#include "mad/wire/path_record.h"
+#include "sa/path_cache.h"
+
+namespace uscm::sa {
+
+using mad::Gid;
+using mad::TimePoint;
+
+// A PathRecord query: each setter fills the template field and its
+// ComponentMask bit, so any combination can be expressed.
+class PathQuery {
+ public:
+  PathQuery& Sgid(const Gid& g);
+  PathQuery& Dgid(const Gid& g);
+  PathQuery& Slid(uint16_t lid);
+  PathQuery& Dlid(uint16_t lid);
+  PathQuery& PKey(uint16_t pkey);
+  PathQuery& ServiceId(uint64_t id);  // sets both ServiceID mask bits
+  PathQuery& Sl(uint8_t sl);
+  PathQuery& TClass(uint8_t tclass);
+  PathQuery& QosClass(uint16_t qos);
+  PathQuery& FlowLabel(uint32_t label);
+  PathQuery& HopLimit(uint8_t hops);
+  PathQuery& Mtu(mad::wire::Selector sel, mad::wire::Mtu mtu);
+  PathQuery& Rate(mad::wire::Selector sel, uint8_t rate);
+  PathQuery& PacketLifeTime(mad::wire::Selector sel, uint8_t plt);
+  PathQuery& NumbPath(uint8_t n);
+  PathQuery& Reversible(bool r);
+
+  // What rdma_cm asks (digest §6.1): SGID, DGID, P_Key, NumbPath 1,
+  // Reversible, and the ServiceID.
+  static PathQuery RdmaCm(const Gid& sgid, const Gid& dgid, uint16_t pkey, uint64_t service_id);
+
+  const mad::wire::PathRecord& record() const { return record_; }
+  mad::wire::PathRecordMask mask() const { return mask_; }
+  // "from fe80::2 to fe80::3" (or LIDs), for error messages.
+  std::string Describe() const;
+
+ private:
+  mad::wire::PathRecord record_;
+  mad::wire::PathRecordMask mask_;
+};
+
+// What a member needs to send to (and receive from) a multicast group.
+struct McGroup {
+  Gid mgid;
+  uint16_t mlid = 0;
+  uint32_t qkey = 0;
+  uint16_t pkey = 0;
+  uint8_t sl = 0;
+  uint8_t tclass = 0;
+  uint32_t flow_label = 0;
+  uint8_t hop_limit = 0;
+  uint8_t rate = 0;
+  mad::wire::Mtu mtu{};
+  uint8_t packet_life_time = 0;
+  mad::wire::JoinState join_state;
+  uint32_t remote_qpn = 0xFFFFFF;  // a UD send to a group goes to QPN 0xFFFFFF
+
+  static McGroup FromRecord(const mad::wire::McMemberRecord& r);
+};
+
+// A join (SubnAdmSet MCMemberRecord). mgid all-zero = the SA assigns one.
+// Creating a group needs Q_Key, P_Key, SL, flow label and TClass (OpenSM
+// insists on their mask bits); MTU and rate go with their selectors.
+struct McJoin {
+  Gid mgid;
+  Gid port_gid;
+  mad::wire::JoinState join_state{mad::wire::JoinState::kFullMember};
+  uint32_t qkey = 0;
+  uint16_t pkey = 0xFFFF;
+  uint8_t sl = 0;
+  uint8_t tclass = 0;
+  uint32_t flow_label = 0;
+  absl::optional<mad::wire::Mtu> mtu;        // sent with selector "exactly"
+  absl::optional<uint8_t> rate;              // sent with selector "exactly"
+  absl::optional<mad::wire::McScope> scope;  // for SA-assigned MGIDs
+  bool create = true;  // include the create components (else join existing only)
+};
+
+struct SaResult {
+  uint64_t id = 0;
+  absl::Status status;
+  std::vector<mad::wire::PathRecord> paths;       // GetPath: exactly one
+  std::vector<mad::wire::McMemberRecord> members;
+  absl::optional<McGroup> group;                  // Join / Leave
+  absl::optional<mad::wire::ClassPortInfo> class_port_info;
+  bool from_cache = false;
+};
+
+struct SaClientConfig {
+  mad::MadAddress sa;  // the SA: SM LID, QP1, Q_Key 0x80010000
+  // Cache PathRecords answered to Get queries that name SGID and DGID.
+  PathCache* path_cache = nullptr;
+  mad::Duration path_ttl = mad::Duration::Seconds(300);
+};
+
+// The SA's address as a port sees it (SM LID / SL, QP1, P_Key 0xFFFF's index).
+mad::MadAddress SaAddressFor(const mad::LocalPort& port);
+
+struct SaClientCounters {
+  uint64_t queries = 0;
+  uint64_t cache_hits = 0;
+  uint64_t sa_errors = 0;   // answered with a non-zero SA status
+  uint64_t failures = 0;    // no answer (timeout, busy, RMPP abort)
+  uint64_t bad_responses = 0;
+};
+
+class SaClient : public mad::CompletionSink {
+ public:
+  // `agent` is shared (the CM may use it too) and must outlive the client.
+  SaClient(mad::Agent* agent, SaClientConfig config);
+
+  // Get: exactly one path (NotFound when the SA has none, FailedPrecondition
+  // when the query matches several). Served from the cache when possible.
+  absl::StatusOr<uint64_t> GetPath(TimePoint now, const PathQuery& q);
+  // GetTable: every matching path (possibly none).
+  absl::StatusOr<uint64_t> GetPaths(TimePoint now, const PathQuery& q);
+
+  absl::StatusOr<uint64_t> Join(TimePoint now, const McJoin& join);
+  // Delete with JoinState = the bits to leave.
+  absl::StatusOr<uint64_t> Leave(TimePoint now, const Gid& mgid, const Gid& port_gid,
+                                 mad::wire::JoinState bits);
+  // GetTable MCMemberRecord with any template and mask.
+  absl::StatusOr<uint64_t> GetMcMembers(TimePoint now, const mad::wire::McMemberRecord& tmpl,
+                                        mad::wire::McMemberRecordMask mask);
+  absl::StatusOr<uint64_t> GetClassPortInfo(TimePoint now);
+
+  absl::optional<SaResult> PollResult();
+  size_t pending_results() const { return results_.size(); }
+
+  void OnCompletion(TimePoint now, mad::Completion completion) override;
+
+  size_t outstanding() const { return queries_.size(); }
+  const SaClientCounters& counters() const { return counters_; }
+
+ private:
+  enum class Kind : uint8_t { kPath, kPaths, kJoin, kLeave, kMembers, kClassPortInfo };
+  struct Query {
+    Kind kind;
+    std::string what;  // for error messages
+    absl::optional<PathCacheKey> cache_key;
+  };
+
+  absl::StatusOr<uint64_t> Start(TimePoint now, Kind kind, std::string what,
+                                 std::span<const uint8_t> mad);
+  SaResult Convert(const Query& q, const mad::Completion& c);
+  absl::Status SaError(const Query& q, uint16_t status) const;
+
+  mad::Agent* agent_;
+  SaClientConfig config_;
+  uint64_t next_id_ = 1;
+  absl::flat_hash_map<uint64_t, Query> queries_;  // by cookie = query id
+  std::deque<SaResult> results_;
+  SaClientCounters counters_;
+};
+
+}  // namespace uscm::sa
+
+#endif  // USCM_SA_CLIENT_H_
