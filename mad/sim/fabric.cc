@@ -78,6 +78,21 @@ absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Create(Scheduler& scheduler, con
     return absl::InvalidArgumentError("mtu must be an IBA MTU enum 1 (256) .. 5 (4096)");
   }
   if (absl::Status s = ValidateLinkParams(options.link); !s.ok()) return s;
+  // A hand-made Topology gets the checks the parser and builder make.
+  for (const TopoNode& n : topo.nodes) {
+    if (n.num_ports < 1 || n.num_ports > 255 || n.ports.size() != static_cast<size_t>(n.num_ports) + 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node \"", n.id, "\": needs 1..255 ports and num_ports + 1 port entries"));
+    }
+    for (const TopoPort& p : n.ports) {
+      if (p.remote_node < 0) continue;
+      if (p.remote_node >= static_cast<int>(topo.nodes.size()) || p.remote_port < 1 ||
+          p.remote_port > topo.nodes[p.remote_node].num_ports) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node \"", n.id, "\": a port links to a node or port that does not exist"));
+      }
+    }
+  }
   std::unique_ptr<Fabric> f(new Fabric(scheduler, topo, std::move(options)));
   const auto& nodes = f->topo_.nodes;
   f->attach_.resize(nodes.size());

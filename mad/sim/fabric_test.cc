@@ -425,6 +425,15 @@ TEST(FabricOptionsTest, BadOptionsAndLinkParamsAreRejected) {
   o.sm_node = "nobody";
   EXPECT_FALSE(Fabric::Create(s, TwoHostsOneSwitch(), o).ok());
   EXPECT_FALSE(Fabric::Create(s, Topology{}).ok());
+  Topology broken = TwoHostsOneSwitch();
+  broken.nodes[1].ports[1].remote_node = 17;
+  EXPECT_FALSE(Fabric::Create(s, broken).ok());
+  broken = TwoHostsOneSwitch();
+  broken.nodes[1].ports[1].remote_port = 2;  // switch1[2] links to host2, not back
+  EXPECT_FALSE(Fabric::Create(s, broken).ok());
+  broken = TwoHostsOneSwitch();
+  broken.nodes[2].ports.pop_back();
+  EXPECT_FALSE(Fabric::Create(s, broken).ok());
   std::unique_ptr<Fabric> f = *Fabric::Create(s, TwoHostsOneSwitch());
   LinkParams lp;
   lp.jitter = Duration::Nanos(-1);
