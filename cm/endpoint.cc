@@ -260,7 +260,6 @@ void CmEndpoint::OnTimer(TimePoint now, ConnId id, TimerKind kind) {
       return;
     }
     case CmState::kSidrReqSent: {
-      sidr_table_.erase({c.sidr_request_id, 0});
       c.state = CmState::kIdle;
       CmEvent e = MakeEvent(CmEventType::kUnreachable, c);
       e.status = -kEtimedout;
