@@ -40,15 +40,15 @@ ClassPortInfo ClassPortInfo::Read(const FieldView& v) {
   return c;
 }
 
-void ClassPortInfo::Write(FieldWriter& w) const {
+void ClassPortInfo::Write(InlineWriter& w) const {
   using namespace class_port_info;  // NOLINT: the table's row names
-  w.ZeroReserved(kRows);
+  w.Zero(kReserved32);
   w.Set(kBaseVersion, base_version);
   w.Set(kClassVersion, class_version);
   w.Set(kCapabilityMask, capability_mask);
   w.Set(kCapabilityMask2, capability_mask2);
   w.Set(kRespTimeValue, resp_time_value);
-  w.SetBytes(kRedirectGid, redirect_gid.raw, "RedirectGID");
+  w.SetBytes(kRedirectGid, redirect_gid.raw);
   w.Set(kRedirectTc, redirect_tc);
   w.Set(kRedirectSl, redirect_sl);
   w.Set(kRedirectFl, redirect_fl);
@@ -56,7 +56,7 @@ void ClassPortInfo::Write(FieldWriter& w) const {
   w.Set(kRedirectPKey, redirect_pkey);
   w.Set(kRedirectQp, redirect_qp);
   w.Set(kRedirectQKey, redirect_qkey);
-  w.SetBytes(kTrapGid, trap_gid.raw, "TrapGID");
+  w.SetBytes(kTrapGid, trap_gid.raw);
   w.Set(kTrapTc, trap_tc);
   w.Set(kTrapSl, trap_sl);
   w.Set(kTrapFl, trap_fl);
@@ -78,7 +78,7 @@ absl::StatusOr<ClassPortInfo> ClassPortInfo::Parse(std::span<const uint8_t> attr
 
 absl::Status ClassPortInfo::Emit(std::span<uint8_t> attribute) const {
   if (absl::Status s = CheckRecordOutput(kName, attribute.size(), kBytes); !s.ok()) return s;
-  FieldWriter w(kName, attribute.data());
+  InlineWriter w(kName, attribute.data());
   Write(w);
   return w.status();
 }

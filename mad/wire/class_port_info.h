@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "mad/gid.h"
 #include "mad/wire/field.h"
+#include "mad/wire/inline_writer.h"
 #include "mad/wire/sa_record.h"
 #include "mad/wire/view.h"
 
@@ -104,7 +105,7 @@ struct ClassPortInfo {
   absl::Status Emit(std::span<uint8_t> attribute) const;  // writes 72 bytes
 
   static ClassPortInfo Read(const FieldView& v);
-  void Write(FieldWriter& w) const;
+  void Write(InlineWriter& w) const;
 
   friend bool operator==(const ClassPortInfo&, const ClassPortInfo&) = default;
 };

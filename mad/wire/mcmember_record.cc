@@ -59,11 +59,11 @@ McMemberRecord McMemberRecord::Read(const FieldView& v) {
   return r;
 }
 
-void McMemberRecord::Write(FieldWriter& w) const {
+void McMemberRecord::Write(InlineWriter& w) const {
   using namespace mcmember_record;  // NOLINT: the table's row names
-  w.ZeroReserved(kRows);
-  w.SetBytes(kMgid, mgid.raw, "MGID");
-  w.SetBytes(kPortGid, port_gid.raw, "PortGID");
+  w.Zero(kReserved49);
+  w.SetBytes(kMgid, mgid.raw);
+  w.SetBytes(kPortGid, port_gid.raw);
   w.Set(kQKey, qkey);
   w.Set(kMlid, mlid);
   w.Set(kMtuSelector, static_cast<uint8_t>(mtu_selector));
@@ -93,7 +93,7 @@ absl::StatusOr<McMemberRecord> McMemberRecord::Parse(std::span<const uint8_t> re
 
 absl::Status McMemberRecord::Emit(std::span<uint8_t> record) const {
   if (absl::Status s = CheckRecordOutput(kName, record.size(), kBytes); !s.ok()) return s;
-  FieldWriter w(kName, record.data());
+  InlineWriter w(kName, record.data());
   Write(w);
   return w.status();
 }

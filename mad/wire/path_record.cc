@@ -59,12 +59,13 @@ PathRecord PathRecord::Read(const FieldView& v) {
   return r;
 }
 
-void PathRecord::Write(FieldWriter& w) const {
+void PathRecord::Write(InlineWriter& w) const {
   using namespace path_record;  // NOLINT: the table's row names
-  w.ZeroReserved(kRows);
+  w.Zero(kReserved44);
+  w.Zero(kReserved58);
   w.Set(kServiceId, service_id);
-  w.SetBytes(kDgid, dgid.raw, "DGID");
-  w.SetBytes(kSgid, sgid.raw, "SGID");
+  w.SetBytes(kDgid, dgid.raw);
+  w.SetBytes(kSgid, sgid.raw);
   w.Set(kDlid, dlid);
   w.Set(kSlid, slid);
   w.Set(kRawTraffic, raw_traffic);
@@ -95,7 +96,7 @@ absl::StatusOr<PathRecord> PathRecord::Parse(std::span<const uint8_t> record) {
 
 absl::Status PathRecord::Emit(std::span<uint8_t> record) const {
   if (absl::Status s = CheckRecordOutput(kName, record.size(), kBytes); !s.ok()) return s;
-  FieldWriter w(kName, record.data());
+  InlineWriter w(kName, record.data());
   Write(w);
   return w.status();
 }

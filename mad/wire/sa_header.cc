@@ -82,7 +82,7 @@ absl::StatusOr<FieldView> ParseSaMad(std::span<const uint8_t> mad, SaAttr attr,
   return data;
 }
 
-absl::StatusOr<FieldWriter> EmitSaMad(std::span<uint8_t> mad, SaAttr attr,
+absl::StatusOr<InlineWriter> EmitSaMad(std::span<uint8_t> mad, SaAttr attr,
                                       const SaEnvelope& envelope, uint64_t component_mask) {
   const char* name = SaAttrName(attr);
   if (name == nullptr) name = "SA MAD";
@@ -90,29 +90,33 @@ absl::StatusOr<FieldWriter> EmitSaMad(std::span<uint8_t> mad, SaAttr attr,
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: output buffer is %d bytes; a MAD needs %d", name, mad.size(), kMadBytes));
   }
-  MadHeader h;
-  h.mgmt_class = static_cast<uint8_t>(MgmtClass::kSubnAdm);
-  h.class_version = kSaClassVersion;
-  h.method = envelope.method;
-  h.status = envelope.status;
-  h.transaction_id = envelope.transaction_id;
-  h.attribute_id = static_cast<uint16_t>(attr);
-  h.attribute_modifier = envelope.attribute_modifier;
-  if (absl::Status s = h.Emit(mad); !s.ok()) return s;
+  // Every header field of an SaEnvelope fits its row, so only the RMPP
+  // RRespTime (5 bits in a uint8_t) can fail.
+  InlineWriter w(name, mad.data());
+  w.Set(mad_header::kBaseVersion, 1);
+  w.Set(mad_header::kMgmtClass, static_cast<uint8_t>(MgmtClass::kSubnAdm));
+  w.Set(mad_header::kClassVersion, kSaClassVersion);
+  w.Set(mad_header::kR, envelope.method >> 7);
+  w.Set(mad_header::kMethod, envelope.method & 0x7F);
+  w.Set(mad_header::kStatus, envelope.status);
+  w.Set(mad_header::kClassSpecific, 0);
+  w.Set(mad_header::kTransactionId, envelope.transaction_id);
+  w.Set(mad_header::kAttributeId, static_cast<uint16_t>(attr));
+  w.Zero(mad_header::kReserved18);
+  w.Set(mad_header::kAttributeModifier, envelope.attribute_modifier);
 
-  FieldWriter rmpp_writer(name, mad.data() + kRmppHeaderOffset);
+  InlineWriter rmpp_writer(name, mad.data() + kRmppHeaderOffset);
   envelope.rmpp.Write(rmpp_writer);
   if (!rmpp_writer.status().ok()) return rmpp_writer.status();
 
-  FieldWriter sa(name, mad.data() + kSaHeaderOffset);
-  sa.ZeroReserved(sa_header::kRows);
+  InlineWriter sa(name, mad.data() + kSaHeaderOffset);
   sa.Set(sa_header::kSmKey, envelope.sm_key);
   sa.Set(sa_header::kAttributeOffset, envelope.attribute_offset);
+  sa.Zero(sa_header::kReserved10);
   sa.Set(sa_header::kComponentMask, component_mask);
-  if (!sa.status().ok()) return sa.status();
 
   std::memset(mad.data() + kSaDataOffset, 0, kSaDataBytes);
-  return FieldWriter(name, mad.data() + kSaDataOffset);
+  return InlineWriter(name, mad.data() + kSaDataOffset);
 }
 
 }  // namespace uscm::mad::wire

@@ -87,19 +87,19 @@ ServiceRecord ServiceRecord::Read(const FieldView& v) {
   return r;
 }
 
-void ServiceRecord::Write(FieldWriter& w) const {
+void ServiceRecord::Write(InlineWriter& w) const {
   using namespace service_record;  // NOLINT: the table's row names
-  w.ZeroReserved(kRows);
+  w.Zero(kReserved26);
   w.Set(kServiceId, service_id);
-  w.SetBytes(kServiceGid, service_gid.raw, "ServiceGID");
+  w.SetBytes(kServiceGid, service_gid.raw);
   w.Set(kServicePKey, service_pkey);
   w.Set(kServiceLease, service_lease);
-  w.SetBytes(kServiceKey, service_key, "ServiceKey");
-  w.SetBytes(kServiceName, service_name, "ServiceName");
-  w.SetBytes(kServiceData8, service_data8, "ServiceData8");
-  w.SetBytes(kServiceData16, ArrayBytes(service_data16), "ServiceData16");
-  w.SetBytes(kServiceData32, ArrayBytes(service_data32), "ServiceData32");
-  w.SetBytes(kServiceData64, ArrayBytes(service_data64), "ServiceData64");
+  w.SetBytes(kServiceKey, service_key);
+  w.SetBytes(kServiceName, service_name);
+  w.SetBytes(kServiceData8, service_data8);
+  w.SetBytes(kServiceData16, ArrayBytes(service_data16));
+  w.SetBytes(kServiceData32, ArrayBytes(service_data32));
+  w.SetBytes(kServiceData64, ArrayBytes(service_data64));
 }
 
 absl::StatusOr<ServiceRecord> ServiceRecord::Parse(std::span<const uint8_t> record) {
@@ -113,7 +113,7 @@ absl::StatusOr<ServiceRecord> ServiceRecord::Parse(std::span<const uint8_t> reco
 
 absl::Status ServiceRecord::Emit(std::span<uint8_t> record) const {
   if (absl::Status s = CheckRecordOutput(kName, record.size(), kBytes); !s.ok()) return s;
-  FieldWriter w(kName, record.data());
+  InlineWriter w(kName, record.data());
   Write(w);
   return w.status();
 }

@@ -1,0 +1,11 @@
+// Fuzz target: ServiceRecord as a whole SA MAD and as a bare record (the bytes of one
+// AttributeOffset stride). Whatever Parse accepts must round-trip.
+#include "mad/wire/fuzz/round_trip.h"
+#include "mad/wire/service_record.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace uscm::mad::wire;  // NOLINT
+  fuzz::RoundTrip<SaRecordMad<ServiceRecord>>("ServiceRecord MAD", data, size);
+  fuzz::RoundTrip<ServiceRecord>("ServiceRecord", data, size);
+  return 0;
+}
