@@ -350,6 +350,51 @@ TEST(RmppReceiverTest, AgentReportsTotalTimeoutAndAborts118) {
   EXPECT_TRUE(client.idle());
 }
 
+TEST(RmppAgentTest, SenderAbortFailsTheRequest) {
+  Agent client(Cfg(), At(0));
+  ASSERT_TRUE(client.SendRequest(At(0), Lid(kSaLid), GetTable()).ok());
+  Mad req = client.PollTransmit()->data;
+  Mad seg1 = Data(1, 3, 600);
+  std::memcpy(&seg1[8], &req[8], 8);
+  client.OnReceive(At(1), ReceivedMad{Lid(kSaLid), seg1});
+  ASSERT_TRUE(client.PollTransmit().has_value());  // the ACK
+  Mad abort = MakeRmppControl(seg1, false, RmppType::kAbort, RmppStatus::kTooManyRetries, 0, 0);
+  client.OnReceive(At(2), ReceivedMad{Lid(kSaLid), abort});
+  auto c = client.PollCompletion();
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->status.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(c->status.message()), HasSubstr("status 126"));
+  EXPECT_FALSE(client.PollTransmit().has_value()) << "an ABORT is not answered";
+  EXPECT_TRUE(client.idle());
+  EXPECT_EQ(client.lingering(), 0u);
+}
+
+TEST(RmppAgentTest, RepeatedLastSegmentIsAckedAgainAfterCompletion) {
+  Agent client(Cfg(), At(0));
+  ASSERT_TRUE(client.SendRequest(At(0), Lid(kSaLid), GetTable()).ok());
+  Mad req = client.PollTransmit()->data;
+  Mad seg1 = Data(1, 1, 100);
+  std::memcpy(&seg1[8], &req[8], 8);
+  client.OnReceive(At(1), ReceivedMad{Lid(kSaLid), seg1});
+  ASSERT_TRUE(client.PollCompletion().has_value());
+  ASSERT_TRUE(client.PollTransmit().has_value());
+  EXPECT_EQ(client.lingering(), 1u);
+  // The sender lost our ACK and repeats the segment: ACK it again.
+  client.OnReceive(At(2000), ReceivedMad{Lid(kSaLid), seg1});
+  auto ack = client.PollTransmit();
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(Rmpp(ack->data).type, RmppType::kAck);
+  EXPECT_EQ(Rmpp(ack->data).segment_number, 1u);
+  EXPECT_FALSE(client.PollCompletion().has_value());
+  EXPECT_EQ(client.counters().unmatched, 0u);
+  // Forgotten after the linger time; then it is just unmatched.
+  client.OnTimeout(At(31'000));
+  EXPECT_EQ(client.lingering(), 0u);
+  client.OnReceive(At(31'001), ReceivedMad{Lid(kSaLid), seg1});
+  EXPECT_FALSE(client.PollTransmit().has_value());
+  EXPECT_EQ(client.counters().unmatched, 1u);
+}
+
 // ----- sender unit paths
 
 TEST(RmppSenderTest, RetransmitsFromLastAckThenAborts126) {
