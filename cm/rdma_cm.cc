@@ -1,0 +1,712 @@
+// uscm rdma_cm API: addresses, event channels, the device, and the id calls.
+// What the runtime does with CM / SA events is in rdma_cm_events.cc.
+#include "cm/rdma_cm.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mad/wire/cma_header.h"
+#include "sa/client.h"
+
+namespace uscm {
+
+namespace {
+
+using mad::TimePoint;
+
+uint64_t Pack(uint32_t index, uint32_t generation) {
+  return uint64_t{index} << 32 | generation;
+}
+
+absl::Status WrongState(const char* call, IdState s, const char* expected) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(call, ": id is in state ", IdStateName(s), "; expected ", expected));
+}
+
+absl::Status Prefix(const char* call, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(call, ": ", s.message()));
+}
+
+uint16_t PkeyIndex(const mad::LocalPort& port, uint16_t pkey) {
+  for (size_t i = 0; i < port.pkeys.size(); ++i) {
+    if ((port.pkeys[i] & 0x7FFF) == (pkey & 0x7FFF)) return static_cast<uint16_t>(i);
+  }
+  return 0;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- names
+
+const char* EventTypeName(EventType t) {
+  static const char* const kNames[] = {
+      "RDMA_CM_EVENT_ADDR_RESOLVED",    "RDMA_CM_EVENT_ADDR_ERROR",
+      "RDMA_CM_EVENT_ROUTE_RESOLVED",   "RDMA_CM_EVENT_ROUTE_ERROR",
+      "RDMA_CM_EVENT_CONNECT_REQUEST",  "RDMA_CM_EVENT_CONNECT_RESPONSE",
+      "RDMA_CM_EVENT_CONNECT_ERROR",    "RDMA_CM_EVENT_UNREACHABLE",
+      "RDMA_CM_EVENT_REJECTED",         "RDMA_CM_EVENT_ESTABLISHED",
+      "RDMA_CM_EVENT_DISCONNECTED",     "RDMA_CM_EVENT_DEVICE_REMOVAL",
+      "RDMA_CM_EVENT_MULTICAST_JOIN",   "RDMA_CM_EVENT_MULTICAST_ERROR",
+      "RDMA_CM_EVENT_ADDR_CHANGE",      "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+  };
+  const int i = static_cast<int>(t);
+  return i >= 0 && i < 16 ? kNames[i] : "UNKNOWN EVENT";
+}
+
+const char* IdStateName(IdState s) {
+  switch (s) {
+    case IdState::kIdle: return "IDLE";
+    case IdState::kAddrQuery: return "ADDR_QUERY";
+    case IdState::kAddrResolved: return "ADDR_RESOLVED";
+    case IdState::kRouteQuery: return "ROUTE_QUERY";
+    case IdState::kRouteResolved: return "ROUTE_RESOLVED";
+    case IdState::kConnect: return "CONNECT";
+    case IdState::kConnectResponse: return "CONNECT_RESPONSE";
+    case IdState::kListen: return "LISTEN";
+    case IdState::kConnectRequest: return "CONNECT_REQUEST";
+    case IdState::kAccepted: return "ACCEPTED";
+    case IdState::kEstablished: return "ESTABLISHED";
+    case IdState::kDisconnect: return "DISCONNECT";
+    case IdState::kDestroying: return "DESTROYING";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------- Address
+
+Address Address::Ipv4(uint32_t host_order, uint16_t port) {
+  Address a;
+  a.family = Family::kIpv4;
+  a.ip[12] = host_order >> 24;
+  a.ip[13] = host_order >> 16;
+  a.ip[14] = host_order >> 8;
+  a.ip[15] = host_order;
+  a.port = port;
+  return a;
+}
+
+Address Address::Ipv6(const std::array<uint8_t, 16>& ip, uint16_t port) {
+  Address a;
+  a.family = Family::kIpv6;
+  a.ip = ip;
+  a.port = port;
+  return a;
+}
+
+Address Address::Ib(const mad::Gid& gid, uint16_t lid, uint64_t service_id, uint16_t pkey) {
+  Address a;
+  a.family = Family::kIb;
+  a.gid = gid;
+  a.lid = lid;
+  a.service_id = service_id;
+  a.pkey = pkey;
+  return a;
+}
+
+absl::StatusOr<Address> Address::Parse(absl::string_view text) {
+  std::string host(text);
+  uint16_t port = 0;
+  auto parse_port = [&](absl::string_view p) -> absl::Status {
+    uint32_t v = 0;
+    if (!absl::SimpleAtoi(p, &v) || v > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("address '", text, "': bad port '", p, "'"));
+    }
+    port = static_cast<uint16_t>(v);
+    return absl::OkStatus();
+  };
+  if (!host.empty() && host[0] == '[') {
+    const size_t close = host.find(']');
+    if (close == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("address '", text, "': missing ']'"));
+    }
+    if (close + 1 < host.size()) {
+      if (host[close + 1] != ':') {
+        return absl::InvalidArgumentError(absl::StrCat("address '", text, "': expected ':port'"));
+      }
+      absl::Status s = parse_port(absl::string_view(host).substr(close + 2));
+      if (!s.ok()) return s;
+    }
+    host = host.substr(1, close - 1);
+  } else if (std::count(host.begin(), host.end(), ':') == 1) {
+    const size_t colon = host.find(':');
+    absl::Status s = parse_port(absl::string_view(host).substr(colon + 1));
+    if (!s.ok()) return s;
+    host = host.substr(0, colon);
+  }
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return Ipv4(ntohl(v4.s_addr), port);
+  std::array<uint8_t, 16> v6;
+  if (inet_pton(AF_INET6, host.c_str(), v6.data()) == 1) return Ipv6(v6, port);
+  return absl::InvalidArgumentError(
+      absl::StrCat("address '", text, "' is neither IPv4 nor IPv6 (AF_IB: use Address::Ib)"));
+}
+
+bool Address::is_any() const {
+  if (family == Family::kIb) return gid.is_zero();
+  return std::all_of(ip.begin(), ip.end(), [](uint8_t b) { return b == 0; });
+}
+
+bool Address::is_multicast() const {
+  if (family == Family::kIpv4) return (ip[12] & 0xF0) == 0xE0;
+  if (family == Family::kIpv6) return ip[0] == 0xFF;
+  if (family == Family::kIb) return gid.raw[0] == 0xFF;
+  return false;
+}
+
+uint32_t Address::ipv4() const {
+  return uint32_t{ip[12]} << 24 | uint32_t{ip[13]} << 16 | uint32_t{ip[14]} << 8 | ip[15];
+}
+
+std::string Address::ToString() const {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  switch (family) {
+    case Family::kIpv4: {
+      in_addr a;
+      a.s_addr = htonl(ipv4());
+      inet_ntop(AF_INET, &a, buf, sizeof buf);
+      return absl::StrCat(buf, ":", port);
+    }
+    case Family::kIpv6:
+      inet_ntop(AF_INET6, ip.data(), buf, sizeof buf);
+      return absl::StrCat("[", buf, "]:", port);
+    case Family::kIb:
+      return absl::StrCat("ib:", gid.ToString(), "/lid ", lid, "/sid 0x",
+                          absl::Hex(service_id), "/pkey 0x", absl::Hex(pkey));
+    case Family::kUnspec:
+      break;
+  }
+  return "unspecified";
+}
+
+bool Address::SameHost(const Address& o) const {
+  if (family != o.family) return false;
+  if (family == Family::kIb) return gid == o.gid;
+  return ip == o.ip;
+}
+
+// ---------------------------------------------------------------- EventChannel
+
+EventChannel::~EventChannel() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void EventChannel::Push(std::unique_ptr<Event> e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (e->id != nullptr) ++e->id->unacked_;
+  queue_.push_back(std::move(e));
+  uint64_t one = 1;
+  (void)!write(fd_, &one, sizeof one);
+}
+
+absl::StatusOr<CmId*> EventChannel::CreateId(void* context, PortSpace ps) {
+  switch (ps) {
+    case PortSpace::kTcp:
+    case PortSpace::kUdp:
+    case PortSpace::kIb:
+    case PortSpace::kIpoib:
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "create_id: port space 0x", absl::Hex(static_cast<uint16_t>(ps)),
+          " is not one of RDMA_PS_TCP 0x106, RDMA_PS_UDP 0x111, RDMA_PS_IB 0x13f, "
+          "RDMA_PS_IPOIB 0x2"));
+  }
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  return device_->NewId(this, context, ps);
+}
+
+absl::StatusOr<Event*> EventChannel::GetEvent() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (queue_.empty()) {
+    return absl::UnavailableError("get_cm_event: no event queued; wait until fd() is readable");
+  }
+  uint64_t junk;
+  (void)!read(fd_, &junk, sizeof junk);
+  std::unique_ptr<Event> e = std::move(queue_.front());
+  queue_.pop_front();
+  Event* raw = e.get();
+  delivered_.emplace(raw, std::move(e));
+  return raw;
+}
+
+absl::StatusOr<Event*> EventChannel::WaitEvent(mad::Duration timeout) {
+  const TimePoint end = mad::RealClock().Now() + timeout;
+  for (;;) {
+    absl::StatusOr<Event*> e = GetEvent();
+    if (e.ok() || device_->simulated()) return e;
+    const mad::Duration left = end - mad::RealClock().Now();
+    if (left <= mad::Duration::Zero()) return e;
+    if (device_->real_->has_progress_thread()) {
+      pollfd p{fd_, POLLIN, 0};
+      poll(&p, 1, static_cast<int>(std::max<int64_t>(left.nanos() / 1000000, 1)));
+    } else {
+      absl::StatusOr<int> n = device_->Poll(std::min(left, mad::Duration::Millis(10)));
+      if (!n.ok()) return n.status();
+    }
+  }
+}
+
+absl::Status EventChannel::AckEvent(Event* event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = delivered_.find(event);
+  if (it == delivered_.end()) {
+    return absl::NotFoundError(
+        "ack_cm_event: not an event of this channel that was retrieved and not yet acked");
+  }
+  if (event->id != nullptr) --event->id->unacked_;
+  delivered_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status EventChannel::DestroyId(CmId* id) {
+  std::lock_guard<std::mutex> dlock(device_->node_->mutex());
+  if (id == nullptr || !device_->ids_.contains(id) || id->channel_ != this) {
+    return absl::NotFoundError("destroy_id: unknown id (destroyed, or of another channel)");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int retrieved = 0;
+    for (const auto& [e, owned] : delivered_) retrieved += e->id == id;
+    if (retrieved > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "destroy_id: ", retrieved,
+          " retrieved event(s) of this id are not acked; ack_cm_event them first"));
+    }
+    // Queued, never retrieved: dropped. A queued CONNECT_REQUEST of a child of
+    // this listener takes the child with it.
+    std::vector<CmId*> orphans;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->id == id || (*it)->listen_id == id) {
+        if ((*it)->listen_id == id && (*it)->id != id) orphans.push_back((*it)->id);
+        --(*it)->id->unacked_;
+        it = queue_.erase(it);
+        uint64_t junk;
+        (void)!read(fd_, &junk, sizeof junk);
+      } else {
+        ++it;
+      }
+    }
+    for (CmId* o : orphans) o->listener_ = nullptr, o->state_ = IdState::kDestroying;
+    for (CmId* o : orphans) {
+      // Reject on the orphan's behalf (REJ 28), then free it.
+      (void)device_->node_->cm().Destroy(device_->node_->Now(), o->conn_);
+    }
+    for (CmId* o : orphans) device_->FreeId(o);
+  }
+  device_->FreeId(id);
+  device_->node_->FlushLocked();
+  device_->node_->Rearm();
+  return absl::OkStatus();
+}
+
+size_t EventChannel::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
+size_t EventChannel::unacked() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return delivered_.size();
+}
+
+// ---------------------------------------------------------------- Device
+
+Device::Device(std::unique_ptr<cm::Node> node, cm::RealNode* real, DeviceOptions options)
+    : node_(std::move(node)), real_(real), options_(std::move(options)) {
+  rng_state_ = options_.node.seed * 0x9e3779b97f4a7c15ULL + 1;
+  node_->set_observer(this);
+}
+
+absl::StatusOr<std::unique_ptr<Device>> Device::CreateSimulated(sim::Scheduler& scheduler,
+                                                                mad::Transport& transport,
+                                                                std::function<bool()> has_input,
+                                                                DeviceOptions options) {
+  auto node = std::make_unique<cm::SimNode>(scheduler, transport, std::move(has_input),
+                                            options.node);
+  return std::unique_ptr<Device>(new Device(std::move(node), nullptr, std::move(options)));
+}
+
+absl::StatusOr<std::unique_ptr<Device>> Device::Create(mad::Transport& transport,
+                                                       DeviceOptions options) {
+  auto node = cm::RealNode::Create(transport, options.node);
+  if (!node.ok()) return node.status();
+  cm::RealNode* real = node->get();
+  return std::unique_ptr<Device>(new Device(std::move(*node), real, std::move(options)));
+}
+
+Device::~Device() {
+  if (real_ != nullptr) real_->StopProgressThread();
+  node_->set_observer(nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<EventChannel>> Device::CreateEventChannel() {
+  int fd = eventfd(0, EFD_NONBLOCK | EFD_SEMAPHORE | EFD_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
+  return std::unique_ptr<EventChannel>(new EventChannel(this, fd));
+}
+
+std::string Device::IpKey(const Address& a) {
+  return std::string(reinterpret_cast<const char*>(a.ip.data()), a.ip.size()) +
+         (a.family == Address::Family::kIpv4 ? "4" : "6");
+}
+
+absl::Status Device::AddNeighbor(const Address& ip, const mad::Gid& gid, uint16_t lid) {
+  if (!ip.is_ip()) return absl::InvalidArgumentError("add_neighbor: not an IP address");
+  std::lock_guard<std::mutex> lock(node_->mutex());
+  neighbors_[IpKey(ip)] = Neighbor{gid, lid};
+  return absl::OkStatus();
+}
+
+absl::Status Device::AddLocalAddress(const Address& ip) {
+  if (!ip.is_ip()) return absl::InvalidArgumentError("add_local_address: not an IP address");
+  std::lock_guard<std::mutex> lock(node_->mutex());
+  options_.local_ips.push_back(ip);
+  neighbors_[IpKey(ip)] = Neighbor{node_->port().gid, node_->port().lid};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Device::Poll(mad::Duration timeout) {
+  if (real_ == nullptr) {
+    return absl::FailedPreconditionError("poll: a simulated device is driven by the scheduler");
+  }
+  return real_->Poll(timeout);
+}
+
+absl::Status Device::StartProgressThread() {
+  if (real_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "progress thread: a simulated device is driven by the scheduler");
+  }
+  return real_->StartProgressThread();
+}
+
+void Device::StopProgressThread() {
+  if (real_ != nullptr) real_->StopProgressThread();
+}
+
+size_t Device::id_count() const {
+  std::lock_guard<std::mutex> lock(node_->mutex());
+  return ids_.size();
+}
+
+CmId* Device::NewId(EventChannel* ch, void* ctx, PortSpace ps) {
+  auto id = std::unique_ptr<CmId>(new CmId(this, ch, ctx, ps));
+  CmId* raw = id.get();
+  ids_.emplace(raw, std::move(id));
+  return raw;
+}
+
+void Device::FreeId(CmId* id) {
+  if (id->conn_.valid()) {
+    (void)node_->cm().Destroy(node_->Now(), id->conn_);
+    by_conn_.erase(Pack(id->conn_.index, id->conn_.generation));
+  }
+  if (id->listen_.valid()) {
+    (void)node_->cm().StopListening(id->listen_);
+    by_listen_.erase(Pack(id->listen_.index, id->listen_.generation));
+  }
+  if (id->sa_query_ != 0) by_query_.erase(id->sa_query_);
+  for (const CmId::McJoinState& j : id->joins_) {
+    (void)node_->mc().Leave(node_->Now(), j.ticket);
+    by_ticket_.erase(j.ticket);
+  }
+  if (id->bound_ && id->local_.is_ip()) {
+    const uint32_t key = uint32_t{static_cast<uint16_t>(id->ps_)} << 16 | id->local_.port;
+    auto it = ports_in_use_.find(key);
+    if (it != ports_in_use_.end() && --it->second <= 0) ports_in_use_.erase(it);
+  }
+  // Children still pointing at this listener forget it.
+  for (auto& [raw, owned] : ids_) {
+    if (raw->listener_ == id) raw->listener_ = nullptr;
+  }
+  ids_.erase(id);
+}
+
+void Device::PostEvent(CmId* id, std::unique_ptr<Event> e) {
+  e->id = id;
+  id->channel_->Push(std::move(e));
+}
+
+void Device::Post(CmId* id, EventType t, int status, std::string detail) {
+  auto e = std::make_unique<Event>();
+  e->event = t;
+  e->status = status;
+  e->detail = std::move(detail);
+  PostEvent(id, std::move(e));
+}
+
+absl::Status Device::AllocPort(CmId* id) {
+  for (int tries = 0; tries < 25536; ++tries) {
+    const uint16_t p = next_port_;
+    next_port_ = next_port_ >= 65535 ? 40000 : next_port_ + 1;
+    const uint32_t key = uint32_t{static_cast<uint16_t>(id->ps_)} << 16 | p;
+    if (!ports_in_use_.contains(key)) {
+      ports_in_use_[key] = 1;
+      id->local_.port = p;
+      return absl::OkStatus();
+    }
+  }
+  return absl::ResourceExhaustedError("bind: no free port in 40000..65535");
+}
+
+// ---------------------------------------------------------------- CmId: addressing
+
+absl::Status CmId::BindAddr(const Address& addr) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kIdle || bound_) return WrongState("bind_addr", state_, "IDLE, unbound");
+  const mad::LocalPort& port = device_->port();
+  if (addr.family == Address::Family::kIb) {
+    if (ps_ != PortSpace::kIb) {
+      return absl::InvalidArgumentError("bind_addr: an AF_IB address needs RDMA_PS_IB");
+    }
+    local_ = addr;
+    if (local_.gid.is_zero()) local_.gid = port.gid;
+    if (local_.lid == 0) local_.lid = port.lid;
+    bound_ = true;
+    return absl::OkStatus();
+  }
+  if (!addr.is_ip()) return absl::InvalidArgumentError("bind_addr: address family unspecified");
+  if (!addr.is_any()) {
+    bool mine = false;
+    for (const Address& a : device_->options_.local_ips) mine |= a.SameHost(addr);
+    if (!mine) {
+      std::vector<std::string> have;
+      for (const Address& a : device_->options_.local_ips) have.push_back(a.ToString());
+      return absl::InvalidArgumentError(
+          absl::StrCat("bind_addr: ", addr.ToString(), " is not an address of ", port.ca_name,
+                       " (it has: ", have.empty() ? "none" : absl::StrJoin(have, ", "), ")"));
+    }
+  }
+  local_ = addr;
+  if (addr.port == 0) {
+    absl::Status s = device_->AllocPort(this);
+    if (!s.ok()) return s;
+  } else {
+    const uint32_t key = uint32_t{static_cast<uint16_t>(ps_)} << 16 | addr.port;
+    auto it = device_->ports_in_use_.find(key);
+    if (it != device_->ports_in_use_.end() && !options_.reuse_addr) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "bind_addr: port ", addr.port, " is in use in this port space (errno EADDRINUSE); "
+          "set REUSEADDR on both ids to share it"));
+    }
+    ++device_->ports_in_use_[key];
+  }
+  local_.gid = port.gid;
+  local_.lid = port.lid;
+  bound_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address& dst,
+                               mad::Duration) {
+  if (src.has_value() && !bound_) {
+    absl::Status s = BindAddr(*src);
+    if (!s.ok()) return Prefix("resolve_addr", s);
+  }
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kIdle) return WrongState("resolve_addr", state_, "IDLE");
+  const mad::LocalPort& port = device_->port();
+  if (dst.family == Address::Family::kIb) {
+    if (ps_ != PortSpace::kIb) {
+      return absl::InvalidArgumentError("resolve_addr: an AF_IB destination needs RDMA_PS_IB");
+    }
+    if (!bound_) {
+      local_ = Address::Ib(port.gid, port.lid, 0, dst.pkey);
+      bound_ = true;
+    }
+    peer_ = dst;
+    state_ = IdState::kAddrResolved;
+    device_->Post(this, EventType::kAddrResolved, 0);
+    return absl::OkStatus();
+  }
+  if (!dst.is_ip()) return absl::InvalidArgumentError("resolve_addr: destination family unspecified");
+  if (ps_ == PortSpace::kIb) {
+    return absl::InvalidArgumentError(
+        "resolve_addr: RDMA_PS_IB ids take AF_IB addresses (Address::Ib)");
+  }
+  if (!bound_) {
+    local_ = Address();
+    for (const Address& a : device_->options_.local_ips) {
+      if (a.family == dst.family) {
+        local_ = a;
+        break;
+      }
+    }
+    if (local_.family == Address::Family::kUnspec) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "resolve_addr: ", port.ca_name, " has no ",
+          dst.family == Address::Family::kIpv4 ? "IPv4" : "IPv6", " address to send from"));
+    }
+    local_.port = 0;
+    absl::Status s = device_->AllocPort(this);
+    if (!s.ok()) return s;
+    local_.gid = port.gid;
+    local_.lid = port.lid;
+    bound_ = true;
+  }
+  peer_ = dst;
+  auto it = device_->neighbors_.find(Device::IpKey(dst));
+  if (it == device_->neighbors_.end()) {
+    device_->Post(this, EventType::kAddrError, -EHOSTUNREACH,
+                  absl::StrCat("no neighbour entry for ", dst.ToString(),
+                               " (Device::AddNeighbor plays ARP)"));
+    return absl::OkStatus();
+  }
+  peer_.gid = it->second.gid;
+  peer_.lid = it->second.lid;
+  state_ = IdState::kAddrResolved;
+  device_->Post(this, EventType::kAddrResolved, 0);
+  return absl::OkStatus();
+}
+
+absl::Status CmId::ResolveRoute(mad::Duration) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kAddrResolved) {
+    return WrongState("resolve_route", state_, "ADDR_RESOLVED");
+  }
+  if (options_.ib_path.has_value()) {
+    path_ = *options_.ib_path;
+    if (options_.tos) path_->traffic_class = *options_.tos;
+    state_ = IdState::kRouteResolved;
+    device_->Post(this, EventType::kRouteResolved, 0);
+    return absl::OkStatus();
+  }
+  const uint64_t sid = local_.family == Address::Family::kIb
+                           ? peer_.service_id
+                           : mad::wire::ServiceIdFor(
+                                 static_cast<mad::wire::PortSpace>(ps_), peer_.port);
+  sa::PathQuery q = sa::PathQuery::RdmaCm(local_.gid, peer_.gid, peer_.pkey, sid);
+  if (options_.tos && peer_.family == Address::Family::kIpv6) q.TClass(*options_.tos);
+  absl::StatusOr<uint64_t> qid = device_->node_->sa().GetPath(device_->node_->Now(), q);
+  if (!qid.ok()) return Prefix("resolve_route", qid.status());
+  sa_query_ = *qid;
+  device_->by_query_[*qid] = this;
+  state_ = IdState::kRouteQuery;
+  device_->node_->FlushLocked();
+  device_->node_->Rearm();
+  return absl::OkStatus();
+}
+
+Address CmId::GetLocalAddr() const {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  return local_;
+}
+
+Address CmId::GetPeerAddr() const {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  return peer_;
+}
+
+absl::optional<cm::PathInfo> CmId::route() const {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  return path_;
+}
+
+IdState CmId::state() const {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  return state_;
+}
+
+IdOptions CmId::options() const {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  return options_;
+}
+
+absl::Status CmId::SetOption(const IdOptions& o) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (o.reuse_addr != options_.reuse_addr && (bound_ || state_ != IdState::kIdle)) {
+    return WrongState("set_option(REUSEADDR)", state_, "IDLE and not yet bound");
+  }
+  if (o.ack_timeout && *o.ack_timeout > 31) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "set_option(ACK_TIMEOUT): ", *o.ack_timeout, " is not a time code (at most 31)"));
+  }
+  if (o.max_cm_retries && *o.max_cm_retries > 15) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "set_option(CM_RETRIES): ", *o.max_cm_retries, " does not fit 4 bits (at most 15)"));
+  }
+  if (o.backoff_factor < 1 || o.backoff_factor > 16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "set_option(BACKOFF): factor ", o.backoff_factor, " must be 1..16"));
+  }
+  if (o.ib_path && state_ != IdState::kAddrResolved && state_ != IdState::kIdle) {
+    return WrongState("set_option(IB_PATH)", state_, "IDLE or ADDR_RESOLVED");
+  }
+  options_ = o;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cm::QpAttributes> CmId::InitQpAttr(cm::QpState state) const {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (conn_.valid() && !is_ud()) {
+    absl::StatusOr<cm::QpAttributes> a = device_->node_->cm().GetQpAttributes(conn_, state);
+    if (!a.ok()) return Prefix("init_qp_attr", a.status());
+    if (state == cm::QpState::kRts && options_.ack_timeout) {
+      a->timeout = *options_.ack_timeout;
+    }
+    return a;
+  }
+  if (state != cm::QpState::kInit) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "init_qp_attr: RTR / RTS attributes need a connection (connect or a CONNECT_REQUEST); "
+        "id is in state ", IdStateName(state_)));
+  }
+  if (!bound_) return WrongState("init_qp_attr(INIT)", state_, "a bound or resolved id");
+  cm::QpAttributes a;
+  a.state = cm::QpState::kInit;
+  a.mask = cm::kQpState | cm::kQpPkeyIndex | cm::kQpPort |
+           (is_ud() ? 0u : static_cast<uint32_t>(cm::kQpAccessFlags));
+  a.access_flags = is_ud() ? 0 : cm::kAccessRemoteWrite | cm::kAccessRemoteRead;
+  a.pkey_index = PkeyIndex(device_->port(), peer_.pkey);
+  a.port_num = device_->port().port_num;
+  return a;
+}
+
+absl::Status CmId::SetQp(QpTransitioner* qp) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (qp == nullptr) return absl::InvalidArgumentError("set_qp: null QP");
+  if (qp->qp_num() > 0xFFFFFF) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("set_qp: QPN 0x", absl::Hex(qp->qp_num()), " does not fit 24 bits"));
+  }
+  if (conn_.valid() && state_ != IdState::kConnectRequest) {
+    return WrongState("set_qp", state_, "no connection yet, or CONNECT_REQUEST");
+  }
+  qp_ = qp;
+  qpn_ = qp->qp_num();
+  return absl::OkStatus();
+}
+
+absl::Status CmId::SetLocalEce(const cm::Ece& ece) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (ece.vendor_id > 0xFFFFFF) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "set_local_ece: vendor id 0x", absl::Hex(ece.vendor_id), " does not fit 24 bits"));
+  }
+  if (state_ != IdState::kIdle && state_ != IdState::kAddrResolved &&
+      state_ != IdState::kRouteResolved && state_ != IdState::kConnectRequest) {
+    return WrongState("set_local_ece", state_, "before connect or accept");
+  }
+  local_ece_ = ece;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cm::Ece> CmId::GetRemoteEce() const {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kConnectRequest && state_ != IdState::kConnectResponse &&
+      state_ != IdState::kEstablished && state_ != IdState::kAccepted) {
+    return WrongState("get_remote_ece", state_, "CONNECT_REQUEST, CONNECT_RESPONSE or later");
+  }
+  return remote_ece_;
+}
+
+}  // namespace uscm

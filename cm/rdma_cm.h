@@ -1,0 +1,388 @@
+// The user-facing CM API of uscm, shaped like librdmacm (rdma_cma.h) so that
+// a port of an rdma_cm program is a rename: EventChannel ~ rdma_event_channel,
+// CmId ~ rdma_cm_id, Event ~ rdma_cm_event, same event types in the same
+// order. The C API (cm/uscm_cma.h) is a thin layer over this one. docs/API.md
+// has the event mapping table and every difference from librdmacm.
+//
+// One Device = one local port (a cm::Node from cm/runtime.h). Channels belong
+// to a device; ids are created from a channel. Every call is thread-safe.
+// Errors are absl::Status values that name what is wrong and the limit
+// ("private data is 57 bytes; REQ with the 36-byte CMA header carries at
+// most 56"); the C API turns them into -1 + errno + uscm_last_error().
+#ifndef USCM_CM_RDMA_CM_H_
+#define USCM_CM_RDMA_CM_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/optional.h"
+#include "cm/runtime.h"
+#include "cm/types.h"
+#include "mad/gid.h"
+#include "mad/time.h"
+
+namespace uscm {
+
+// enum rdma_cm_event_type, same values.
+enum class EventType : int {
+  kAddrResolved = 0,
+  kAddrError = 1,
+  kRouteResolved = 2,
+  kRouteError = 3,
+  kConnectRequest = 4,
+  kConnectResponse = 5,
+  kConnectError = 6,
+  kUnreachable = 7,
+  kRejected = 8,
+  kEstablished = 9,
+  kDisconnected = 10,
+  kDeviceRemoval = 11,
+  kMulticastJoin = 12,
+  kMulticastError = 13,
+  kAddrChange = 14,
+  kTimewaitExit = 15,
+};
+// "RDMA_CM_EVENT_ESTABLISHED" (as rdma_event_str).
+const char* EventTypeName(EventType t);
+
+// enum rdma_port_space, same values. TCP and IB are RC; UDP and IPOIB are UD.
+enum class PortSpace : uint16_t { kIpoib = 0x0002, kTcp = 0x0106, kUdp = 0x0111, kIb = 0x013F };
+
+// sockaddr_in / sockaddr_in6 / sockaddr_ib in one value.
+struct Address {
+  enum class Family : uint8_t { kUnspec, kIpv4, kIpv6, kIb };
+  Family family = Family::kUnspec;
+  // IP: 16 bytes in network order; IPv4 in the last 4 (as the CMA header).
+  std::array<uint8_t, 16> ip{};
+  uint16_t port = 0;  // IP port (host order)
+  // AF_IB: the port's GID (and LID, since the simulated and real SA accept
+  // both), the ServiceID (+ mask, for listen) and the P_Key.
+  mad::Gid gid;
+  uint16_t lid = 0;
+  uint64_t service_id = 0;
+  uint64_t service_mask = ~uint64_t{0};
+  uint16_t pkey = 0xFFFF;
+
+  static Address Ipv4(uint32_t host_order, uint16_t port = 0);
+  static Address Ipv6(const std::array<uint8_t, 16>& ip, uint16_t port = 0);
+  static Address Ib(const mad::Gid& gid, uint16_t lid, uint64_t service_id,
+                    uint16_t pkey = 0xFFFF);
+  // "10.0.0.1", "10.0.0.1:7471", "[fe80::1]:7471", "fe80::1".
+  static absl::StatusOr<Address> Parse(absl::string_view text);
+
+  bool is_ip() const { return family == Family::kIpv4 || family == Family::kIpv6; }
+  // INADDR_ANY / in6addr_any (IP), or an all-zero GID (IB).
+  bool is_any() const;
+  bool is_multicast() const;
+  uint32_t ipv4() const;  // host order
+  std::string ToString() const;
+  // Same address, ignoring the port / ServiceID.
+  bool SameHost(const Address& o) const;
+};
+
+// struct rdma_conn_param. On events, private_data holds what the user sees:
+// CONNECT_REQUEST over an IP port space = the REQ bytes after the 36-byte
+// header (56), AF_IB = 92; ESTABLISHED (active) = REP (196); REJECTED = 148.
+struct ConnParam {
+  std::vector<uint8_t> private_data;
+  uint8_t responder_resources = 0;
+  uint8_t initiator_depth = 0;
+  uint8_t flow_control = 1;
+  uint8_t retry_count = 7;
+  uint8_t rnr_retry_count = 7;
+  uint8_t srq = 0;
+  uint32_t qp_num = 0;  // the data QP (required unless a QpTransitioner is set)
+};
+
+// The address vector of a UD peer or a multicast group (ibv_ah_attr).
+using AhAttr = cm::QpAv;
+
+// struct rdma_ud_param.
+struct UdParam {
+  std::vector<uint8_t> private_data;
+  AhAttr ah_attr;
+  uint32_t qp_num = 0;
+  uint32_t qkey = 0;
+};
+
+inline constexpr uint32_t kUdpQkey = 0x01234567;  // RDMA_UDP_QKEY
+inline constexpr uint32_t kMulticastQpn = 0xFFFFFF;
+
+// Private data limits as an rdma_cm user sees them.
+inline constexpr size_t kReqPrivateDataIp = 56;   // 92 - 36-byte CMA header
+inline constexpr size_t kReqPrivateDataIb = 92;
+inline constexpr size_t kRepPrivateData = 196;
+inline constexpr size_t kRejPrivateData = 148;
+inline constexpr size_t kDreqPrivateData = 220;
+inline constexpr size_t kSidrReqPrivateDataIp = 180;  // 216 - 36
+inline constexpr size_t kSidrReqPrivateDataIb = 216;
+inline constexpr size_t kSidrRepPrivateData = 136;
+
+class CmId;
+class Device;
+class EventChannel;
+
+struct Event {
+  EventType event = EventType::kAddrResolved;
+  int status = 0;  // 0, -errno, or the IB REJ reason / SIDR status (positive)
+  CmId* id = nullptr;
+  CmId* listen_id = nullptr;  // CONNECT_REQUEST
+  ConnParam conn;             // RC events
+  UdParam ud;                 // UD events and MULTICAST_JOIN
+  void* mc_context = nullptr;  // MULTICAST_JOIN / _ERROR: the join's context
+  cm::Ece remote_ece;          // CONNECT_REQUEST / ESTABLISHED
+  std::string detail;          // *_ERROR events: what went wrong, readable
+};
+
+// QP transitions done by the runtime when the user attaches a QP (a verbs QP
+// through cm/verbs_qp.h, or any test double). Without one the id is in
+// "external QP" mode: the user reads InitQpAttr() and moves the QP itself,
+// exactly like a librdmacm user without an rdma_cm QP.
+class QpTransitioner {
+ public:
+  virtual ~QpTransitioner() = default;
+  virtual uint32_t qp_num() const = 0;
+  virtual absl::Status Modify(const cm::QpAttributes& attr) = 0;
+  // Moves the QP to ERROR (on REJECTED / DISCONNECTED).
+  virtual absl::Status ToError() = 0;
+};
+
+enum class IdState : uint8_t {
+  kIdle,
+  kAddrQuery,
+  kAddrResolved,
+  kRouteQuery,
+  kRouteResolved,
+  kConnect,
+  kConnectResponse,  // active, external QP: CONNECT_RESPONSE delivered, waiting for Establish
+  kListen,
+  kConnectRequest,   // passive, not yet accepted
+  kAccepted,
+  kEstablished,
+  kDisconnect,
+  kDestroying,
+};
+const char* IdStateName(IdState s);
+
+// rdma_set_option options. Level ID: kTos, kReuseAddr, kAfOnly, kAckTimeout;
+// level IB: kIbPath. uscm-only: response timeout, CM retries, backoff.
+struct IdOptions {
+  absl::optional<uint8_t> tos;
+  bool reuse_addr = false;
+  bool af_only = false;
+  absl::optional<uint8_t> ack_timeout;             // QP local ACK timeout code
+  absl::optional<cm::PathInfo> ib_path;            // replaces the SA query
+  absl::optional<mad::Duration> response_timeout;  // uscm: CM retransmit wait
+  absl::optional<uint8_t> max_cm_retries;          // uscm: 0..15
+  uint32_t backoff_factor = 1;                     // uscm: retransmit backoff
+};
+
+class CmId {
+ public:
+  // ---- librdmacm calls ----
+  absl::Status BindAddr(const Address& addr);
+  // Local address table lookup; ADDR_RESOLVED / ADDR_ERROR on the channel.
+  absl::Status ResolveAddr(const absl::optional<Address>& src, const Address& dst,
+                           mad::Duration timeout = mad::Duration::Seconds(2));
+  // SA PathRecord (through the path cache) or the IB_PATH option;
+  // ROUTE_RESOLVED / ROUTE_ERROR on the channel.
+  absl::Status ResolveRoute(mad::Duration timeout = mad::Duration::Seconds(2));
+  absl::Status Connect(const ConnParam& param);
+  absl::Status Listen(int backlog);
+  absl::Status Accept(const ConnParam& param);
+  absl::Status Reject(std::span<const uint8_t> private_data);
+  absl::Status RejectEce(std::span<const uint8_t> private_data);
+  absl::Status SetLocalEce(const cm::Ece& ece);
+  absl::StatusOr<cm::Ece> GetRemoteEce() const;
+  // Active, external QP, after CONNECT_RESPONSE: sends RTU. No event follows
+  // on this side (as librdmacm).
+  absl::Status Establish();
+  // Passive: IBV_EVENT_COMM_EST on the data QP (the RTU may be lost).
+  absl::Status NotifyCommEst();
+  absl::Status Disconnect();
+  absl::Status SetOption(const IdOptions& options);
+  IdOptions options() const;
+  absl::Status JoinMulticast(const Address& group, void* context);
+  absl::Status LeaveMulticast(const Address& group);
+  // rdma_init_qp_attr: attributes for INIT / RTR / RTS ("external QP" mode).
+  absl::StatusOr<cm::QpAttributes> InitQpAttr(cm::QpState state) const;
+  // Attaches a QP the runtime transitions (rdma_create_qp without the create).
+  absl::Status SetQp(QpTransitioner* qp);
+
+  Address GetLocalAddr() const;  // rdma_get_local_addr / getname
+  Address GetPeerAddr() const;   // rdma_get_peer_addr / getpeer
+  absl::optional<cm::PathInfo> route() const;
+  IdState state() const;
+  PortSpace port_space() const { return ps_; }
+  bool is_ud() const { return ps_ == PortSpace::kUdp || ps_ == PortSpace::kIpoib; }
+  void* context() const { return context_; }
+  void set_context(void* c) { context_ = c; }
+  EventChannel* channel() const { return channel_; }
+  Device* device() const { return device_; }
+
+ private:
+  friend class Device;
+  friend class EventChannel;
+  CmId(Device* device, EventChannel* channel, void* context, PortSpace ps)
+      : device_(device), channel_(channel), context_(context), ps_(ps) {}
+
+  Device* device_;
+  EventChannel* channel_;
+  void* context_;
+  PortSpace ps_;
+  // Guarded by the device's node mutex.
+  IdState state_ = IdState::kIdle;
+  Address local_;
+  Address peer_;
+  bool bound_ = false;
+  IdOptions options_;
+  absl::optional<cm::PathInfo> path_;  // local = this side
+  uint8_t path_mtu_ = 4;
+  bool swallow_established_ = false;
+  cm::ConnId conn_;
+  cm::ListenId listen_;
+  CmId* listener_ = nullptr;        // passive ids: the listening id
+  uint64_t sa_query_ = 0;           // outstanding route query
+  absl::optional<cm::Ece> local_ece_;
+  cm::Ece remote_ece_;
+  QpTransitioner* qp_ = nullptr;
+  uint32_t qpn_ = 0;
+  std::vector<uint8_t> rep_private_data_;  // held for ESTABLISHED
+  bool ud_reply_pending_ = false;
+  struct McJoinState {
+    Address group;
+    void* context = nullptr;
+    uint64_t ticket = 0;
+  };
+  std::vector<McJoinState> joins_;
+  // Guarded by the channel mutex: events queued or delivered, not acked.
+  int unacked_ = 0;
+};
+
+// rdma_event_channel: a queue of events with a pollable fd (an eventfd that
+// is readable while events are queued).
+class EventChannel {
+ public:
+  ~EventChannel();
+  EventChannel(const EventChannel&) = delete;
+  EventChannel& operator=(const EventChannel&) = delete;
+
+  int fd() const { return fd_; }
+  // rdma_create_id on this channel's device.
+  absl::StatusOr<CmId*> CreateId(void* context, PortSpace ps);
+  // The next event, or Unavailable("no event queued; poll fd()") at once.
+  // The event stays owned by the channel until AckEvent.
+  absl::StatusOr<Event*> GetEvent();
+  // Like GetEvent, but drives the device (simulation: nothing; real: Poll)
+  // up to `timeout` waiting for one.
+  absl::StatusOr<Event*> WaitEvent(mad::Duration timeout);
+  absl::Status AckEvent(Event* event);
+  // rdma_destroy_id. FailedPrecondition (C: EBUSY) while events of the id
+  // were retrieved and not acked; queued events of the id are dropped.
+  absl::Status DestroyId(CmId* id);
+
+  size_t queued() const;
+  size_t unacked() const;
+  Device* device() const { return device_; }
+
+ private:
+  friend class Device;
+  explicit EventChannel(Device* device, int fd) : device_(device), fd_(fd) {}
+  void Push(std::unique_ptr<Event> e);  // device lock held
+
+  Device* device_;
+  int fd_;
+  mutable std::mutex mu_;
+  std::deque<std::unique_ptr<Event>> queue_;
+  absl::flat_hash_map<Event*, std::unique_ptr<Event>> delivered_;
+};
+
+struct DeviceOptions {
+  cm::NodeOptions node;
+  // The IP addresses of this port (the rdma_cm IPoIB interface addresses).
+  std::vector<Address> local_ips;
+};
+
+// One port: the node plus the id tables and the address table. IP
+// resolution: AddNeighbor(ip, gid, lid) plays the ARP / ND cache; on the
+// simulated fabric every host registers its addresses with the others.
+class Device final : public cm::NodeObserver {
+ public:
+  // Simulation driver on `scheduler`; `has_input` as for cm::SimNode.
+  static absl::StatusOr<std::unique_ptr<Device>> CreateSimulated(
+      sim::Scheduler& scheduler, mad::Transport& transport, std::function<bool()> has_input,
+      DeviceOptions options);
+  // Real driver (epoll + timerfd).
+  static absl::StatusOr<std::unique_ptr<Device>> Create(mad::Transport& transport,
+                                                        DeviceOptions options);
+  ~Device() override;
+
+  absl::StatusOr<std::unique_ptr<EventChannel>> CreateEventChannel();
+  absl::Status AddNeighbor(const Address& ip, const mad::Gid& gid, uint16_t lid);
+  absl::Status AddLocalAddress(const Address& ip);
+
+  // Real driver only (FailedPrecondition otherwise).
+  absl::StatusOr<int> Poll(mad::Duration timeout);
+  absl::Status StartProgressThread();
+  void StopProgressThread();
+
+  cm::Node& node() { return *node_; }
+  const mad::LocalPort& port() const { return node_->port(); }
+  bool simulated() const { return real_ == nullptr; }
+  // Ids alive (including passive ids not yet retrieved). 0 after every id
+  // was destroyed.
+  size_t id_count() const;
+
+  void OnProgress(mad::TimePoint now) override;
+
+ private:
+  friend class CmId;
+  friend class EventChannel;
+  Device(std::unique_ptr<cm::Node> node, cm::RealNode* real, DeviceOptions options);
+
+  struct Neighbor {
+    mad::Gid gid;
+    uint16_t lid = 0;
+  };
+  static std::string IpKey(const Address& a);
+
+  // rdma_cm.cc (device lock held for all of these)
+  void Post(CmId* id, EventType t, int status, std::string detail = {});
+  void PostEvent(CmId* id, std::unique_ptr<Event> e);
+  CmId* NewId(EventChannel* ch, void* ctx, PortSpace ps);
+  void FreeId(CmId* id);
+  // rdma_cm_events.cc
+  void OnCmEvent(mad::TimePoint now, cm::CmEvent& e);
+  void OnConnectRequest(mad::TimePoint now, cm::CmEvent& e);
+  void OnSidrRequest(mad::TimePoint now, cm::CmEvent& e);
+  void OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e);
+  void OnSaResult(mad::TimePoint now, sa::SaResult& r);
+  void OnMcEvent(sa::McEvent& e);
+  absl::Status AllocPort(CmId* id);
+
+  std::unique_ptr<cm::Node> node_;
+  cm::RealNode* real_;  // null when simulated
+  DeviceOptions options_;
+  absl::flat_hash_map<std::string, Neighbor> neighbors_;
+  absl::flat_hash_map<CmId*, std::unique_ptr<CmId>> ids_;
+  absl::flat_hash_map<uint64_t, CmId*> by_conn_;    // ConnId packed
+  absl::flat_hash_map<uint64_t, CmId*> by_listen_;  // ListenId packed
+  absl::flat_hash_map<uint64_t, CmId*> by_query_;   // SA query id
+  absl::flat_hash_map<uint64_t, CmId*> by_ticket_;  // multicast ticket
+  absl::flat_hash_map<uint32_t, int> ports_in_use_;  // (ps << 16 | port) -> binders
+  uint16_t next_port_ = 40000;
+  uint64_t rng_state_;
+};
+
+}  // namespace uscm
+
+#endif  // USCM_CM_RDMA_CM_H_

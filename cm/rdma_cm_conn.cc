@@ -1,0 +1,403 @@
+// uscm rdma_cm API: connect / listen / accept / reject / establish /
+// disconnect / multicast calls of CmId.
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "cm/rdma_cm.h"
+#include "mad/wire/cma_header.h"
+
+namespace uscm {
+
+namespace {
+
+uint64_t Pack(uint32_t index, uint32_t generation) {
+  return uint64_t{index} << 32 | generation;
+}
+
+absl::Status TooLong(const char* call, size_t got, const char* msg, size_t limit) {
+  return absl::InvalidArgumentError(absl::StrCat(call, ": private data is ", got, " bytes; ",
+                                                 msg, " carries at most ", limit));
+}
+
+absl::Status WrongState(const char* call, IdState s, const char* expected) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(call, ": id is in state ", IdStateName(s), "; expected ", expected));
+}
+
+absl::Status Prefix(const char* call, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(call, ": ", s.message()));
+}
+
+mad::wire::CmaHeader HeaderFor(const Address& src, const Address& dst) {
+  if (src.family == Address::Family::kIpv4) {
+    return mad::wire::CmaHeader::Ipv4(src.ipv4(), src.port, dst.ipv4());
+  }
+  return mad::wire::CmaHeader::Ipv6(src.ip, src.port, dst.ip);
+}
+
+// Builds REQ / SIDR_REQ private data: CMA header + user bytes for IP ids.
+absl::StatusOr<std::vector<uint8_t>> RequestData(const char* call, bool ip, bool sidr,
+                                                 const Address& src, const Address& dst,
+                                                 std::span<const uint8_t> user) {
+  const size_t ip_limit = sidr ? kSidrReqPrivateDataIp : kReqPrivateDataIp;
+  const size_t ib_limit = sidr ? kSidrReqPrivateDataIb : kReqPrivateDataIb;
+  if (!ip) {
+    if (user.size() > ib_limit) {
+      return TooLong(call, user.size(), sidr ? "SIDR_REQ (AF_IB)" : "REQ (AF_IB)", ib_limit);
+    }
+    return std::vector<uint8_t>(user.begin(), user.end());
+  }
+  if (user.size() > ip_limit) {
+    return TooLong(call, user.size(),
+                   sidr ? "SIDR_REQ with the 36-byte CMA header"
+                        : "REQ with the 36-byte CMA header",
+                   ip_limit);
+  }
+  std::vector<uint8_t> pd(mad::wire::cma::kHeaderBytes + user.size());
+  absl::Status s = HeaderFor(src, dst).Emit(pd);
+  if (!s.ok()) return s;
+  std::copy(user.begin(), user.end(), pd.begin() + mad::wire::cma::kHeaderBytes);
+  return pd;
+}
+
+}  // namespace
+
+absl::Status CmId::Connect(const ConnParam& param) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kRouteResolved || !path_.has_value()) {
+    return WrongState("connect", state_, "ROUTE_RESOLVED");
+  }
+  cm::Node& node = *device_->node_;
+  const mad::TimePoint now = node.Now();
+  const bool ip = local_.is_ip();
+  const uint64_t sid =
+      ip ? mad::wire::ServiceIdFor(static_cast<mad::wire::PortSpace>(ps_), peer_.port)
+         : peer_.service_id;
+  auto pd = RequestData("connect", ip, is_ud(), local_, peer_, param.private_data);
+  if (!pd.ok()) return pd.status();
+  cm::RetryPolicy retry;
+  retry.response_timeout = options_.response_timeout;
+  retry.backoff_factor = options_.backoff_factor;
+
+  if (is_ud()) {
+    cm::SidrRequestParams p;
+    p.service_id = sid;
+    p.pkey = peer_.pkey;
+    p.peer.lid = path_->remote_lid;
+    p.peer.sl = path_->sl;
+    p.peer.has_grh = !path_->subnet_local;
+    p.peer.gid = path_->remote_gid;
+    if (options_.max_cm_retries) p.max_retries = *options_.max_cm_retries;
+    p.private_data = std::move(*pd);
+    p.retry = retry;
+    absl::StatusOr<cm::ConnId> c = node.cm().SidrRequest(now, p);
+    if (!c.ok()) return Prefix("connect", c.status());
+    conn_ = *c;
+  } else {
+    const uint32_t qpn = qp_ != nullptr ? qp_->qp_num() : param.qp_num;
+    if (qpn > 0xFFFFFF) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("connect: qp_num 0x", absl::Hex(qpn), " does not fit 24 bits"));
+    }
+    cm::ConnectParams p;
+    p.service_id = sid;
+    p.primary = *path_;
+    p.pkey = peer_.pkey;
+    p.path_mtu = path_mtu_;
+    p.qpn = qpn;
+    device_->rng_state_ ^= device_->rng_state_ << 13;
+    device_->rng_state_ ^= device_->rng_state_ >> 7;
+    device_->rng_state_ ^= device_->rng_state_ << 17;
+    p.starting_psn = static_cast<uint32_t>(device_->rng_state_) & 0xFFFFFF;
+    // 0xFF = "device maximum" (RDMA_MAX_RESP_RES); the simulated device has 16.
+    p.responder_resources = param.responder_resources == 0xFF ? 16 : param.responder_resources;
+    p.initiator_depth = param.initiator_depth == 0xFF ? 16 : param.initiator_depth;
+    p.retry_count = std::min<uint8_t>(param.retry_count, 7);
+    p.rnr_retry_count = std::min<uint8_t>(param.rnr_retry_count, 7);
+    p.srq = param.srq != 0;
+    if (options_.max_cm_retries) p.max_cm_retries = *options_.max_cm_retries;
+    p.ece = local_ece_;
+    p.private_data = std::move(*pd);
+    p.retry = retry;
+    if (qp_ != nullptr) {
+      cm::QpAttributes init;
+      init.state = cm::QpState::kInit;
+      init.mask = cm::kQpState | cm::kQpAccessFlags | cm::kQpPkeyIndex | cm::kQpPort;
+      init.access_flags = cm::kAccessRemoteWrite | cm::kAccessRemoteRead;
+      init.port_num = device_->port().port_num;
+      absl::Status s = qp_->Modify(init);
+      if (!s.ok()) return Prefix("connect: QP to INIT", s);
+    }
+    absl::StatusOr<cm::ConnId> c = node.cm().Connect(now, p);
+    if (!c.ok()) return Prefix("connect", c.status());
+    conn_ = *c;
+    qpn_ = qpn;
+  }
+  device_->by_conn_[Pack(conn_.index, conn_.generation)] = this;
+  state_ = IdState::kConnect;
+  node.FlushLocked();
+  node.Rearm();
+  return absl::OkStatus();
+}
+
+absl::Status CmId::Listen(int backlog) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kIdle || !bound_) {
+    return WrongState("listen", state_, "IDLE and bound (bind_addr first)");
+  }
+  uint64_t sid, mask;
+  if (local_.is_ip()) {
+    sid = mad::wire::ServiceIdFor(static_cast<mad::wire::PortSpace>(ps_), local_.port);
+    mask = ~uint64_t{0};
+  } else {
+    sid = local_.service_id & local_.service_mask;
+    mask = local_.service_mask;
+  }
+  const uint32_t b = backlog <= 0 ? 1024 : static_cast<uint32_t>(backlog);
+  absl::StatusOr<cm::ListenId> l =
+      device_->node_->cm().Listen(sid, mask, b, options_.reuse_addr);
+  if (!l.ok()) return Prefix("listen", l.status());
+  listen_ = *l;
+  device_->by_listen_[Pack(listen_.index, listen_.generation)] = this;
+  state_ = IdState::kListen;
+  return absl::OkStatus();
+}
+
+absl::Status CmId::Accept(const ConnParam& param) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kConnectRequest) return WrongState("accept", state_, "CONNECT_REQUEST");
+  cm::Node& node = *device_->node_;
+  const mad::TimePoint now = node.Now();
+  if (is_ud()) {
+    if (param.private_data.size() > kSidrRepPrivateData) {
+      return TooLong("accept", param.private_data.size(), "SIDR_REP", kSidrRepPrivateData);
+    }
+    cm::SidrReplyParams p;
+    p.status = 0;
+    p.qpn = qp_ != nullptr ? qp_->qp_num() : param.qp_num;
+    p.qkey = kUdpQkey;
+    p.ece = local_ece_;
+    p.private_data = param.private_data;
+    absl::Status s = node.cm().SidrReply(now, conn_, p);
+    if (!s.ok()) return Prefix("accept", s);
+    device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
+    conn_ = cm::ConnId();
+    state_ = IdState::kEstablished;
+    node.FlushLocked();
+    node.Rearm();
+    return absl::OkStatus();
+  }
+  if (param.private_data.size() > kRepPrivateData) {
+    return TooLong("accept", param.private_data.size(), "REP", kRepPrivateData);
+  }
+  cm::AcceptParams p;
+  p.qpn = qp_ != nullptr ? qp_->qp_num() : param.qp_num;
+  if (p.qpn > 0xFFFFFF) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accept: qp_num 0x", absl::Hex(p.qpn), " does not fit 24 bits"));
+  }
+  device_->rng_state_ ^= device_->rng_state_ << 13;
+  device_->rng_state_ ^= device_->rng_state_ >> 7;
+  device_->rng_state_ ^= device_->rng_state_ << 17;
+  p.starting_psn = static_cast<uint32_t>(device_->rng_state_) & 0xFFFFFF;
+  p.responder_resources = param.responder_resources == 0xFF ? 16 : param.responder_resources;
+  p.initiator_depth = param.initiator_depth == 0xFF ? 16 : param.initiator_depth;
+  p.rnr_retry_count = std::min<uint8_t>(param.rnr_retry_count, 7);
+  p.srq = param.srq != 0;
+  p.failover_accepted = false;  // as rdma_cm
+  if (local_ece_) p.ece_options = local_ece_->options;
+  p.private_data = param.private_data;
+  p.retry.response_timeout = options_.response_timeout;
+  p.retry.backoff_factor = options_.backoff_factor;
+  qpn_ = p.qpn;
+  absl::Status s = node.cm().Accept(now, conn_, p);
+  if (!s.ok()) return Prefix("accept", s);
+  if (qp_ != nullptr) {
+    // librdmacm moves the QP to RTR and RTS as part of rdma_accept.
+    for (cm::QpState st : {cm::QpState::kInit, cm::QpState::kRtr, cm::QpState::kRts}) {
+      absl::StatusOr<cm::QpAttributes> a = node.cm().GetQpAttributes(conn_, st);
+      if (a.ok() && st == cm::QpState::kRts && options_.ack_timeout) {
+        a->timeout = *options_.ack_timeout;
+      }
+      absl::Status m = a.ok() ? qp_->Modify(*a) : a.status();
+      if (!m.ok()) {
+        (void)node.cm().Reject(now, conn_, cm::RejReason::kConsumerReject, {});
+        node.FlushLocked();
+        return Prefix("accept: QP transition", m);
+      }
+    }
+  }
+  state_ = IdState::kAccepted;
+  node.FlushLocked();
+  node.Rearm();
+  return absl::OkStatus();
+}
+
+static absl::Status RejectWith(CmId* id, cm::Node& node, cm::ConnId conn, bool ud,
+                               cm::RejReason reason, std::span<const uint8_t> pd,
+                               const char* call) {
+  const mad::TimePoint now = node.Now();
+  if (ud) {
+    if (pd.size() > kSidrRepPrivateData) {
+      return TooLong(call, pd.size(), "SIDR_REP", kSidrRepPrivateData);
+    }
+    cm::SidrReplyParams p;
+    p.status = 2;  // SIDR "rejected" (as rdma_reject on a UD id)
+    p.private_data.assign(pd.begin(), pd.end());
+    return Prefix(call, node.cm().SidrReply(now, conn, p));
+  }
+  if (pd.size() > kRejPrivateData) return TooLong(call, pd.size(), "REJ", kRejPrivateData);
+  (void)id;
+  return Prefix(call, node.cm().Reject(now, conn, reason, pd));
+}
+
+absl::Status CmId::Reject(std::span<const uint8_t> private_data) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kConnectRequest && state_ != IdState::kConnectResponse) {
+    return WrongState("reject", state_, "CONNECT_REQUEST or CONNECT_RESPONSE");
+  }
+  absl::Status s = RejectWith(this, *device_->node_, conn_, is_ud(),
+                              cm::RejReason::kConsumerReject, private_data, "reject");
+  if (!s.ok()) return s;
+  device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
+  conn_ = cm::ConnId();
+  state_ = IdState::kIdle;
+  device_->node_->FlushLocked();
+  device_->node_->Rearm();
+  return absl::OkStatus();
+}
+
+absl::Status CmId::RejectEce(std::span<const uint8_t> private_data) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kConnectRequest || is_ud()) {
+    return WrongState("reject_ece", state_, "CONNECT_REQUEST on an RC id");
+  }
+  absl::Status s =
+      RejectWith(this, *device_->node_, conn_, false, cm::RejReason::kVendorOptionNotSupported,
+                 private_data, "reject_ece");
+  if (!s.ok()) return s;
+  device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
+  conn_ = cm::ConnId();
+  state_ = IdState::kIdle;
+  device_->node_->FlushLocked();
+  device_->node_->Rearm();
+  return absl::OkStatus();
+}
+
+absl::Status CmId::Establish() {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kConnectResponse) {
+    return WrongState("establish", state_, "CONNECT_RESPONSE (an id without an attached QP)");
+  }
+  swallow_established_ = true;
+  absl::Status s = device_->node_->cm().Rtu(device_->node_->Now(), conn_);
+  if (!s.ok()) {
+    swallow_established_ = false;
+    return Prefix("establish", s);
+  }
+  state_ = IdState::kEstablished;
+  device_->node_->FlushLocked();
+  device_->node_->Rearm();
+  return absl::OkStatus();
+}
+
+absl::Status CmId::NotifyCommEst() {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kAccepted) return WrongState("notify", state_, "ACCEPTED");
+  absl::Status s = device_->node_->cm().NotifyCommEstablished(device_->node_->Now(), conn_);
+  device_->node_->FlushLocked();
+  return Prefix("notify", s);
+}
+
+absl::Status CmId::Disconnect() {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (is_ud() || !conn_.valid() ||
+      (state_ != IdState::kEstablished && state_ != IdState::kAccepted &&
+       state_ != IdState::kDisconnect)) {
+    return WrongState("disconnect", state_, "ESTABLISHED (RC), or DISCONNECT after a DREQ");
+  }
+  if (qp_ != nullptr) (void)qp_->ToError();
+  absl::Status s = device_->node_->cm().Disconnect(device_->node_->Now(), conn_);
+  if (!s.ok()) return Prefix("disconnect", s);
+  state_ = IdState::kDisconnect;
+  device_->node_->FlushLocked();
+  device_->node_->Rearm();
+  return absl::OkStatus();
+}
+
+namespace {
+// Linux cma_set_mgid: IPv4 -> ff12:401b:<pkey>::<ip & 0x0fffffff>, with the
+// rdma_cm signature (byte 3 = 0x01) for RDMA_PS_UDP; IPv6 / AF_IB = the bytes.
+mad::Gid MgidFor(const Address& group, uint16_t pkey, PortSpace ps) {
+  mad::Gid g;
+  if (group.family == Address::Family::kIb) return group.gid;
+  if (group.family == Address::Family::kIpv6) {
+    std::copy(group.ip.begin(), group.ip.end(), g.raw.begin());
+    return g;
+  }
+  g.raw[0] = 0xFF;
+  g.raw[1] = 0x12;
+  g.raw[2] = 0x40;
+  g.raw[3] = ps == PortSpace::kUdp ? 0x01 : 0x1B;
+  g.raw[4] = pkey >> 8;
+  g.raw[5] = pkey & 0xFF;
+  g.raw[12] = group.ip[12] & 0x0F;
+  g.raw[13] = group.ip[13];
+  g.raw[14] = group.ip[14];
+  g.raw[15] = group.ip[15];
+  return g;
+}
+}  // namespace
+
+absl::Status CmId::JoinMulticast(const Address& group, void* context) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (!is_ud()) {
+    return absl::InvalidArgumentError(
+        "join_multicast: only UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB) join groups");
+  }
+  if (!bound_ || state_ == IdState::kIdle) {
+    return WrongState("join_multicast", state_, "ADDR_RESOLVED or later (bound to a port)");
+  }
+  if (group.is_ip() && !group.is_multicast()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("join_multicast: ", group.ToString(), " is not a multicast address"));
+  }
+  for (const McJoinState& j : joins_) {
+    if (j.group.SameHost(group)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "join_multicast: already joined to ", group.ToString(), " (errno EADDRINUSE)"));
+    }
+  }
+  sa::McJoin j;
+  j.mgid = MgidFor(group, peer_.pkey, ps_);
+  j.port_gid = device_->port().gid;
+  j.qkey = kUdpQkey;
+  j.pkey = peer_.pkey;
+  if (options_.tos) j.tclass = *options_.tos;
+  absl::StatusOr<uint64_t> t = device_->node_->mc().Join(device_->node_->Now(), j);
+  if (!t.ok()) return Prefix("join_multicast", t.status());
+  joins_.push_back(McJoinState{group, context, *t});
+  device_->by_ticket_[*t] = this;
+  device_->node_->FlushLocked();
+  device_->node_->Rearm();
+  return absl::OkStatus();
+}
+
+absl::Status CmId::LeaveMulticast(const Address& group) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  for (auto it = joins_.begin(); it != joins_.end(); ++it) {
+    if (!it->group.SameHost(group)) continue;
+    absl::Status s = device_->node_->mc().Leave(device_->node_->Now(), it->ticket);
+    device_->by_ticket_.erase(it->ticket);
+    joins_.erase(it);
+    device_->node_->FlushLocked();
+    device_->node_->Rearm();
+    return Prefix("leave_multicast", s);
+  }
+  return absl::NotFoundError(absl::StrCat("leave_multicast: not joined to ", group.ToString(),
+                                          " (errno EADDRNOTAVAIL)"));
+}
+
+}  // namespace uscm

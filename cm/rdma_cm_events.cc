@@ -1,0 +1,347 @@
+// uscm rdma_cm API: what the device does after each runtime step. CM events
+// become rdma_cm events (docs/API.md has the table), SA answers resolve routes,
+// multicast answers become MULTICAST_JOIN / MULTICAST_ERROR.
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "cm/rdma_cm.h"
+#include "mad/wire/cma_header.h"
+
+namespace uscm {
+
+namespace {
+
+uint64_t Pack(uint32_t index, uint32_t generation) {
+  return uint64_t{index} << 32 | generation;
+}
+
+std::vector<uint8_t> Bytes(std::span<const uint8_t> s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+int ErrnoFor(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kDeadlineExceeded: return -ETIMEDOUT;
+    case absl::StatusCode::kNotFound: return -EHOSTUNREACH;
+    case absl::StatusCode::kUnavailable: return -EBUSY;
+    case absl::StatusCode::kFailedPrecondition: return -EOPNOTSUPP;
+    default: return -EINVAL;
+  }
+}
+
+// The path from this side's point of view, from an SA PathRecord.
+cm::PathInfo FromRecord(const mad::wire::PathRecord& r) {
+  cm::PathInfo p;
+  p.local_lid = r.slid;
+  p.remote_lid = r.dlid;
+  p.local_gid = r.sgid;
+  p.remote_gid = r.dgid;
+  p.flow_label = r.flow_label;
+  p.packet_rate = r.rate;
+  p.traffic_class = r.tclass;
+  p.hop_limit = r.hop_limit;
+  p.sl = r.sl;
+  p.subnet_local = r.hop_limit <= 1;
+  p.packet_life_time = r.packet_life_time;
+  p.local_ack_timeout = static_cast<uint8_t>(std::min(31, r.packet_life_time + 1));
+  return p;
+}
+
+cm::PathInfo Reversed(const cm::PathInfo& in) {
+  cm::PathInfo p = in;
+  std::swap(p.local_lid, p.remote_lid);
+  std::swap(p.local_gid, p.remote_gid);
+  return p;
+}
+
+AhAttr AhFor(const cm::PathInfo& p) {
+  AhAttr a;
+  a.dlid = p.remote_lid;
+  a.sl = p.sl;
+  a.static_rate = p.packet_rate;
+  a.is_global = !p.subnet_local;
+  a.dgid = p.remote_gid;
+  a.flow_label = p.flow_label;
+  a.hop_limit = p.hop_limit;
+  a.traffic_class = p.traffic_class;
+  return a;
+}
+
+}  // namespace
+
+void Device::OnProgress(mad::TimePoint now) {
+  cm::CmEvent e;
+  while (node_->cm().PollEvent(&e)) OnCmEvent(now, e);
+  while (auto r = node_->sa().PollResult()) OnSaResult(now, *r);
+  while (auto m = node_->mc().PollEvent()) OnMcEvent(*m);
+}
+
+void Device::OnSaResult(mad::TimePoint, sa::SaResult& r) {
+  auto it = by_query_.find(r.id);
+  if (it == by_query_.end()) return;  // the id was destroyed meanwhile
+  CmId* id = it->second;
+  by_query_.erase(it);
+  id->sa_query_ = 0;
+  if (id->state_ != IdState::kRouteQuery) return;
+  if (!r.status.ok() || r.paths.empty()) {
+    id->state_ = IdState::kAddrResolved;
+    const absl::Status s = r.status.ok() ? absl::NotFoundError("no path") : r.status;
+    Post(id, EventType::kRouteError, ErrnoFor(s), std::string(s.message()));
+    return;
+  }
+  id->path_ = FromRecord(r.paths[0]);
+  id->path_mtu_ = static_cast<uint8_t>(r.paths[0].mtu);
+  if (id->options_.tos) id->path_->traffic_class = *id->options_.tos;
+  id->state_ = IdState::kRouteResolved;
+  Post(id, EventType::kRouteResolved, 0);
+}
+
+void Device::OnMcEvent(sa::McEvent& m) {
+  if (m.left) return;
+  auto it = by_ticket_.find(m.ticket);
+  if (it == by_ticket_.end()) return;
+  CmId* id = it->second;
+  void* ctx = nullptr;
+  for (const CmId::McJoinState& j : id->joins_) {
+    if (j.ticket == m.ticket) ctx = j.context;
+  }
+  auto e = std::make_unique<Event>();
+  e->mc_context = ctx;
+  if (!m.status.ok()) {
+    e->event = EventType::kMulticastError;
+    e->status = ErrnoFor(m.status);
+    e->detail = std::string(m.status.message());
+  } else {
+    e->event = EventType::kMulticastJoin;
+    AhAttr& a = e->ud.ah_attr;
+    a.dlid = m.group.mlid;
+    a.sl = m.group.sl;
+    a.static_rate = m.group.rate;
+    a.is_global = true;
+    a.dgid = m.group.mgid;
+    a.flow_label = m.group.flow_label;
+    a.hop_limit = m.group.hop_limit;
+    a.traffic_class = m.group.tclass;
+    a.port_num = port().port_num;
+    e->ud.qp_num = kMulticastQpn;
+    e->ud.qkey = m.group.qkey;
+  }
+  PostEvent(id, std::move(e));
+}
+
+void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
+  using T = cm::CmEventType;
+  if (e.type == T::kConnectRequest) return OnConnectRequest(now, e);
+  if (e.type == T::kSidrRequest) return OnSidrRequest(now, e);
+  const uint64_t key = Pack(e.conn.index, e.conn.generation);
+  auto it = by_conn_.find(key);
+  if (it == by_conn_.end()) return;  // destroyed by the user
+  CmId* id = it->second;
+  auto ev = std::make_unique<Event>();
+  ev->status = e.status;
+  switch (e.type) {
+    case T::kConnectResponse:
+      return OnConnectResponse(now, id, e);
+    case T::kEstablished:
+      if (id->swallow_established_) {
+        id->swallow_established_ = false;
+        return;
+      }
+      id->state_ = IdState::kEstablished;
+      ev->event = EventType::kEstablished;
+      ev->conn.private_data = id->rep_private_data_;
+      ev->conn.qp_num = id->qpn_;
+      ev->remote_ece = id->remote_ece_;
+      break;
+    case T::kRejected:
+      if (id->qp_ != nullptr) (void)id->qp_->ToError();
+      id->state_ = IdState::kIdle;
+      ev->event = EventType::kRejected;
+      ev->conn.private_data = Bytes(e.private_data.bytes());
+      by_conn_.erase(it);
+      id->conn_ = cm::ConnId();
+      break;
+    case T::kUnreachable:
+      id->state_ = IdState::kIdle;
+      ev->event = EventType::kUnreachable;
+      if (ev->status == cm::kEtimedout) ev->status = -ETIMEDOUT;
+      ev->ud.private_data = Bytes(e.private_data.bytes());
+      by_conn_.erase(it);
+      id->conn_ = cm::ConnId();
+      break;
+    case T::kConnectError:
+      ev->event = EventType::kConnectError;
+      break;
+    case T::kDisconnected:
+      if (id->qp_ != nullptr) (void)id->qp_->ToError();
+      id->state_ = IdState::kDisconnect;
+      ev->event = EventType::kDisconnected;
+      if (ev->status == cm::kEtimedout) ev->status = -ETIMEDOUT;
+      break;
+    case T::kTimewaitExit:
+      ev->event = EventType::kTimewaitExit;
+      by_conn_.erase(it);
+      id->conn_ = cm::ConnId();
+      break;
+    case T::kSidrReply:
+      id->state_ = IdState::kEstablished;
+      ev->event = EventType::kEstablished;
+      ev->ud.private_data = Bytes(e.private_data.bytes());
+      ev->ud.qp_num = e.sidr_qpn;
+      ev->ud.qkey = e.sidr_qkey;
+      if (id->path_) ev->ud.ah_attr = AhFor(*id->path_);
+      ev->remote_ece = e.remote_ece;
+      by_conn_.erase(it);
+      id->conn_ = cm::ConnId();
+      break;
+    default:
+      return;  // MRA, LAP / APR: no rdma_cm event
+  }
+  PostEvent(id, std::move(ev));
+}
+
+void Device::OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e) {
+  id->rep_private_data_ = Bytes(e.private_data.bytes());
+  id->remote_ece_ = e.remote_ece;
+  if (id->qp_ == nullptr) {
+    // External QP: the user reads RTR / RTS attributes, moves the QP, then
+    // calls Establish (librdmacm without an rdma_cm QP).
+    id->state_ = IdState::kConnectResponse;
+    auto ev = std::make_unique<Event>();
+    ev->event = EventType::kConnectResponse;
+    ev->conn.private_data = id->rep_private_data_;
+    ev->conn.qp_num = id->qpn_;
+    ev->remote_ece = e.remote_ece;
+    PostEvent(id, std::move(ev));
+    return;
+  }
+  for (cm::QpState st : {cm::QpState::kRtr, cm::QpState::kRts}) {
+    absl::StatusOr<cm::QpAttributes> a = node_->cm().GetQpAttributes(id->conn_, st);
+    if (a.ok() && st == cm::QpState::kRts && id->options_.ack_timeout) {
+      a->timeout = *id->options_.ack_timeout;
+    }
+    absl::Status m = a.ok() ? id->qp_->Modify(*a) : a.status();
+    if (!m.ok()) {
+      // librdmacm: CONNECT_ERROR and REJ 28 to the peer.
+      (void)node_->cm().Reject(now, id->conn_, cm::RejReason::kConsumerReject, {});
+      by_conn_.erase(Pack(id->conn_.index, id->conn_.generation));
+      id->conn_ = cm::ConnId();
+      id->state_ = IdState::kIdle;
+      Post(id, EventType::kConnectError, ErrnoFor(m), std::string(m.message()));
+      return;
+    }
+  }
+  // Rtu() reports kEstablished, which becomes ESTABLISHED with the REP data.
+  (void)node_->cm().Rtu(now, id->conn_);
+}
+
+void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
+  auto lit = by_listen_.find(Pack(e.listen.index, e.listen.generation));
+  if (lit == by_listen_.end()) {
+    (void)node_->cm().Reject(now, e.conn, cm::RejReason::kConsumerReject, {});
+    return;
+  }
+  CmId* listener = lit->second;
+  auto ev = std::make_unique<Event>();
+  ev->event = EventType::kConnectRequest;
+  const std::span<const uint8_t> pd = e.private_data.bytes();
+  Address local, peer;
+  if (listener->local_.is_ip()) {
+    absl::StatusOr<mad::wire::CmaHeader> h = mad::wire::CmaHeader::Parse(pd);
+    const Address::Family fam = h.ok() && h->ip_version == 6 ? Address::Family::kIpv6
+                                                              : Address::Family::kIpv4;
+    if (h.ok()) {
+      local.family = peer.family = fam;
+      local.ip = h->dst_addr;
+      peer.ip = h->src_addr;
+      peer.port = h->src_port;
+      local.port = listener->local_.port;
+    }
+    // As the kernel: a header we cannot use, or a destination this listener
+    // is not bound to, gets REJ 28 without private data.
+    if (!h.ok() || fam != listener->local_.family ||
+        (!listener->local_.is_any() && !listener->local_.SameHost(local))) {
+      (void)node_->cm().Reject(now, e.conn, cm::RejReason::kConsumerReject, {});
+      return;
+    }
+    ev->conn.private_data = Bytes(mad::wire::CmaUserData(pd));
+  } else {
+    local = Address::Ib(port().gid, port().lid, e.req.service_id, e.req.pkey);
+    peer = Address::Ib(e.req.primary.local_gid, e.req.primary.local_lid, e.req.service_id,
+                       e.req.pkey);
+    ev->conn.private_data = Bytes(pd);
+  }
+  local.gid = port().gid;
+  local.lid = port().lid;
+  local.pkey = peer.pkey = e.req.pkey;
+  peer.gid = e.req.primary.local_gid;
+  peer.lid = e.req.primary.local_lid;
+  CmId* child = NewId(listener->channel_, listener->context_, listener->ps_);
+  child->local_ = local;
+  child->peer_ = peer;
+  child->bound_ = false;  // shares the listener's port; nothing to release
+  child->listener_ = listener;
+  child->conn_ = e.conn;
+  child->path_ = Reversed(e.req.primary);
+  child->path_mtu_ = e.req.path_mtu;
+  child->remote_ece_ = e.remote_ece;
+  child->options_.ack_timeout = listener->options_.ack_timeout;
+  child->options_.response_timeout = listener->options_.response_timeout;
+  child->options_.backoff_factor = listener->options_.backoff_factor;
+  child->state_ = IdState::kConnectRequest;
+  by_conn_[Pack(e.conn.index, e.conn.generation)] = child;
+  ev->listen_id = listener;
+  ev->conn.responder_resources = e.req.responder_resources;
+  ev->conn.initiator_depth = e.req.initiator_depth;
+  ev->conn.retry_count = e.req.retry_count;
+  ev->conn.rnr_retry_count = e.req.rnr_retry_count;
+  ev->conn.srq = e.req.srq;
+  ev->conn.qp_num = e.req.remote_qpn;
+  ev->remote_ece = e.remote_ece;
+  PostEvent(child, std::move(ev));
+}
+
+void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
+  auto lit = by_listen_.find(Pack(e.listen.index, e.listen.generation));
+  if (lit == by_listen_.end()) {
+    cm::SidrReplyParams p;
+    p.status = 2;
+    (void)node_->cm().SidrReply(now, e.conn, p);
+    return;
+  }
+  CmId* listener = lit->second;
+  auto ev = std::make_unique<Event>();
+  ev->event = EventType::kConnectRequest;
+  const std::span<const uint8_t> pd = e.private_data.bytes();
+  Address local = listener->local_, peer;
+  if (listener->local_.is_ip()) {
+    absl::StatusOr<mad::wire::CmaHeader> h = mad::wire::CmaHeader::Parse(pd);
+    if (!h.ok()) {
+      cm::SidrReplyParams p;
+      p.status = 2;
+      (void)node_->cm().SidrReply(now, e.conn, p);
+      return;
+    }
+    peer.family = h->ip_version == 6 ? Address::Family::kIpv6 : Address::Family::kIpv4;
+    peer.ip = h->src_addr;
+    peer.port = h->src_port;
+    local.ip = h->dst_addr;
+    ev->ud.private_data = Bytes(mad::wire::CmaUserData(pd));
+  } else {
+    peer = Address::Ib(mad::Gid(), 0, e.service_id);
+    ev->ud.private_data = Bytes(pd);
+  }
+  CmId* child = NewId(listener->channel_, listener->context_, listener->ps_);
+  child->local_ = local;
+  child->peer_ = peer;
+  child->listener_ = listener;
+  child->conn_ = e.conn;
+  child->remote_ece_ = e.remote_ece;
+  child->state_ = IdState::kConnectRequest;
+  by_conn_[Pack(e.conn.index, e.conn.generation)] = child;
+  ev->listen_id = listener;
+  PostEvent(child, std::move(ev));
+}
+
+}  // namespace uscm

@@ -1,0 +1,214 @@
+#include "cm/runtime.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "mad/agent_pump.h"
+
+namespace uscm::cm {
+
+namespace {
+constexpr uint8_t kCmClass = 0x07;
+
+const mad::Clock& RealClockInstance() {
+  static const mad::RealClock* clock = new mad::RealClock();
+  return *clock;
+}
+}  // namespace
+
+Node::Node(mad::Transport& transport, const mad::Clock& clock, NodeOptions options)
+    : transport_(transport),
+      clock_(clock),
+      cm_(transport.port(), options.cm, options.seed),
+      agent_(mad::ConfigFor(transport, options.agent), clock.Now()),
+      cache_(options.path_cache_capacity),
+      sa_(&agent_, sa::SaClientConfig{sa::SaAddressFor(transport.port()), &cache_}),
+      mc_(&agent_, sa::SaClientConfig{sa::SaAddressFor(transport.port()), nullptr}) {}
+
+void Node::Process() {
+  std::lock_guard<std::mutex> lock(mu_);
+  StepLocked();
+}
+
+void Node::StepLocked() {
+  const mad::TimePoint now = clock_.Now();
+  ++counters_.steps;
+  transport_.Drain([&](const mad::ReceivedMad& m) {
+    if (m.data.size() > 1 && m.data[1] == kCmClass) {
+      ++counters_.received_cm;
+      cm_.HandleMad(now, m.from, m.data);
+    } else {
+      ++counters_.received_other;
+      agent_.OnReceive(now, m);
+    }
+  });
+  cm_.HandleTimeout(now);
+  agent_.OnTimeout(now);
+  mc_.Process(now);
+  if (observer_ != nullptr) observer_->OnProgress(now);
+  FlushLocked();
+}
+
+size_t Node::FlushLocked() {
+  size_t sent = 0;
+  OutgoingMad m;
+  while (cm_.PollTransmit(&m)) {
+    if (!transport_.Send(m.to, m.mad).ok()) ++counters_.send_errors;
+    ++sent;
+  }
+  while (auto out = agent_.PollTransmit()) {
+    if (!transport_.Send(out->to, out->data).ok()) ++counters_.send_errors;
+    ++sent;
+  }
+  return sent;
+}
+
+absl::optional<mad::TimePoint> Node::NextDeadlineLocked() const {
+  absl::optional<mad::TimePoint> d = cm_.NextDeadline();
+  auto take = [&d](absl::optional<mad::TimePoint> e) {
+    if (e && (!d || *e < *d)) d = e;
+  };
+  take(agent_.NextDeadline());
+  if (agent_.has_output()) take(clock_.Now());
+  if (extra_deadline_) take(extra_deadline_());
+  return d;
+}
+
+// ---------------------------------------------------------------- SimNode
+
+SimNode::SimNode(sim::Scheduler& scheduler, mad::Transport& transport,
+                 std::function<bool()> has_input, NodeOptions options)
+    : Node(transport, scheduler.clock(), std::move(options)),
+      scheduler_(scheduler),
+      has_input_(std::move(has_input)) {
+  scheduler_.AddActor(this);
+}
+
+SimNode::~SimNode() { scheduler_.RemoveActor(this); }
+
+absl::optional<mad::TimePoint> SimNode::NextDeadline() const {
+  if (has_input_ && has_input_()) return scheduler_.Now();
+  // The lock is not needed: the simulation is single-threaded.
+  return NextDeadlineLocked();
+}
+
+void SimNode::Wake(mad::TimePoint) { Process(); }
+
+// ---------------------------------------------------------------- RealNode
+
+RealNode::RealNode(mad::Transport& transport, NodeOptions options)
+    : Node(transport, RealClockInstance(), std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<RealNode>> RealNode::Create(mad::Transport& transport,
+                                                           NodeOptions options) {
+  if (transport.fd() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transport '", transport.caps().name,
+        "' has no fd; a simulated transport needs SimNode (the simulation driver)"));
+  }
+  std::unique_ptr<RealNode> n(new RealNode(transport, std::move(options)));
+  absl::Status s = n->Init();
+  if (!s.ok()) return s;
+  return n;
+}
+
+absl::Status RealNode::Init() {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || timer_fd_ < 0 || wake_fd_ < 0) {
+    return absl::InternalError(absl::StrCat("epoll/timerfd/eventfd: ", strerror(errno)));
+  }
+  for (int fd : {transport_.fd(), timer_fd_, wake_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return absl::InternalError(absl::StrCat("epoll_ctl(", fd, "): ", strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+RealNode::~RealNode() {
+  StopProgressThread();
+  for (int fd : {epoll_fd_, timer_fd_, wake_fd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void RealNode::Rearm() {
+  absl::optional<mad::TimePoint> d = NextDeadlineLocked();
+  itimerspec its{};
+  if (d.has_value()) {
+    // CLOCK_MONOTONIC absolute; the RealClock epoch is CLOCK_MONOTONIC's.
+    int64_t ns = std::max<int64_t>(d->nanos(), 1);
+    its.it_value.tv_sec = ns / 1000000000;
+    its.it_value.tv_nsec = ns % 1000000000;
+  }
+  timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+}
+
+absl::StatusOr<int> RealNode::Poll(mad::Duration timeout) {
+  if (thread_.joinable()) {
+    return absl::FailedPreconditionError("Poll: a progress thread drives this device");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Rearm();
+  }
+  epoll_event evs[4];
+  int ms = static_cast<int>(std::min<int64_t>(timeout.nanos() / 1000000, INT32_MAX));
+  int n = epoll_wait(epoll_fd_, evs, 4, ms);
+  if (n < 0 && errno != EINTR) {
+    return absl::InternalError(absl::StrCat("epoll_wait: ", strerror(errno)));
+  }
+  uint64_t junk;
+  while (read(timer_fd_, &junk, sizeof junk) > 0) {
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  StepLocked();
+  Rearm();
+  return n < 0 ? 0 : n;
+}
+
+absl::Status RealNode::StartProgressThread() {
+  if (thread_.joinable()) return absl::AlreadyExistsError("progress thread already running");
+  stop_ = false;
+  thread_ = std::thread([this] {
+    while (!stop_) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Rearm();
+      }
+      epoll_event evs[4];
+      epoll_wait(epoll_fd_, evs, 4, 1000);
+      uint64_t junk;
+      while (read(timer_fd_, &junk, sizeof junk) > 0) {
+      }
+      if (stop_) break;
+      std::lock_guard<std::mutex> lock(mu_);
+      StepLocked();
+    }
+  });
+  return absl::OkStatus();
+}
+
+void RealNode::StopProgressThread() {
+  if (!thread_.joinable()) return;
+  stop_ = true;
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  thread_.join();
+  uint64_t junk;
+  while (read(wake_fd_, &junk, sizeof junk) > 0) {
+  }
+}
+
+}  // namespace uscm::cm

@@ -1,0 +1,160 @@
+// The CM runtime: one "node" = one local port = a sans-IO CmEndpoint and a MAD
+// Agent (with its SA client and multicast manager) over one Transport, with a
+// clock and a driver. CM MADs (class 0x07) go to the endpoint, everything else
+// to the agent.
+//
+// Two drivers share the same Process() step:
+//   * simulation: the node is an Actor on a sim::Scheduler (virtual time);
+//     it is woken at NextDeadline() or when a MAD waits in the transport.
+//   * real: epoll on the transport fd plus a timerfd armed to the one next
+//     deadline; Poll(timeout) for single-threaded use, or a progress thread.
+//
+// Every entry point takes the node's mutex, so API calls are safe from any
+// thread. The owner of the node (the rdma_cm layer) sees the outputs of each
+// step through NodeObserver::OnProgress, called with the mutex held.
+#ifndef USCM_CM_RUNTIME_H_
+#define USCM_CM_RUNTIME_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/optional.h"
+#include "cm/endpoint.h"
+#include "mad/agent.h"
+#include "mad/sim/scheduler.h"
+#include "mad/time.h"
+#include "mad/transport.h"
+#include "sa/client.h"
+#include "sa/multicast.h"
+#include "sa/path_cache.h"
+
+namespace uscm::cm {
+
+struct NodeCounters {
+  uint64_t steps = 0;           // Process() calls
+  uint64_t received_cm = 0;     // MADs handed to the CM endpoint
+  uint64_t received_other = 0;  // MADs handed to the agent
+  uint64_t send_errors = 0;     // Transport::Send failures (the MAD is lost; retries cover it)
+};
+
+class NodeObserver {
+ public:
+  virtual ~NodeObserver() = default;
+  // After every step, with the node's mutex held: drain cm(), sa(), mc().
+  virtual void OnProgress(mad::TimePoint now) = 0;
+};
+
+struct NodeOptions {
+  CmConfig cm;
+  mad::AgentConfig agent;
+  uint64_t seed = 1;
+  size_t path_cache_capacity = 4096;
+};
+
+class Node {
+ public:
+  // `transport` and `clock` must outlive the node.
+  Node(mad::Transport& transport, const mad::Clock& clock, NodeOptions options);
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // One step at `now`: drain the transport, run due timers of the endpoint
+  // and the agent, tell the observer, send everything queued. Takes the lock.
+  void Process();
+  // Sends what the endpoint and the agent queued (after a user call); the
+  // caller holds the lock. Returns the number of MADs sent.
+  size_t FlushLocked();
+  // The earliest deadline of the endpoint and the agent (and `extra`).
+  absl::optional<mad::TimePoint> NextDeadlineLocked() const;
+
+  std::mutex& mutex() { return mu_; }
+  mad::TimePoint Now() const { return clock_.Now(); }
+  void set_observer(NodeObserver* o) { observer_ = o; }
+  // An additional deadline source (a fault injector's held MADs).
+  void set_extra_deadline(std::function<absl::optional<mad::TimePoint>()> f) {
+    extra_deadline_ = std::move(f);
+  }
+  // Called after the node queued MADs outside Process (the real driver
+  // re-arms its timer; the simulation needs nothing).
+  virtual void Rearm() {}
+
+  CmEndpoint& cm() { return cm_; }
+  mad::Agent& agent() { return agent_; }
+  sa::SaClient& sa() { return sa_; }
+  sa::McManager& mc() { return mc_; }
+  sa::PathCache& path_cache() { return cache_; }
+  mad::Transport& transport() { return transport_; }
+  const mad::LocalPort& port() const { return transport_.port(); }
+  const NodeCounters& counters() const { return counters_; }
+
+ protected:
+  void StepLocked();
+
+  mad::Transport& transport_;
+  const mad::Clock& clock_;
+  std::mutex mu_;
+  CmEndpoint cm_;
+  mad::Agent agent_;
+  sa::PathCache cache_;
+  sa::SaClient sa_;
+  sa::McManager mc_;
+  NodeObserver* observer_ = nullptr;
+  std::function<absl::optional<mad::TimePoint>()> extra_deadline_;
+  NodeCounters counters_;
+};
+
+// Simulation driver: an Actor on the scheduler. `has_input` says whether a
+// MAD waits (SimTransport::pending() of the QP under any middleware).
+class SimNode final : public Node, public sim::Actor {
+ public:
+  SimNode(sim::Scheduler& scheduler, mad::Transport& transport, std::function<bool()> has_input,
+          NodeOptions options);
+  ~SimNode() override;
+
+  absl::optional<mad::TimePoint> NextDeadline() const override;
+  void Wake(mad::TimePoint now) override;
+
+ private:
+  sim::Scheduler& scheduler_;
+  std::function<bool()> has_input_;
+};
+
+// Real driver: epoll on the transport fd and a timerfd.
+class RealNode final : public Node {
+ public:
+  static absl::StatusOr<std::unique_ptr<RealNode>> Create(mad::Transport& transport,
+                                                          NodeOptions options);
+  ~RealNode() override;
+
+  // Waits up to `timeout` for a MAD or a deadline, then runs one step.
+  // Returns the number of ready fds (0 on timeout). Do not mix with a
+  // progress thread (FailedPrecondition).
+  absl::StatusOr<int> Poll(mad::Duration timeout);
+  absl::Status StartProgressThread();
+  void StopProgressThread();
+  bool has_progress_thread() const { return thread_.joinable(); }
+  void Rearm() override;
+  // The epoll fd: readable when Poll has work (for an outer event loop).
+  int fd() const { return epoll_fd_; }
+
+ private:
+  RealNode(mad::Transport& transport, NodeOptions options);
+  absl::Status Init();
+
+  int epoll_fd_ = -1;
+  int timer_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd that stops the progress thread
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace uscm::cm
+
+#endif  // USCM_CM_RUNTIME_H_
