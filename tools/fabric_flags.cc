@@ -1,0 +1,95 @@
+#include "tools/fabric_flags.h"
+
+#include <dirent.h>
+
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "mad/umad_transport.h"
+#include "verbs/ud_transport.h"
+
+namespace uscm::tools {
+
+std::string FabricSpec::ToString() const {
+  switch (kind) {
+    case Kind::kSim: return "sim";
+    case Kind::kIbsim: return "ibsim";
+    case Kind::kUmad: return absl::StrCat("umad:", device, ":", port);
+    case Kind::kUd: return absl::StrCat("ud:", device, ":", port);
+  }
+  return "?";
+}
+
+absl::StatusOr<FabricSpec> ParseFabric(absl::string_view text) {
+  FabricSpec spec;
+  if (text == "sim") return spec;
+  if (text == "ibsim") {
+    spec.kind = FabricSpec::Kind::kIbsim;
+    return spec;
+  }
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("--fabric=", text, ": ", why,
+                                                   "; accepted forms: ", kFabricForms));
+  };
+  if (parts.size() != 3 || (parts[0] != "umad" && parts[0] != "ud")) {
+    return bad("unknown fabric");
+  }
+  spec.kind = parts[0] == "umad" ? FabricSpec::Kind::kUmad : FabricSpec::Kind::kUd;
+  if (parts[1].empty()) return bad("the device name is empty");
+  spec.device = parts[1];
+  int port = 0;
+  if (!absl::SimpleAtoi(parts[2], &port) || port < 1 || port > 254) {
+    return bad(absl::StrCat("port '", parts[2], "' is not a number in 1..254"));
+  }
+  spec.port = port;
+  return spec;
+}
+
+int CountRdmaDevices() {
+  DIR* dir = opendir("/sys/class/infiniband");
+  if (dir == nullptr) return 0;
+  int n = 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(const FabricSpec& spec) {
+  if (spec.kind != FabricSpec::Kind::kUmad && spec.kind != FabricSpec::Kind::kUd) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fabric=", spec.ToString(), " is not a device fabric"));
+  }
+  if (CountRdmaDevices() == 0) {
+    return absl::NotFoundError(
+        "no InfiniBand device found (/sys/class/infiniband is empty); try --fabric=sim");
+  }
+  std::unique_ptr<mad::Transport> t;
+  absl::Status status;
+  if (spec.kind == FabricSpec::Kind::kUmad) {
+    mad::UmadOptions o;
+    o.ca_name = spec.device;
+    o.port_num = spec.port;
+    auto opened = mad::UmadTransport::Open(o);
+    if (opened.ok()) t = std::move(*opened);
+    status = opened.status();
+  } else {
+    verbs::UdOptions o;
+    o.device = spec.device;
+    o.port_num = spec.port;
+    auto opened = verbs::UdTransport::Open(o);
+    if (opened.ok()) t = std::move(*opened);
+    status = opened.status();
+  }
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("--fabric=", spec.ToString(), ": ", status.message()));
+  }
+  return t;
+}
+
+}  // namespace uscm::tools

@@ -1,0 +1,175 @@
+// The simulated fabric as the uscm command uses it: a scheduler, a fabric
+// (two hosts behind a switch, or an ibsim net file), the simulated SA, and
+// one SimHost per CA port driving a sans-IO CmEndpoint and an SA client from
+// the scheduler. A Timeline, when given, prints every MAD (one line, from
+// the wire printer) and every event at its virtual time, and writes each MAD
+// to a pcap file.
+#ifndef USCM_TOOLS_SIM_WORLD_H_
+#define USCM_TOOLS_SIM_WORLD_H_
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cm/endpoint.h"
+#include "mad/agent.h"
+#include "mad/capture/ib_packet.h"
+#include "mad/capture/pcap_writer.h"
+#include "mad/sim/fabric.h"
+#include "mad/sim/scheduler.h"
+#include "mad/transport.h"
+#include "mad/wire/path_record.h"
+#include "sa/client.h"
+#include "sa/sim_sa.h"
+
+namespace uscm::tools {
+
+using mad::Duration;
+using mad::TimePoint;
+
+class Timeline {
+ public:
+  // `out` receives the text; `pcap` (may be null) every MAD; `dump` adds the
+  // field-by-field dump under each MAD line.
+  Timeline(std::FILE* out, mad::capture::PcapWriter* pcap, bool dump)
+      : out_(out), pcap_(pcap), dump_(dump) {}
+
+  void Name(uint16_t lid, std::string name) { names_[lid] = std::move(name); }
+  void Mad(TimePoint t, uint16_t from_lid, uint16_t to_lid, std::span<const uint8_t> mad,
+           const mad::capture::UdHeaders& headers);
+  void Event(TimePoint t, const std::string& who, const std::string& what);
+
+  uint64_t mads() const { return mads_; }
+  uint64_t events() const { return events_; }
+  // The first capture error, if any (the timeline goes on without it).
+  const absl::Status& capture_status() const { return capture_status_; }
+
+ private:
+  std::string NameOf(uint16_t lid) const;
+
+  std::FILE* out_;
+  mad::capture::PcapWriter* pcap_;
+  bool dump_;
+  absl::flat_hash_map<uint16_t, std::string> names_;
+  uint64_t mads_ = 0;
+  uint64_t events_ = 0;
+  absl::Status capture_status_;
+};
+
+// "[   12.345 us]" style: virtual time since the start of the run.
+std::string FormatTime(TimePoint t);
+
+// A transport that shows what crosses it on a Timeline: every MAD it sends,
+// and the MADs it receives from `show_received_from` (the SA, whose own
+// transport is not tapped), so each MAD appears once.
+class TapTransport final : public mad::Transport {
+ public:
+  TapTransport(mad::Transport& inner, Timeline& timeline, const mad::Clock& clock,
+               uint16_t show_received_from)
+      : inner_(inner), timeline_(timeline), clock_(clock), from_(show_received_from) {}
+
+  absl::Status Send(const mad::MadAddress& to, std::span<const uint8_t> mad) override;
+  size_t Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink,
+               size_t max = SIZE_MAX) override;
+  int fd() const override { return inner_.fd(); }
+  const mad::TransportCaps& caps() const override { return inner_.caps(); }
+  const mad::LocalPort& port() const override { return inner_.port(); }
+
+ private:
+  mad::Transport& inner_;
+  Timeline& timeline_;
+  const mad::Clock& clock_;
+  uint16_t from_;
+};
+
+// One CA port of the simulated fabric: QP1, a CM endpoint, a MAD agent with
+// an SA client, all woken by the scheduler. CM MADs (class 0x07) go to the
+// endpoint, everything else to the agent. Callbacks run inside Wake and may
+// make user calls; a user call made from outside a callback must be followed
+// by Touch() so the host runs and sends what the call queued.
+class SimHost : public sim::Actor {
+ public:
+  static absl::StatusOr<std::unique_ptr<SimHost>> Create(sim::Fabric& fabric,
+                                                         const std::string& node,
+                                                         Timeline* timeline, uint64_t seed,
+                                                         cm::CmConfig cm_config = {});
+  ~SimHost() override;
+
+  absl::optional<TimePoint> NextDeadline() const override;
+  void Wake(TimePoint now) override;
+  void Touch() { dirty_ = true; }
+
+  const std::string& name() const { return name_; }
+  const mad::LocalPort& port() const { return qp1_->port(); }
+  cm::CmEndpoint& cm() { return *cm_; }
+  sa::SaClient& sa() { return *sa_; }
+  mad::Agent& agent() { return *agent_; }
+  uint64_t send_errors() const { return send_errors_; }
+
+  std::function<void(SimHost&, TimePoint, const cm::CmEvent&)> on_cm_event;
+  std::function<void(SimHost&, TimePoint, sa::SaResult)> on_sa_result;
+  // Every CM MAD this host sends (after the transport accepted it).
+  std::function<void(std::span<const uint8_t>)> on_cm_sent;
+
+ private:
+  SimHost(sim::Scheduler& scheduler, std::string name) : scheduler_(scheduler), name_(name) {}
+  void Flush(TimePoint now);
+
+  sim::Scheduler& scheduler_;
+  std::string name_;
+  std::unique_ptr<sim::SimTransport> qp1_;
+  std::unique_ptr<TapTransport> tap_;
+  mad::Transport* transport_ = nullptr;  // tap_ or qp1_
+  std::unique_ptr<cm::CmEndpoint> cm_;
+  std::unique_ptr<mad::Agent> agent_;
+  std::unique_ptr<sa::SaClient> sa_;
+  bool dirty_ = false;
+  uint64_t send_errors_ = 0;
+};
+
+struct SimWorldOptions {
+  uint64_t seed = 1;
+  sim::LinkParams link;
+  std::string topology_file;  // ibsim net file; "" = two hosts behind one switch
+  size_t max_hosts = 2;       // SimHosts on the first CA ports (0 = all)
+  sa::SimSaConfig sa;
+  cm::CmConfig cm;
+};
+
+class SimWorld {
+ public:
+  static absl::StatusOr<std::unique_ptr<SimWorld>> Create(const SimWorldOptions& options,
+                                                          Timeline* timeline);
+  ~SimWorld();
+
+  sim::Scheduler& scheduler() { return *scheduler_; }
+  sim::Fabric& fabric() { return *fabric_; }
+  sa::SimSa& sa() { return *sa_; }
+  std::vector<std::unique_ptr<SimHost>>& hosts() { return hosts_; }
+  std::string sa_name() const;
+
+ private:
+  SimWorld() = default;
+  std::unique_ptr<sim::Scheduler> scheduler_;
+  std::unique_ptr<sim::Fabric> fabric_;
+  std::unique_ptr<sa::SimSa> sa_;
+  std::vector<std::unique_ptr<SimHost>> hosts_;
+};
+
+// The CM's view of a path the SA returned (rdma_cm's choices: local ACK
+// timeout = packet life time + 1).
+cm::PathInfo PathFromRecord(const mad::wire::PathRecord& r);
+
+// Private data / bytes as text: printable ASCII quoted (trailing zeros cut),
+// anything else as hex.
+std::string Printable(std::span<const uint8_t> bytes);
+
+}  // namespace uscm::tools
+
+#endif  // USCM_TOOLS_SIM_WORLD_H_

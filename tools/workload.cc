@@ -1,0 +1,218 @@
+#include "tools/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "mad/wire/cm_rej.h"
+
+namespace uscm::tools {
+namespace {
+
+constexpr uint16_t kAttrReq = 0x0010;
+constexpr uint16_t kAttrRep = 0x0013;
+constexpr uint32_t kEceVendor = 0x15B3;
+
+uint16_t AttrOf(std::span<const uint8_t> mad) { return uint16_t{mad[16]} << 8 | mad[17]; }
+uint32_t Be32(std::span<const uint8_t> mad, size_t at) {
+  return uint32_t{mad[at]} << 24 | uint32_t{mad[at + 1]} << 16 | uint32_t{mad[at + 2]} << 8 |
+         mad[at + 3];
+}
+uint64_t Key(cm::ConnId id) { return uint64_t{id.index} << 32 | id.generation; }
+
+class Workload {
+ public:
+  Workload(SimWorld& world, const WorkloadOptions& o, std::function<void(int, int)> progress)
+      : world_(world), o_(o), progress_(std::move(progress)), hosts_(world.hosts().size()) {
+    results_.resize(o.connections);
+    started_.resize(o.connections);
+  }
+
+  absl::StatusOr<WorkloadResult> Run() {
+    auto& hosts = world_.hosts();
+    if (hosts.size() < 2) return absl::InvalidArgumentError("the workload needs two hosts");
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      SimHost& h = *hosts[i];
+      auto l = h.cm().Listen(o_.service_id, ~0ULL, 1024, false);
+      if (!l.ok()) return l.status();
+      h.on_cm_event = [this, i](SimHost& host, TimePoint now, const cm::CmEvent& e) {
+        OnCm(i, host, now, e);
+      };
+      h.on_sa_result = [this, i](SimHost& host, TimePoint now, sa::SaResult r) {
+        OnPath(i, host, now, std::move(r));
+      };
+      h.on_cm_sent = [this](std::span<const uint8_t> mad) { OnSent(mad); };
+    }
+    const TimePoint t0 = world_.scheduler().Now();
+    for (int k = 0; k < o_.connections; ++k) {
+      world_.scheduler().Schedule(t0 + o_.interval * k, [this, k] { Start(k); });
+    }
+    absl::Status s = world_.scheduler().RunUntil(
+        [this] { return settled_ == o_.connections || !error_.ok(); },
+        t0 + mad::Duration::Seconds(3600), 100'000'000);
+    if (!error_.ok()) return error_;
+    if (!s.ok()) {
+      return absl::DeadlineExceededError(absl::StrCat(settled_, " of ", o_.connections,
+                                                      " connections settled: ", s.message()));
+    }
+    WorkloadResult r;
+    r.elapsed = last_settled_ - t0;
+    s = world_.scheduler().RunUntilIdle(100'000'000);
+    if (!s.ok()) return s;
+    r.conns = std::move(results_);
+    const auto& c = world_.fabric().counters();
+    r.fabric_sent = c.sent;
+    r.fabric_dropped = c.total_dropped();
+    r.fabric_duplicated = c.duplicated;
+    for (auto& h : hosts) r.sa_retries += h->agent().counters().retries;
+    return r;
+  }
+
+ private:
+  size_t ClientOf(int k) const { return o_.spread ? k % hosts_ : 0; }
+  size_t ServerOf(int k) const { return o_.spread ? (k + 1) % hosts_ : 1; }
+
+  void Start(int k) {
+    SimHost& c = *world_.hosts()[ClientOf(k)];
+    SimHost& s = *world_.hosts()[ServerOf(k)];
+    results_[k].index = k;
+    results_[k].client = c.name();
+    results_[k].server = s.name();
+    started_[k] = world_.scheduler().Now();
+    auto q = c.sa().GetPath(started_[k], sa::PathQuery::RdmaCm(c.port().gid, s.port().gid,
+                                                               0xFFFF, o_.service_id));
+    if (!q.ok()) return Settle(k, std::string(q.status().message()));
+    path_queries_[*q] = k;
+    c.Touch();
+  }
+
+  void OnPath(size_t i, SimHost& h, TimePoint now, sa::SaResult r) {
+    auto it = path_queries_.find(r.id);
+    if (it == path_queries_.end()) return;
+    int k = it->second;
+    path_queries_.erase(it);
+    if (!r.status.ok()) return Settle(k, absl::StrCat("path query: ", r.status.message()));
+    cm::ConnectParams p;
+    p.service_id = o_.service_id;
+    p.primary = PathFromRecord(r.paths[0]);
+    p.qpn = 0x100 + static_cast<uint32_t>(k % 0xFFFF00);
+    p.starting_psn = static_cast<uint32_t>(k) & 0xFFFFFF;
+    p.responder_resources = 4;
+    p.initiator_depth = 4;
+    p.private_data = o_.private_data;
+    if (o_.ece) p.ece = cm::Ece{kEceVendor, 1};
+    auto id = h.cm().Connect(now, p);
+    if (!id.ok()) return Settle(k, absl::StrCat("connect: ", id.status().message()));
+    active_[i][Key(*id)] = k;
+    if (auto cid = h.cm().LocalCommId(*id); cid.ok()) by_comm_id_[*cid] = k;
+  }
+
+  void OnSent(std::span<const uint8_t> mad) {
+    uint16_t attr = AttrOf(mad);
+    if (attr != kAttrReq && attr != kAttrRep) return;
+    // REQ: LocalCommID at MAD byte 24; REP: RemoteCommID (the active side's) at 28.
+    auto it = by_comm_id_.find(Be32(mad, attr == kAttrReq ? 24 : 28));
+    if (it == by_comm_id_.end()) return;
+    int& n = attr == kAttrReq ? req_sends_[it->second] : rep_sends_[it->second];
+    if (++n > 1) ++results_[it->second].retransmissions;
+  }
+
+  void OnCm(size_t i, SimHost& h, TimePoint now, const cm::CmEvent& e) {
+    auto& active = active_[i];
+    auto it = active.find(Key(e.conn));
+    const bool is_active = it != active.end();
+    switch (e.type) {
+      case cm::CmEventType::kConnectRequest: {
+        static constexpr uint8_t kReply[] = "uscm ping reply";
+        if (o_.reject) {
+          (void)h.cm().Reject(now, e.conn, mad::wire::RejReason::kConsumerReject, kReply);
+          (void)h.cm().Destroy(now, e.conn);
+        } else {
+          cm::AcceptParams ap;
+          ap.qpn = 0x200;
+          ap.responder_resources = 4;
+          ap.initiator_depth = 4;
+          if (o_.ece) ap.ece_options = e.remote_ece.options;
+          ap.private_data.assign(kReply, kReply + sizeof(kReply) - 1);
+          (void)h.cm().Accept(now, e.conn, ap);
+        }
+        return;
+      }
+      case cm::CmEventType::kConnectResponse:
+        if (is_active) (void)h.cm().Rtu(now, e.conn);
+        return;
+      case cm::CmEventType::kEstablished:
+        if (!is_active) return;
+        results_[it->second].established = true;
+        Settle(it->second, "", now);
+        if (o_.disconnect) (void)h.cm().Disconnect(now, e.conn);
+        return;
+      case cm::CmEventType::kRejected:
+        if (!is_active) return;
+        results_[it->second].rejected = true;
+        Settle(it->second, o_.reject ? "" : absl::StrCat("rejected, reason ", e.status), now);
+        (void)h.cm().Destroy(now, e.conn);
+        active.erase(it);
+        return;
+      case cm::CmEventType::kUnreachable:
+      case cm::CmEventType::kConnectError:
+        if (!is_active) return;
+        Settle(it->second, absl::StrCat(cm::CmEventTypeName(e.type), " status ", e.status), now);
+        (void)h.cm().Destroy(now, e.conn);
+        active.erase(it);
+        return;
+      case cm::CmEventType::kDisconnected:
+        if (!is_active) (void)h.cm().Disconnect(now, e.conn);  // DREQ in: answer DREP
+        return;
+      case cm::CmEventType::kTimewaitExit:
+        (void)h.cm().Destroy(now, e.conn);
+        if (is_active) active.erase(it);
+        return;
+      default:
+        return;
+    }
+  }
+
+  void Settle(int k, std::string error, absl::optional<TimePoint> now = absl::nullopt) {
+    TimePoint t = now.value_or(world_.scheduler().Now());
+    results_[k].setup_us = (t - started_[k]).micros();
+    results_[k].error = std::move(error);
+    last_settled_ = std::max(last_settled_, t);
+    ++settled_;
+    if (progress_) progress_(settled_, o_.connections);
+  }
+
+  SimWorld& world_;
+  WorkloadOptions o_;
+  std::function<void(int, int)> progress_;
+  size_t hosts_;
+  std::vector<ConnResult> results_;
+  std::vector<TimePoint> started_;
+  absl::flat_hash_map<uint64_t, int> path_queries_;
+  absl::flat_hash_map<size_t, absl::flat_hash_map<uint64_t, int>> active_;
+  absl::flat_hash_map<uint32_t, int> by_comm_id_;
+  absl::flat_hash_map<int, int> req_sends_, rep_sends_;
+  int settled_ = 0;
+  TimePoint last_settled_;
+  absl::Status error_;
+};
+
+}  // namespace
+
+absl::StatusOr<WorkloadResult> RunWorkload(SimWorld& world, const WorkloadOptions& options,
+                                           std::function<void(int, int)> progress) {
+  if (options.connections < 1) return absl::InvalidArgumentError("need at least one connection");
+  Workload w(world, options, std::move(progress));
+  return w.Run();
+}
+
+double Percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  size_t rank = static_cast<size_t>(std::ceil(q * sorted.size()));
+  if (rank == 0) rank = 1;
+  return sorted[std::min(rank, sorted.size()) - 1];
+}
+
+}  // namespace uscm::tools

@@ -1,0 +1,62 @@
+// A connection workload on the simulated fabric, shared by `uscm sim` and
+// `uscm ping --fabric=sim`: N connections, each a PathRecord query followed
+// by REQ / REP / RTU (or a REJ in reject mode), optionally ECE and private
+// data, optionally a disconnect. Setup time is measured in virtual time from
+// the path query to ESTABLISHED (or REJ) at the active side; CM
+// retransmissions are counted per connection from the MADs on the wire.
+#ifndef USCM_TOOLS_WORKLOAD_H_
+#define USCM_TOOLS_WORKLOAD_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mad/time.h"
+#include "tools/sim_world.h"
+
+namespace uscm::tools {
+
+struct WorkloadOptions {
+  int connections = 100;
+  mad::Duration interval = mad::Duration::Micros(10);  // between connection starts
+  uint64_t service_id = 0x0000000001060000ULL | 7471;
+  bool reject = false;   // the passive side rejects every REQ (REJ 28)
+  bool ece = false;      // REQ carries ECE; REP answers with the same options
+  std::vector<uint8_t> private_data;  // in REQ; REP / REJ carry a fixed reply
+  bool disconnect = true;             // DREQ / DREP after ESTABLISHED
+  // false: host 0 connects to host 1 every time; true: connection k goes from
+  // host k % N to host (k + 1) % N.
+  bool spread = false;
+};
+
+struct ConnResult {
+  int index = 0;
+  std::string client, server;
+  bool established = false;
+  bool rejected = false;
+  std::string error;        // why it failed (neither established nor rejected)
+  double setup_us = 0;      // path query start -> ESTABLISHED / REJ
+  int retransmissions = 0;  // REQ and REP resends for this connection
+};
+
+struct WorkloadResult {
+  std::vector<ConnResult> conns;
+  mad::Duration elapsed;    // first start -> last connection settled
+  uint64_t fabric_sent = 0;
+  uint64_t fabric_dropped = 0;
+  uint64_t fabric_duplicated = 0;
+  uint64_t sa_retries = 0;  // agent retransmissions of SA queries, all hosts
+};
+
+// `progress(settled, total)` is called as connections settle.
+absl::StatusOr<WorkloadResult> RunWorkload(SimWorld& world, const WorkloadOptions& options,
+                                           std::function<void(int, int)> progress = nullptr);
+
+// Nearest-rank percentile of `sorted` (q in [0, 1]); 0 for an empty vector.
+double Percentile(const std::vector<double>& sorted, double q);
+
+}  // namespace uscm::tools
+
+#endif  // USCM_TOOLS_WORKLOAD_H_
