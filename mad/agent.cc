@@ -183,6 +183,7 @@ bool Agent::Cancel(TimePoint now, RequestId id) {
   ++counters_.cancelled;
   Request& r = it->second;
   wheel_.Cancel(r.timer);
+  wheel_.Cancel(r.rmpp_timer);
   const uint64_t dest = r.dest;
   const bool started = r.started;
   by_match_.erase(MatchKey(r.mgmt_class, r.tid_low));
@@ -217,7 +218,7 @@ void Agent::Finish(TimePoint now, RequestId id, absl::Status status, const MadAd
   auto it = requests_.find(id);
   Request& r = it->second;
   wheel_.Cancel(r.timer);
-  if (r.rmpp != nullptr) wheel_.Cancel(r.rmpp_timer);
+  wheel_.Cancel(r.rmpp_timer);
   Completion c;
   c.id = id;
   c.cookie = r.cookie;

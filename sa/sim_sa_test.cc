@@ -228,6 +228,36 @@ TEST_F(SimSaTest, GetTableSurvivesLossAndReorderingFromTheFaultInjector) {
   ExpectQuiet();
 }
 
+TEST_F(SimSaTest, SameSeedReproducesTheLossyRunExactly) {
+  auto run = [this](uint64_t* digest, uint64_t* retransmits, mad::TimePoint* end) {
+    for (auto& h : hosts_) sched_->RemoveActor(h->actor.get());
+    hosts_.clear();
+    sa_.reset();
+    sim::FaultInjectorOptions faults;
+    faults.seed = 9;
+    faults.receive.drop = 0.1;
+    faults.receive.reorder = 0.3;
+    SimSaConfig sc;
+    sc.agent.rmpp.ack_timeout = mad::Duration::Millis(100);
+    sc.agent.rmpp.max_send_retries = 30;
+    Build(*sim::GenerateTopology(8, 2), sc, true, &faults);
+    Host& a = *hosts_[0];
+    ASSERT_TRUE(a.client->GetPaths(sched_->Now(), PathQuery()).ok());
+    SaResult r = Await(*a.client);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    *digest = fabric_->trace_digest();
+    *retransmits = sa_->agent().counters().rmpp.retransmits;
+    *end = sched_->Now();
+  };
+  uint64_t d1 = 0, d2 = 0, r1 = 0, r2 = 0;
+  mad::TimePoint e1, e2;
+  run(&d1, &r1, &e1);
+  run(&d2, &r2, &e2);
+  EXPECT_EQ(d1, d2);
+  EXPECT_EQ(r1, r2);
+  EXPECT_EQ(e1, e2);
+}
+
 TEST_F(SimSaTest, ManyQueriesOutstandingShareTheWindow) {
   mad::AgentConfig ac;
   ac.window = 4;
