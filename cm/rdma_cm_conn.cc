@@ -183,8 +183,7 @@ absl::Status CmId::Accept(const ConnParam& param) {
     absl::Status s = node.cm().SidrReply(now, conn_, p);
     if (!s.ok()) return Prefix("accept", s);
     device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
-    conn_ = cm::ConnId();
-    state_ = IdState::kEstablished;
+      state_ = IdState::kEstablished;
     node.FlushLocked();
     node.Rearm();
     return absl::OkStatus();
@@ -262,7 +261,6 @@ absl::Status CmId::Reject(std::span<const uint8_t> private_data) {
                               cm::RejReason::kConsumerReject, private_data, "reject");
   if (!s.ok()) return s;
   device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
-  conn_ = cm::ConnId();
   state_ = IdState::kIdle;
   device_->node_->FlushLocked();
   device_->node_->Rearm();
@@ -279,7 +277,6 @@ absl::Status CmId::RejectEce(std::span<const uint8_t> private_data) {
                  private_data, "reject_ece");
   if (!s.ok()) return s;
   device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
-  conn_ = cm::ConnId();
   state_ = IdState::kIdle;
   device_->node_->FlushLocked();
   device_->node_->Rearm();

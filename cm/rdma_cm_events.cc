@@ -160,7 +160,6 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       ev->event = EventType::kRejected;
       ev->conn.private_data = Bytes(e.private_data.bytes());
       by_conn_.erase(it);
-      id->conn_ = cm::ConnId();
       break;
     case T::kUnreachable:
       id->state_ = IdState::kIdle;
@@ -168,7 +167,6 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       if (ev->status == cm::kEtimedout) ev->status = -ETIMEDOUT;
       ev->ud.private_data = Bytes(e.private_data.bytes());
       by_conn_.erase(it);
-      id->conn_ = cm::ConnId();
       break;
     case T::kConnectError:
       ev->event = EventType::kConnectError;
@@ -182,7 +180,6 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
     case T::kTimewaitExit:
       ev->event = EventType::kTimewaitExit;
       by_conn_.erase(it);
-      id->conn_ = cm::ConnId();
       break;
     case T::kSidrReply:
       id->state_ = IdState::kEstablished;
@@ -193,7 +190,6 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       if (id->path_) ev->ud.ah_attr = AhFor(*id->path_);
       ev->remote_ece = e.remote_ece;
       by_conn_.erase(it);
-      id->conn_ = cm::ConnId();
       break;
     default:
       return;  // MRA, LAP / APR: no rdma_cm event
@@ -226,7 +222,6 @@ void Device::OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e) {
       // librdmacm: CONNECT_ERROR and REJ 28 to the peer.
       (void)node_->cm().Reject(now, id->conn_, cm::RejReason::kConsumerReject, {});
       by_conn_.erase(Pack(id->conn_.index, id->conn_.generation));
-      id->conn_ = cm::ConnId();
       id->state_ = IdState::kIdle;
       Post(id, EventType::kConnectError, ErrnoFor(m), std::string(m.message()));
       return;

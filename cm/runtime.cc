@@ -39,6 +39,7 @@ void Node::Process() {
 void Node::StepLocked() {
   const mad::TimePoint now = clock_.Now();
   ++counters_.steps;
+  kicked_ = false;
   transport_.Drain([&](const mad::ReceivedMad& m) {
     if (m.data.size() > 1 && m.data[1] == kCmClass) {
       ++counters_.received_cm;
@@ -71,6 +72,7 @@ size_t Node::FlushLocked() {
 
 absl::optional<mad::TimePoint> Node::NextDeadlineLocked() const {
   absl::optional<mad::TimePoint> d = cm_.NextDeadline();
+  if (kicked_) return clock_.Now();
   auto take = [&d](absl::optional<mad::TimePoint> e) {
     if (e && (!d || *e < *d)) d = e;
   };
@@ -143,7 +145,7 @@ RealNode::~RealNode() {
   }
 }
 
-void RealNode::Rearm() {
+void RealNode::RearmTimer() {
   absl::optional<mad::TimePoint> d = NextDeadlineLocked();
   itimerspec its{};
   if (d.has_value()) {
@@ -161,7 +163,7 @@ absl::StatusOr<int> RealNode::Poll(mad::Duration timeout) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Rearm();
+    RearmTimer();
   }
   epoll_event evs[4];
   int ms = static_cast<int>(std::min<int64_t>(timeout.nanos() / 1000000, INT32_MAX));
@@ -174,7 +176,7 @@ absl::StatusOr<int> RealNode::Poll(mad::Duration timeout) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   StepLocked();
-  Rearm();
+  RearmTimer();
   return n < 0 ? 0 : n;
 }
 
@@ -185,7 +187,7 @@ absl::Status RealNode::StartProgressThread() {
     while (!stop_) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        Rearm();
+        RearmTimer();
       }
       epoll_event evs[4];
       epoll_wait(epoll_fd_, evs, 4, 1000);

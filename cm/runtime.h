@@ -81,9 +81,13 @@ class Node {
   void set_extra_deadline(std::function<absl::optional<mad::TimePoint>()> f) {
     extra_deadline_ = std::move(f);
   }
-  // Called after the node queued MADs outside Process (the real driver
-  // re-arms its timer; the simulation needs nothing).
-  virtual void Rearm() {}
+  // Called (lock held) after a user call: the next step runs at once, so
+  // answers the call produced without any MAD (path cache hits, local
+  // multicast joins) are delivered; the real driver re-arms its timer.
+  void Rearm() {
+    kicked_ = true;
+    RearmTimer();
+  }
 
   CmEndpoint& cm() { return cm_; }
   mad::Agent& agent() { return agent_; }
@@ -108,6 +112,10 @@ class Node {
   NodeObserver* observer_ = nullptr;
   std::function<absl::optional<mad::TimePoint>()> extra_deadline_;
   NodeCounters counters_;
+  bool kicked_ = false;
+
+ private:
+  virtual void RearmTimer() {}
 };
 
 // Simulation driver: an Actor on the scheduler. `has_input` says whether a
@@ -140,13 +148,13 @@ class RealNode final : public Node {
   absl::Status StartProgressThread();
   void StopProgressThread();
   bool has_progress_thread() const { return thread_.joinable(); }
-  void Rearm() override;
   // The epoll fd: readable when Poll has work (for an outer event loop).
   int fd() const { return epoll_fd_; }
 
  private:
   RealNode(mad::Transport& transport, NodeOptions options);
   absl::Status Init();
+  void RearmTimer() override;
 
   int epoll_fd_ = -1;
   int timer_fd_ = -1;

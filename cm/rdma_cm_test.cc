@@ -1,0 +1,443 @@
+// The rdma_cm-style API on the simulated fabric (two hosts, a switch, the
+// simulated SA), in virtual time: librdmacm flows, rejects, ECE, UD/SIDR,
+// multicast, backlog, misuse errors, and a lossy scenario that must end with
+// every table empty.
+#include "cm/rdma_cm.h"
+
+#include <vector>
+
+#include "cm/rdma_cm_testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace uscm {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::SimFabric;
+
+constexpr uint16_t kPort = 7471;
+
+std::vector<uint8_t> Fill(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i);
+  return v;
+}
+
+class RdmaCmTest : public ::testing::Test {
+ protected:
+  void Build(const sim::FaultInjectorOptions* faults = nullptr) {
+    auto f = SimFabric::Create(/*seed=*/11, faults);
+    ASSERT_TRUE(f.ok()) << f.status();
+    f_ = std::move(*f);
+  }
+  void SetUp() override { Build(); }
+
+  EventChannel& ch(int i) { return *f_->host(i).channel; }
+  Device& dev(int i) { return *f_->host(i).device; }
+
+  Event Next(int host, EventType want) {
+    absl::StatusOr<Event> e = f_->Next(ch(host));
+    EXPECT_TRUE(e.ok()) << e.status();
+    if (!e.ok()) return Event{};
+    EXPECT_EQ(e->event, want) << EventTypeName(e->event) << " status " << e->status << " "
+                              << e->detail;
+    return *e;
+  }
+
+  CmId* Listener(PortSpace ps = PortSpace::kTcp, int backlog = 16) {
+    CmId* l = *ch(1).CreateId(nullptr, ps);
+    Address a = f_->host(1).ip;
+    a.port = kPort;
+    EXPECT_TRUE(l->BindAddr(a).ok());
+    absl::Status s = l->Listen(backlog);
+    EXPECT_TRUE(s.ok()) << s;
+    return l;
+  }
+
+  // Active id on host 0 resolved up to ROUTE_RESOLVED.
+  CmId* Resolved(PortSpace ps = PortSpace::kTcp) {
+    CmId* id = *ch(0).CreateId(nullptr, ps);
+    Address dst = f_->host(1).ip;
+    dst.port = kPort;
+    EXPECT_TRUE(id->ResolveAddr(absl::nullopt, dst).ok());
+    Next(0, EventType::kAddrResolved);
+    EXPECT_TRUE(id->ResolveRoute().ok());
+    Next(0, EventType::kRouteResolved);
+    return id;
+  }
+
+  void ExpectEmpty() {
+    f_->RunFor(mad::Duration::Seconds(300));
+    for (int i = 0; i < 2; ++i) {
+      cm::CmEndpoint& cm = dev(i).node().cm();
+      EXPECT_EQ(cm.connection_count(), 0u) << "host " << i;
+      EXPECT_EQ(cm.table_entries(), 0u) << "host " << i;
+      EXPECT_EQ(cm.listener_count(), 0u) << "host " << i;
+      EXPECT_TRUE(cm.timers_empty()) << "host " << i;
+      EXPECT_EQ(dev(i).node().agent().pending_requests(), 0u);
+      EXPECT_EQ(dev(i).id_count(), 0u) << "host " << i;
+      EXPECT_EQ(ch(i).queued(), 0u);
+      EXPECT_EQ(ch(i).unacked(), 0u);
+    }
+  }
+
+  std::unique_ptr<SimFabric> f_;
+};
+
+TEST_F(RdmaCmTest, FullFlowOverTcpPortSpace) {
+  CmId* listener = Listener();
+  CmId* a = Resolved();
+  ASSERT_TRUE(a->route().has_value());
+  ConnParam cp;
+  cp.private_data = Fill(56, 1);
+  cp.qp_num = 0x101;
+  cp.responder_resources = 4;
+  cp.initiator_depth = 4;
+  ASSERT_TRUE(a->Connect(cp).ok());
+
+  Event req = Next(1, EventType::kConnectRequest);
+  EXPECT_EQ(req.listen_id, listener);
+  ASSERT_NE(req.id, nullptr);
+  EXPECT_EQ(req.conn.private_data, Fill(56, 1));  // the user part, header stripped
+  EXPECT_EQ(req.conn.qp_num, 0x101u);
+  EXPECT_EQ(req.id->GetPeerAddr().ToString(), a->GetLocalAddr().ToString());
+  EXPECT_EQ(req.id->GetLocalAddr().ToString(), "10.0.0.2:7471");
+  CmId* b = req.id;
+
+  ConnParam ap;
+  ap.private_data = Fill(196, 9);
+  ap.qp_num = 0x202;
+  ASSERT_TRUE(b->Accept(ap).ok());
+  // External QP mode: CONNECT_RESPONSE, attributes, establish.
+  Event resp = Next(0, EventType::kConnectResponse);
+  EXPECT_EQ(resp.conn.private_data, Fill(196, 9));
+  auto rtr = a->InitQpAttr(cm::QpState::kRtr);
+  ASSERT_TRUE(rtr.ok()) << rtr.status();
+  EXPECT_EQ(rtr->dest_qpn, 0x202u);
+  ASSERT_TRUE(a->Establish().ok());
+  Next(1, EventType::kEstablished);
+  EXPECT_EQ(a->state(), IdState::kEstablished);
+
+  ASSERT_TRUE(a->Disconnect().ok());
+  Next(1, EventType::kDisconnected);
+  ASSERT_TRUE(b->Disconnect().ok());  // answers with DREP
+  Next(0, EventType::kDisconnected);
+  Next(0, EventType::kTimewaitExit);
+  Next(1, EventType::kTimewaitExit);
+  ASSERT_TRUE(ch(0).DestroyId(a).ok());
+  ASSERT_TRUE(ch(1).DestroyId(b).ok());
+  ASSERT_TRUE(ch(1).DestroyId(listener).ok());
+  ExpectEmpty();
+}
+
+class RecordingQp : public QpTransitioner {
+ public:
+  explicit RecordingQp(uint32_t qpn) : qpn_(qpn) {}
+  uint32_t qp_num() const override { return qpn_; }
+  absl::Status Modify(const cm::QpAttributes& a) override {
+    states.push_back(a.state);
+    return absl::OkStatus();
+  }
+  absl::Status ToError() override {
+    ++errors;
+    return absl::OkStatus();
+  }
+  std::vector<cm::QpState> states;
+  int errors = 0;
+
+ private:
+  uint32_t qpn_;
+};
+
+TEST_F(RdmaCmTest, AttachedQpIsTransitionedAndBothSidesSeeEstablished) {
+  CmId* listener = Listener();
+  CmId* a = Resolved();
+  RecordingQp qa(0x300), qb(0x400);
+  ASSERT_TRUE(a->SetQp(&qa).ok());
+  ASSERT_TRUE(a->Connect(ConnParam{}).ok());
+  Event req = Next(1, EventType::kConnectRequest);
+  ASSERT_TRUE(req.id->SetQp(&qb).ok());
+  ConnParam ap;
+  ap.private_data = {1, 2, 3};
+  ASSERT_TRUE(req.id->Accept(ap).ok());
+  Event est = Next(0, EventType::kEstablished);
+  EXPECT_EQ(est.conn.private_data.size(), kRepPrivateData);  // the whole REP field
+  EXPECT_EQ(est.conn.private_data[2], 3);
+  Next(1, EventType::kEstablished);
+  EXPECT_THAT(qa.states, ElementsAre(cm::QpState::kInit, cm::QpState::kRtr, cm::QpState::kRts));
+  EXPECT_THAT(qb.states, ElementsAre(cm::QpState::kInit, cm::QpState::kRtr, cm::QpState::kRts));
+  ASSERT_TRUE(req.id->Disconnect().ok());
+  Next(0, EventType::kDisconnected);
+  EXPECT_EQ(qa.errors, 1);
+  ASSERT_TRUE(ch(0).DestroyId(a).ok());  // DREP on destroy
+  ASSERT_TRUE(ch(1).DestroyId(req.id).ok());
+  ASSERT_TRUE(ch(1).DestroyId(listener).ok());
+  ExpectEmpty();
+}
+
+TEST_F(RdmaCmTest, RejectCarries148BytesAndStatus28) {
+  CmId* listener = Listener();
+  CmId* a = Resolved();
+  ASSERT_TRUE(a->Connect(ConnParam{}).ok());
+  Event req = Next(1, EventType::kConnectRequest);
+  absl::Status tl = req.id->Reject(Fill(149, 0));
+  EXPECT_THAT(tl.message(), HasSubstr("149 bytes; REJ carries at most 148"));
+  ASSERT_TRUE(req.id->Reject(Fill(148, 5)).ok());
+  Event rej = Next(0, EventType::kRejected);
+  EXPECT_EQ(rej.status, 28);
+  EXPECT_EQ(rej.conn.private_data, Fill(148, 5));
+  ASSERT_TRUE(ch(1).DestroyId(req.id).ok());
+  ASSERT_TRUE(ch(0).DestroyId(a).ok());
+  ASSERT_TRUE(ch(1).DestroyId(listener).ok());
+  ExpectEmpty();
+}
+
+TEST_F(RdmaCmTest, NoListenerIsRejected8) {
+  CmId* a = Resolved();
+  ASSERT_TRUE(a->Connect(ConnParam{}).ok());
+  Event rej = Next(0, EventType::kRejected);
+  EXPECT_EQ(rej.status, 8);
+  ASSERT_TRUE(ch(0).DestroyId(a).ok());
+  ExpectEmpty();
+}
+
+TEST_F(RdmaCmTest, EceNegotiationAndRejectEce) {
+  CmId* listener = Listener();
+  CmId* a = Resolved();
+  ASSERT_TRUE(a->SetLocalEce(cm::Ece{0x15b3, 0x5}).ok());
+  ASSERT_TRUE(a->Connect(ConnParam{}).ok());
+  Event req = Next(1, EventType::kConnectRequest);
+  auto ece = req.id->GetRemoteEce();
+  ASSERT_TRUE(ece.ok()) << ece.status();
+  EXPECT_EQ(ece->vendor_id, 0x15b3u);
+  EXPECT_EQ(ece->options, 0x5u);
+  ASSERT_TRUE(req.id->RejectEce({}).ok());
+  Event rej = Next(0, EventType::kRejected);
+  EXPECT_EQ(rej.status, 35);
+  ASSERT_TRUE(ch(1).DestroyId(req.id).ok());
+  ASSERT_TRUE(ch(0).DestroyId(a).ok());
+  ASSERT_TRUE(ch(1).DestroyId(listener).ok());
+  ExpectEmpty();
+}
+
+TEST_F(RdmaCmTest, UdSidrResolvesQpnAndQkey) {
+  CmId* listener = Listener(PortSpace::kUdp);
+  CmId* a = Resolved(PortSpace::kUdp);
+  ConnParam cp;
+  cp.private_data = Fill(180, 3);
+  ASSERT_TRUE(a->Connect(cp).ok());
+  Event req = Next(1, EventType::kConnectRequest);
+  EXPECT_EQ(req.ud.private_data, Fill(180, 3));
+  ConnParam ap;
+  ap.qp_num = 0x777;
+  ASSERT_TRUE(req.id->Accept(ap).ok());
+  Event est = Next(0, EventType::kEstablished);
+  EXPECT_EQ(est.ud.qp_num, 0x777u);
+  EXPECT_EQ(est.ud.qkey, kUdpQkey);
+  EXPECT_EQ(est.ud.ah_attr.dlid, dev(1).port().lid);
+  ASSERT_TRUE(ch(1).DestroyId(req.id).ok());
+  ASSERT_TRUE(ch(0).DestroyId(a).ok());
+  // No listener: UNREACHABLE with the SIDR status.
+  CmId* b = Resolved(PortSpace::kUdp);
+  ASSERT_TRUE(ch(1).DestroyId(listener).ok());
+  ASSERT_TRUE(b->Connect(ConnParam{}).ok());
+  Event un = Next(0, EventType::kUnreachable);
+  EXPECT_GT(un.status, 0);
+  ASSERT_TRUE(ch(0).DestroyId(b).ok());
+  ExpectEmpty();
+}
+
+TEST_F(RdmaCmTest, MulticastJoinAndLeave) {
+  CmId* id = *ch(0).CreateId(nullptr, PortSpace::kUdp);
+  Address dst = f_->host(1).ip;
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, dst).ok());
+  Next(0, EventType::kAddrResolved);
+  Address group = *Address::Parse("239.1.2.3");
+  int ctx = 0;
+  ASSERT_TRUE(id->JoinMulticast(group, &ctx).ok());
+  Event j = Next(0, EventType::kMulticastJoin);
+  EXPECT_EQ(j.mc_context, &ctx);
+  EXPECT_EQ(j.ud.qp_num, kMulticastQpn);
+  EXPECT_EQ(j.ud.qkey, kUdpQkey);
+  EXPECT_GE(j.ud.ah_attr.dlid, 0xC000);
+  EXPECT_EQ(j.ud.ah_attr.dgid.raw[0], 0xFF);
+  EXPECT_EQ(f_->sa().groups(), 1u);
+  EXPECT_THAT(id->JoinMulticast(group, nullptr).message(), HasSubstr("already joined"));
+  ASSERT_TRUE(id->LeaveMulticast(group).ok());
+  EXPECT_THAT(id->LeaveMulticast(group).message(), HasSubstr("not joined"));
+  f_->RunFor(mad::Duration::Seconds(5));
+  EXPECT_EQ(f_->sa().groups(), 0u);
+  ASSERT_TRUE(ch(0).DestroyId(id).ok());
+  ExpectEmpty();
+}
+
+TEST_F(RdmaCmTest, BacklogLimitsPendingRequests) {
+  CmId* listener = Listener(PortSpace::kTcp, /*backlog=*/1);
+  CmId* a1 = Resolved();
+  CmId* a2 = Resolved();
+  ConnParam p1, p2;  // distinct QPNs (the same QPN twice is a stale REQ: REJ 10)
+  p1.qp_num = 0x11;
+  p2.qp_num = 0x12;
+  ASSERT_TRUE(a1->Connect(p1).ok());
+  ASSERT_TRUE(a2->Connect(p2).ok());
+  Event req = Next(1, EventType::kConnectRequest);
+  Event rej = Next(0, EventType::kRejected);  // the default policy: REJ 3
+  EXPECT_EQ(rej.status, 3);
+  EXPECT_EQ(rej.id, a2);
+  ASSERT_TRUE(req.id->Reject({}).ok());
+  Next(0, EventType::kRejected);
+  for (CmId* x : {a1, a2}) ASSERT_TRUE(ch(0).DestroyId(x).ok());
+  ASSERT_TRUE(ch(1).DestroyId(req.id).ok());
+  ASSERT_TRUE(ch(1).DestroyId(listener).ok());
+  ExpectEmpty();
+}
+
+TEST_F(RdmaCmTest, MisuseErrorsNameTheProblem) {
+  CmId* id = *ch(0).CreateId(nullptr, PortSpace::kTcp);
+  EXPECT_THAT(id->Connect(ConnParam{}).message(),
+              HasSubstr("connect: id is in state IDLE; expected ROUTE_RESOLVED"));
+  EXPECT_THAT(id->ResolveRoute().message(), HasSubstr("expected ADDR_RESOLVED"));
+  EXPECT_THAT(id->Listen(1).message(), HasSubstr("bind_addr first"));
+  EXPECT_THAT(id->Accept(ConnParam{}).message(), HasSubstr("expected CONNECT_REQUEST"));
+  EXPECT_THAT(id->Reject({}).message(), HasSubstr("reject: id is in state IDLE"));
+  EXPECT_THAT(id->RejectEce({}).message(), HasSubstr("reject_ece"));
+  EXPECT_THAT(id->Establish().message(), HasSubstr("expected CONNECT_RESPONSE"));
+  EXPECT_THAT(id->Disconnect().message(), HasSubstr("disconnect: id is in state IDLE"));
+  EXPECT_THAT(id->GetRemoteEce().status().message(), HasSubstr("get_remote_ece"));
+  EXPECT_THAT(id->JoinMulticast(*Address::Parse("239.0.0.1"), nullptr).message(),
+              HasSubstr("only UD ids"));
+  EXPECT_THAT(id->BindAddr(*Address::Parse("10.9.9.9")).message(),
+              HasSubstr("is not an address of"));
+  EXPECT_THAT(id->SetLocalEce(cm::Ece{0x1000000, 0}).message(), HasSubstr("24 bits"));
+  IdOptions o;
+  o.ack_timeout = 32;
+  EXPECT_THAT(id->SetOption(o).message(), HasSubstr("at most 31"));
+  o = IdOptions();
+  o.max_cm_retries = 16;
+  EXPECT_THAT(id->SetOption(o).message(), HasSubstr("at most 15"));
+  EXPECT_THAT(ch(0).CreateId(nullptr, static_cast<PortSpace>(7)).status().message(),
+              HasSubstr("RDMA_PS_TCP"));
+  EXPECT_THAT(ch(0).DestroyId(nullptr).message(), HasSubstr("unknown id"));
+  EXPECT_THAT(ch(0).GetEvent().status().message(), HasSubstr("no event queued"));
+  Event fake;
+  EXPECT_THAT(ch(0).AckEvent(&fake).message(), HasSubstr("not an event of this channel"));
+
+  // Too-long private data names the limit (REQ with the CMA header: 56).
+  ASSERT_TRUE(ch(0).DestroyId(id).ok());
+  CmId* listener = Listener();
+  CmId* a = Resolved();
+  ConnParam big;
+  big.private_data = Fill(57, 0);
+  EXPECT_THAT(a->Connect(big).message(),
+              HasSubstr("57 bytes; REQ with the 36-byte CMA header carries at most 56"));
+  ASSERT_TRUE(a->Connect(ConnParam{}).ok());
+  // Events retrieved and not acked block destroy_id (EBUSY in C).
+  ASSERT_TRUE(f_->scheduler()
+                  .RunUntil([&] { return ch(1).queued() > 0; },
+                            f_->scheduler().Now() + mad::Duration::Seconds(10))
+                  .ok());
+  Event* req = *ch(1).GetEvent();
+  EXPECT_THAT(ch(1).DestroyId(req->id).message(), HasSubstr("not acked"));
+  ConnParam rep;
+  rep.private_data = Fill(197, 0);
+  EXPECT_THAT(req->id->Accept(rep).message(), HasSubstr("197 bytes; REP carries at most 196"));
+  CmId* b = req->id;
+  ASSERT_TRUE(ch(1).AckEvent(req).ok());
+  // A second listener on the same port needs REUSEADDR.
+  CmId* l2 = *ch(1).CreateId(nullptr, PortSpace::kTcp);
+  Address addr = f_->host(1).ip;
+  addr.port = kPort;
+  EXPECT_THAT(l2->BindAddr(addr).message(), HasSubstr("REUSEADDR"));
+  ASSERT_TRUE(ch(1).DestroyId(l2).ok());
+  ASSERT_TRUE(ch(1).DestroyId(b).ok());  // REJ 28 to the peer
+  Event rej = Next(0, EventType::kRejected);
+  EXPECT_EQ(rej.status, 28);
+  ASSERT_TRUE(ch(0).DestroyId(a).ok());
+  ASSERT_TRUE(ch(1).DestroyId(listener).ok());
+  ExpectEmpty();
+}
+
+TEST_F(RdmaCmTest, AddressErrorForUnknownNeighbour) {
+  CmId* id = *ch(0).CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("10.0.0.77:1")).ok());
+  Event e = Next(0, EventType::kAddrError);
+  EXPECT_THAT(e.detail, HasSubstr("no neighbour entry"));
+  ASSERT_TRUE(ch(0).DestroyId(id).ok());
+  ExpectEmpty();
+}
+
+// The whole flow, many times, with 10% loss, duplication and reordering on
+// both hosts' QP1: every connection ends and every table is empty.
+TEST_F(RdmaCmTest, LossDupReorderEndsWithEveryTableEmpty) {
+  sim::FaultInjectorOptions faults;
+  faults.seed = 99;
+  for (sim::FaultSpec* s : {&faults.send, &faults.receive}) {
+    s->drop = 0.05;  // per direction: ~10% per MAD end to end
+    s->duplicate = 0.05;
+    s->reorder = 0.05;
+    s->reorder_delay = mad::Duration::Micros(200);
+  }
+  Build(&faults);
+  CmId* listener = Listener();
+  int established = 0;
+  for (int round = 0; round < 10; ++round) {
+    CmId* a = *ch(0).CreateId(nullptr, PortSpace::kTcp);
+    Address dst = f_->host(1).ip;
+    dst.port = kPort;
+    ASSERT_TRUE(a->ResolveAddr(absl::nullopt, dst).ok());
+    Next(0, EventType::kAddrResolved);
+    ASSERT_TRUE(a->ResolveRoute().ok());
+    Event r = *f_->Next(ch(0));
+    if (r.event != EventType::kRouteResolved) {
+      ASSERT_TRUE(ch(0).DestroyId(a).ok());
+      continue;
+    }
+    RecordingQp qa(0x500 + round), qb(0x600 + round);
+    ASSERT_TRUE(a->SetQp(&qa).ok());
+    ASSERT_TRUE(a->Connect(ConnParam{}).ok());
+    CmId* b = nullptr;
+    bool a_done = false;
+    // Drive both channels until the active side ends one way or another.
+    while (!a_done) {
+      ASSERT_TRUE(f_->scheduler()
+                      .RunUntil([&] { return ch(0).queued() + ch(1).queued() > 0; },
+                                f_->scheduler().Now() + mad::Duration::Seconds(600))
+                      .ok());
+      while (ch(1).queued() > 0) {
+        Event* e = *ch(1).GetEvent();
+        if (e->event == EventType::kConnectRequest) {
+          b = e->id;
+          ASSERT_TRUE(b->SetQp(&qb).ok());
+          ASSERT_TRUE(b->Accept(ConnParam{}).ok());
+        }
+        ASSERT_TRUE(ch(1).AckEvent(e).ok());
+      }
+      while (ch(0).queued() > 0) {
+        Event* e = *ch(0).GetEvent();
+        if (e->event == EventType::kEstablished) {
+          ++established;
+          ASSERT_TRUE(a->Disconnect().ok());
+        } else if (e->event != EventType::kDisconnected) {
+          a_done = true;  // REJECTED / UNREACHABLE / TIMEWAIT_EXIT
+        }
+        ASSERT_TRUE(ch(0).AckEvent(e).ok());
+      }
+    }
+    f_->RunFor(mad::Duration::Seconds(60));
+    while (ch(1).queued() > 0) ASSERT_TRUE(ch(1).AckEvent(*ch(1).GetEvent()).ok());
+    ASSERT_TRUE(ch(0).DestroyId(a).ok());
+    if (b != nullptr) {
+      ASSERT_TRUE(ch(1).DestroyId(b).ok());
+    }
+  }
+  EXPECT_GE(established, 5);
+  ASSERT_TRUE(ch(1).DestroyId(listener).ok());
+  ExpectEmpty();
+  EXPECT_GT(f_->host(0).faults->send_counters().dropped, 0u);
+  EXPECT_GT(f_->host(0).faults->send_counters().duplicated, 0u);
+}
+
+}  // namespace
+}  // namespace uscm

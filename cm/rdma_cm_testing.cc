@@ -1,0 +1,86 @@
+#include "cm/rdma_cm_testing.h"
+
+#include "absl/strings/str_cat.h"
+#include "mad/sim/topology.h"
+
+namespace uscm::testing {
+
+absl::StatusOr<std::unique_ptr<SimFabric>> SimFabric::Create(
+    uint64_t seed, const sim::FaultInjectorOptions* faults, cm::NodeOptions node) {
+  std::unique_ptr<SimFabric> f(new SimFabric());
+  f->scheduler_ = std::make_unique<sim::Scheduler>(seed);
+  auto fabric = sim::Fabric::Create(*f->scheduler_, sim::TwoHostsOneSwitch());
+  if (!fabric.ok()) return fabric.status();
+  f->fabric_ = std::move(*fabric);
+  auto sa = sa::SimSa::Create(*f->fabric_);
+  if (!sa.ok()) return sa.status();
+  f->sa_ = std::move(*sa);
+  f->hosts_.resize(2);
+  for (int i = 0; i < 2; ++i) {
+    SimHost& h = f->hosts_[i];
+    auto qp1 = f->fabric_->Open(absl::StrCat("host", i + 1));
+    if (!qp1.ok()) return qp1.status();
+    h.qp1 = std::move(*qp1);
+    mad::Transport* t = h.qp1.get();
+    if (faults != nullptr) {
+      sim::FaultInjectorOptions o = *faults;
+      o.seed = faults->seed + i;
+      auto fi = sim::FaultInjector::Create(*h.qp1, f->scheduler_->clock(), o);
+      if (!fi.ok()) return fi.status();
+      h.faults = std::move(*fi);
+      t = h.faults.get();
+    }
+    h.ip = Address::Ipv4(0x0a000001 + i);
+    DeviceOptions opts;
+    opts.node = node;
+    opts.node.seed = seed * 2 + i;
+    opts.node.cm.timer_tick = mad::Duration::Micros(1);
+    opts.local_ips = {h.ip};
+    sim::SimTransport* raw = h.qp1.get();
+    auto dev = Device::CreateSimulated(*f->scheduler_, *t, [raw] { return raw->pending() > 0; },
+                                       opts);
+    if (!dev.ok()) return dev.status();
+    h.device = std::move(*dev);
+    if (h.faults) {
+      sim::FaultInjector* fi = h.faults.get();
+      h.device->node().set_extra_deadline([fi] { return fi->NextDeadline(); });
+    }
+    auto ch = h.device->CreateEventChannel();
+    if (!ch.ok()) return ch.status();
+    h.channel = std::move(*ch);
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      if (i == j) continue;
+      const mad::LocalPort& p = f->hosts_[j].device->port();
+      absl::Status s = f->hosts_[i].device->AddNeighbor(f->hosts_[j].ip, p.gid, p.lid);
+      if (!s.ok()) return s;
+    }
+  }
+  return f;
+}
+
+SimFabric::~SimFabric() {
+  for (SimHost& h : hosts_) {
+    h.channel.reset();
+    h.device.reset();
+    h.faults.reset();
+    h.qp1.reset();
+  }
+}
+
+absl::StatusOr<Event> SimFabric::Next(EventChannel& channel, mad::Duration limit) {
+  absl::Status s = scheduler_->RunUntil([&] { return channel.queued() > 0; },
+                                        scheduler_->Now() + limit);
+  if (!s.ok()) return s;
+  absl::StatusOr<Event*> e = channel.GetEvent();
+  if (!e.ok()) return e.status();
+  Event copy = **e;
+  absl::Status a = channel.AckEvent(*e);
+  if (!a.ok()) return a;
+  return copy;
+}
+
+void SimFabric::RunFor(mad::Duration d) { (void)scheduler_->RunFor(d); }
+
+}  // namespace uscm::testing
