@@ -28,6 +28,7 @@ class Workload {
       : world_(world), o_(o), progress_(std::move(progress)), hosts_(world.hosts().size()) {
     results_.resize(o.connections);
     started_.resize(o.connections);
+    settled_flag_.resize(o.connections);
   }
 
   absl::StatusOr<WorkloadResult> Run() {
@@ -54,8 +55,13 @@ class Workload {
         t0 + mad::Duration::Seconds(3600), 100'000'000);
     if (!error_.ok()) return error_;
     if (!s.ok()) {
+      std::string stuck;
+      for (int k = 0; k < o_.connections && stuck.size() < 300; ++k) {
+        if (!settled_flag_[k]) absl::StrAppend(&stuck, " #", k, "(", Where(k), ")");
+      }
       return absl::DeadlineExceededError(absl::StrCat(settled_, " of ", o_.connections,
-                                                      " connections settled: ", s.message()));
+                                                      " connections settled (stuck:", stuck,
+                                                      "): ", s.message()));
     }
     WorkloadResult r;
     r.elapsed = last_settled_ - t0;
@@ -84,12 +90,12 @@ class Workload {
     auto q = c.sa().GetPath(started_[k], sa::PathQuery::RdmaCm(c.port().gid, s.port().gid,
                                                                0xFFFF, o_.service_id));
     if (!q.ok()) return Settle(k, std::string(q.status().message()));
-    path_queries_[*q] = k;
+    path_queries_[{ClientOf(k), *q}] = k;
     c.Touch();
   }
 
   void OnPath(size_t i, SimHost& h, TimePoint now, sa::SaResult r) {
-    auto it = path_queries_.find(r.id);
+    auto it = path_queries_.find(std::make_pair(i, r.id));
     if (it == path_queries_.end()) return;
     int k = it->second;
     path_queries_.erase(it);
@@ -131,7 +137,7 @@ class Workload {
           (void)h.cm().Destroy(now, e.conn);
         } else {
           cm::AcceptParams ap;
-          ap.qpn = 0x200;
+          ap.qpn = 0x800000 + (next_passive_qpn_++ & 0x7FFFFF);  // distinct per connection
           ap.responder_resources = 4;
           ap.initiator_depth = 4;
           if (o_.ece) ap.ece_options = e.remote_ece.options;
@@ -175,7 +181,25 @@ class Workload {
     }
   }
 
+  // Where an unsettled connection is, for the error message.
+  std::string Where(int k) const {
+    for (const auto& [q, kk] : path_queries_) {
+      if (kk == k) return "path query outstanding";
+    }
+    for (const auto& [i, m] : active_) {
+      for (const auto& [key, kk] : m) {
+        if (kk != k) continue;
+        cm::ConnId id{static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key)};
+        auto st = world_.hosts()[i]->cm().State(id);
+        return st.ok() ? cm::CmStateName(*st) : std::string(st.status().message());
+      }
+    }
+    return started_[k] == TimePoint() && k > 0 ? "not started" : "no connection";
+  }
+
   void Settle(int k, std::string error, absl::optional<TimePoint> now = absl::nullopt) {
+    if (settled_flag_[k]) return;
+    settled_flag_[k] = true;
     TimePoint t = now.value_or(world_.scheduler().Now());
     results_[k].setup_us = (t - started_[k]).micros();
     results_[k].error = std::move(error);
@@ -190,10 +214,12 @@ class Workload {
   size_t hosts_;
   std::vector<ConnResult> results_;
   std::vector<TimePoint> started_;
-  absl::flat_hash_map<uint64_t, int> path_queries_;
+  std::vector<bool> settled_flag_;
+  absl::flat_hash_map<std::pair<size_t, uint64_t>, int> path_queries_;  // (host, query id)
   absl::flat_hash_map<size_t, absl::flat_hash_map<uint64_t, int>> active_;
   absl::flat_hash_map<uint32_t, int> by_comm_id_;
   absl::flat_hash_map<int, int> req_sends_, rep_sends_;
+  uint32_t next_passive_qpn_ = 0;
   int settled_ = 0;
   TimePoint last_settled_;
   absl::Status error_;
