@@ -1,0 +1,498 @@
+// The C API (cm/uscm_cma.h) over the C++ one (cm/rdma_cm.h).
+#include "cm/uscm_cma.h"
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "cm/rdma_cm.h"
+
+struct uscm_device {
+  uscm::Device* dev;
+};
+
+namespace {
+
+using uscm::Address;
+using uscm::CmId;
+using uscm::Event;
+using uscm::EventChannel;
+
+thread_local std::string g_last_error;
+std::mutex g_mu;
+uscm_device* g_default = nullptr;
+// CmId -> its C handle (created lazily for passive ids).
+absl::flat_hash_map<CmId*, uscm_cm_id*>& Handles() {
+  static auto* m = new absl::flat_hash_map<CmId*, uscm_cm_id*>();
+  return *m;
+}
+
+struct ChannelImpl {
+  uscm_event_channel pub;  // first: the C pointer is this struct
+  std::unique_ptr<EventChannel> ch;
+};
+
+struct EventImpl {
+  uscm_cm_event pub;  // first
+  Event* event;
+  ChannelImpl* channel;
+};
+
+int Fail(int err, std::string msg) {
+  g_last_error = std::move(msg);
+  errno = err;
+  return -1;
+}
+
+int Fail(const absl::Status& s) {
+  int err = EINVAL;
+  switch (s.code()) {
+    case absl::StatusCode::kFailedPrecondition:
+      err = s.message().find("not acked") != absl::string_view::npos ? EBUSY : EINVAL;
+      break;
+    case absl::StatusCode::kAlreadyExists: err = EADDRINUSE; break;
+    case absl::StatusCode::kNotFound: err = s.message().find("leave") == 0 ? EADDRNOTAVAIL : ENOENT; break;
+    case absl::StatusCode::kUnavailable: err = EAGAIN; break;
+    case absl::StatusCode::kResourceExhausted: err = ENOMEM; break;
+    case absl::StatusCode::kDeadlineExceeded: err = ETIMEDOUT; break;
+    default: break;
+  }
+  return Fail(err, std::string(s.message()));
+}
+
+int Result(const absl::Status& s) {
+  if (!s.ok()) return Fail(s);
+  return 0;
+}
+
+CmId* IdOf(uscm_cm_id* id, const char* call) {
+  if (id == nullptr) {
+    Fail(EINVAL, std::string(call) + ": id is NULL");
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(g_mu);
+  CmId* impl = static_cast<CmId*>(id->impl);
+  auto it = Handles().find(impl);
+  if (it == Handles().end() || it->second != id) {
+    Fail(EINVAL, std::string(call) + ": unknown id (destroyed, or not from uscm_create_id)");
+    return nullptr;
+  }
+  return impl;
+}
+
+// Finds or makes the C handle of a C++ id (passive ids appear in events).
+uscm_cm_id* HandleOf(CmId* id, ChannelImpl* ch) {
+  if (id == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = Handles().find(id);
+  if (it != Handles().end()) return it->second;
+  auto* h = new uscm_cm_id();
+  // A passive id inherits the listener's context: the C++ context of every id
+  // made here is the listener's C handle.
+  auto* listener = static_cast<uscm_cm_id*>(id->context());
+  h->context = listener != nullptr ? listener->context : nullptr;
+  h->channel = &ch->pub;
+  h->ps = static_cast<uscm_port_space>(id->port_space());
+  h->impl = id;
+  id->set_context(h);
+  Handles()[id] = h;
+  return h;
+}
+
+absl::StatusOr<Address> ToAddress(const uscm_addr* a, const char* call) {
+  if (a == nullptr) return absl::InvalidArgumentError(std::string(call) + ": address is NULL");
+  Address out;
+  switch (a->family) {
+    case USCM_AF_INET: out.family = Address::Family::kIpv4; break;
+    case USCM_AF_INET6: out.family = Address::Family::kIpv6; break;
+    case USCM_AF_IB: out.family = Address::Family::kIb; break;
+    default:
+      return absl::InvalidArgumentError(std::string(call) + ": address family " +
+                                         std::to_string(a->family) + " is not USCM_AF_*");
+  }
+  std::memcpy(out.ip.data(), a->ip, 16);
+  out.port = a->port;
+  std::memcpy(out.gid.raw.data(), a->gid, 16);
+  out.lid = a->lid;
+  out.pkey = a->pkey == 0 ? 0xFFFF : a->pkey;
+  out.service_id = a->service_id;
+  out.service_mask = a->service_mask == 0 ? ~uint64_t{0} : a->service_mask;
+  return out;
+}
+
+void FromAddress(const Address& in, uscm_addr* a) {
+  std::memset(a, 0, sizeof *a);
+  switch (in.family) {
+    case Address::Family::kIpv4: a->family = USCM_AF_INET; break;
+    case Address::Family::kIpv6: a->family = USCM_AF_INET6; break;
+    case Address::Family::kIb: a->family = USCM_AF_IB; break;
+    default: a->family = USCM_AF_UNSPEC; break;
+  }
+  std::memcpy(a->ip, in.ip.data(), 16);
+  a->port = in.port;
+  std::memcpy(a->gid, in.gid.raw.data(), 16);
+  a->lid = in.lid;
+  a->pkey = in.pkey;
+  a->service_id = in.service_id;
+  a->service_mask = in.service_mask;
+}
+
+void FromAh(const uscm::AhAttr& in, uscm_ah_attr* a) {
+  std::memcpy(a->dgid, in.dgid.raw.data(), 16);
+  a->flow_label = in.flow_label;
+  a->hop_limit = in.hop_limit;
+  a->traffic_class = in.traffic_class;
+  a->is_global = in.is_global;
+  a->dlid = in.dlid;
+  a->sl = in.sl;
+  a->static_rate = in.static_rate;
+  a->port_num = in.port_num;
+}
+
+uscm::ConnParam ToParam(const uscm_conn_param* p) {
+  uscm::ConnParam c;
+  if (p == nullptr) return c;  // librdmacm defaults
+  if (p->private_data != nullptr && p->private_data_len > 0) {
+    auto* b = static_cast<const uint8_t*>(p->private_data);
+    c.private_data.assign(b, b + p->private_data_len);
+  }
+  c.responder_resources = p->responder_resources;
+  c.initiator_depth = p->initiator_depth;
+  c.flow_control = p->flow_control;
+  c.retry_count = p->retry_count;
+  c.rnr_retry_count = p->rnr_retry_count;
+  c.srq = p->srq;
+  c.qp_num = p->qp_num;
+  return c;
+}
+
+std::span<const uint8_t> Bytes(const void* p, uint8_t len) {
+  if (p == nullptr) return {};
+  return {static_cast<const uint8_t*>(p), len};
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* uscm_last_error(void) { return g_last_error.c_str(); }
+
+const char* uscm_event_str(enum uscm_cm_event_type event) {
+  return uscm::EventTypeName(static_cast<uscm::EventType>(event));
+}
+
+void uscm_set_default_device(struct uscm_device* dev) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_default = dev;
+}
+
+struct uscm_event_channel* uscm_create_event_channel_on(struct uscm_device* dev) {
+  if (dev == nullptr || dev->dev == nullptr) {
+    Fail(ENODEV, "create_event_channel: no device (uscm_set_default_device first)");
+    return nullptr;
+  }
+  auto ch = dev->dev->CreateEventChannel();
+  if (!ch.ok()) {
+    Fail(ch.status());
+    return nullptr;
+  }
+  auto* impl = new ChannelImpl();
+  impl->ch = std::move(*ch);
+  impl->pub.fd = impl->ch->fd();
+  return &impl->pub;
+}
+
+struct uscm_event_channel* uscm_create_event_channel(void) {
+  uscm_device* d;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    d = g_default;
+  }
+  return uscm_create_event_channel_on(d);
+}
+
+void uscm_destroy_event_channel(struct uscm_event_channel* channel) {
+  delete reinterpret_cast<ChannelImpl*>(channel);
+}
+
+int uscm_create_id(struct uscm_event_channel* channel, struct uscm_cm_id** id, void* context,
+                   enum uscm_port_space ps) {
+  if (channel == nullptr || id == nullptr) {
+    return Fail(EINVAL, "create_id: channel and id must not be NULL");
+  }
+  auto* ch = reinterpret_cast<ChannelImpl*>(channel);
+  auto* h = new uscm_cm_id();
+  h->context = context;
+  h->channel = channel;
+  h->ps = ps;
+  absl::StatusOr<CmId*> c = ch->ch->CreateId(h, static_cast<uscm::PortSpace>(ps));
+  if (!c.ok()) {
+    delete h;
+    return Fail(c.status());
+  }
+  h->impl = *c;
+  std::lock_guard<std::mutex> lock(g_mu);
+  Handles()[*c] = h;
+  *id = h;
+  return 0;
+}
+
+int uscm_destroy_id(struct uscm_cm_id* id) {
+  CmId* c = IdOf(id, "destroy_id");
+  if (c == nullptr) return -1;
+  absl::Status s = c->channel()->DestroyId(c);
+  if (!s.ok()) return Fail(s);
+  std::lock_guard<std::mutex> lock(g_mu);
+  Handles().erase(c);
+  delete id;
+  return 0;
+}
+
+#define USCM_ID(call)          \
+  CmId* c = IdOf(id, call);    \
+  if (c == nullptr) return -1
+
+int uscm_bind_addr(struct uscm_cm_id* id, const struct uscm_addr* addr) {
+  USCM_ID("bind_addr");
+  auto a = ToAddress(addr, "bind_addr");
+  if (!a.ok()) return Fail(a.status());
+  return Result(c->BindAddr(*a));
+}
+
+int uscm_resolve_addr(struct uscm_cm_id* id, const struct uscm_addr* src,
+                      const struct uscm_addr* dst, int timeout_ms) {
+  USCM_ID("resolve_addr");
+  auto d = ToAddress(dst, "resolve_addr");
+  if (!d.ok()) return Fail(d.status());
+  absl::optional<Address> s;
+  if (src != nullptr && src->family != USCM_AF_UNSPEC) {
+    auto a = ToAddress(src, "resolve_addr");
+    if (!a.ok()) return Fail(a.status());
+    s = *a;
+  }
+  return Result(c->ResolveAddr(s, *d, uscm::mad::Duration::Millis(timeout_ms)));
+}
+
+int uscm_resolve_route(struct uscm_cm_id* id, int timeout_ms) {
+  USCM_ID("resolve_route");
+  return Result(c->ResolveRoute(uscm::mad::Duration::Millis(timeout_ms)));
+}
+
+int uscm_connect(struct uscm_cm_id* id, const struct uscm_conn_param* param) {
+  USCM_ID("connect");
+  return Result(c->Connect(ToParam(param)));
+}
+
+int uscm_listen(struct uscm_cm_id* id, int backlog) {
+  USCM_ID("listen");
+  return Result(c->Listen(backlog));
+}
+
+int uscm_accept(struct uscm_cm_id* id, const struct uscm_conn_param* param) {
+  USCM_ID("accept");
+  return Result(c->Accept(ToParam(param)));
+}
+
+int uscm_reject(struct uscm_cm_id* id, const void* private_data, uint8_t private_data_len) {
+  USCM_ID("reject");
+  return Result(c->Reject(Bytes(private_data, private_data_len)));
+}
+
+int uscm_reject_ece(struct uscm_cm_id* id, const void* private_data, uint8_t private_data_len) {
+  USCM_ID("reject_ece");
+  return Result(c->RejectEce(Bytes(private_data, private_data_len)));
+}
+
+int uscm_set_local_ece(struct uscm_cm_id* id, const struct uscm_ece* ece) {
+  USCM_ID("set_local_ece");
+  if (ece == nullptr) return Fail(EINVAL, "set_local_ece: ece is NULL");
+  return Result(c->SetLocalEce(uscm::cm::Ece{ece->vendor_id, ece->options}));
+}
+
+int uscm_get_remote_ece(struct uscm_cm_id* id, struct uscm_ece* ece) {
+  USCM_ID("get_remote_ece");
+  if (ece == nullptr) return Fail(EINVAL, "get_remote_ece: ece is NULL");
+  auto e = c->GetRemoteEce();
+  if (!e.ok()) return Fail(e.status());
+  ece->vendor_id = e->vendor_id;
+  ece->options = e->options;
+  return 0;
+}
+
+int uscm_establish(struct uscm_cm_id* id) {
+  USCM_ID("establish");
+  return Result(c->Establish());
+}
+
+int uscm_notify(struct uscm_cm_id* id) {
+  USCM_ID("notify");
+  return Result(c->NotifyCommEst());
+}
+
+int uscm_disconnect(struct uscm_cm_id* id) {
+  USCM_ID("disconnect");
+  return Result(c->Disconnect());
+}
+
+int uscm_set_option(struct uscm_cm_id* id, int level, int optname, const void* optval,
+                    size_t optlen) {
+  USCM_ID("set_option");
+  if (optval == nullptr) return Fail(EINVAL, "set_option: optval is NULL");
+  uscm::IdOptions o = c->options();
+  auto need = [&](size_t n) { return optlen == n; };
+  if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_TOS && need(1)) {
+    o.tos = *static_cast<const uint8_t*>(optval);
+  } else if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_REUSEADDR && need(sizeof(int))) {
+    o.reuse_addr = *static_cast<const int*>(optval) != 0;
+  } else if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_AFONLY && need(sizeof(int))) {
+    o.af_only = *static_cast<const int*>(optval) != 0;
+  } else if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_ACK_TIMEOUT && need(1)) {
+    o.ack_timeout = *static_cast<const uint8_t*>(optval);
+  } else if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_RESPONSE_TIMEOUT_MS &&
+             need(4)) {
+    o.response_timeout = uscm::mad::Duration::Millis(*static_cast<const uint32_t*>(optval));
+  } else if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_CM_RETRIES && need(1)) {
+    o.max_cm_retries = *static_cast<const uint8_t*>(optval);
+  } else if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_BACKOFF && need(4)) {
+    o.backoff_factor = *static_cast<const uint32_t*>(optval);
+  } else {
+    return Fail(EINVAL, "set_option: unknown (level " + std::to_string(level) + ", option " +
+                            std::to_string(optname) + ") or optlen " + std::to_string(optlen) +
+                            " does not match its type (TOS/ACK_TIMEOUT/CM_RETRIES: 1, "
+                            "REUSEADDR/AFONLY: sizeof(int), RESPONSE_TIMEOUT_MS/BACKOFF: 4)");
+  }
+  return Result(c->SetOption(o));
+}
+
+int uscm_join_multicast(struct uscm_cm_id* id, const struct uscm_addr* addr, void* context) {
+  USCM_ID("join_multicast");
+  auto a = ToAddress(addr, "join_multicast");
+  if (!a.ok()) return Fail(a.status());
+  return Result(c->JoinMulticast(*a, context));
+}
+
+int uscm_leave_multicast(struct uscm_cm_id* id, const struct uscm_addr* addr) {
+  USCM_ID("leave_multicast");
+  auto a = ToAddress(addr, "leave_multicast");
+  if (!a.ok()) return Fail(a.status());
+  return Result(c->LeaveMulticast(*a));
+}
+
+int uscm_init_qp_attr(struct uscm_cm_id* id, struct uscm_qp_attr* attr, int* mask) {
+  USCM_ID("init_qp_attr");
+  if (attr == nullptr || mask == nullptr) return Fail(EINVAL, "init_qp_attr: attr/mask NULL");
+  uscm::cm::QpState st;
+  switch (attr->qp_state) {
+    case USCM_QPS_INIT: st = uscm::cm::QpState::kInit; break;
+    case USCM_QPS_RTR: st = uscm::cm::QpState::kRtr; break;
+    case USCM_QPS_RTS: st = uscm::cm::QpState::kRts; break;
+    default:
+      return Fail(EINVAL, "init_qp_attr: attr->qp_state must be USCM_QPS_INIT, _RTR or _RTS");
+  }
+  auto a = c->InitQpAttr(st);
+  if (!a.ok()) return Fail(a.status());
+  attr->mask = a->mask;
+  attr->qp_access_flags = a->access_flags;
+  attr->pkey_index = a->pkey_index;
+  attr->port_num = a->port_num;
+  FromAh(a->av, &attr->ah_attr);
+  attr->path_mtu = a->path_mtu;
+  attr->dest_qp_num = a->dest_qpn;
+  attr->rq_psn = a->rq_psn;
+  attr->sq_psn = a->sq_psn;
+  attr->max_dest_rd_atomic = a->max_dest_rd_atomic;
+  attr->max_rd_atomic = a->max_rd_atomic;
+  attr->min_rnr_timer = a->min_rnr_timer;
+  attr->timeout = a->timeout;
+  attr->retry_cnt = a->retry_cnt;
+  attr->rnr_retry = a->rnr_retry;
+  *mask = static_cast<int>(a->mask);
+  return 0;
+}
+
+int uscm_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event** event) {
+  if (channel == nullptr || event == nullptr) {
+    return Fail(EINVAL, "get_cm_event: channel and event must not be NULL");
+  }
+  auto* ch = reinterpret_cast<ChannelImpl*>(channel);
+  absl::StatusOr<Event*> e = ch->ch->GetEvent();
+  if (!e.ok() && !ch->ch->device()->simulated()) {
+    e = ch->ch->WaitEvent(uscm::mad::Duration::Seconds(3600));
+  }
+  if (!e.ok()) return Fail(e.status());
+  auto* impl = new EventImpl();
+  impl->event = *e;
+  impl->channel = ch;
+  uscm_cm_event& p = impl->pub;
+  const Event& ev = **e;
+  p.id = HandleOf(ev.id, ch);
+  p.listen_id = HandleOf(ev.listen_id, ch);
+  p.event = static_cast<uscm_cm_event_type>(ev.event);
+  p.status = ev.status;
+  const bool ud = ev.event == uscm::EventType::kMulticastJoin ||
+                  ev.event == uscm::EventType::kMulticastError ||
+                  (ev.id != nullptr && ev.id->is_ud());
+  if (ud) {
+    p.param.ud.private_data = ev.event == uscm::EventType::kMulticastJoin ||
+                                      ev.event == uscm::EventType::kMulticastError
+                                  ? ev.mc_context
+                                  : (ev.ud.private_data.empty() ? nullptr
+                                                                : ev.ud.private_data.data());
+    p.param.ud.private_data_len = static_cast<uint8_t>(ev.ud.private_data.size());
+    FromAh(ev.ud.ah_attr, &p.param.ud.ah_attr);
+    p.param.ud.qp_num = ev.ud.qp_num;
+    p.param.ud.qkey = ev.ud.qkey;
+  } else {
+    p.param.conn.private_data =
+        ev.conn.private_data.empty() ? nullptr : ev.conn.private_data.data();
+    p.param.conn.private_data_len = static_cast<uint8_t>(ev.conn.private_data.size());
+    p.param.conn.responder_resources = ev.conn.responder_resources;
+    p.param.conn.initiator_depth = ev.conn.initiator_depth;
+    p.param.conn.flow_control = ev.conn.flow_control;
+    p.param.conn.retry_count = ev.conn.retry_count;
+    p.param.conn.rnr_retry_count = ev.conn.rnr_retry_count;
+    p.param.conn.srq = ev.conn.srq;
+    p.param.conn.qp_num = ev.conn.qp_num;
+  }
+  *event = &impl->pub;
+  return 0;
+}
+
+int uscm_ack_cm_event(struct uscm_cm_event* event) {
+  if (event == nullptr) return Fail(EINVAL, "ack_cm_event: event is NULL");
+  auto* impl = reinterpret_cast<EventImpl*>(event);
+  absl::Status s = impl->channel->ch->AckEvent(impl->event);
+  if (!s.ok()) return Fail(s);
+  delete impl;
+  return 0;
+}
+
+int uscm_getname(struct uscm_cm_id* id, struct uscm_addr* addr) {
+  USCM_ID("getname");
+  if (addr == nullptr) return Fail(EINVAL, "getname: addr is NULL");
+  FromAddress(c->GetLocalAddr(), addr);
+  return 0;
+}
+
+int uscm_getpeer(struct uscm_cm_id* id, struct uscm_addr* addr) {
+  USCM_ID("getpeer");
+  if (addr == nullptr) return Fail(EINVAL, "getpeer: addr is NULL");
+  FromAddress(c->GetPeerAddr(), addr);
+  return 0;
+}
+
+int uscm_parse_addr(const char* text, struct uscm_addr* addr) {
+  if (text == nullptr || addr == nullptr) return Fail(EINVAL, "parse_addr: NULL argument");
+  auto a = Address::Parse(text);
+  if (!a.ok()) return Fail(a.status());
+  FromAddress(*a, addr);
+  return 0;
+}
+
+}  // extern "C"
+
+struct uscm_device* uscm_device_wrap(uscm::Device* dev) { return new uscm_device{dev}; }
+void uscm_device_unwrap_free(struct uscm_device* d) { delete d; }

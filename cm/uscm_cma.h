@@ -1,0 +1,206 @@
+/* The uscm C API: function for function like librdmacm's rdma_cma.h, with
+ * the prefix uscm_. Calls return 0, or -1 with errno set (as librdmacm);
+ * uscm_last_error() gives the detailed message of the calling thread's last
+ * failure ("connect: private data is 57 bytes; REQ with the 36-byte CMA
+ * header carries at most 56"). A thin layer over cm/rdma_cm.h (C++).
+ *
+ * Differences from librdmacm (docs/API.md): an event channel belongs to one
+ * port (uscm_create_event_channel_on), uscm_destroy_id fails with EBUSY
+ * instead of blocking while retrieved events are not acked, and
+ * uscm_get_cm_event never blocks on a simulated device (EAGAIN). */
+#ifndef USCM_CM_USCM_CMA_H_
+#define USCM_CM_USCM_CMA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum uscm_cm_event_type {
+  USCM_CM_EVENT_ADDR_RESOLVED,
+  USCM_CM_EVENT_ADDR_ERROR,
+  USCM_CM_EVENT_ROUTE_RESOLVED,
+  USCM_CM_EVENT_ROUTE_ERROR,
+  USCM_CM_EVENT_CONNECT_REQUEST,
+  USCM_CM_EVENT_CONNECT_RESPONSE,
+  USCM_CM_EVENT_CONNECT_ERROR,
+  USCM_CM_EVENT_UNREACHABLE,
+  USCM_CM_EVENT_REJECTED,
+  USCM_CM_EVENT_ESTABLISHED,
+  USCM_CM_EVENT_DISCONNECTED,
+  USCM_CM_EVENT_DEVICE_REMOVAL,
+  USCM_CM_EVENT_MULTICAST_JOIN,
+  USCM_CM_EVENT_MULTICAST_ERROR,
+  USCM_CM_EVENT_ADDR_CHANGE,
+  USCM_CM_EVENT_TIMEWAIT_EXIT
+};
+
+enum uscm_port_space {
+  USCM_PS_IPOIB = 0x0002,
+  USCM_PS_TCP = 0x0106,
+  USCM_PS_UDP = 0x0111,
+  USCM_PS_IB = 0x013F
+};
+
+/* Address families of struct uscm_addr. */
+enum { USCM_AF_UNSPEC = 0, USCM_AF_INET = 1, USCM_AF_INET6 = 2, USCM_AF_IB = 3 };
+
+/* sockaddr_in / sockaddr_in6 / sockaddr_ib in one struct. */
+struct uscm_addr {
+  int family;
+  uint8_t ip[16];       /* network order; IPv4 in ip[12..15] */
+  uint16_t port;        /* host order */
+  uint8_t gid[16];      /* AF_IB */
+  uint16_t lid;         /* AF_IB */
+  uint16_t pkey;        /* AF_IB */
+  uint64_t service_id;  /* AF_IB */
+  uint64_t service_mask;
+};
+
+struct uscm_ah_attr {
+  uint8_t dgid[16];
+  uint32_t flow_label;
+  uint8_t hop_limit;
+  uint8_t traffic_class;
+  uint8_t is_global;
+  uint16_t dlid;
+  uint8_t sl;
+  uint8_t static_rate;
+  uint8_t port_num;
+};
+
+struct uscm_conn_param {
+  const void* private_data;
+  uint8_t private_data_len;
+  uint8_t responder_resources;
+  uint8_t initiator_depth;
+  uint8_t flow_control;
+  uint8_t retry_count;
+  uint8_t rnr_retry_count;
+  uint8_t srq;
+  uint32_t qp_num;
+};
+
+struct uscm_ud_param {
+  const void* private_data;  /* MULTICAST_JOIN: the join's context (as librdmacm) */
+  uint8_t private_data_len;
+  struct uscm_ah_attr ah_attr;
+  uint32_t qp_num;
+  uint32_t qkey;
+};
+
+struct uscm_device;
+struct uscm_event_channel {
+  int fd;
+};
+
+struct uscm_cm_id {
+  void* context;
+  struct uscm_event_channel* channel;
+  enum uscm_port_space ps;
+  void* impl; /* private */
+};
+
+struct uscm_cm_event {
+  struct uscm_cm_id* id;
+  struct uscm_cm_id* listen_id;
+  enum uscm_cm_event_type event;
+  int status;
+  union {
+    struct uscm_conn_param conn;
+    struct uscm_ud_param ud;
+  } param;
+};
+
+struct uscm_ece {
+  uint32_t vendor_id;
+  uint32_t options;
+};
+
+/* QP attributes for INIT / RTR / RTS ("external QP" mode). */
+enum uscm_qp_state { USCM_QPS_INIT = 1, USCM_QPS_RTR = 2, USCM_QPS_RTS = 3 };
+struct uscm_qp_attr {
+  uint32_t mask; /* ibv_qp_attr_mask bits */
+  enum uscm_qp_state qp_state;
+  uint32_t qp_access_flags;
+  uint16_t pkey_index;
+  uint8_t port_num;
+  struct uscm_ah_attr ah_attr;
+  uint8_t path_mtu;
+  uint32_t dest_qp_num;
+  uint32_t rq_psn;
+  uint32_t sq_psn;
+  uint8_t max_dest_rd_atomic;
+  uint8_t max_rd_atomic;
+  uint8_t min_rnr_timer;
+  uint8_t timeout;
+  uint8_t retry_cnt;
+  uint8_t rnr_retry;
+};
+
+/* Option levels and names (rdma_set_option), plus uscm-only names. */
+enum { USCM_OPTION_ID = 0, USCM_OPTION_IB = 1 };
+enum {
+  USCM_OPTION_ID_TOS = 0,         /* uint8_t */
+  USCM_OPTION_ID_REUSEADDR = 1,   /* int */
+  USCM_OPTION_ID_AFONLY = 2,      /* int */
+  USCM_OPTION_ID_ACK_TIMEOUT = 3, /* uint8_t */
+  USCM_OPTION_ID_RESPONSE_TIMEOUT_MS = 100, /* uint32_t, uscm only */
+  USCM_OPTION_ID_CM_RETRIES = 101,          /* uint8_t, uscm only */
+  USCM_OPTION_ID_BACKOFF = 102              /* uint32_t, uscm only */
+};
+
+/* The detailed message of this thread's last failed call ("" if none). */
+const char* uscm_last_error(void);
+const char* uscm_event_str(enum uscm_cm_event_type event);
+
+/* The device used by uscm_create_event_channel (set by the C++ owner, e.g.
+ * the uscm tool or a simulation helper). */
+void uscm_set_default_device(struct uscm_device* dev);
+struct uscm_event_channel* uscm_create_event_channel(void);
+struct uscm_event_channel* uscm_create_event_channel_on(struct uscm_device* dev);
+void uscm_destroy_event_channel(struct uscm_event_channel* channel);
+
+int uscm_create_id(struct uscm_event_channel* channel, struct uscm_cm_id** id, void* context,
+                   enum uscm_port_space ps);
+int uscm_destroy_id(struct uscm_cm_id* id);
+int uscm_bind_addr(struct uscm_cm_id* id, const struct uscm_addr* addr);
+int uscm_resolve_addr(struct uscm_cm_id* id, const struct uscm_addr* src,
+                      const struct uscm_addr* dst, int timeout_ms);
+int uscm_resolve_route(struct uscm_cm_id* id, int timeout_ms);
+int uscm_connect(struct uscm_cm_id* id, const struct uscm_conn_param* param);
+int uscm_listen(struct uscm_cm_id* id, int backlog);
+int uscm_accept(struct uscm_cm_id* id, const struct uscm_conn_param* param);
+int uscm_reject(struct uscm_cm_id* id, const void* private_data, uint8_t private_data_len);
+int uscm_reject_ece(struct uscm_cm_id* id, const void* private_data, uint8_t private_data_len);
+int uscm_set_local_ece(struct uscm_cm_id* id, const struct uscm_ece* ece);
+int uscm_get_remote_ece(struct uscm_cm_id* id, struct uscm_ece* ece);
+int uscm_establish(struct uscm_cm_id* id);
+int uscm_notify(struct uscm_cm_id* id);
+int uscm_disconnect(struct uscm_cm_id* id);
+int uscm_set_option(struct uscm_cm_id* id, int level, int optname, const void* optval,
+                    size_t optlen);
+int uscm_join_multicast(struct uscm_cm_id* id, const struct uscm_addr* addr, void* context);
+int uscm_leave_multicast(struct uscm_cm_id* id, const struct uscm_addr* addr);
+int uscm_init_qp_attr(struct uscm_cm_id* id, struct uscm_qp_attr* attr, int* mask);
+int uscm_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event** event);
+int uscm_ack_cm_event(struct uscm_cm_event* event);
+int uscm_getname(struct uscm_cm_id* id, struct uscm_addr* addr);
+int uscm_getpeer(struct uscm_cm_id* id, struct uscm_addr* addr);
+/* "10.0.0.1:7471", "[fe80::1]:7471" -> addr. */
+int uscm_parse_addr(const char* text, struct uscm_addr* addr);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+
+/* C++ owners hand a device to C code (the handle does not own it). */
+namespace uscm {
+class Device;
+}
+struct uscm_device* uscm_device_wrap(uscm::Device* dev);
+void uscm_device_unwrap_free(struct uscm_device* handle);
+#endif
+
+#endif /* USCM_CM_USCM_CMA_H_ */
