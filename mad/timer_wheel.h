@@ -33,6 +33,7 @@
 #define USCM_MAD_TIMER_WHEEL_H_
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -112,6 +113,7 @@ class TimerWheel {
   static constexpr uint32_t kNil = UINT32_MAX;
   static constexpr uint16_t kOverflowBucket = kLevels * kSlots;
   static constexpr uint16_t kNumBuckets = kOverflowBucket + 1;
+  static_assert(kOverflowBucket == kLevels << kBitsPerLevel);
   static constexpr uint16_t kFreeBucket = UINT16_MAX;
 
   struct Node {
@@ -135,20 +137,19 @@ class TimerWheel {
   TimePoint TickToTime(uint64_t tick) const;
   uint64_t DivTick(uint64_t n, uint64_t* remainder) const;
 
-  uint32_t AllocNode();
-  void FreeNode(uint32_t index);
+  uint32_t GrowNode();  // a new node at the end of nodes_ (allocates)
   bool Valid(TimerHandle h) const;
 
   // Puts node `index` (expire set) in the bucket its expiry calls for.
   void Link(uint32_t index);
+  void LinkFar(uint32_t index);  // top-level ring or overflow list
   void PushFront(uint16_t bucket, uint32_t index);
   void Unlink(uint32_t index);
-  uint32_t PopFront(uint16_t bucket);
+  void Release(uint32_t index);  // unlinked node -> free list
 
   Event NextEvent() const;
   void Cascade(int level, int slot);
   void DrainOverflow();
-  void RecomputeOverflowMin();
 
   const int64_t start_ns_;
   const uint64_t tick_ns_;
@@ -158,12 +159,129 @@ class TimerWheel {
   bool in_advance_ = false;
 
   std::vector<Node> nodes_;
+  uint32_t node_count_ = 0;  // nodes_.size()
   uint32_t free_head_ = kNil;
   std::array<uint32_t, kNumBuckets> heads_;
-  std::array<uint64_t, kLevels> occupied_{};  // bit s: bucket (L, s) non-empty
-  uint32_t levels_occupied_ = 0;              // bit L: occupied_[L] != 0
-  uint64_t overflow_min_ = UINT64_MAX;        // min expiry in the overflow list
+  // Bit s of word L: bucket (L, s) is non-empty. Word kLevels bit 0: the
+  // overflow list is non-empty.
+  std::array<uint64_t, kLevels + 1> occupied_{};
+  uint64_t overflow_min_ = UINT64_MAX;  // <= min expiry in the overflow list
 };
+
+// ---- Hot path, inline so callers pay no call or PIC interposition cost. ----
+
+// n / tick_ns_ without a hardware divide: the reciprocal estimate is at most a
+// few units low, fixed up by subtraction.
+inline uint64_t TimerWheel::DivTick(uint64_t n, uint64_t* remainder) const {
+  uint64_t q = static_cast<uint64_t>(
+      (static_cast<unsigned __int128>(n) * tick_reciprocal_) >> 64);
+  uint64_t r = n - q * tick_ns_;
+  while (r >= tick_ns_) {
+    ++q;
+    r -= tick_ns_;
+  }
+  *remainder = r;
+  return q;
+}
+
+inline uint64_t TimerWheel::DeadlineToTick(TimePoint deadline) const {
+  if (deadline.nanos() <= start_ns_) return 0;
+  uint64_t r;
+  const uint64_t q = DivTick(static_cast<uint64_t>(deadline.nanos()) -
+                                 static_cast<uint64_t>(start_ns_),
+                             &r);
+  return q + (r != 0 ? 1 : 0);
+}
+
+// The generation is bumped when a node is freed, so a handle matches only
+// while its timer is pending.
+inline bool TimerWheel::Valid(TimerHandle h) const {
+  return h.index_ < node_count_ &&
+         nodes_[h.index_].generation == h.generation_;
+}
+
+inline bool TimerWheel::IsPending(TimerHandle handle) const {
+  return Valid(handle);
+}
+
+inline void TimerWheel::PushFront(uint16_t bucket, uint32_t index) {
+  Node& n = nodes_[index];
+  const uint32_t head = heads_[bucket];
+  n.bucket = bucket;
+  n.prev = kNil;
+  n.next = head;
+  if (head != kNil) nodes_[head].prev = index;
+  heads_[bucket] = index;
+  occupied_[bucket >> kBitsPerLevel] |= uint64_t{1} << (bucket & (kSlots - 1));
+}
+
+inline void TimerWheel::Unlink(uint32_t index) {
+  const Node& n = nodes_[index];
+  if (n.prev != kNil) {
+    nodes_[n.prev].next = n.next;
+  } else {
+    heads_[n.bucket] = n.next;
+    if (n.next == kNil) {
+      occupied_[n.bucket >> kBitsPerLevel] &=
+          ~(uint64_t{1} << (n.bucket & (kSlots - 1)));
+    }
+  }
+  if (n.next != kNil) nodes_[n.next].prev = n.prev;
+}
+
+inline void TimerWheel::Release(uint32_t index) {
+  Node& n = nodes_[index];
+  ++n.generation;
+  n.bucket = kFreeBucket;
+  n.next = free_head_;
+  free_head_ = index;
+  --size_;
+}
+
+// A timer sits at the level of the highest 6-bit digit in which its expiry
+// differs from the current tick; a due one in the current level-0 bucket.
+inline void TimerWheel::Link(uint32_t index) {
+  const uint64_t expire = nodes_[index].expire;
+  if (expire <= now_) {
+    PushFront(static_cast<uint16_t>(now_ & (kSlots - 1)), index);
+    return;
+  }
+  const int bit = 63 - std::countl_zero((expire ^ now_) | (kSlots - 1));
+  const int level = bit / kBitsPerLevel;
+  if (level >= kLevels) return LinkFar(index);
+  const uint64_t slot = (expire >> (kBitsPerLevel * level)) & (kSlots - 1);
+  PushFront(static_cast<uint16_t>(level * kSlots + slot), index);
+}
+
+inline TimerHandle TimerWheel::Schedule(TimePoint deadline, uint64_t payload) {
+  uint32_t index = free_head_;
+  if (index != kNil) {
+    free_head_ = nodes_[index].next;
+  } else {
+    index = GrowNode();
+  }
+  Node& n = nodes_[index];
+  n.expire = DeadlineToTick(deadline);
+  n.payload = payload;
+  Link(index);
+  ++size_;
+  return TimerHandle(index, n.generation);
+}
+
+inline bool TimerWheel::Cancel(TimerHandle handle) {
+  if (!Valid(handle)) return false;
+  Unlink(handle.index_);
+  Release(handle.index_);
+  return true;
+}
+
+inline bool TimerWheel::Reschedule(TimerHandle handle, TimePoint deadline) {
+  if (!Valid(handle)) return false;
+  Unlink(handle.index_);
+  nodes_[handle.index_].expire = DeadlineToTick(deadline);
+  Link(handle.index_);
+  return true;
+}
 
 }  // namespace uscm::mad
 
