@@ -23,6 +23,8 @@ ABSL_FLAG(double, loss, 0.10, "end-to-end MAD loss (loss)");
 ABSL_FLAG(double, dup, 0.01, "end-to-end duplication (loss)");
 ABSL_FLAG(double, reorder, 0.01, "end-to-end reordering (loss)");
 ABSL_FLAG(double, attempts_per_second, 20000, "attempt rate (loss)");
+ABSL_FLAG(int, hold_us, 1000, "loss: ESTABLISHED -> Disconnect on the active side");
+ABSL_FLAG(int, passive_hold_us, -1, "loss: if >= 0, the passive side disconnects too (crossing DREQs)");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the whole run");
 ABSL_FLAG(std::string, profile, "", "linux | lowlat (default: per scenario)");
 ABSL_FLAG(std::string, message, "all", "recovery: REQ | REP | RTU | DREQ | DREP | all");
@@ -68,6 +70,10 @@ int Main() {
     c.duplicate = absl::GetFlag(FLAGS_dup);
     c.reorder = absl::GetFlag(FLAGS_reorder);
     c.attempts_per_second = absl::GetFlag(FLAGS_attempts_per_second);
+    c.hold = mad::Duration::Micros(absl::GetFlag(FLAGS_hold_us));
+    if (absl::GetFlag(FLAGS_passive_hold_us) >= 0) {
+      c.passive_hold = mad::Duration::Micros(absl::GetFlag(FLAGS_passive_hold_us));
+    }
     c.seed = seed;
     c.profile = PickProfile("linux");
     ok = Print("loss", RunLoss(c));

@@ -110,6 +110,8 @@ Result RunLoss(const LossConfig& c) {
   o.faults.loss = c.loss;
   o.faults.duplicate = c.duplicate;
   o.faults.reorder = c.reorder;
+  o.hold = c.hold;
+  o.passive_hold = c.passive_hold;
   Result r;
   auto f = SoakFabric::Create(o);
   if (!f.ok()) {
@@ -177,7 +179,7 @@ absl::StatusOr<Duration> RecoveryTrial(const RecoveryConfig& c, uint64_t seed, b
   o.hosts = 2;
   o.seed = seed;
   o.profile = c.profile;
-  o.hold = Duration::Millis(50);  // RTU recovery ends before the DREQ
+  o.hold = ReqTimeout(c.profile) * 2 + Duration::Millis(50);  // RTU recovery ends first
   auto f = SoakFabric::Create(o);
   if (!f.ok()) return f.status();
   TargetedDropper dropper(c.attr, 1);
@@ -340,9 +342,13 @@ Result RunFlood(const FloodConfig& c) {
     r.violations.push_back(absl::StrCat("listener held ", (*f)->max_connections(0),
                                         " connections; bound ", bound));
   }
+  // With REJ 3 the legitimate client learns at once and retries; with the
+  // Linux drop policy its REQ retries race the flood for a free slot and may
+  // all lose (reported, not a violation of that policy).
   const auto n = (*f)->OutcomeCounts();
-  if (n[static_cast<int>(ActiveOutcome::kEstablishedClosed)] !=
-      static_cast<uint64_t>(c.legit_connections)) {
+  if (c.policy == cm::BacklogPolicy::kReject &&
+      n[static_cast<int>(ActiveOutcome::kEstablishedClosed)] !=
+          static_cast<uint64_t>(c.legit_connections)) {
     r.violations.push_back("a legitimate connection did not get through");
   }
   if (l.received[0] < flooder.sent()) {

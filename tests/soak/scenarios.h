@@ -31,6 +31,10 @@ struct LossConfig {
   uint64_t seed = 1;
   Profile profile = LinuxProfile();
   double attempts_per_second = 20000;
+  Duration hold = Duration::Millis(1);
+  // Set: the passive side also disconnects this long after ESTABLISHED
+  // (equal to `hold`: crossing DREQs).
+  absl::optional<Duration> passive_hold;
 };
 Result RunLoss(const LossConfig& c);
 
