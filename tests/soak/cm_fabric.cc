@@ -328,11 +328,22 @@ void SoakFabric::OnEvent(int host, const CmEvent& e, TimePoint now) {
       }
       return;
     }
-    cm::AcceptParams ap;
-    ap.qpn = NewQpn(host);
-    ap.starting_psn = ap.qpn;
-    if (absl::Status s = hosts_[host]->endpoint().Accept(now, e.conn, ap); !s.ok()) {
-      Anomaly(-1, "Accept: " + s.ToString());
+    auto accept = [this, host, id = e.conn](TimePoint t) {
+      if (!conns_[host].contains(Key(id))) return;  // ended meanwhile (REJ, ...)
+      cm::AcceptParams ap;
+      ap.qpn = NewQpn(host);
+      ap.starting_psn = ap.qpn;
+      if (absl::Status s = hosts_[host]->endpoint().Accept(t, id, ap); !s.ok()) {
+        Anomaly(-1, "Accept: " + s.ToString());
+      }
+    };
+    if (options_.accept_delay > Duration::Zero()) {
+      scheduler_.ScheduleIn(options_.accept_delay, [this, host, accept] {
+        accept(scheduler_.Now());
+        Flush(host, scheduler_.Now());
+      });
+    } else {
+      accept(now);
     }
     return;
   }
@@ -439,12 +450,26 @@ void SoakFabric::OnActiveEvent(int host, ConnRecord& r, const CmEvent& e, TimePo
   const int ai = r.attempt;
   Attempt& a = attempts_[ai];
   switch (e.type) {
-    case CmEventType::kConnectResponse:
-      if (absl::Status s = ep.Rtu(now, e.conn); !s.ok()) {
-        Anomaly(ai, "Rtu: " + s.ToString());
-        Destroy(host, r, e.conn, now);
+    case CmEventType::kConnectResponse: {
+      if (options_.rtu_delay == Duration::Zero()) {
+        if (absl::Status s = ep.Rtu(now, e.conn); !s.ok()) {
+          Anomaly(ai, "Rtu: " + s.ToString());
+          Destroy(host, r, e.conn, now);
+        }
+        return;
       }
+      scheduler_.ScheduleIn(options_.rtu_delay, [this, host, id = e.conn, ai] {
+        auto it = conns_[host].find(Key(id));
+        if (it == conns_[host].end()) return;
+        const TimePoint t = scheduler_.Now();
+        if (absl::Status s = hosts_[host]->endpoint().Rtu(t, id); !s.ok()) {
+          Anomaly(ai, "Rtu: " + s.ToString());
+          Destroy(host, it->second, id, t);
+        }
+        Flush(host, t);
+      });
       return;
+    }
     case CmEventType::kEstablished: {
       r.established = true;
       a.established = now;

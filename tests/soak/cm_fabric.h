@@ -153,6 +153,10 @@ struct SoakOptions {
   // The passive application accepts at once, or (flood) serves one
   // CONNECT_REQUEST per `app_service_time` and rejects those without the token.
   Duration app_service_time = Duration::Zero();
+  // The applications answer CONNECT_REQUEST (Accept) and CONNECT_RESPONSE
+  // (Rtu) this late; past half the peer's timeout the CM sends auto-MRA.
+  Duration accept_delay = Duration::Zero();
+  Duration rtu_delay = Duration::Zero();
   // If set, the passive application disconnects a connection still open this
   // long after ESTABLISHED (an idle reaper; closes what a corrupted-but-valid
   // MAD left half-open).

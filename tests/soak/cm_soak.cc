@@ -25,6 +25,8 @@ ABSL_FLAG(double, reorder, 0.01, "end-to-end reordering (loss)");
 ABSL_FLAG(double, attempts_per_second, 20000, "attempt rate (loss)");
 ABSL_FLAG(int, hold_us, 1000, "loss: ESTABLISHED -> Disconnect on the active side");
 ABSL_FLAG(int, passive_hold_us, -1, "loss: if >= 0, the passive side disconnects too (crossing DREQs)");
+ABSL_FLAG(int, accept_delay_us, 0, "loss: the passive app accepts this late (auto-MRA past 50%)");
+ABSL_FLAG(int, rtu_delay_us, 0, "loss: the active app sends RTU this late");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the whole run");
 ABSL_FLAG(std::string, profile, "", "linux | lowlat (default: per scenario)");
 ABSL_FLAG(std::string, message, "all", "recovery: REQ | REP | RTU | DREQ | DREP | all");
@@ -71,6 +73,8 @@ int Main() {
     c.reorder = absl::GetFlag(FLAGS_reorder);
     c.attempts_per_second = absl::GetFlag(FLAGS_attempts_per_second);
     c.hold = mad::Duration::Micros(absl::GetFlag(FLAGS_hold_us));
+    c.accept_delay = mad::Duration::Micros(absl::GetFlag(FLAGS_accept_delay_us));
+    c.rtu_delay = mad::Duration::Micros(absl::GetFlag(FLAGS_rtu_delay_us));
     if (absl::GetFlag(FLAGS_passive_hold_us) >= 0) {
       c.passive_hold = mad::Duration::Micros(absl::GetFlag(FLAGS_passive_hold_us));
     }

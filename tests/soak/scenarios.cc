@@ -51,7 +51,9 @@ void AddCommon(Result& r, const SoakFabric& f) {
   r.Add("duplicates answered/dropped", dups);
   r.Add("counters", absl::StrCat("malformed ", t.malformed, ", unknown ", t.unknown_connection,
                                  ", unexpected-state ", t.unexpected_state, ", stale ",
-                                 t.stale_connections, ", timeouts ", t.timeouts));
+                                 t.stale_connections, ", timeouts ", t.timeouts,
+                                 ", auto-MRA ", t.auto_mra, ", MRA received ",
+                                 t.received[static_cast<int>(CmAttr::kMra) - 0x10]));
   AddDistribution(r, "setup", f.SetupTimes());
   AddDistribution(r, "disconnect", f.DisconnectTimes());
   for (size_t i = 0; i < f.attempts().size() && r.notes.size() < 8; ++i) {
@@ -112,6 +114,8 @@ Result RunLoss(const LossConfig& c) {
   o.faults.reorder = c.reorder;
   o.hold = c.hold;
   o.passive_hold = c.passive_hold;
+  o.accept_delay = c.accept_delay;
+  o.rtu_delay = c.rtu_delay;
   Result r;
   auto f = SoakFabric::Create(o);
   if (!f.ok()) {

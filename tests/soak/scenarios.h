@@ -35,6 +35,8 @@ struct LossConfig {
   // Set: the passive side also disconnects this long after ESTABLISHED
   // (equal to `hold`: crossing DREQs).
   absl::optional<Duration> passive_hold;
+  Duration accept_delay = Duration::Zero();  // > 50% of the REQ timeout: auto-MRA
+  Duration rtu_delay = Duration::Zero();
 };
 Result RunLoss(const LossConfig& c);
 
