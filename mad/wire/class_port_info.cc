@@ -40,7 +40,7 @@ ClassPortInfo ClassPortInfo::Read(const FieldView& v) {
   return c;
 }
 
-void ClassPortInfo::Write(InlineWriter& w) const {
+void ClassPortInfo::Write(FieldWriter& w) const {
   using namespace class_port_info;  // NOLINT: the table's row names
   w.Zero(kReserved32);
   w.Set(kBaseVersion, base_version);
@@ -78,7 +78,7 @@ absl::StatusOr<ClassPortInfo> ClassPortInfo::Parse(std::span<const uint8_t> attr
 
 absl::Status ClassPortInfo::Emit(std::span<uint8_t> attribute) const {
   if (absl::Status s = CheckRecordOutput(kName, attribute.size(), kBytes); !s.ok()) return s;
-  InlineWriter w(kName, attribute.data());
+  FieldWriter w(kName, attribute.data());
   Write(w);
   return w.status();
 }

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "mad/gid.h"
 #include "mad/wire/field.h"
-#include "mad/wire/inline_writer.h"
+#include "mad/wire/view.h"
 #include "mad/wire/sa_record.h"
 #include "mad/wire/view.h"
 
@@ -105,7 +105,7 @@ struct ClassPortInfo {
   absl::Status Emit(std::span<uint8_t> attribute) const;  // writes 72 bytes
 
   static ClassPortInfo Read(const FieldView& v);
-  void Write(InlineWriter& w) const;
+  void Write(FieldWriter& w) const;
 
   friend bool operator==(const ClassPortInfo&, const ClassPortInfo&) = default;
 };

@@ -16,6 +16,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <span>
 
 namespace uscm::mad::wire {
@@ -37,10 +39,13 @@ struct Field {
 };
 
 // A reserved row. Every table lists its reserved bits so the coverage check
-// can prove the layout; emitters write zeros there.
+// can prove the layout; emitters write zeros there. All reserved rows share
+// one name object, so "is this row reserved" is a pointer comparison.
+inline constexpr char kReservedName[] = "reserved";
 constexpr Field Reserved(uint16_t byte, uint8_t bit, uint16_t width) {
-  return Field{"reserved", byte, bit, width};
+  return Field{kReservedName, byte, bit, width};
 }
+constexpr bool IsReserved(const Field& f) { return f.name == kReservedName; }
 
 // Index of the first row that breaks the tiling (or N when the rows tile
 // exactly `length_bytes`). Used by CoversExactly and by its unit test.
@@ -65,8 +70,24 @@ constexpr bool CoversExactly(const Field (&rows)[N], size_t length_bytes) {
 }
 
 // Reads a field of at most 64 bits. `base` must hold field.end_byte() bytes.
-constexpr uint64_t ReadField(const uint8_t* base, const Field& f) {
+[[gnu::always_inline]] constexpr uint64_t ReadField(const uint8_t* base, const Field& f) {
   const uint32_t first = f.begin_bit() / 8;
+  if (f.bit == 0 && f.width % 8 == 0) {  // whole bytes: most fields
+    if (!std::is_constant_evaluated()) {
+      switch (f.width) {
+        case 16: { uint16_t v; std::memcpy(&v, base + first, 2); return __builtin_bswap16(v); }
+        case 32: { uint32_t v; std::memcpy(&v, base + first, 4); return __builtin_bswap32(v); }
+        case 64: { uint64_t v; std::memcpy(&v, base + first, 8); return __builtin_bswap64(v); }
+        default: break;
+      }
+    }
+    uint64_t v = 0;
+    for (uint32_t i = 0; i < f.width / 8u; ++i) v = v << 8 | base[first + i];
+    return v;
+  }
+  if (f.bit + f.width <= 8) {  // inside one byte
+    return static_cast<uint64_t>(base[first] >> (8 - f.bit - f.width)) & f.max_value();
+  }
   const uint32_t last = f.end_byte();
   unsigned __int128 acc = 0;
   for (uint32_t i = first; i < last; ++i) acc = (acc << 8) | base[i];
@@ -75,9 +96,27 @@ constexpr uint64_t ReadField(const uint8_t* base, const Field& f) {
 }
 
 // Writes a field of at most 64 bits, leaving the neighbouring bits untouched.
-// The caller has checked value <= f.max_value() (see CheckedWrite in view.h).
-constexpr void WriteField(uint8_t* base, const Field& f, uint64_t value) {
+// The caller has checked value <= f.max_value() (see FieldWriter in view.h).
+[[gnu::always_inline]] constexpr void WriteField(uint8_t* base, const Field& f, uint64_t value) {
   const uint32_t first = f.begin_bit() / 8;
+  if (f.bit == 0 && f.width % 8 == 0) {  // whole bytes: most fields
+    if (!std::is_constant_evaluated()) {
+      switch (f.width) {
+        case 16: { const uint16_t v = __builtin_bswap16(static_cast<uint16_t>(value)); std::memcpy(base + first, &v, 2); return; }
+        case 32: { const uint32_t v = __builtin_bswap32(static_cast<uint32_t>(value)); std::memcpy(base + first, &v, 4); return; }
+        case 64: { const uint64_t v = __builtin_bswap64(value); std::memcpy(base + first, &v, 8); return; }
+        default: break;
+      }
+    }
+    for (uint32_t i = f.width / 8u; i-- > 0; value >>= 8) base[first + i] = static_cast<uint8_t>(value);
+    return;
+  }
+  if (f.bit + f.width <= 8) {  // inside one byte
+    const uint32_t shift = 8 - f.bit - f.width;
+    const uint8_t mask = static_cast<uint8_t>(f.max_value() << shift);
+    base[first] = static_cast<uint8_t>((base[first] & ~mask) | ((value << shift) & mask));
+    return;
+  }
   const uint32_t last = f.end_byte();
   const uint32_t shift = last * 8 - f.end_bit();
   const unsigned __int128 mask = static_cast<unsigned __int128>(f.max_value()) << shift;

@@ -59,7 +59,7 @@ McMemberRecord McMemberRecord::Read(const FieldView& v) {
   return r;
 }
 
-void McMemberRecord::Write(InlineWriter& w) const {
+void McMemberRecord::Write(FieldWriter& w) const {
   using namespace mcmember_record;  // NOLINT: the table's row names
   w.Zero(kReserved49);
   w.SetBytes(kMgid, mgid.raw);
@@ -93,7 +93,7 @@ absl::StatusOr<McMemberRecord> McMemberRecord::Parse(std::span<const uint8_t> re
 
 absl::Status McMemberRecord::Emit(std::span<uint8_t> record) const {
   if (absl::Status s = CheckRecordOutput(kName, record.size(), kBytes); !s.ok()) return s;
-  InlineWriter w(kName, record.data());
+  FieldWriter w(kName, record.data());
   Write(w);
   return w.status();
 }

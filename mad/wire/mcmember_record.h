@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "mad/gid.h"
 #include "mad/wire/field.h"
-#include "mad/wire/inline_writer.h"
+#include "mad/wire/view.h"
 #include "mad/wire/sa_header.h"
 #include "mad/wire/sa_record.h"
 #include "mad/wire/view.h"
@@ -141,7 +141,7 @@ struct McMemberRecord {
   absl::Status Emit(std::span<uint8_t> record) const;  // writes 52 bytes
 
   static McMemberRecord Read(const FieldView& v);
-  void Write(InlineWriter& w) const;
+  void Write(FieldWriter& w) const;
 
   friend bool operator==(const McMemberRecord&, const McMemberRecord&) = default;
 };

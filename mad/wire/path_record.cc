@@ -59,7 +59,7 @@ PathRecord PathRecord::Read(const FieldView& v) {
   return r;
 }
 
-void PathRecord::Write(InlineWriter& w) const {
+void PathRecord::Write(FieldWriter& w) const {
   using namespace path_record;  // NOLINT: the table's row names
   w.Zero(kReserved44);
   w.Zero(kReserved58);
@@ -96,7 +96,7 @@ absl::StatusOr<PathRecord> PathRecord::Parse(std::span<const uint8_t> record) {
 
 absl::Status PathRecord::Emit(std::span<uint8_t> record) const {
   if (absl::Status s = CheckRecordOutput(kName, record.size(), kBytes); !s.ok()) return s;
-  InlineWriter w(kName, record.data());
+  FieldWriter w(kName, record.data());
   Write(w);
   return w.status();
 }

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "mad/gid.h"
 #include "mad/wire/field.h"
-#include "mad/wire/inline_writer.h"
+#include "mad/wire/view.h"
 #include "mad/wire/sa_header.h"
 #include "mad/wire/sa_record.h"
 #include "mad/wire/view.h"
@@ -130,7 +130,7 @@ struct PathRecord {
   absl::Status Emit(std::span<uint8_t> record) const;
 
   static PathRecord Read(const FieldView& v);
-  void Write(InlineWriter& w) const;
+  void Write(FieldWriter& w) const;
 
   friend bool operator==(const PathRecord&, const PathRecord&) = default;
 };

@@ -11,8 +11,6 @@
 namespace uscm::mad::wire {
 namespace {
 
-bool IsReserved(const Field& f) { return std::strcmp(f.name, "reserved") == 0; }
-
 bool IsZero(std::span<const uint8_t> table, const Field& f) {
   if (f.width <= 64) return ReadField(table.data(), f) == 0;
   for (uint8_t b : table.subspan(f.byte, f.width / 8)) {

@@ -50,7 +50,7 @@ RmppHeader RmppHeader::Read(const FieldView& v) {
   return h;
 }
 
-void RmppHeader::Write(InlineWriter& w) const {
+void RmppHeader::Write(FieldWriter& w) const {
   w.Set(rmpp::kVersion, version);
   w.Set(rmpp::kType, static_cast<uint8_t>(type));
   w.Set(rmpp::kRRespTime, resp_time);
@@ -75,7 +75,7 @@ absl::Status RmppHeader::Emit(std::span<uint8_t> mad) const {
         absl::StrFormat("RMPP header needs MAD bytes 24..35; the buffer has %d bytes",
                         mad.size()));
   }
-  InlineWriter w("RMPP", mad.data() + kRmppHeaderOffset);
+  FieldWriter w("RMPP", mad.data() + kRmppHeaderOffset);
   Write(w);
   return w.status();
 }

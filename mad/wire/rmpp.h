@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "mad/wire/field.h"
-#include "mad/wire/inline_writer.h"
+#include "mad/wire/view.h"
 #include "mad/wire/view.h"
 
 namespace uscm::mad::wire {
@@ -86,7 +86,7 @@ struct RmppHeader {
 
   // For callers that already checked the length: `v` starts at MAD byte 24.
   static RmppHeader Read(const FieldView& v);
-  void Write(InlineWriter& w) const;  // `w` starts at MAD byte 24
+  void Write(FieldWriter& w) const;  // `w` starts at MAD byte 24
 
   friend bool operator==(const RmppHeader&, const RmppHeader&) = default;
 };

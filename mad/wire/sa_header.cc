@@ -82,7 +82,7 @@ absl::StatusOr<FieldView> ParseSaMad(std::span<const uint8_t> mad, SaAttr attr,
   return data;
 }
 
-absl::StatusOr<InlineWriter> EmitSaMad(std::span<uint8_t> mad, SaAttr attr,
+absl::StatusOr<FieldWriter> EmitSaMad(std::span<uint8_t> mad, SaAttr attr,
                                       const SaEnvelope& envelope, uint64_t component_mask) {
   const char* name = SaAttrName(attr);
   if (name == nullptr) name = "SA MAD";
@@ -92,7 +92,7 @@ absl::StatusOr<InlineWriter> EmitSaMad(std::span<uint8_t> mad, SaAttr attr,
   }
   // Every header field of an SaEnvelope fits its row, so only the RMPP
   // RRespTime (5 bits in a uint8_t) can fail.
-  InlineWriter w(name, mad.data());
+  FieldWriter w(name, mad.data());
   w.Set(mad_header::kBaseVersion, 1);
   w.Set(mad_header::kMgmtClass, static_cast<uint8_t>(MgmtClass::kSubnAdm));
   w.Set(mad_header::kClassVersion, kSaClassVersion);
@@ -105,18 +105,18 @@ absl::StatusOr<InlineWriter> EmitSaMad(std::span<uint8_t> mad, SaAttr attr,
   w.Zero(mad_header::kReserved18);
   w.Set(mad_header::kAttributeModifier, envelope.attribute_modifier);
 
-  InlineWriter rmpp_writer(name, mad.data() + kRmppHeaderOffset);
+  FieldWriter rmpp_writer(name, mad.data() + kRmppHeaderOffset);
   envelope.rmpp.Write(rmpp_writer);
   if (!rmpp_writer.status().ok()) return rmpp_writer.status();
 
-  InlineWriter sa(name, mad.data() + kSaHeaderOffset);
+  FieldWriter sa(name, mad.data() + kSaHeaderOffset);
   sa.Set(sa_header::kSmKey, envelope.sm_key);
   sa.Set(sa_header::kAttributeOffset, envelope.attribute_offset);
   sa.Zero(sa_header::kReserved10);
   sa.Set(sa_header::kComponentMask, component_mask);
 
   std::memset(mad.data() + kSaDataOffset, 0, kSaDataBytes);
-  return InlineWriter(name, mad.data() + kSaDataOffset);
+  return FieldWriter(name, mad.data() + kSaDataOffset);
 }
 
 }  // namespace uscm::mad::wire

@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "mad/wire/class_port_info.h"
 #include "mad/wire/field.h"
-#include "mad/wire/inline_writer.h"
+#include "mad/wire/view.h"
 #include "mad/wire/mad_header.h"
 #include "mad/wire/rmpp.h"
 #include "mad/wire/sa_record.h"
@@ -89,13 +89,13 @@ absl::StatusOr<FieldView> ParseSaMad(std::span<const uint8_t> mad, SaAttr attr,
 
 // Writes the MAD, RMPP and SA headers into `mad` (>= 256 bytes, checked),
 // zeroes the 200 data bytes and returns a writer for the data at MAD byte 56.
-absl::StatusOr<InlineWriter> EmitSaMad(std::span<uint8_t> mad, SaAttr attr,
+absl::StatusOr<FieldWriter> EmitSaMad(std::span<uint8_t> mad, SaAttr attr,
                                       const SaEnvelope& envelope, uint64_t component_mask);
 
 // A whole SA MAD carrying one record (Get / Set / Delete and their responses,
 // or a GetTable template). `Record` provides kName, kAttributeId, kBytes,
 // kMadRows (its rows padded to 200 bytes), Mask, Read(FieldView) and
-// Write(InlineWriter&). Parse and Emit reject an AttributeOffset that is
+// Write(FieldWriter&). Parse and Emit reject an AttributeOffset that is
 // neither 0 nor the record's size in words.
 template <typename Record>
 struct SaRecordMad {

@@ -87,7 +87,7 @@ ServiceRecord ServiceRecord::Read(const FieldView& v) {
   return r;
 }
 
-void ServiceRecord::Write(InlineWriter& w) const {
+void ServiceRecord::Write(FieldWriter& w) const {
   using namespace service_record;  // NOLINT: the table's row names
   w.Zero(kReserved26);
   w.Set(kServiceId, service_id);
@@ -113,7 +113,7 @@ absl::StatusOr<ServiceRecord> ServiceRecord::Parse(std::span<const uint8_t> reco
 
 absl::Status ServiceRecord::Emit(std::span<uint8_t> record) const {
   if (absl::Status s = CheckRecordOutput(kName, record.size(), kBytes); !s.ok()) return s;
-  InlineWriter w(kName, record.data());
+  FieldWriter w(kName, record.data());
   Write(w);
   return w.status();
 }

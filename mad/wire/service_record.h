@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "mad/gid.h"
 #include "mad/wire/field.h"
-#include "mad/wire/inline_writer.h"
+#include "mad/wire/view.h"
 #include "mad/wire/sa_header.h"
 #include "mad/wire/sa_record.h"
 #include "mad/wire/view.h"
@@ -100,7 +100,7 @@ struct ServiceRecord {
   absl::Status Emit(std::span<uint8_t> record) const;  // writes 176 bytes
 
   static ServiceRecord Read(const FieldView& v);
-  void Write(InlineWriter& w) const;
+  void Write(FieldWriter& w) const;
 
   friend bool operator==(const ServiceRecord&, const ServiceRecord&) = default;
 };

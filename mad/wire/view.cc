@@ -35,29 +35,10 @@ absl::StatusOr<FieldView> FieldView::Create(std::span<const uint8_t> bytes, size
   return FieldView(bytes.data() + offset);
 }
 
-void FieldWriter::ZeroReserved(std::span<const Field> rows) {
-  for (const Field& f : rows) {
-    if (std::strcmp(f.name, "reserved") != 0) continue;
-    if (f.is_bytes()) {
-      std::memset(base_ + f.byte, 0, f.width / 8);
-    } else {
-      WriteField(base_, f, 0);
-    }
-  }
-}
-
 absl::Status FieldWriter::RangeError(const char* name, uint64_t value, uint32_t width,
                                      uint64_t max) const {
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s.%s = %d does not fit in %d bits (max %d)", what_, name, value, width, max));
-}
-
-void FieldWriter::Set(const Field& f, uint64_t value) {
-  if (value > f.max_value()) {
-    Fail(RangeError(f.name, value, f.width, f.max_value()));
-    return;
-  }
-  WriteField(base_, f, value);
 }
 
 void FieldWriter::SetBytes(const Field& f, std::span<const uint8_t> src,

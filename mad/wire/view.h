@@ -5,7 +5,9 @@
 #ifndef USCM_MAD_WIRE_VIEW_H_
 #define USCM_MAD_WIRE_VIEW_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "absl/status/status.h"
@@ -52,9 +54,27 @@ class FieldWriter {
   FieldWriter(absl::string_view what, uint8_t* base) : what_(what), base_(base) {}
 
   // Writes zeros into every reserved row.
-  void ZeroReserved(std::span<const Field> rows);
+  void ZeroReserved(std::span<const Field> rows) {
+    for (const Field& f : rows) {
+      if (IsReserved(f)) Zero(f);
+    }
+  }
+  void Zero(const Field& f) {
+    if (f.is_bytes()) {
+      std::memset(base_ + f.byte, 0, f.width / 8);
+    } else {
+      WriteField(base_, f, 0);
+    }
+  }
   // Writes `value`, or records "REQ.RetryCount = 9 does not fit in 3 bits (max 7)".
-  void Set(const Field& f, uint64_t value);
+  // Inline: with a constexpr row this is a range check and a few shifts.
+  [[gnu::always_inline]] void Set(const Field& f, uint64_t value) {
+    if (value > f.max_value()) [[unlikely]] {
+      Fail(RangeError(f.name, value, f.width, f.max_value()));
+      return;
+    }
+    WriteField(base_, f, value);
+  }
   template <size_t K>
   void Set(const SplitField<K>& f, uint64_t value) {
     if (value > f.max_value()) {
@@ -66,6 +86,13 @@ class FieldWriter {
   // Copies `src` into a byte-string field and zero-fills the rest; longer
   // input records "REQ private data is 100 bytes; REQ carries at most 92".
   void SetBytes(const Field& f, std::span<const uint8_t> src, absl::string_view noun);
+  // For fixed-size values (GIDs, keys): copies min(src, row) bytes and
+  // zero-fills the rest of the row.
+  void SetBytes(const Field& f, std::span<const uint8_t> src) {
+    const size_t n = std::min<size_t>(src.size(), f.width / 8);
+    if (n != 0) std::memcpy(base_ + f.byte, src.data(), n);
+    std::memset(base_ + f.byte + n, 0, f.width / 8 - n);
+  }
 
   // Records `s` unless an earlier error is already recorded (semantic checks
   // of the repr, e.g. "REJ ARI is 80 bytes; the field holds 72").
@@ -73,6 +100,7 @@ class FieldWriter {
     if (status_.ok()) status_ = std::move(s);
   }
   const absl::Status& status() const { return status_; }
+  absl::string_view what() const { return what_; }
 
  private:
   absl::Status RangeError(const char* name, uint64_t value, uint32_t width,

@@ -18,7 +18,7 @@
 #include "mad/wire/cm_rej.h"
 #include "mad/wire/cm_rep.h"
 #include "mad/wire/cm_req.h"
-#include "mad/wire/inline_writer.h"
+#include "mad/wire/view.h"
 #include "mad/wire/mcmember_record.h"
 #include "mad/wire/path_record.h"
 #include "mad/wire/view.h"
@@ -239,7 +239,7 @@ void BM_PathRecord_EmitParse_6Fields(benchmark::State& state) {
   std::array<uint8_t, 64> buf{};
   for (auto _ : state) {
     benchmark::DoNotOptimize(in);
-    InlineWriter w("PathRecord", buf.data());
+    FieldWriter w("PathRecord", buf.data());
     w.SetBytes(t::kDgid, in.dgid);
     w.SetBytes(t::kSgid, in.sgid);
     w.Set(t::kDlid, in.dlid);
