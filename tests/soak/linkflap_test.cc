@@ -38,5 +38,29 @@ TEST(LinkFlapTest, OutageNearTheRetryWindowStillClean) {
   EXPECT_TRUE(r.violations.empty()) << r.Summary();
 }
 
+// The invariants can fail: an outage longer than the DREQ retry window
+// during the disconnect leaves the passive side ESTABLISHED (the spec has no
+// keepalive; Linux behaves the same), and the harness reports it.
+TEST(LinkFlapTest, InvariantsCatchAHalfOpenConnection) {
+  SoakOptions o;
+  o.profile = LowLatencyProfile();
+  o.hold = Duration::Millis(5);
+  auto f = SoakFabric::Create(o);
+  ASSERT_TRUE(f.ok()) << f.status();
+  (*f)->ScheduleAttempt(TimePoint::Epoch(), 0, 1);
+  const std::string host1 = (*f)->host_name(1);
+  ASSERT_TRUE((*f)->fabric().ScheduleLinkUp(TimePoint::Epoch() + Duration::Millis(1), host1, 1,
+                                            false).ok());
+  ASSERT_TRUE((*f)->fabric().ScheduleLinkUp(TimePoint::Epoch() + Duration::Seconds(1), host1, 1,
+                                            true).ok());
+  EXPECT_TRUE((*f)->RunToIdle().ok());
+  const Attempt& a = (*f)->attempts().at(0);
+  EXPECT_EQ(a.outcome, ActiveOutcome::kEstablishedClosed);
+  EXPECT_EQ(a.disconnect_status, -cm::kEtimedout);
+  EXPECT_EQ((*f)->endpoint(0).connection_count(), 0u);
+  EXPECT_EQ((*f)->endpoint(1).connection_count(), 1u);
+  EXPECT_FALSE((*f)->CheckInvariants().empty());
+}
+
 }  // namespace
 }  // namespace uscm::soak
