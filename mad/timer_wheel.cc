@@ -26,10 +26,18 @@ TimerWheel::TimerWheel(TimePoint start, Duration tick)
                            ? UINT64_MAX / static_cast<uint64_t>(tick.nanos())
                            : 0) {
   ABSL_RAW_CHECK(tick.nanos() > 0, "TimerWheel tick must be positive");
-  heads_.fill(kNil);
 }
 
-void TimerWheel::Reserve(size_t n) { nodes_.reserve(n); }
+// Chunks in use never exceed n/8 + 4 per bucket: a bucket holds at most
+// 2 * live + kCompactMin entries (Remove compacts beyond that) plus two partly
+// used chunks at its ends; a cascade or overflow drain frees each source chunk
+// as it is consumed.
+void TimerWheel::Reserve(size_t n) {
+  nodes_.reserve(n);
+  const size_t chunks = n / 8 + 5 * size_t{kNumBuckets};
+  entries_.reserve(chunks * kChunk);
+  chunk_next_.reserve(chunks);
+}
 
 uint64_t TimerWheel::TimeToTick(TimePoint t) const {
   if (t.nanos() <= start_ns_) return 0;
@@ -47,36 +55,129 @@ TimePoint TimerWheel::TickToTime(uint64_t tick) const {
 
 uint32_t TimerWheel::GrowNode() {
   ABSL_RAW_CHECK(node_count_ < kNil - 1, "TimerWheel: too many timers");
-  nodes_.push_back(Node{0, 0, kNil, kNil, 1, kFreeBucket});
+  nodes_.push_back(Node{0, 1, kNil});
   return node_count_++;
 }
 
-void TimerWheel::LinkFar(uint32_t index) {
-  const uint64_t expire = nodes_[index].expire;
+uint32_t TimerWheel::GrowChunk() {
+  ABSL_RAW_CHECK(chunk_next_.size() < kNil / kChunk - 1,
+                 "TimerWheel: too many timers");
+  const uint32_t c = static_cast<uint32_t>(chunk_next_.size());
+  chunk_next_.push_back(kNil);
+  entries_.resize(entries_.size() + kChunk);
+  return c;
+}
+
+bool TimerWheel::PopFront(uint16_t bucket, Entry* out) {
+  Bucket& b = buckets_[bucket];
+  while (b.head != kNil) {
+    if (b.head == b.tail && b.begin == b.end) {
+      FreeChunk(b.head);
+      b = Bucket{};
+      return false;
+    }
+    if (b.begin == kChunk) {
+      const uint32_t next = chunk_next_[b.head];
+      FreeChunk(b.head);
+      b.head = next;
+      b.begin = 0;
+      continue;
+    }
+    const Entry& e = entries_[b.head * kChunk + b.begin++];
+    if (e.index == kNil) {
+      --b.dead;
+      continue;
+    }
+    *out = e;
+    --b.live;
+    return true;
+  }
+  return false;
+}
+
+void TimerWheel::FreeBucket(uint16_t bucket) {
+  Bucket& b = buckets_[bucket];
+  uint32_t c = b.head;
+  while (c != kNil) {
+    const uint32_t next = chunk_next_[c];
+    FreeChunk(c);
+    c = next;
+  }
+  b = Bucket{};
+  ClearBit(bucket);
+}
+
+// Slides the live entries of `bucket` to its front, in order, and frees the
+// chunks left over.
+void TimerWheel::Compact(uint16_t bucket) {
+  Bucket& b = buckets_[bucket];
+  uint32_t rc = b.head, rb = b.begin;  // read cursor
+  uint32_t wc = b.head, wb = b.begin;  // write cursor (never ahead of it)
+  while (!(rc == b.tail && rb == b.end)) {
+    if (rb == kChunk) {
+      rc = chunk_next_[rc];
+      rb = 0;
+      continue;
+    }
+    const Entry e = entries_[rc * kChunk + rb++];
+    if (e.index == kNil) continue;
+    if (wb == kChunk) {
+      wc = chunk_next_[wc];
+      wb = 0;
+    }
+    const uint32_t slot = wc * kChunk + wb++;
+    entries_[slot] = e;
+    nodes_[e.index].slot = slot;
+  }
+  uint32_t c = chunk_next_[wc];
+  while (c != kNil) {
+    const uint32_t next = chunk_next_[c];
+    FreeChunk(c);
+    c = next;
+  }
+  chunk_next_[wc] = kNil;
+  b.tail = wc;
+  b.end = wb;
+  b.dead = 0;
+}
+
+void TimerWheel::LinkFar(uint32_t index, uint64_t expire) {
   if (TopDistance(expire, now_) < kSlots) {
     // The top level is a ring: the slot may lie in its next revolution.
     const uint64_t slot = (expire >> kTopShift) & kSlotMask;
-    PushFront(static_cast<uint16_t>(kTopLevel * kSlots + slot), index);
+    Append(static_cast<uint16_t>(kTopLevel * kSlots + slot), expire, index);
     return;
   }
-  if (occupied_[kLevels] == 0) overflow_min_ = UINT64_MAX;
+  if ((occupied_[kOverflowWord] & 1) == 0) overflow_min_ = UINT64_MAX;
   overflow_min_ = std::min(overflow_min_, expire);
-  PushFront(kOverflowBucket, index);
+  Append(kOverflowBucket, expire, index);
 }
 
 // Levels are ordered in time: every level-L bucket starts before the next
-// 64^(L+1)-tick boundary, every level-(L+1) bucket at or after it. So the next
-// event is the first occupied bucket (from the current slot on) of the lowest
-// occupied level, or the overflow re-examination if that comes first.
+// 256^(L+1)-tick boundary, every level-(L+1) bucket at or after it. So the
+// next event is the first occupied bucket (from the current slot on) of the
+// lowest occupied level, or the overflow re-examination if that comes first.
 TimerWheel::Event TimerWheel::NextEvent() const {
   Event ev;
-  int level = 0;
-  while (level < kLevels && occupied_[level] == 0) ++level;
-  if (level < kLevels) {
+  for (int level = 0; level < kLevels; ++level) {
+    const uint64_t* words = &occupied_[level * kWordsPerLevel];
+    uint64_t any = 0;
+    for (int w = 0; w < kWordsPerLevel; ++w) any |= words[w];
+    if (any == 0) continue;
     const int shift = kBitsPerLevel * level;
     const int now_slot = static_cast<int>((now_ >> shift) & kSlotMask);
-    const int ahead =
-        std::countr_zero(std::rotr(occupied_[level], now_slot));
+    // First occupied slot at or after now_slot, cyclically.
+    int ahead = -1;
+    for (int k = 0; k <= kWordsPerLevel && ahead < 0; ++k) {
+      const int w = (now_slot / 64 + k) % kWordsPerLevel;
+      uint64_t bits = words[w];
+      if (k == 0) bits &= ~uint64_t{0} << (now_slot % 64);
+      if (k == kWordsPerLevel) bits &= ~(~uint64_t{0} << (now_slot % 64));
+      if (bits != 0) {
+        const int slot = w * 64 + std::countr_zero(bits);
+        ahead = (slot - now_slot + kSlots) % kSlots;
+      }
+    }
     const int raw_slot = now_slot + ahead;
     const int block_shift = shift + kBitsPerLevel;
     uint64_t tick = (now_ >> block_shift) << block_shift;
@@ -85,8 +186,9 @@ TimerWheel::Event TimerWheel::NextEvent() const {
     ev.tick = std::max(tick, now_);
     ev.level = level;
     ev.slot = raw_slot & static_cast<int>(kSlotMask);
+    break;
   }
-  if (occupied_[kLevels] != 0) {
+  if ((occupied_[kOverflowWord] & 1) != 0) {
     // The earliest tick at which the earliest overflow timer fits the ring.
     const uint64_t top = overflow_min_ >> kTopShift;
     const uint64_t fits =
@@ -100,33 +202,71 @@ TimerWheel::Event TimerWheel::NextEvent() const {
   return ev;
 }
 
+// Reads the bucket front to back, prefetching the nodes whose entry position
+// the relink will write a few entries ahead, so the misses overlap.
 void TimerWheel::Cascade(int level, int slot) {
   const uint16_t bucket = static_cast<uint16_t>(level * kSlots + slot);
-  uint32_t index = heads_[bucket];
-  heads_[bucket] = kNil;
-  occupied_[level] &= ~(uint64_t{1} << slot);
-  while (index != kNil) {
-    const uint32_t next = nodes_[index].next;
-    Link(index);  // lands on a lower level: expire - now_ < 64^level
-    index = next;
+  ClearBit(bucket);  // re-set only if a relink lands here (it cannot)
+  const Bucket& b = buckets_[bucket];
+  Entry e;
+  for (;;) {
+    if (b.head != kNil && b.begin % 8 == 0) {
+      uint32_t c = b.head, at = b.begin + 8;
+      if (at == kChunk) c = chunk_next_[c], at = 0;
+      if (c != kNil) {
+        for (uint32_t k = 0; k < 8; ++k) {
+          const uint32_t i = entries_[c * kChunk + at + k].index;
+          if (i < node_count_) __builtin_prefetch(&nodes_[i], 1);
+        }
+      }
+    }
+    if (!PopFront(bucket, &e)) break;
+    Link(e.index, e.expire);  // lands on a lower level: expire - now_ < 256^level
   }
 }
 
 void TimerWheel::DrainOverflow() {
-  uint32_t index = heads_[kOverflowBucket];
-  uint64_t min_left = UINT64_MAX;
-  while (index != kNil) {
-    const uint32_t next = nodes_[index].next;
-    const uint64_t expire = nodes_[index].expire;
-    if (expire <= now_ || TopDistance(expire, now_) < kSlots) {
-      Unlink(index);
-      Link(index);
+  // Move the overflow bucket aside so that timers still out of range can be
+  // appended to it again. No callback runs, so the stale bucket field of the
+  // moved entries is never read.
+  buckets_[kFiringBucket] = buckets_[kOverflowBucket];
+  buckets_[kOverflowBucket] = Bucket{};
+  ClearBit(kOverflowBucket);
+  overflow_min_ = UINT64_MAX;
+  Entry e;
+  while (PopFront(kFiringBucket, &e)) {
+    if (e.expire <= now_ || TopDistance(e.expire, now_) < kSlots) {
+      Link(e.index, e.expire);
     } else {
-      min_left = std::min(min_left, expire);
+      LinkFar(e.index, e.expire);  // back to overflow; updates overflow_min_
     }
-    index = next;
   }
-  overflow_min_ = min_left;
+}
+
+// Fires a level-0 bucket. Its timers move to the firing bucket first, so a
+// callback may cancel one not yet fired (found through its entry's bucket
+// field) or schedule a due timer into the (now empty) level-0 bucket, which
+// the Advance loop then fires too.
+void TimerWheel::Fire(uint16_t bucket, Callback on_expire, size_t* fired) {
+  Bucket& f = buckets_[kFiringBucket];
+  f = buckets_[bucket];
+  buckets_[bucket] = Bucket{};
+  ClearBit(bucket);
+  for (uint32_t c = f.head, at = f.begin; c != kNil;) {
+    const uint32_t stop = c == f.tail ? f.end : kChunk;
+    for (; at < stop; ++at) entries_[c * kChunk + at].bucket = kFiringBucket;
+    c = c == f.tail ? kNil : chunk_next_[c];
+    at = 0;
+  }
+  Entry e;
+  while (PopFront(kFiringBucket, &e)) {
+    const uint32_t index = e.index;
+    const TimerHandle handle(index, nodes_[index].generation);
+    const uint64_t payload = nodes_[index].payload;
+    Release(index);
+    ++*fired;
+    on_expire(handle, payload);
+  }
 }
 
 size_t TimerWheel::Advance(TimePoint now, Callback on_expire) {
@@ -139,21 +279,9 @@ size_t TimerWheel::Advance(TimePoint now, Callback on_expire) {
     if (ev.kind == EventKind::kNone || ev.tick > target) break;
     now_ = ev.tick;
     switch (ev.kind) {
-      case EventKind::kFire: {
-        // Pop one at a time: a callback may cancel a timer of this bucket or
-        // add a due one to it.
-        const uint16_t bucket = static_cast<uint16_t>(ev.slot);
-        uint32_t index;
-        while ((index = heads_[bucket]) != kNil) {
-          Unlink(index);
-          const TimerHandle handle(index, nodes_[index].generation);
-          const uint64_t payload = nodes_[index].payload;
-          Release(index);
-          ++fired;
-          on_expire(handle, payload);
-        }
+      case EventKind::kFire:
+        Fire(static_cast<uint16_t>(ev.slot), on_expire, &fired);
         break;
-      }
       case EventKind::kCascade:
         Cascade(ev.level, ev.slot);
         break;

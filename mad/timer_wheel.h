@@ -9,22 +9,29 @@
 // Advance at or past it (exactly: the firing tick is < d + tick). A deadline
 // already due when scheduled fires at the next Advance.
 //
-// Structure: kLevels levels of 64 buckets; level L buckets are 64^L ticks wide.
-// A timer sits at the level of the highest 6-bit digit in which its expiry tick
-// differs from the current tick (Linux/tokio style), in an intrusive
-// doubly-linked list, so Schedule and Cancel are O(1). When time reaches a
-// bucket at level L > 0 its timers cascade to lower levels (each timer cascades
-// at most kLevels - 1 times: amortized O(1) expiry). The top level is a ring;
-// timers more than 64^kLevels ticks ahead wait in an overflow list that is
-// re-examined when time comes within range, so the range is unbounded.
-// Occupancy bitmaps (one bit per bucket, one per level) make finding the next
-// non-empty bucket O(1), so a jump of hours costs O(timers touched + levels),
-// not O(elapsed ticks).
+// Structure: kLevels levels of 256 buckets; level L buckets are 256^L ticks
+// wide. A timer sits at the level of the highest 8-bit digit in which its
+// expiry tick differs from the current tick (Linux/tokio style). When time
+// reaches a bucket at level L > 0 its timers cascade to lower levels (each
+// timer cascades at most kLevels - 1 times; a 1 s timer at a 1 us tick twice).
+// The top level is a ring; timers more than 256^kLevels ticks ahead wait in an
+// overflow bucket that is re-examined when time comes within range, so the
+// range is unbounded. Occupancy bitmaps (one bit per bucket) make finding the
+// next non-empty bucket O(1), so a jump of hours costs O(timers touched +
+// levels), not O(elapsed ticks).
 //
-// Timers live in one node vector with a free list: after Reserve(n), up to n
-// pending timers need no allocation. Handles carry a 32-bit generation, so
-// Cancel of a fired, cancelled or never-issued handle returns false in O(1).
-// (A stale handle could alias only after exactly 2^32 reuses of its node.)
+// Buckets are arrays, not linked lists: each bucket is a chain of 16-entry
+// chunks of (expiry, node index) taken from one shared pool, so a cascade
+// reads its source sequentially (prefetching the nodes it will update) and a
+// schedule appends at the bucket's tail. Cancel pops the entry if it is the
+// tail, else leaves a tombstone; a bucket whose tombstones outnumber its live
+// entries is compacted (amortized O(1)), and an emptied bucket is released at
+// once, so the occupancy bits (and NextDeadline) only see live timers.
+// Timer state (payload, generation, entry position) is a 16-byte node in one
+// vector with a free list. After Reserve(n), up to n pending timers need no
+// allocation. Handles carry a 32-bit generation, so Cancel of a fired,
+// cancelled or never-issued handle returns false in O(1). (A stale handle
+// could alias only after exactly 2^32 reuses of its node.)
 //
 // Not thread-safe. Callbacks run inside Advance and may Schedule, Cancel and
 // Reschedule (any timer, including ones due in the same Advance); they must
@@ -59,9 +66,9 @@ class TimerHandle {
 
 class TimerWheel {
  public:
-  static constexpr int kBitsPerLevel = 6;
+  static constexpr int kBitsPerLevel = 8;
   static constexpr int kSlots = 1 << kBitsPerLevel;  // buckets per level
-  static constexpr int kLevels = 8;  // 64^8 = 2^48 ticks before overflow
+  static constexpr int kLevels = 6;  // 256^6 = 2^48 ticks before overflow
   static constexpr int kRangeBits = kBitsPerLevel * kLevels;
 
   using Callback = absl::FunctionRef<void(TimerHandle, uint64_t payload)>;
@@ -95,9 +102,8 @@ class TimerWheel {
   // When Advance next has work, or nullopt when nothing is pending. Guarantee:
   // never later than the firing time (start + tick * ceil-tick) of the earliest
   // pending timer, or than now() if that timer is already due (a past deadline
-  // scheduled since the last Advance); it is exact when that timer is within 64
-  // ticks of the
-  // current tick, and otherwise the start of the bucket that must be
+  // scheduled since the last Advance); it is exact when that timer is within
+  // 256 ticks of the current tick, and otherwise the start of the bucket that must be
   // cascaded first. Advance(NextDeadline()) always makes progress; at most
   // kLevels + 2 such calls reach the earliest timer. Returns a time <= the
   // current time if a timer is already due. O(1).
@@ -111,18 +117,37 @@ class TimerWheel {
 
  private:
   static constexpr uint32_t kNil = UINT32_MAX;
+  static constexpr int kWordsPerLevel = kSlots / 64;
   static constexpr uint16_t kOverflowBucket = kLevels * kSlots;
-  static constexpr uint16_t kNumBuckets = kOverflowBucket + 1;
-  static_assert(kOverflowBucket == kLevels << kBitsPerLevel);
-  static constexpr uint16_t kFreeBucket = UINT16_MAX;
+  // Holds the timers of the level-0 bucket being fired, so that callbacks can
+  // schedule into that (now empty) bucket and cancel the ones not yet fired.
+  static constexpr uint16_t kFiringBucket = kOverflowBucket + 1;
+  static constexpr uint16_t kNumBuckets = kFiringBucket + 1;
+  static constexpr int kOverflowWord = kOverflowBucket / 64;
+  static_assert(kOverflowBucket % 64 == 0);
+  static constexpr uint32_t kChunk = 16;  // entries per chunk
+  static constexpr uint32_t kCompactMin = 2 * kChunk;
 
   struct Node {
-    uint64_t expire;  // tick
     uint64_t payload;
-    uint32_t next;
-    uint32_t prev;
     uint32_t generation;
+    uint32_t slot;  // pending: its entry in entries_; free: next free node
+  };
+  struct Entry {
+    uint64_t expire;  // tick
+    uint32_t index;   // node; kNil = tombstone
     uint16_t bucket;
+  };
+  static_assert(sizeof(Node) == 16 && sizeof(Entry) == 16);
+  // A chain of chunks; live entries lie in [head*kChunk + begin,
+  // tail*kChunk + end) in chain order.
+  struct Bucket {
+    uint32_t head = kNil;
+    uint32_t tail = kNil;
+    uint32_t begin = 0;
+    uint32_t end = 0;
+    uint32_t live = 0;
+    uint32_t dead = 0;  // tombstones
   };
   enum class EventKind { kNone, kFire, kCascade, kOverflow };
   struct Event {
@@ -140,16 +165,31 @@ class TimerWheel {
   uint32_t GrowNode();  // a new node at the end of nodes_ (allocates)
   bool Valid(TimerHandle h) const;
 
-  // Puts node `index` (expire set) in the bucket its expiry calls for.
-  void Link(uint32_t index);
-  void LinkFar(uint32_t index);  // top-level ring or overflow list
-  void PushFront(uint16_t bucket, uint32_t index);
-  void Unlink(uint32_t index);
-  void Release(uint32_t index);  // unlinked node -> free list
+  // Puts node `index` in the bucket its expiry calls for.
+  void Link(uint32_t index, uint64_t expire);
+  void LinkFar(uint32_t index, uint64_t expire);  // top ring or overflow
+  void Append(uint16_t bucket, uint64_t expire, uint32_t index);
+  void Remove(uint32_t slot);    // a pending timer's entry
+  void Release(uint32_t index);  // node -> free list
+
+  uint32_t AllocChunk();
+  uint32_t GrowChunk();  // allocates
+  void FreeChunk(uint32_t chunk) {
+    chunk_next_[chunk] = free_chunk_;
+    free_chunk_ = chunk;
+  }
+  // The next live entry of `bucket` (freeing consumed chunks), or false when
+  // it is empty (then it holds no chunk).
+  bool PopFront(uint16_t bucket, Entry* out);
+  void FreeBucket(uint16_t bucket);
+  void Compact(uint16_t bucket);
+  void SetBit(uint16_t b) { occupied_[b >> 6] |= uint64_t{1} << (b & 63); }
+  void ClearBit(uint16_t b) { occupied_[b >> 6] &= ~(uint64_t{1} << (b & 63)); }
 
   Event NextEvent() const;
   void Cascade(int level, int slot);
   void DrainOverflow();
+  void Fire(uint16_t bucket, Callback on_expire, size_t* fired);
 
   const int64_t start_ns_;
   const uint64_t tick_ns_;
@@ -161,10 +201,14 @@ class TimerWheel {
   std::vector<Node> nodes_;
   uint32_t node_count_ = 0;  // nodes_.size()
   uint32_t free_head_ = kNil;
-  std::array<uint32_t, kNumBuckets> heads_;
-  // Bit s of word L: bucket (L, s) is non-empty. Word kLevels bit 0: the
-  // overflow list is non-empty.
-  std::array<uint64_t, kLevels + 1> occupied_{};
+  std::vector<Entry> entries_;         // kChunk per chunk
+  std::vector<uint32_t> chunk_next_;   // chain link (or free list link)
+  uint32_t free_chunk_ = kNil;
+  std::array<Bucket, kNumBuckets> buckets_{};
+  // Bit b of the bitmap: bucket b is non-empty (level L owns words
+  // [L * kWordsPerLevel, (L + 1) * kWordsPerLevel); the overflow bucket is
+  // bit 0 of word kOverflowWord).
+  std::array<uint64_t, kOverflowWord + 1> occupied_{};
   uint64_t overflow_min_ = UINT64_MAX;  // <= min expiry in the overflow list
 };
 
@@ -204,82 +248,91 @@ inline bool TimerWheel::IsPending(TimerHandle handle) const {
   return Valid(handle);
 }
 
-inline void TimerWheel::PushFront(uint16_t bucket, uint32_t index) {
-  Node& n = nodes_[index];
-  const uint32_t head = heads_[bucket];
-  n.bucket = bucket;
-  n.prev = kNil;
-  n.next = head;
-  if (head != kNil) nodes_[head].prev = index;
-  heads_[bucket] = index;
-  occupied_[bucket >> kBitsPerLevel] |= uint64_t{1} << (bucket & (kSlots - 1));
+inline uint32_t TimerWheel::AllocChunk() {
+  const uint32_t c = free_chunk_;
+  if (c == kNil) return GrowChunk();
+  free_chunk_ = chunk_next_[c];
+  chunk_next_[c] = kNil;
+  return c;
 }
 
-inline void TimerWheel::Unlink(uint32_t index) {
-  const Node& n = nodes_[index];
-  if (n.prev != kNil) {
-    nodes_[n.prev].next = n.next;
-  } else {
-    heads_[n.bucket] = n.next;
-    if (n.next == kNil) {
-      occupied_[n.bucket >> kBitsPerLevel] &=
-          ~(uint64_t{1} << (n.bucket & (kSlots - 1)));
-    }
+inline void TimerWheel::Append(uint16_t bucket, uint64_t expire,
+                               uint32_t index) {
+  Bucket& b = buckets_[bucket];
+  if (b.head == kNil) {
+    b.head = b.tail = AllocChunk();
+    b.begin = b.end = 0;
+    SetBit(bucket);
+  } else if (b.end == kChunk) {
+    const uint32_t c = AllocChunk();
+    chunk_next_[b.tail] = c;
+    b.tail = c;
+    b.end = 0;
   }
-  if (n.next != kNil) nodes_[n.next].prev = n.prev;
+  const uint32_t slot = b.tail * kChunk + b.end++;
+  entries_[slot] = Entry{expire, index, bucket};
+  ++b.live;
+  nodes_[index].slot = slot;
+}
+
+inline void TimerWheel::Remove(uint32_t slot) {
+  Entry& e = entries_[slot];
+  const uint16_t bucket = e.bucket;
+  Bucket& b = buckets_[bucket];
+  if (--b.live == 0) return FreeBucket(bucket);
+  if (b.end > 0 && slot == b.tail * kChunk + b.end - 1) {
+    --b.end;  // the newest entry: no tombstone needed
+    return;
+  }
+  e.index = kNil;
+  if (++b.dead >= kCompactMin && b.dead > b.live) Compact(bucket);
 }
 
 inline void TimerWheel::Release(uint32_t index) {
   Node& n = nodes_[index];
   ++n.generation;
-  n.bucket = kFreeBucket;
-  n.next = free_head_;
+  n.slot = free_head_;
   free_head_ = index;
   --size_;
 }
 
-// A timer sits at the level of the highest 6-bit digit in which its expiry
+// A timer sits at the level of the highest 8-bit digit in which its expiry
 // differs from the current tick; a due one in the current level-0 bucket.
-inline void TimerWheel::Link(uint32_t index) {
-  const uint64_t expire = nodes_[index].expire;
+inline void TimerWheel::Link(uint32_t index, uint64_t expire) {
   if (expire <= now_) {
-    PushFront(static_cast<uint16_t>(now_ & (kSlots - 1)), index);
-    return;
+    return Append(static_cast<uint16_t>(now_ & (kSlots - 1)), expire, index);
   }
   const int bit = 63 - std::countl_zero((expire ^ now_) | (kSlots - 1));
   const int level = bit / kBitsPerLevel;
-  if (level >= kLevels) return LinkFar(index);
+  if (level >= kLevels) return LinkFar(index, expire);
   const uint64_t slot = (expire >> (kBitsPerLevel * level)) & (kSlots - 1);
-  PushFront(static_cast<uint16_t>(level * kSlots + slot), index);
+  Append(static_cast<uint16_t>(level * kSlots + slot), expire, index);
 }
 
 inline TimerHandle TimerWheel::Schedule(TimePoint deadline, uint64_t payload) {
   uint32_t index = free_head_;
   if (index != kNil) {
-    free_head_ = nodes_[index].next;
+    free_head_ = nodes_[index].slot;
   } else {
     index = GrowNode();
   }
-  Node& n = nodes_[index];
-  n.expire = DeadlineToTick(deadline);
-  n.payload = payload;
-  Link(index);
+  nodes_[index].payload = payload;
+  Link(index, DeadlineToTick(deadline));
   ++size_;
-  return TimerHandle(index, n.generation);
+  return TimerHandle(index, nodes_[index].generation);
 }
 
 inline bool TimerWheel::Cancel(TimerHandle handle) {
   if (!Valid(handle)) return false;
-  Unlink(handle.index_);
+  Remove(nodes_[handle.index_].slot);
   Release(handle.index_);
   return true;
 }
 
 inline bool TimerWheel::Reschedule(TimerHandle handle, TimePoint deadline) {
   if (!Valid(handle)) return false;
-  Unlink(handle.index_);
-  nodes_[handle.index_].expire = DeadlineToTick(deadline);
-  Link(handle.index_);
+  Remove(nodes_[handle.index_].slot);
+  Link(handle.index_, DeadlineToTick(deadline));
   return true;
 }
 
