@@ -278,6 +278,28 @@ absl::Status UmadTransport::Send(const MadAddress& to, std::span<const uint8_t> 
   }
 }
 
+// OpenSM answers a GetTable with one unsegmented MAD (RMPP Active, type 0,
+// segment 0) and leaves segmenting to the kernel, which umad2sim skips. When
+// the whole answer arrived (not cut at 224 bytes) it is rewritten into what
+// the kernel would have sent: one DATA segment, First|Last, segment 1,
+// PayloadLength = the bytes after the RMPP header. A cut answer is left as is
+// (the agent then rejects it: its records beyond byte 224 are lost).
+void UmadTransport::NormalizeSimRmpp(uint8_t* mad, size_t n) {
+  if (n < 36 || n >= kUmad2simPacket - umad_size()) return;
+  const uint8_t flags = mad[26] & 0x7;
+  if (mad[24] != 1 || mad[25] != 0 || flags != 0x1 || (mad[3] & 0x80) == 0) return;
+  if (mad[28] | mad[29] | mad[30] | mad[31]) return;
+  mad[25] = 1;                                              // RMPPType DATA
+  mad[26] = static_cast<uint8_t>((mad[26] & 0xF8) | 0x7);  // Active|First|Last
+  mad[31] = 1;                                              // SegmentNumber 1
+  const uint32_t payload = static_cast<uint32_t>(n - 36);
+  mad[32] = static_cast<uint8_t>(payload >> 24);
+  mad[33] = static_cast<uint8_t>(payload >> 16);
+  mad[34] = static_cast<uint8_t>(payload >> 8);
+  mad[35] = static_cast<uint8_t>(payload);
+  ++stats_.sim_rmpp_normalized;
+}
+
 size_t UmadTransport::Drain(absl::FunctionRef<void(const ReceivedMad&)> sink, size_t max) {
   size_t n = 0;
   const size_t header = umad_size();
@@ -324,12 +346,20 @@ size_t UmadTransport::Drain(absl::FunctionRef<void(const ReceivedMad&)> sink, si
       r.from.flow_label = be32toh(a.flow_label);
       r.from.sgid_index = a.gid_index;  // the local GID the MAD was addressed to
     }
-    if (simulator_ && static_cast<size_t>(length) == kUmad2simPacket - header) {
+    const bool cut = simulator_ && static_cast<size_t>(length) == kUmad2simPacket - header;
+    const size_t received = static_cast<size_t>(length);
+    if (cut) {
       // umad2sim cut a full MAD: the rest never reached this process.
       std::memset(recv_buf_.data() + header + length, 0, kMadSize - static_cast<size_t>(length));
       length = static_cast<int>(kMadSize);
       ++stats_.sim_tail_zeroed;
+    } else if (simulator_ && static_cast<size_t>(length) < kMadSize) {
+      // A sender's short MAD (OpenSM sends 56 + 64 bytes for a PathRecord
+      // GetResp): umad2sim passes its length on, a real link carries 256.
+      std::memset(recv_buf_.data() + header + length, 0, kMadSize - static_cast<size_t>(length));
+      length = static_cast<int>(kMadSize);
     }
+    if (simulator_) NormalizeSimRmpp(recv_buf_.data() + header, received);
     r.data = std::span<const uint8_t>(data, static_cast<size_t>(length));
     ++stats_.received;
     ++n;

@@ -74,6 +74,7 @@ struct UmadStats {
   uint64_t receive_buffer_grows = 0;   // ENOSPC: a coalesced RMPP response
   uint64_t dropped_smp = 0;            // SMPs absorbed on the simulator
   uint64_t sim_tail_zeroed = 0;        // simulator MADs whose bytes 224..255 were lost
+  uint64_t sim_rmpp_normalized = 0;    // simulator: unsegmented RMPP answers made one DATA segment
 };
 
 class UmadTransport final : public Transport {
@@ -96,6 +97,7 @@ class UmadTransport final : public Transport {
 
  private:
   UmadTransport() = default;
+  void NormalizeSimRmpp(uint8_t* mad, size_t received);  // ibsim: see the .cc
 
   int port_id_ = -1;
   int cm_agent_ = -1;

@@ -31,6 +31,10 @@ absl::StatusOr<std::array<uint8_t, mad::kMadSize>> EmitRequest(Method method,
                                                                typename Record::Mask mask) {
   SaRecordMad<Record> m;
   m.envelope.method = static_cast<uint8_t>(method);
+  // RMPPVersion 1 with no flags, as libibmad sends SA requests: OpenSM copies
+  // the request's RMPP header into its GetTableResp and, without kernel RMPP
+  // (ibsim), that copy is what arrives.
+  m.envelope.rmpp.version = 1;
   m.component_mask = mask;
   m.record = record;
   std::array<uint8_t, mad::kMadSize> buf{};

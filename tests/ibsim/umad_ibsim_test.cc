@@ -91,7 +91,9 @@ TEST_F(UmadIbsimTest, SaClassPortInfoGet) {
 
 // OpenSM answers a GetTable with RMPP (Active flag set) and relies on the
 // kernel to segment it; umad2sim passes the single MAD through unsegmented,
-// 56 header bytes + one 64-byte PathRecord.
+// 56 header bytes + one 64-byte PathRecord. The transport zero-fills it to
+// 256 bytes and makes it one DATA segment (First|Last, segment 1), as the
+// kernel would have sent it.
 TEST_F(UmadIbsimTest, PathRecordGetTableArrivesRmppFramedInOneSegment) {
   auto kv = RunClient("hostA", {"sa-path"});
   EXPECT_EQ(kv["method"], "0x92");  // GetTableResp
@@ -102,7 +104,11 @@ TEST_F(UmadIbsimTest, PathRecordGetTableArrivesRmppFramedInOneSegment) {
   ASSERT_TRUE(absl::SimpleHexAtoi(kv["rmpp.flags"], &flags)) << kv["rmpp.flags"];
   EXPECT_EQ(flags & 1, 1) << "RMPP Active";
   EXPECT_EQ(kv["sa.attr_offset"], "8");  // 64-byte records
-  EXPECT_EQ(kv["length"], "120");
+  EXPECT_EQ(kv["length"], "256");
+  EXPECT_EQ(kv["rmpp.type"], "1");  // DATA
+  EXPECT_EQ(flags, 0x7) << "Active|First|Last";
+  EXPECT_EQ(kv["rmpp.segment"], "1");
+  EXPECT_EQ(kv["rmpp.payload_length"], "84");  // 120 - 36: SA header + one record
   const std::string own = absl::StrCat(fabric_->lids().at("hostA"));
   EXPECT_EQ(kv["path.dlid"], own);
   EXPECT_EQ(kv["path.slid"], own);
