@@ -241,7 +241,7 @@ enum QpAttrMask : uint32_t {
   kQpPkeyIndex = 1 << 4,
   kQpPort = 1 << 5,
   kQpAv = 1 << 7,
-  kQpPathMigState = 1 << 8,
+  kQpPathMtu = 1 << 8,
   kQpTimeout = 1 << 9,
   kQpRetryCnt = 1 << 10,
   kQpRnrRetry = 1 << 11,
@@ -251,7 +251,7 @@ enum QpAttrMask : uint32_t {
   kQpMinRnrTimer = 1 << 15,
   kQpSqPsn = 1 << 16,
   kQpMaxDestRdAtomic = 1 << 17,
-  kQpPathMtu = 1 << 18,
+  kQpPathMigState = 1 << 18,
   kQpDestQpn = 1 << 20,
 };
 
