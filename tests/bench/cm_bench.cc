@@ -75,7 +75,12 @@ struct EndpointPair {
           ap.qpn = e.req.remote_qpn + 0x100000;
           (void)b.Accept(now, e.conn, ap);
         }
-        if (e.type == CmEventType::kDisconnected) (void)b.Disconnect(now, e.conn);
+        if (e.type == CmEventType::kDisconnected) {
+          // DREP, then release the id (rdma_disconnect + rdma_destroy_id):
+          // the record is freed when its TimeWait ends.
+          (void)b.Disconnect(now, e.conn);
+          (void)b.Destroy(now, e.conn);
+        }
       }
     }
   }
@@ -118,6 +123,10 @@ void BM_EndpointPair(benchmark::State& state) {
   }
   state.counters["conn/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  // Records still held at the end (those inside TimeWait): stays bounded
+  // (~2 x TimeWait / step), it must not grow with the iteration count.
+  state.counters["records"] =
+      static_cast<double>(p.a.connection_count() + p.b.connection_count());
 }
 BENCHMARK(BM_EndpointPair);
 
