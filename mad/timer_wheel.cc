@@ -39,13 +39,6 @@ void TimerWheel::Reserve(size_t n) {
   chunk_next_.reserve(chunks);
 }
 
-uint64_t TimerWheel::TimeToTick(TimePoint t) const {
-  if (t.nanos() <= start_ns_) return 0;
-  uint64_t r;
-  return DivTick(
-      static_cast<uint64_t>(t.nanos()) - static_cast<uint64_t>(start_ns_), &r);
-}
-
 TimePoint TimerWheel::TickToTime(uint64_t tick) const {
   const __int128 ns = static_cast<__int128>(start_ns_) +
                       static_cast<__int128>(tick) * tick_ns_;
@@ -167,15 +160,18 @@ TimerWheel::Event TimerWheel::NextEvent() const {
     const int shift = kBitsPerLevel * level;
     const int now_slot = static_cast<int>((now_ >> shift) & kSlotMask);
     // First occupied slot at or after now_slot, cyclically.
-    int ahead = -1;
-    for (int k = 0; k <= kWordsPerLevel && ahead < 0; ++k) {
-      const int w = (now_slot / 64 + k) % kWordsPerLevel;
+    int ahead = 0;
+    const unsigned first = static_cast<unsigned>(now_slot) / 64;
+    for (unsigned k = 0; k <= kWordsPerLevel; ++k) {
+      const unsigned w = (first + k) & (kWordsPerLevel - 1);
       uint64_t bits = words[w];
-      if (k == 0) bits &= ~uint64_t{0} << (now_slot % 64);
-      if (k == kWordsPerLevel) bits &= ~(~uint64_t{0} << (now_slot % 64));
+      if (k == 0) bits &= ~uint64_t{0} << (now_slot & 63);
+      if (k == kWordsPerLevel) bits &= ~(~uint64_t{0} << (now_slot & 63));
       if (bits != 0) {
-        const int slot = w * 64 + std::countr_zero(bits);
-        ahead = (slot - now_slot + kSlots) % kSlots;
+        const unsigned slot = w * 64 + std::countr_zero(bits);
+        ahead = static_cast<int>((slot - static_cast<unsigned>(now_slot)) &
+                                 kSlotMask);
+        break;
       }
     }
     const int raw_slot = now_slot + ahead;
@@ -202,26 +198,39 @@ TimerWheel::Event TimerWheel::NextEvent() const {
   return ev;
 }
 
-// Reads the bucket front to back, prefetching the nodes whose entry position
-// the relink will write a few entries ahead, so the misses overlap.
+// Walks the bucket's chunks front to back, prefetching the next chunk's
+// entries and the nodes whose position the relink writes, so the misses
+// overlap. The bucket is detached first; relinks land on lower levels.
 void TimerWheel::Cascade(int level, int slot) {
   const uint16_t bucket = static_cast<uint16_t>(level * kSlots + slot);
-  ClearBit(bucket);  // re-set only if a relink lands here (it cannot)
-  const Bucket& b = buckets_[bucket];
-  Entry e;
-  for (;;) {
-    if (b.head != kNil && b.begin % 8 == 0) {
-      uint32_t c = b.head, at = b.begin + 8;
-      if (at == kChunk) c = chunk_next_[c], at = 0;
-      if (c != kNil) {
-        for (uint32_t k = 0; k < 8; ++k) {
-          const uint32_t i = entries_[c * kChunk + at + k].index;
-          if (i < node_count_) __builtin_prefetch(&nodes_[i], 1);
-        }
-      }
+  const Bucket b = buckets_[bucket];
+  buckets_[bucket] = Bucket{};
+  ClearBit(bucket);
+  auto prefetch_nodes = [this](uint32_t c) {
+    for (uint32_t k = 0; k < kChunk; ++k) {
+      const uint32_t i = entries_[c * kChunk + k].index;
+      if (i < node_count_) __builtin_prefetch(&nodes_[i], 1);
     }
-    if (!PopFront(bucket, &e)) break;
-    Link(e.index, e.expire);  // lands on a lower level: expire - now_ < 256^level
+  };
+  prefetch_nodes(b.head);
+  for (uint32_t c = b.head, at = b.begin; c != kNil;) {
+    const bool last = c == b.tail;
+    const uint32_t next = last ? kNil : chunk_next_[c];
+    if (next != kNil) {
+      __builtin_prefetch(&entries_[next * kChunk]);
+      __builtin_prefetch(&entries_[next * kChunk + 4]);
+      __builtin_prefetch(&entries_[next * kChunk + 8]);
+      __builtin_prefetch(&entries_[next * kChunk + 12]);
+    }
+    const uint32_t stop = last ? b.end : kChunk;
+    for (; at < stop; ++at) {
+      const Entry e = entries_[c * kChunk + at];
+      if (e.index != kNil) Link(e.index, e.expire);
+    }
+    if (next != kNil) prefetch_nodes(next);
+    FreeChunk(c);
+    c = next;
+    at = 0;
   }
 }
 

@@ -228,6 +228,13 @@ inline uint64_t TimerWheel::DivTick(uint64_t n, uint64_t* remainder) const {
   return q;
 }
 
+inline uint64_t TimerWheel::TimeToTick(TimePoint t) const {
+  if (t.nanos() <= start_ns_) return 0;
+  uint64_t r;
+  return DivTick(
+      static_cast<uint64_t>(t.nanos()) - static_cast<uint64_t>(start_ns_), &r);
+}
+
 inline uint64_t TimerWheel::DeadlineToTick(TimePoint deadline) const {
   if (deadline.nanos() <= start_ns_) return 0;
   uint64_t r;
