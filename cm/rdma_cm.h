@@ -154,7 +154,19 @@ class QpTransitioner {
   virtual absl::Status Modify(const cm::QpAttributes& attr) = 0;
   // Moves the QP to ERROR (on REJECTED / DISCONNECTED).
   virtual absl::Status ToError() = 0;
+  // [fabric] Multicast on a UD QP (ibv_attach_mcast / ibv_detach_mcast). The
+  // runtime attaches on a successful join unless it was send-only (as
+  // librdmacm) and detaches on leave. Default: nothing to attach.
+  virtual absl::Status AttachMulticast(const mad::Gid& mgid, uint16_t mlid) {
+    return absl::OkStatus();
+  }
+  virtual absl::Status DetachMulticast(const mad::Gid& mgid, uint16_t mlid) {
+    return absl::OkStatus();
+  }
 };
+
+// [fabric] rdma_join_multicast_ex join flags (enum rdma_cm_join_flags).
+enum class McJoinFlags : uint8_t { kFullMember = 0, kSendOnlyFullMember = 1 };
 
 enum class IdState : uint8_t {
   kIdle,
@@ -212,6 +224,8 @@ class CmId {
   absl::Status SetOption(const IdOptions& options);
   IdOptions options() const;
   absl::Status JoinMulticast(const Address& group, void* context);
+  // [fabric] rdma_join_multicast_ex: send-only full membership (no attach).
+  absl::Status JoinMulticastEx(const Address& group, void* context, McJoinFlags flags);
   absl::Status LeaveMulticast(const Address& group);
   // rdma_init_qp_attr: attributes for INIT / RTR / RTS ("external QP" mode).
   absl::StatusOr<cm::QpAttributes> InitQpAttr(cm::QpState state) const;
@@ -262,6 +276,10 @@ class CmId {
     Address group;
     void* context = nullptr;
     uint64_t ticket = 0;
+    bool send_only = false;    // [fabric]
+    bool attached = false;     // [fabric] the QP was attached to the group
+    mad::Gid mgid;             // [fabric] for the detach
+    uint16_t mlid = 0;
   };
   std::vector<McJoinState> joins_;
   // Guarded by the channel mutex: events queued or delivered, not acked.

@@ -349,12 +349,16 @@ mad::Gid MgidFor(const Address& group, uint16_t pkey, PortSpace ps) {
 }  // namespace
 
 absl::Status CmId::JoinMulticast(const Address& group, void* context) {
+  return JoinMulticastEx(group, context, McJoinFlags::kFullMember);
+}
+
+absl::Status CmId::JoinMulticastEx(const Address& group, void* context, McJoinFlags flags) {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   if (!is_ud()) {
     return absl::InvalidArgumentError(
         "join_multicast: only UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB) join groups");
   }
-  if (!bound_ || state_ == IdState::kIdle) {
+  if (!bound_) {  // [fabric] bound is enough, as the kernel (ADDR_BOUND or ADDR_RESOLVED)
     return WrongState("join_multicast", state_, "ADDR_RESOLVED or later (bound to a port)");
   }
   if (group.is_ip() && !group.is_multicast()) {
@@ -372,10 +376,18 @@ absl::Status CmId::JoinMulticast(const Address& group, void* context) {
   j.port_gid = device_->port().gid;
   j.qkey = kUdpQkey;
   j.pkey = peer_.pkey;
+  if (flags == McJoinFlags::kSendOnlyFullMember) {
+    j.join_state = mad::wire::JoinState(mad::wire::JoinState::kSendOnlyFullMember);
+  }
   if (options_.tos) j.tclass = *options_.tos;
   absl::StatusOr<uint64_t> t = device_->node_->mc().Join(device_->node_->Now(), j);
   if (!t.ok()) return Prefix("join_multicast", t.status());
-  joins_.push_back(McJoinState{group, context, *t});
+  McJoinState js;
+  js.group = group;
+  js.context = context;
+  js.ticket = *t;
+  js.send_only = flags == McJoinFlags::kSendOnlyFullMember;
+  joins_.push_back(js);
   device_->by_ticket_[*t] = this;
   device_->node_->FlushLocked();
   device_->node_->Rearm();
@@ -387,6 +399,10 @@ absl::Status CmId::LeaveMulticast(const Address& group) {
   for (auto it = joins_.begin(); it != joins_.end(); ++it) {
     if (!it->group.SameHost(group)) continue;
     absl::Status s = device_->node_->mc().Leave(device_->node_->Now(), it->ticket);
+    if (it->attached && qp_ != nullptr) {  // [fabric] ibv_detach_mcast
+      absl::Status d = qp_->DetachMulticast(it->mgid, it->mlid);
+      if (s.ok()) s = d;
+    }
     device_->by_ticket_.erase(it->ticket);
     joins_.erase(it);
     device_->node_->FlushLocked();

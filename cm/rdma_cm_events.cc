@@ -102,12 +102,24 @@ void Device::OnMcEvent(sa::McEvent& m) {
   auto it = by_ticket_.find(m.ticket);
   if (it == by_ticket_.end()) return;
   CmId* id = it->second;
-  void* ctx = nullptr;
-  for (const CmId::McJoinState& j : id->joins_) {
-    if (j.ticket == m.ticket) ctx = j.context;
+  CmId::McJoinState* join = nullptr;
+  for (CmId::McJoinState& j : id->joins_) {
+    if (j.ticket == m.ticket) join = &j;
   }
+  if (join == nullptr) return;
   auto e = std::make_unique<Event>();
-  e->mc_context = ctx;
+  e->mc_context = join->context;
+  // [fabric] librdmacm attaches the id's QP unless the join was send-only.
+  if (m.status.ok() && id->qp_ != nullptr && !join->send_only && !join->attached) {
+    absl::Status a = id->qp_->AttachMulticast(m.group.mgid, m.group.mlid);
+    if (a.ok()) {
+      join->attached = true;
+      join->mgid = m.group.mgid;
+      join->mlid = m.group.mlid;
+    } else {
+      m.status = a;
+    }
+  }
   if (!m.status.ok()) {
     e->event = EventType::kMulticastError;
     e->status = ErrnoFor(m.status);

@@ -94,8 +94,8 @@ class VerbsQp final : public QpTransitioner {
   uint32_t qp_num() const override { return qp_->qp_num; }
   absl::Status Modify(const cm::QpAttributes& attr) override;
   absl::Status ToError() override;
-  absl::Status AttachMulticast(const mad::Gid& mgid, uint16_t mlid);
-  absl::Status DetachMulticast(const mad::Gid& mgid, uint16_t mlid);
+  absl::Status AttachMulticast(const mad::Gid& mgid, uint16_t mlid) override;
+  absl::Status DetachMulticast(const mad::Gid& mgid, uint16_t mlid) override;
 
   DataQpType type() const { return type_; }
   const VerbsQpCounters& counters() const { return counters_; }
