@@ -1,6 +1,8 @@
 // 50k bit-flipped MADs in flight: no crash, every copy the parsers reject is
 // counted as malformed (exactly), no connection times out, no state leaks.
+#include "cm/cm_testing.h"
 #include "gtest/gtest.h"
+#include "mad/wire/cm_samples.h"
 #include "tests/soak/scenarios.h"
 
 namespace uscm::soak {
@@ -22,12 +24,21 @@ TEST(BitflipTest, EveryDetectedCorruptionIsCountedAndNothingLeaks) {
   EXPECT_EQ(r.digest, again.digest);
 }
 
-TEST(BitflipTest, DetectorAgreesWithTheParsers) {
-  // A valid REQ passes; one with a reserved MTU, a wrong class or a short
-  // length is refused.
-  std::array<uint8_t, mad::kMadSize> mad{};
-  EXPECT_TRUE(CmParserRejects(mad));  // all zero: base version 0
-  EXPECT_TRUE(CmParserRejects(std::span<const uint8_t>(mad.data(), 10)));
+TEST(BitflipTest, DetectorAgreesWithTheEndpoint) {
+  // Every sample CM MAD passes the detector; with its base version zeroed,
+  // or cut short, it is refused, and the endpoint counts exactly that.
+  cm::CmEndpoint e(cm::testing::MakePort(2, cm::testing::kGuidB), cm::testing::TestConfig(), 1);
+  uint64_t expected = 0;
+  for (std::array<uint8_t, mad::kMadSize> m : mad::wire::SampleCmMads()) {
+    EXPECT_FALSE(CmParserRejects(m));
+    EXPECT_TRUE(CmParserRejects(std::span<const uint8_t>(m.data(), 10)));
+    e.HandleMad(TimePoint::Epoch(), mad::MadAddress{}, std::span<const uint8_t>(m.data(), 10));
+    m[0] = 0;  // BaseVersion
+    EXPECT_TRUE(CmParserRejects(m));
+    e.HandleMad(TimePoint::Epoch(), mad::MadAddress{}, m);
+    expected += 2;
+  }
+  EXPECT_EQ(e.counters().malformed, expected);
 }
 
 }  // namespace
