@@ -1,5 +1,5 @@
 #!/bin/bash
-# Builds the CM wire-layer fuzz targets with --config=fuzz (libFuzzer, clang-14)
+# Builds the wire-layer fuzz targets (every CM and SA parser) with --config=fuzz (libFuzzer, clang-14)
 # and runs each one, one at a time, for a fixed number of iterations, starting
 # from the built-in seeds (one sample MAD per CM type).
 #
@@ -16,7 +16,8 @@ BAZEL="${BAZEL:-bazel}"
 BAZEL_FLAGS="${BAZEL_FLAGS:-}"
 cd "$(dirname "$0")/.."
 
-TARGETS=(req mra rej rep rtu dreq drep sidr_req sidr_rep lap apr any_cm cma_header)
+TARGETS=(req mra rej rep rtu dreq drep sidr_req sidr_rep lap apr any_cm cma_header
+         rmpp path_record mcmember_record service_record class_port_info)
 WORK="${FUZZ_WORKDIR:-$(mktemp -d /tmp/uscm-fuzz.XXXXXX)}"
 mkdir -p "$WORK"
 
