@@ -144,7 +144,7 @@ struct Event {
 };
 
 // QP transitions done by the runtime when the user attaches a QP (a verbs QP
-// through cm/verbs_qp.h, or any test double). Without one the id is in
+// through verbs/qp_transitions.h, or any test double). Without one the id is in
 // "external QP" mode: the user reads InitQpAttr() and moves the QP itself,
 // exactly like a librdmacm user without an rdma_cm QP.
 class QpTransitioner {
