@@ -22,13 +22,13 @@ void CmEndpoint::SendDreq(TimePoint now, Connection& c, ConnId id,
   r.remote_comm_id = c.remote_comm_id;
   r.remote_qpn = c.remote_qpn;
   r.private_data = mad::wire::PrivateData(pd);
-  const absl::Status s = r.Emit(RequestBuffer(c));
+  const absl::Status s = r.Emit(c.out.mad);
   assert(s.ok());  // private data checked by the caller
   (void)s;
   Disarm(c, TimerKind::kAutoMra);
   c.lap = LapState::kUninit;  // a DREQ cancels an outstanding LAP
   c.state = CmState::kDreqSent;
-  QueueCounted(c.peer, RequestMad(c));
+  QueueCounted(c.peer, c.out.mad);
   ArmRequest(now, c, id, CmAttr::kDreq, c.response_timeout, c.max_cm_retries,
              c.retry);
 }
@@ -40,8 +40,10 @@ void CmEndpoint::SendDrep(TimePoint now, Connection& c, ConnId id,
   r.local_comm_id = c.local_comm_id;
   r.remote_comm_id = c.remote_comm_id;
   r.private_data = mad::wire::PrivateData(pd);
-  Send(c.peer, r);
-  KeepReply(c, CmAttr::kDrep, pd);
+  c.drep_private_data = r.private_data;
+  Send(c.peer, r, &c.reply);
+  c.has_reply = true;
+  c.reply_attr = CmAttr::kDrep;
   EnterTimeWait(now, c, id);
 }
 
@@ -104,7 +106,7 @@ void CmEndpoint::HandleDreq(TimePoint now, const mad::MadAddress& from,
     case CmState::kEstablished:
     case CmState::kDreqSent: {
       Disarm(*c, TimerKind::kRetransmit);
-      EndRequest(*c);
+      c->out.armed = false;
       c->lap = LapState::kUninit;
       c->transaction_id = r->envelope.transaction_id;
       c->state = CmState::kDreqRcvd;
@@ -127,10 +129,7 @@ void CmEndpoint::HandleDreq(TimePoint now, const mad::MadAddress& from,
       d.envelope.transaction_id = r->envelope.transaction_id;
       d.local_comm_id = c->local_comm_id;
       d.remote_comm_id = c->remote_comm_id;
-      // Only a DREP we sent carries private data (none if our DREQ was answered).
-      if (c->has_reply && c->reply_attr == CmAttr::kDrep) {
-        d.private_data = mad::wire::PrivateData(c->reply_private_data.bytes());
-      }
+      d.private_data = c->drep_private_data;
       Send(c->peer, d);
       return;
     }
@@ -181,7 +180,7 @@ absl::Status CmEndpoint::Destroy(TimePoint now, ConnId id) {
       }
       SendRej(c, RejReason::kTimeout, MsgRef::kReq, guid, {});
       Disarm(c, TimerKind::kRetransmit);
-      EndRequest(c);
+      c.out.armed = false;
       c.state = CmState::kIdle;
       break;
     }
@@ -215,7 +214,7 @@ absl::Status CmEndpoint::Destroy(TimePoint now, ConnId id) {
       break;
     case CmState::kSidrReqSent:
       Disarm(c, TimerKind::kRetransmit);
-      EndRequest(c);
+      c.out.armed = false;
       c.state = CmState::kIdle;
       break;
     case CmState::kSidrReqRcvd: {

@@ -1,8 +1,6 @@
 // LAP / APR: loading an alternate path on an ESTABLISHED connection (the LAP
 // sub-state machine, digest §4). Linux still answers LAP/APR but no longer
 // offers sending them; here both directions work.
-#include <memory>
-
 #include "absl/strings/str_cat.h"
 #include "cm/endpoint.h"
 #include "cm/endpoint_internal.h"
@@ -39,13 +37,10 @@ absl::Status CmEndpoint::LoadAlternatePath(TimePoint now, ConnId id,
   r.remote_cm_response_timeout = c.remote_cm_response_timeout;
   r.alternate = internal::ToWire(alternate);
   r.private_data = mad::wire::PrivateData(private_data);
-  if (absl::Status s = r.Emit(RequestBuffer(c)); !s.ok()) {
-    EndRequest(c);  // ESTABLISHED without a LAP in flight: nothing outstanding
-    return s;
-  }
-  c.pending_alternate = std::make_unique<PathInfo>(alternate);
+  if (absl::Status s = r.Emit(c.out.mad); !s.ok()) return s;
+  c.pending_alternate = alternate;
   c.lap = LapState::kLapSent;
-  QueueCounted(c.peer, RequestMad(c));
+  QueueCounted(c.peer, c.out.mad);
   ArmRequest(now, c, id, CmAttr::kLap, c.response_timeout, c.max_cm_retries, c.retry);
   return absl::OkStatus();
 }
@@ -77,8 +72,7 @@ void CmEndpoint::HandleLap(TimePoint now, std::span<const uint8_t> mad) {
     return;
   }
   c->lap = LapState::kLapRcvd;
-  c->pending_alternate =
-      std::make_unique<PathInfo>(internal::FromWireSwapped(r->alternate));
+  c->pending_alternate = internal::FromWireSwapped(r->alternate);
   c->transaction_id = r->envelope.transaction_id;
   if (c->destroyed) return;
   CmEvent e = MakeEvent(CmEventType::kLapReceived, *c);
@@ -117,8 +111,7 @@ absl::Status CmEndpoint::AprReply(TimePoint now, ConnId id, uint8_t ap_status,
   std::array<uint8_t, mad::kMadSize> buf{};
   if (absl::Status s = r.Emit(buf); !s.ok()) return s;
   QueueCounted(c.peer, buf);
-  if (ap_status == 0) c.alternate = std::move(c.pending_alternate);
-  c.pending_alternate.reset();
+  if (ap_status == 0) c.alternate = c.pending_alternate;
   c.lap = LapState::kIdle;
   return absl::OkStatus();
 }
@@ -141,11 +134,8 @@ void CmEndpoint::HandleApr(TimePoint now, std::span<const uint8_t> mad) {
     return;
   }
   Disarm(*c, TimerKind::kRetransmit);
-  EndRequest(*c);
-  if (r->status == mad::wire::ApStatus::kSuccess) {
-    c->alternate = std::move(c->pending_alternate);
-  }
-  c->pending_alternate.reset();
+  c->out.armed = false;
+  if (r->status == mad::wire::ApStatus::kSuccess) c->alternate = c->pending_alternate;
   c->lap = LapState::kIdle;
   if (c->destroyed) return;
   CmEvent e = MakeEvent(CmEventType::kAprReceived, *c);
