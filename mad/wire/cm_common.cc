@@ -6,26 +6,13 @@
 
 namespace uscm::mad::wire {
 
-const char* CmAttrName(CmAttr a) {
-  switch (a) {
-    case CmAttr::kClassPortInfo: return "ClassPortInfo";
-    case CmAttr::kReq: return "REQ";
-    case CmAttr::kMra: return "MRA";
-    case CmAttr::kRej: return "REJ";
-    case CmAttr::kRep: return "REP";
-    case CmAttr::kRtu: return "RTU";
-    case CmAttr::kDreq: return "DREQ";
-    case CmAttr::kDrep: return "DREP";
-    case CmAttr::kSidrReq: return "SIDR_REQ";
-    case CmAttr::kSidrRep: return "SIDR_REP";
-    case CmAttr::kLap: return "LAP";
-    case CmAttr::kApr: return "APR";
-  }
-  return nullptr;
-}
+namespace cm_internal {
 
-absl::StatusOr<FieldView> ParseCmMad(std::span<const uint8_t> mad, CmAttr attr,
-                                     std::span<const Field> rows, CmEnvelope* envelope) {
+// The full checks, in the order the errors are reported; reached only when the
+// inline fast path in the header did not accept the MAD.
+absl::StatusOr<FieldView> ParseCmMadChecked(std::span<const uint8_t> mad, CmAttr attr,
+                                            std::span<const Field> rows,
+                                            CmEnvelope* envelope) {
   const char* name = CmAttrName(attr);
   auto header = MadHeader::Parse(mad);
   if (!header.ok()) {
@@ -52,41 +39,19 @@ absl::StatusOr<FieldView> ParseCmMad(std::span<const uint8_t> mad, CmAttr attr,
   return FieldView::Create(mad, kMadHeaderBytes, kMadDataBytes, rows, name, kMadBytes);
 }
 
-absl::StatusOr<FieldWriter> EmitCmMad(std::span<uint8_t> mad, CmAttr attr,
-                                      const CmEnvelope& envelope) {
-  if (mad.size() < kMadBytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: output buffer is %d bytes; a MAD needs %d", CmAttrName(attr), mad.size(),
-        kMadBytes));
-  }
-  MadHeader h;
-  h.mgmt_class = static_cast<uint8_t>(MgmtClass::kCommMgt);
-  h.class_version = kCmClassVersion;
-  h.method = static_cast<uint8_t>(Method::kSend);
-  h.transaction_id = envelope.transaction_id;
-  h.attribute_id = static_cast<uint16_t>(attr);
-  h.attribute_modifier = envelope.attribute_modifier;
-  if (absl::Status s = h.Emit(mad); !s.ok()) return s;
-  return FieldWriter(CmAttrName(attr), mad.data() + kMadHeaderBytes);
+absl::Status ShortBufferError(CmAttr attr, size_t size) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: output buffer is %d bytes; a MAD needs %d", CmAttrName(attr), size, kMadBytes));
 }
 
-void TakeEceOptions(CmEnvelope* envelope, Ece* ece) {
-  ece->options = envelope->attribute_modifier;
-  envelope->attribute_modifier = 0;
+absl::Status EceModifierError(const char* what, uint32_t attribute_modifier) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: envelope.attribute_modifier = 0x%08x; the %s attribute modifier carries the "
+      "ECE options, set ece.options instead",
+      what, attribute_modifier, what));
 }
 
-absl::StatusOr<CmEnvelope> EceEnvelope(const char* what, const CmEnvelope& envelope,
-                                       const Ece& ece) {
-  if (envelope.attribute_modifier != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: envelope.attribute_modifier = 0x%08x; the %s attribute modifier carries the "
-        "ECE options, set ece.options instead",
-        what, envelope.attribute_modifier, what));
-  }
-  CmEnvelope out = envelope;
-  out.attribute_modifier = ece.options;
-  return out;
-}
+}  // namespace cm_internal
 
 InfoBlock InfoBlock::Of(std::span<const uint8_t> bytes) {
   InfoBlock b;

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "mad/wire/field.h"
 #include "mad/wire/mad_header.h"
+#include "mad/wire/private_data.h"
 #include "mad/wire/view.h"
 
 namespace uscm::mad::wire {
@@ -34,7 +35,25 @@ enum class CmAttr : uint16_t {
   kLap = 0x0019,
   kApr = 0x001A,
 };
-const char* CmAttrName(CmAttr a);  // "REQ", or nullptr when unknown
+// "REQ", or nullptr when unknown. Inline so a constant attribute folds to its
+// literal (and its length) on the emit path.
+constexpr const char* CmAttrName(CmAttr a) {
+  switch (a) {
+    case CmAttr::kClassPortInfo: return "ClassPortInfo";
+    case CmAttr::kReq: return "REQ";
+    case CmAttr::kMra: return "MRA";
+    case CmAttr::kRej: return "REJ";
+    case CmAttr::kRep: return "REP";
+    case CmAttr::kRtu: return "RTU";
+    case CmAttr::kDreq: return "DREQ";
+    case CmAttr::kDrep: return "DREP";
+    case CmAttr::kSidrReq: return "SIDR_REQ";
+    case CmAttr::kSidrRep: return "SIDR_REP";
+    case CmAttr::kLap: return "LAP";
+    case CmAttr::kApr: return "APR";
+  }
+  return nullptr;
+}
 
 // The header fields a CM message carries besides its body.
 struct CmEnvelope {
@@ -55,12 +74,34 @@ struct Ece {
   friend bool operator==(const Ece&, const Ece&) = default;
 };
 
+namespace cm_internal {
+// The cold halves of the inline functions below: out of line, so the success
+// path carries no Status construction and no formatting code.
+[[gnu::cold]] absl::Status EceModifierError(const char* what, uint32_t attribute_modifier);
+[[gnu::cold]] absl::StatusOr<FieldView> ParseCmMadChecked(std::span<const uint8_t> mad,
+                                                          CmAttr attr,
+                                                          std::span<const Field> rows,
+                                                          CmEnvelope* envelope);
+[[gnu::cold]] absl::Status ShortBufferError(CmAttr attr, size_t size);
+}  // namespace cm_internal
+
 // Moves the attribute modifier of a parsed ECE message into `ece->options`.
-void TakeEceOptions(CmEnvelope* envelope, Ece* ece);
+inline void TakeEceOptions(CmEnvelope* envelope, Ece* ece) {
+  ece->options = envelope->attribute_modifier;
+  envelope->attribute_modifier = 0;
+}
 // The envelope to emit for an ECE message, or an error naming `what` when the
 // caller also set envelope.attribute_modifier.
-absl::StatusOr<CmEnvelope> EceEnvelope(const char* what, const CmEnvelope& envelope,
-                                       const Ece& ece);
+[[gnu::always_inline]] inline absl::StatusOr<CmEnvelope> EceEnvelope(const char* what,
+                                                                     const CmEnvelope& envelope,
+                                                                     const Ece& ece) {
+  if (envelope.attribute_modifier != 0) [[unlikely]] {
+    return cm_internal::EceModifierError(what, envelope.attribute_modifier);
+  }
+  CmEnvelope out = envelope;
+  out.attribute_modifier = ece.options;
+  return out;
+}
 
 // A 72-byte "additional information" field with its length byte: REJ ARI,
 // APR Additional Information, SIDR_REP Additional Information. All 72 bytes are
@@ -90,13 +131,63 @@ void WriteInfoBlock(FieldWriter& w, const char* what, const Field& length, const
 // Parses the MAD header of a CM message and checks class, version, method and
 // attribute; then checks that the body (`rows`, `body_bytes` from MAD byte 24)
 // is all there. Errors name the message ("REJ: ...").
-absl::StatusOr<FieldView> ParseCmMad(std::span<const uint8_t> mad, CmAttr attr,
-                                     std::span<const Field> rows, CmEnvelope* envelope);
+//
+// Inline fast path: a whole MAD whose first four bytes and AttributeID are what
+// a CM `attr` message carries is read straight from the header rows. Anything
+// else goes to the out-of-line checked parse, which produces the exact error.
+[[gnu::always_inline]] inline absl::StatusOr<FieldView> ParseCmMad(
+    std::span<const uint8_t> mad, CmAttr attr, std::span<const Field> rows,
+    CmEnvelope* envelope) {
+  namespace h = mad_header;
+  const uint8_t* p = mad.data();
+  if (mad.size() >= kMadBytes && ReadField(p, h::kBaseVersion) == 1 &&
+      ReadField(p, h::kMgmtClass) == static_cast<uint8_t>(MgmtClass::kCommMgt) &&
+      ReadField(p, h::kClassVersion) == kCmClassVersion && ReadField(p, h::kR) == 0 &&
+      ReadField(p, h::kMethod) == static_cast<uint8_t>(Method::kSend) &&
+      ReadField(p, h::kAttributeId) == static_cast<uint16_t>(attr)) [[likely]] {
+    envelope->transaction_id = ReadField(p, h::kTransactionId);
+    envelope->attribute_modifier = static_cast<uint32_t>(ReadField(p, h::kAttributeModifier));
+    return FieldView::Unchecked(p + kMadHeaderBytes);
+  }
+  return cm_internal::ParseCmMadChecked(mad, attr, rows, envelope);
+}
 
 // Writes the CM MAD header for `attr` into `mad` (>= 256 bytes, checked) and
-// returns a writer for the body at MAD byte 24.
-absl::StatusOr<FieldWriter> EmitCmMad(std::span<uint8_t> mad, CmAttr attr,
-                                      const CmEnvelope& envelope);
+// returns a writer for the body at MAD byte 24. Every header row is written
+// (Status and ClassSpecific 0, the reserved row cleared).
+[[gnu::always_inline]] inline absl::StatusOr<FieldWriter> EmitCmMad(std::span<uint8_t> mad,
+                                                                    CmAttr attr,
+                                                                    const CmEnvelope& envelope) {
+  namespace h = mad_header;
+  if (mad.size() < kMadBytes) [[unlikely]] {
+    return cm_internal::ShortBufferError(attr, mad.size());
+  }
+  uint8_t* p = mad.data();
+  WriteField(p, h::kBaseVersion, 1);
+  WriteField(p, h::kMgmtClass, static_cast<uint8_t>(MgmtClass::kCommMgt));
+  WriteField(p, h::kClassVersion, kCmClassVersion);
+  WriteField(p, h::kR, 0);
+  WriteField(p, h::kMethod, static_cast<uint8_t>(Method::kSend));
+  WriteField(p, h::kStatus, 0);
+  WriteField(p, h::kClassSpecific, 0);
+  WriteField(p, h::kTransactionId, envelope.transaction_id);
+  WriteField(p, h::kAttributeId, static_cast<uint16_t>(attr));
+  WriteField(p, h::kReserved18, 0);
+  WriteField(p, h::kAttributeModifier, envelope.attribute_modifier);
+  return FieldWriter(CmAttrName(attr), p + kMadHeaderBytes);
+}
+
+// Writes `data` into the private data row `f`: the bytes and the zero padding
+// in one fixed-size copy. More than the row holds records "REQ private data is
+// 100 bytes; REQ carries at most 92".
+[[gnu::always_inline]] inline void WritePrivateData(FieldWriter& w, const Field& f,
+                                                    const PrivateData& data) {
+  if (data.size() > f.width / 8u) [[unlikely]] {
+    w.SetBytes(f, data.bytes(), "private data");
+    return;
+  }
+  w.SetBytes(f, data.padded());
+}
 
 }  // namespace uscm::mad::wire
 

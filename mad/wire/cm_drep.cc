@@ -8,17 +8,17 @@ absl::StatusOr<DrepRepr> DrepRepr::Parse(std::span<const uint8_t> mad) {
   if (!v.ok()) return v.status();
   r.local_comm_id = v->Get(drep::kLocalCommId);
   r.remote_comm_id = v->Get(drep::kRemoteCommId);
-  r.private_data = PrivateData(v->Bytes(drep::kPrivateData));
+  r.private_data.Assign(v->Bytes(drep::kPrivateData));
   return r;
 }
 
 absl::Status DrepRepr::Emit(std::span<uint8_t> mad) const {
   auto w = EmitCmMad(mad, CmAttr::kDrep, envelope);
   if (!w.ok()) return w.status();
-  w->ZeroReserved(drep::kRows);
+  w->ZeroReserved<drep::kRows>();
   w->Set(drep::kLocalCommId, local_comm_id);
   w->Set(drep::kRemoteCommId, remote_comm_id);
-  w->SetBytes(drep::kPrivateData, private_data.bytes(), "private data");
+  WritePrivateData(*w, drep::kPrivateData, private_data);
   return w->status();
 }
 

@@ -9,18 +9,18 @@ absl::StatusOr<DreqRepr> DreqRepr::Parse(std::span<const uint8_t> mad) {
   r.local_comm_id = v->Get(dreq::kLocalCommId);
   r.remote_comm_id = v->Get(dreq::kRemoteCommId);
   r.remote_qpn = v->Get(dreq::kRemoteQpn);
-  r.private_data = PrivateData(v->Bytes(dreq::kPrivateData));
+  r.private_data.Assign(v->Bytes(dreq::kPrivateData));
   return r;
 }
 
 absl::Status DreqRepr::Emit(std::span<uint8_t> mad) const {
   auto w = EmitCmMad(mad, CmAttr::kDreq, envelope);
   if (!w.ok()) return w.status();
-  w->ZeroReserved(dreq::kRows);
+  w->ZeroReserved<dreq::kRows>();
   w->Set(dreq::kLocalCommId, local_comm_id);
   w->Set(dreq::kRemoteCommId, remote_comm_id);
   w->Set(dreq::kRemoteQpn, remote_qpn);
-  w->SetBytes(dreq::kPrivateData, private_data.bytes(), "private data");
+  WritePrivateData(*w, dreq::kPrivateData, private_data);
   return w->status();
 }
 

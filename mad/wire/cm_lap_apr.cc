@@ -11,20 +11,20 @@ absl::StatusOr<LapRepr> LapRepr::Parse(std::span<const uint8_t> mad) {
   r.remote_qpn = v->Get(lap::kRemoteQpn);
   r.remote_cm_response_timeout = v->Get(lap::kRemoteCmResponseTimeout);
   r.alternate = ReadPath(*v, lap::kAlternatePath);
-  r.private_data = PrivateData(v->Bytes(lap::kPrivateData));
+  r.private_data.Assign(v->Bytes(lap::kPrivateData));
   return r;
 }
 
 absl::Status LapRepr::Emit(std::span<uint8_t> mad) const {
   auto w = EmitCmMad(mad, CmAttr::kLap, envelope);
   if (!w.ok()) return w.status();
-  w->ZeroReserved(lap::kRows);
+  w->ZeroReserved<lap::kRows>();
   w->Set(lap::kLocalCommId, local_comm_id);
   w->Set(lap::kRemoteCommId, remote_comm_id);
   w->Set(lap::kRemoteQpn, remote_qpn);
   w->Set(lap::kRemoteCmResponseTimeout, remote_cm_response_timeout);
   WritePath(*w, lap::kAlternatePath, alternate);
-  w->SetBytes(lap::kPrivateData, private_data.bytes(), "private data");
+  WritePrivateData(*w, lap::kPrivateData, private_data);
   return w->status();
 }
 
@@ -58,19 +58,19 @@ absl::StatusOr<AprRepr> AprRepr::Parse(std::span<const uint8_t> mad) {
   r.local_comm_id = v->Get(apr::kLocalCommId);
   r.remote_comm_id = v->Get(apr::kRemoteCommId);
   r.status = static_cast<ApStatus>(v->Get(apr::kApStatus));
-  r.private_data = PrivateData(v->Bytes(apr::kPrivateData));
+  r.private_data.Assign(v->Bytes(apr::kPrivateData));
   return r;
 }
 
 absl::Status AprRepr::Emit(std::span<uint8_t> mad) const {
   auto w = EmitCmMad(mad, CmAttr::kApr, envelope);
   if (!w.ok()) return w.status();
-  w->ZeroReserved(apr::kRows);
+  w->ZeroReserved<apr::kRows>();
   w->Set(apr::kLocalCommId, local_comm_id);
   w->Set(apr::kRemoteCommId, remote_comm_id);
   w->Set(apr::kApStatus, static_cast<uint8_t>(status));
   WriteInfoBlock(*w, "APR", apr::kAdditionalInfoLength, apr::kAdditionalInfo, additional_info);
-  w->SetBytes(apr::kPrivateData, private_data.bytes(), "private data");
+  WritePrivateData(*w, apr::kPrivateData, private_data);
   return w->status();
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "mad/gid.h"
 #include "mad/wire/field.h"
@@ -28,7 +29,15 @@ struct CmPath {
   uint8_t local_ack_timeout = 0;  // 5 bits: 4.096 us * 2^t
 
   // Every field zero: how REQ encodes "no alternate path" (see ReqRepr).
-  bool is_zero() const { return *this == CmPath{}; }
+  // (Field by field, without the memcmp calls of operator==.)
+  bool is_zero() const {
+    uint64_t g[4];
+    std::memcpy(&g[0], local_gid.raw.data(), 16);
+    std::memcpy(&g[2], remote_gid.raw.data(), 16);
+    return ((g[0] | g[1] | g[2] | g[3]) |
+            (local_lid | remote_lid | flow_label | packet_rate | traffic_class | hop_limit |
+             sl | static_cast<uint32_t>(subnet_local) | local_ack_timeout)) == 0;
+  }
   friend bool operator==(const CmPath&, const CmPath&) = default;
 };
 

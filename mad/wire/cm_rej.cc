@@ -189,20 +189,20 @@ absl::StatusOr<RejRepr> RejRepr::Parse(std::span<const uint8_t> mad) {
   r.remote_comm_id = v->Get(rej::kRemoteCommId);
   r.message_rejected = static_cast<RejMessage>(v->Get(rej::kMessageRejected));
   r.reason = static_cast<RejReason>(v->Get(rej::kReason));
-  r.private_data = PrivateData(v->Bytes(rej::kPrivateData));
+  r.private_data.Assign(v->Bytes(rej::kPrivateData));
   return r;
 }
 
 absl::Status RejRepr::Emit(std::span<uint8_t> mad) const {
   auto w = EmitCmMad(mad, CmAttr::kRej, envelope);
   if (!w.ok()) return w.status();
-  w->ZeroReserved(rej::kRows);
+  w->ZeroReserved<rej::kRows>();
   w->Set(rej::kLocalCommId, local_comm_id);
   w->Set(rej::kRemoteCommId, remote_comm_id);
   w->Set(rej::kMessageRejected, static_cast<uint8_t>(message_rejected));
   w->Set(rej::kReason, static_cast<uint16_t>(reason));
   WriteInfoBlock(*w, "REJ", rej::kRejectInfoLength, rej::kAri, ari);
-  w->SetBytes(rej::kPrivateData, private_data.bytes(), "private data");
+  WritePrivateData(*w, rej::kPrivateData, private_data);
   return w->status();
 }
 

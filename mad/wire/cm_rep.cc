@@ -31,7 +31,7 @@ absl::StatusOr<RepRepr> RepRepr::Parse(std::span<const uint8_t> mad) {
   r.rnr_retry_count = v->Get(rep::kRnrRetryCount);
   r.srq = v->Get(rep::kSrq) != 0;
   r.local_ca_guid = v->Get(rep::kLocalCaGuid);
-  r.private_data = PrivateData(v->Bytes(rep::kPrivateData));
+  r.private_data.Assign(v->Bytes(rep::kPrivateData));
   return r;
 }
 
@@ -40,7 +40,7 @@ absl::Status RepRepr::Emit(std::span<uint8_t> mad) const {
   if (!env.ok()) return env.status();
   auto w = EmitCmMad(mad, CmAttr::kRep, *env);
   if (!w.ok()) return w.status();
-  w->ZeroReserved(rep::kRows);
+  w->ZeroReserved<rep::kRows>();
   w->Set(rep::kLocalCommId, local_comm_id);
   w->Set(rep::kRemoteCommId, remote_comm_id);
   w->Set(rep::kLocalQKey, local_qkey);
@@ -56,7 +56,7 @@ absl::Status RepRepr::Emit(std::span<uint8_t> mad) const {
   w->Set(rep::kRnrRetryCount, rnr_retry_count);
   w->Set(rep::kSrq, srq ? 1 : 0);
   w->Set(rep::kLocalCaGuid, local_ca_guid);
-  w->SetBytes(rep::kPrivateData, private_data.bytes(), "private data");
+  WritePrivateData(*w, rep::kPrivateData, private_data);
   return w->status();
 }
 

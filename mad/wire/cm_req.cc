@@ -21,21 +21,26 @@ int PathMtuBytes(PathMtu m) {
 
 namespace {
 
-absl::Status CheckMtu(uint64_t mtu) {
-  if (mtu >= 1 && mtu <= 5) return absl::OkStatus();
+[[gnu::cold]] absl::Status MtuError(uint64_t mtu) {
   return absl::InvalidArgumentError(absl::StrFormat(
       "REQ.%s = %d is reserved (valid: 1=256 .. 5=4096)", req::kPathMtu.name, mtu));
 }
 
-}  // namespace
+[[gnu::cold]] absl::Status ZeroAlternateError() {
+  return absl::InvalidArgumentError(
+      "REQ: alternate path is present but all zero, which reads back as no alternate "
+      "path; leave it unset");
+}
 
-absl::StatusOr<ReqRepr> ReqRepr::Parse(std::span<const uint8_t> mad) {
-  ReqRepr r;
+bool MtuValid(uint64_t mtu) { return mtu >= 1 && mtu <= 5; }
+
+// Fills `r`, a default ReqRepr.
+[[gnu::always_inline]] inline absl::Status ParseInto(std::span<const uint8_t> mad, ReqRepr& r) {
   auto v = ParseCmMad(mad, CmAttr::kReq, req::kRows, &r.envelope);
-  if (!v.ok()) return v.status();
+  if (!v.ok()) [[unlikely]] return v.status();
   TakeEceOptions(&r.envelope, &r.ece);
   const uint64_t mtu = v->Get(req::kPathMtu);
-  if (absl::Status s = CheckMtu(mtu); !s.ok()) return s;
+  if (!MtuValid(mtu)) [[unlikely]] return MtuError(mtu);
   r.path_mtu = static_cast<PathMtu>(mtu);
   r.local_comm_id = v->Get(req::kLocalCommId);
   r.ece.vendor_id = v->Get(req::kVendorId);
@@ -60,25 +65,33 @@ absl::StatusOr<ReqRepr> ReqRepr::Parse(std::span<const uint8_t> mad) {
   r.srq = v->Get(req::kSrq) != 0;
   r.extended_transport = static_cast<ExtendedTransport>(v->Get(req::kExtendedTransportType));
   r.primary = ReadPath(*v, req::kPrimaryPath);
-  CmPath alternate = ReadPath(*v, req::kAlternatePath);
-  if (!alternate.is_zero()) r.alternate = alternate;
+  r.alternate.emplace(ReadPath(*v, req::kAlternatePath));
+  if (r.alternate->is_zero()) r.alternate.reset();
   r.sap_supported = v->Get(req::kSapSupported) != 0;
-  r.private_data = PrivateData(v->Bytes(req::kPrivateData));
-  return r;
+  r.private_data.Assign(v->Bytes(req::kPrivateData));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ReqRepr> ReqRepr::Parse(std::span<const uint8_t> mad) {
+  // Built in place inside the result, NRVO included: a ReqRepr is ~470 bytes
+  // and a move would copy all of them again.
+  absl::StatusOr<ReqRepr> out(absl::in_place);
+  if (absl::Status s = ParseInto(mad, *out); !s.ok()) [[unlikely]] out = std::move(s);
+  return out;
 }
 
 absl::Status ReqRepr::Emit(std::span<uint8_t> mad) const {
   auto env = EceEnvelope("REQ", envelope, ece);
   if (!env.ok()) return env.status();
-  if (absl::Status s = CheckMtu(static_cast<uint8_t>(path_mtu)); !s.ok()) return s;
-  if (alternate.has_value() && alternate->is_zero()) {
-    return absl::InvalidArgumentError(
-        "REQ: alternate path is present but all zero, which reads back as no alternate "
-        "path; leave it unset");
+  if (!MtuValid(static_cast<uint8_t>(path_mtu))) [[unlikely]] {
+    return MtuError(static_cast<uint8_t>(path_mtu));
   }
+  if (alternate.has_value() && alternate->is_zero()) [[unlikely]] return ZeroAlternateError();
   auto w = EmitCmMad(mad, CmAttr::kReq, *env);
   if (!w.ok()) return w.status();
-  w->ZeroReserved(req::kRows);
+  w->ZeroReserved<req::kRows>();
   w->Set(req::kLocalCommId, local_comm_id);
   w->Set(req::kVendorId, ece.vendor_id);
   w->Set(req::kServiceId, service_id);
@@ -105,7 +118,7 @@ absl::Status ReqRepr::Emit(std::span<uint8_t> mad) const {
   WritePath(*w, req::kPrimaryPath, primary);
   WritePath(*w, req::kAlternatePath, alternate.value_or(CmPath{}));
   w->Set(req::kSapSupported, sap_supported ? 1 : 0);
-  w->SetBytes(req::kPrivateData, private_data.bytes(), "private data");
+  WritePrivateData(*w, req::kPrivateData, private_data);
   return w->status();
 }
 

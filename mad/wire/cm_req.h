@@ -113,6 +113,11 @@ enum class PathMtu : uint8_t { k256 = 1, k512 = 2, k1024 = 3, k2048 = 4, k4096 =
 int PathMtuBytes(PathMtu m);  // 256 .. 4096, 0 for a value outside the enum
 
 struct ReqRepr {
+  // User-provided (every member has its initializer below) so that building
+  // the repr in place inside Parse's StatusOr does not first zero all ~470
+  // bytes, as value-initializing an implicit constructor would.
+  ReqRepr() {}
+
   CmEnvelope envelope;  // attribute_modifier stays 0: the ECE options are in `ece`
   uint32_t local_comm_id = 0;
   Ece ece;

@@ -8,17 +8,17 @@ absl::StatusOr<RtuRepr> RtuRepr::Parse(std::span<const uint8_t> mad) {
   if (!v.ok()) return v.status();
   r.local_comm_id = v->Get(rtu::kLocalCommId);
   r.remote_comm_id = v->Get(rtu::kRemoteCommId);
-  r.private_data = PrivateData(v->Bytes(rtu::kPrivateData));
+  r.private_data.Assign(v->Bytes(rtu::kPrivateData));
   return r;
 }
 
 absl::Status RtuRepr::Emit(std::span<uint8_t> mad) const {
   auto w = EmitCmMad(mad, CmAttr::kRtu, envelope);
   if (!w.ok()) return w.status();
-  w->ZeroReserved(rtu::kRows);
+  w->ZeroReserved<rtu::kRows>();
   w->Set(rtu::kLocalCommId, local_comm_id);
   w->Set(rtu::kRemoteCommId, remote_comm_id);
-  w->SetBytes(rtu::kPrivateData, private_data.bytes(), "private data");
+  WritePrivateData(*w, rtu::kPrivateData, private_data);
   return w->status();
 }
 

@@ -9,18 +9,18 @@ absl::StatusOr<SidrReqRepr> SidrReqRepr::Parse(std::span<const uint8_t> mad) {
   r.request_id = v->Get(sidr_req::kRequestId);
   r.partition_key = v->Get(sidr_req::kPartitionKey);
   r.service_id = v->Get(sidr_req::kServiceId);
-  r.private_data = PrivateData(v->Bytes(sidr_req::kPrivateData));
+  r.private_data.Assign(v->Bytes(sidr_req::kPrivateData));
   return r;
 }
 
 absl::Status SidrReqRepr::Emit(std::span<uint8_t> mad) const {
   auto w = EmitCmMad(mad, CmAttr::kSidrReq, envelope);
   if (!w.ok()) return w.status();
-  w->ZeroReserved(sidr_req::kRows);
+  w->ZeroReserved<sidr_req::kRows>();
   w->Set(sidr_req::kRequestId, request_id);
   w->Set(sidr_req::kPartitionKey, partition_key);
   w->Set(sidr_req::kServiceId, service_id);
-  w->SetBytes(sidr_req::kPrivateData, private_data.bytes(), "private data");
+  WritePrivateData(*w, sidr_req::kPrivateData, private_data);
   return w->status();
 }
 
@@ -58,7 +58,7 @@ absl::StatusOr<SidrRepRepr> SidrRepRepr::Parse(std::span<const uint8_t> mad) {
   r.qpn = v->Get(sidr_rep::kQpn);
   r.service_id = v->Get(sidr_rep::kServiceId);
   r.qkey = v->Get(sidr_rep::kQKey);
-  r.private_data = PrivateData(v->Bytes(sidr_rep::kPrivateData));
+  r.private_data.Assign(v->Bytes(sidr_rep::kPrivateData));
   return r;
 }
 
@@ -67,7 +67,7 @@ absl::Status SidrRepRepr::Emit(std::span<uint8_t> mad) const {
   if (!env.ok()) return env.status();
   auto w = EmitCmMad(mad, CmAttr::kSidrRep, *env);
   if (!w.ok()) return w.status();
-  w->ZeroReserved(sidr_rep::kRows);
+  w->ZeroReserved<sidr_rep::kRows>();
   w->Set(sidr_rep::kRequestId, request_id);
   w->Set(sidr_rep::kStatus, static_cast<uint8_t>(status));
   w->Set(sidr_rep::kVendorId, ece.vendor_id);
@@ -76,7 +76,7 @@ absl::Status SidrRepRepr::Emit(std::span<uint8_t> mad) const {
   w->Set(sidr_rep::kQKey, qkey);
   WriteInfoBlock(*w, "SIDR_REP", sidr_rep::kAdditionalInfoLength, sidr_rep::kAdditionalInfo,
                  additional_info);
-  w->SetBytes(sidr_rep::kPrivateData, private_data.bytes(), "private data");
+  WritePrivateData(*w, sidr_rep::kPrivateData, private_data);
   return w->status();
 }
 

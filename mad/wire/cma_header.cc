@@ -126,7 +126,7 @@ absl::Status CmaHeader::Emit(std::span<uint8_t> out) const {
         absl::StrFormat("CMA header: IPVersion = %d; expected 4 or 6", ip_version));
   }
   FieldWriter w("CMA header", out.data());
-  w.ZeroReserved(cma::kRows);
+  w.ZeroReserved<cma::kRows>();
   w.Set(cma::kVersion, 0);
   w.Set(cma::kIpVersion, ip_version);
   w.Set(cma::kSrcPort, src_port);

@@ -14,6 +14,8 @@
 #ifndef USCM_MAD_WIRE_FIELD_H_
 #define USCM_MAD_WIRE_FIELD_H_
 
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -67,6 +69,99 @@ constexpr size_t FirstCoverageError(const Field (&rows)[N], size_t length_bytes)
 template <size_t N>
 constexpr bool CoversExactly(const Field (&rows)[N], size_t length_bytes) {
   return FirstCoverageError(rows, length_bytes) == N;
+}
+
+// The reserved bits of a table as a few 8-byte words, built at compile time
+// from the reserved rows, so an emitter clears them with one load / and /
+// store per word instead of walking every row:
+//
+//   ClearReserved(body, kReservedWords<req::kRows>);  // 4 words for REQ
+//
+// Each word's `keep` mask has a 1 for every bit that is NOT reserved, so the
+// other fields in the word are left exactly as they are (an emitter still
+// writes every field itself; nothing here zeroes a field).
+struct ReservedWord {
+  uint16_t byte;  // offset of the word inside the table
+  uint64_t keep;  // in host byte order, as memcpy loads the word
+};
+
+inline constexpr size_t kMaxTableBytes = 256;
+
+// The table's length: the end of its last row.
+template <size_t N>
+constexpr size_t TableBytes(const Field (&rows)[N]) {
+  size_t end = 0;
+  for (const Field& f : rows) end = end > f.end_byte() ? end : f.end_byte();
+  return end;
+}
+
+// Per byte of the table, which bits are reserved (bit 0 = MSB as in the rows).
+template <size_t N>
+constexpr std::array<uint8_t, kMaxTableBytes> ReservedBits(const Field (&rows)[N]) {
+  std::array<uint8_t, kMaxTableBytes> bits{};
+  for (const Field& f : rows) {
+    if (!IsReserved(f)) continue;
+    for (uint32_t b = f.begin_bit(); b < f.end_bit(); ++b) {
+      bits[b / 8] = static_cast<uint8_t>(bits[b / 8] | (0x80u >> (b % 8)));
+    }
+  }
+  return bits;
+}
+
+// Walks the reserved bytes left to right; each uncovered one starts a word
+// (moved back so it ends inside the table). Calls visit(word_start) per word.
+template <size_t N, typename Visit>
+constexpr void ForEachReservedWord(const Field (&rows)[N], Visit visit) {
+  const size_t length = TableBytes(rows);
+  const auto bits = ReservedBits(rows);
+  for (size_t i = 0; i < length;) {
+    if (bits[i] == 0) {
+      ++i;
+      continue;
+    }
+    const size_t start = i + 8 <= length ? i : length - 8;
+    visit(start, bits);
+    i = start + 8;
+  }
+}
+
+template <size_t N>
+constexpr size_t ReservedWordCount(const Field (&rows)[N]) {
+  size_t count = 0;
+  ForEachReservedWord(rows, [&count](size_t, const auto&) { ++count; });
+  return count;
+}
+
+template <size_t K, size_t N>
+constexpr std::array<ReservedWord, K> MakeReservedWords(const Field (&rows)[N]) {
+  static_assert(N > 0);
+  std::array<ReservedWord, K> words{};
+  size_t k = 0;
+  ForEachReservedWord(rows, [&words, &k](size_t start, const auto& bits) {
+    std::array<uint8_t, 8> keep{};
+    for (size_t j = 0; j < 8; ++j) keep[j] = static_cast<uint8_t>(~bits[start + j]);
+    words[k++] = ReservedWord{static_cast<uint16_t>(start), std::bit_cast<uint64_t>(keep)};
+  });
+  return words;
+}
+
+// kReservedWords<req::kRows>: the words of one table, computed once at compile time.
+template <const auto& kRows>
+inline constexpr auto kReservedWords = [] {
+  static_assert(TableBytes(kRows) >= 8 && TableBytes(kRows) <= kMaxTableBytes);
+  return MakeReservedWords<ReservedWordCount(kRows)>(kRows);
+}();
+
+// Clears the reserved bits of a table starting at `base`.
+template <size_t K>
+[[gnu::always_inline]] inline void ClearReserved(uint8_t* base,
+                                                 const std::array<ReservedWord, K>& words) {
+  for (const ReservedWord& w : words) {
+    uint64_t v;
+    std::memcpy(&v, base + w.byte, 8);
+    v &= w.keep;
+    std::memcpy(base + w.byte, &v, 8);
+  }
 }
 
 // Reads a field of at most 64 bits. `base` must hold field.end_byte() bytes.

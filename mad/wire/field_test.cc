@@ -70,5 +70,30 @@ TEST(FieldTest, RandomWriteReadRoundTrip) {
   }
 }
 
+// Reserved bits at a table's start, middle (sub-byte) and end, with a whole
+// reserved word: the masks must clear exactly these bits.
+constexpr Field kMixed[] = {
+    Reserved(0, 0, 3), {"A", 0, 3, 13}, {"B", 2, 0, 64}, Reserved(10, 0, 72),
+    {"C", 19, 0, 5},   Reserved(19, 5, 2), {"D", 19, 7, 9}, Reserved(21, 0, 8),
+};
+static_assert(CoversExactly(kMixed, 22));
+static_assert(kReservedWords<kMixed>.size() == 3);
+
+TEST(ReservedWordsTest, ClearExactlyTheReservedBits) {
+  std::array<uint8_t, 22> got;
+  got.fill(0xFF);
+  ClearReserved(got.data(), kReservedWords<kMixed>);
+  std::array<uint8_t, 22> want;
+  want.fill(0xFF);
+  for (const Field& f : kMixed) {
+    if (!IsReserved(f)) continue;
+    for (uint32_t b = f.begin_bit(); b < f.end_bit(); ++b) want[b / 8] &= ~(0x80u >> (b % 8));
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(want[0], 0x1F);   // top 3 bits reserved
+  EXPECT_EQ(want[19], 0xF9);  // bits 5..6 reserved
+  EXPECT_EQ(want[21], 0x00);  // last byte, reached by a word moved back to end at 22
+}
+
 }  // namespace
 }  // namespace uscm::mad::wire

@@ -81,7 +81,7 @@ absl::Status MadHeader::Emit(std::span<uint8_t> mad) const {
         "MAD header needs %d bytes; the buffer has %d", kMadHeaderBytes, mad.size()));
   }
   FieldWriter w("MAD", mad.data());
-  w.ZeroReserved(mad_header::kRows);
+  w.ZeroReserved<mad_header::kRows>();
   w.Set(mad_header::kBaseVersion, base_version);
   w.Set(mad_header::kMgmtClass, mgmt_class);
   w.Set(mad_header::kClassVersion, class_version);

@@ -41,17 +41,11 @@ absl::Status FieldWriter::RangeError(const char* name, uint64_t value, uint32_t 
       "%s.%s = %d does not fit in %d bits (max %d)", what_, name, value, width, max));
 }
 
-void FieldWriter::SetBytes(const Field& f, std::span<const uint8_t> src,
-                           absl::string_view noun) {
+void FieldWriter::TooLong(const Field& f, size_t size, absl::string_view noun) {
   const size_t capacity = f.width / 8;
-  if (src.size() > capacity) {
-    Fail(absl::InvalidArgumentError(absl::StrFormat("%s %s is %d bytes; %s carries at most %d",
-                                                    what_, noun, src.size(), what_, capacity)));
-    std::memset(base_ + f.byte, 0, capacity);
-    return;
-  }
-  if (!src.empty()) std::memcpy(base_ + f.byte, src.data(), src.size());
-  std::memset(base_ + f.byte + src.size(), 0, capacity - src.size());
+  Fail(absl::InvalidArgumentError(absl::StrFormat("%s %s is %d bytes; %s carries at most %d",
+                                                  what_, noun, size, what_, capacity)));
+  std::memset(base_ + f.byte, 0, capacity);
 }
 
 }  // namespace uscm::mad::wire

@@ -33,12 +33,12 @@ class FieldView {
   // Unchecked: for emitters and for callers that already checked the length.
   static FieldView Unchecked(const uint8_t* base) { return FieldView(base); }
 
-  uint64_t Get(const Field& f) const { return ReadField(base_, f); }
+  [[gnu::always_inline]] uint64_t Get(const Field& f) const { return ReadField(base_, f); }
   template <size_t K>
   uint64_t Get(const SplitField<K>& f) const {
     return ReadSplit(base_, f);
   }
-  std::span<const uint8_t> Bytes(const Field& f) const {
+  [[gnu::always_inline]] std::span<const uint8_t> Bytes(const Field& f) const {
     return {base_ + f.byte, static_cast<size_t>(f.width / 8)};
   }
   const uint8_t* base() const { return base_; }
@@ -53,11 +53,11 @@ class FieldWriter {
   // `what` prefixes error messages ("REQ"); `base` points at the table's byte 0.
   FieldWriter(absl::string_view what, uint8_t* base) : what_(what), base_(base) {}
 
-  // Writes zeros into every reserved row.
-  void ZeroReserved(std::span<const Field> rows) {
-    for (const Field& f : rows) {
-      if (IsReserved(f)) Zero(f);
-    }
+  // Writes zeros into every reserved row of `kRows` (the table this writer
+  // emits): a few word operations with masks built at compile time.
+  template <const auto& kRows>
+  [[gnu::always_inline]] void ZeroReserved() {
+    ClearReserved(base_, kReservedWords<kRows>);
   }
   void Zero(const Field& f) {
     if (f.is_bytes()) {
@@ -70,7 +70,7 @@ class FieldWriter {
   // Inline: with a constexpr row this is a range check and a few shifts.
   [[gnu::always_inline]] void Set(const Field& f, uint64_t value) {
     if (value > f.max_value()) [[unlikely]] {
-      Fail(RangeError(f.name, value, f.width, f.max_value()));
+      OutOfRange(f.name, value, f.width, f.max_value());
       return;
     }
     WriteField(base_, f, value);
@@ -85,7 +85,16 @@ class FieldWriter {
   }
   // Copies `src` into a byte-string field and zero-fills the rest; longer
   // input records "REQ private data is 100 bytes; REQ carries at most 92".
-  void SetBytes(const Field& f, std::span<const uint8_t> src, absl::string_view noun);
+  [[gnu::always_inline]] void SetBytes(const Field& f, std::span<const uint8_t> src,
+                                       absl::string_view noun) {
+    const size_t capacity = f.width / 8;
+    if (src.size() > capacity) [[unlikely]] {
+      TooLong(f, src.size(), noun);
+      return;
+    }
+    if (!src.empty()) std::memcpy(base_ + f.byte, src.data(), src.size());
+    std::memset(base_ + f.byte + src.size(), 0, capacity - src.size());
+  }
   // For fixed-size values (GIDs, keys): copies min(src, row) bytes and
   // zero-fills the rest of the row.
   void SetBytes(const Field& f, std::span<const uint8_t> src) {
@@ -105,6 +114,12 @@ class FieldWriter {
  private:
   absl::Status RangeError(const char* name, uint64_t value, uint32_t width,
                           uint64_t max) const;
+  [[gnu::cold]] void OutOfRange(const char* name, uint64_t value, uint32_t width,
+                                uint64_t max) {
+    Fail(RangeError(name, value, width, max));
+  }
+  // Records the error for SetBytes with `size` bytes and zero-fills the row.
+  [[gnu::cold]] void TooLong(const Field& f, size_t size, absl::string_view noun);
   absl::string_view what_;
   uint8_t* base_;
   absl::Status status_;
