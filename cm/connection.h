@@ -3,8 +3,11 @@
 #ifndef USCM_CM_CONNECTION_H_
 #define USCM_CM_CONNECTION_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <span>
 
 #include "absl/types/optional.h"
 #include "cm/types.h"
@@ -25,19 +28,43 @@ enum class TimerKind : uint8_t {
 inline constexpr int kTimerKinds = 3;
 
 struct ConnTimer {
-  absl::optional<mad::TimePoint> deadline;
-  uint32_t generation = 0;  // endpoint-wide; the wheel payload carries it
+  // Endpoint-wide, never 0 while armed (0 = not armed); the wheel payload
+  // carries it so a stale expiry is ignored.
+  uint32_t generation = 0;
   mad::TimerHandle handle;
+  bool armed() const { return generation != 0; }
 };
 
-// The request under retransmission, kept formatted.
+inline constexpr uint32_t kNoBuffer = UINT32_MAX;
+
+// The request under retransmission. Its formatted MAD lives in one of the
+// endpoint's pooled 256-byte buffers, held only while a request is
+// outstanding (an ESTABLISHED connection holds none).
 struct Outstanding {
   bool armed = false;
   mad::wire::CmAttr attr = mad::wire::CmAttr::kReq;
-  std::array<uint8_t, mad::kMadSize> mad{};
+  uint32_t buffer = kNoBuffer;  // index into the endpoint's request pool
   mad::Duration timeout;   // wait before the next retransmission
   int retries_left = 0;
   RetryPolicy policy;
+};
+
+// Bytes kept out of line, allocated only when non-empty (private data of a
+// reply that may have to be re-sent; usually empty).
+class StoredBytes {
+ public:
+  void Assign(std::span<const uint8_t> b) {
+    size_ = static_cast<uint8_t>(b.size());
+    data_.reset();
+    if (b.empty()) return;
+    data_ = std::make_unique<uint8_t[]>(b.size());
+    std::copy(b.begin(), b.end(), data_.get());
+  }
+  std::span<const uint8_t> bytes() const { return {data_.get(), size_}; }
+
+ private:
+  std::unique_ptr<uint8_t[]> data_;
+  uint8_t size_ = 0;  // private data fields are at most 224 bytes
 };
 
 struct Connection {
@@ -74,8 +101,9 @@ struct Connection {
   uint8_t local_ack_timeout = 0;    // av.timeout: QP timeout and TimeWait
   bool srq = false;
   PathInfo primary;                 // local = this side
-  absl::optional<PathInfo> alternate;
-  PathInfo pending_alternate;       // LAP in flight
+  // Out of line: most connections have no alternate path.
+  std::unique_ptr<PathInfo> alternate;
+  std::unique_ptr<PathInfo> pending_alternate;  // LAP in flight
   uint8_t remote_cm_response_timeout = 0;  // REQ byte 43
   uint8_t local_cm_response_timeout = 0;   // REQ byte 47
   uint8_t max_cm_retries = 0;
@@ -86,11 +114,13 @@ struct Connection {
   Ece remote_ece;
 
   Outstanding out;
-  // The last untimed message sent (MRA / RTU / DREP), re-sent on duplicates.
+  // The last untimed message sent (MRA / RTU / DREP), formatted again from
+  // these fields (and the ids above) when a duplicate asks for it.
   bool has_reply = false;
   mad::wire::CmAttr reply_attr = mad::wire::CmAttr::kMra;
-  std::array<uint8_t, mad::kMadSize> reply{};
-  mad::wire::PrivateData drep_private_data;
+  MsgRef reply_mra_msg = MsgRef::kReq;  // MRA: Message MRAed
+  uint8_t reply_mra_timeout = 0;        // MRA: service timeout
+  StoredBytes reply_private_data;
 
   // SIDR
   uint32_t sidr_request_id = 0;

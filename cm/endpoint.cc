@@ -11,6 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "cm/endpoint_internal.h"
 #include "mad/wire/cm_common.h"
+#include "mad/wire/cm_drep.h"
+#include "mad/wire/cm_mra.h"
+#include "mad/wire/cm_rtu.h"
 
 namespace uscm::cm {
 
@@ -150,9 +153,8 @@ void CmEndpoint::HandleTimeout(TimePoint now) {
     const ConnId id{f.index, conns_.GenerationAt(f.index)};
     for (int k = 0; k < internal::kTimerKinds; ++k) {
       internal::ConnTimer& t = c->timers[k];
-      if (t.deadline.has_value() && t.generation == f.generation) {
-        t.deadline.reset();
-        t.handle = mad::TimerHandle();
+      if (t.armed() && t.generation == f.generation) {
+        t = internal::ConnTimer{};
         OnTimer(now, id, static_cast<TimerKind>(k));
         break;
       }
@@ -164,18 +166,33 @@ absl::optional<TimePoint> CmEndpoint::NextDeadline() const {
   return wheel_.NextDeadline();
 }
 
-bool CmEndpoint::PollTransmit(OutgoingMad* out) {
-  if (tx_.empty()) return false;
-  *out = tx_.front();
-  tx_.pop_front();
+namespace {
+
+// Pops the front of a head-indexed vector queue. Fully drained, the vector
+// is cleared (capacity kept); a long-lived backlog has its consumed prefix
+// dropped now and then so the vector does not grow without bound.
+template <typename T>
+bool PopFront(std::vector<T>& q, size_t& head, T* out) {
+  if (head == q.size()) return false;
+  *out = std::move(q[head++]);
+  if (head == q.size()) {
+    q.clear();
+    head = 0;
+  } else if (head >= 64 && head * 2 >= q.size()) {
+    q.erase(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(head));
+    head = 0;
+  }
   return true;
 }
 
+}  // namespace
+
+bool CmEndpoint::PollTransmit(OutgoingMad* out) {
+  return PopFront(tx_, tx_head_, out);
+}
+
 bool CmEndpoint::PollEvent(CmEvent* out) {
-  if (events_.empty()) return false;
-  *out = std::move(events_.front());
-  events_.pop_front();
-  return true;
+  return PopFront(events_, events_head_, out);
 }
 
 // ------------------------------------------------------------------ timers
@@ -184,8 +201,8 @@ void CmEndpoint::Arm(Connection& c, ConnId id, TimerKind kind,
                      TimePoint deadline) {
   internal::ConnTimer& t = c.timers[static_cast<int>(kind)];
   wheel_.Cancel(t.handle);
-  t.deadline = deadline;
-  t.generation = ++timer_generation_;
+  if (++timer_generation_ == 0) timer_generation_ = 1;  // 0 means "not armed"
+  t.generation = timer_generation_;
   t.handle = wheel_.Schedule(
       deadline, (uint64_t{id.index} << 32) | uint64_t{t.generation});
 }
@@ -226,7 +243,7 @@ void CmEndpoint::OnTimer(TimePoint now, ConnId id, TimerKind kind) {
     --o.retries_left;
     const int ai = internal::AttrIndex(o.attr);
     if (ai >= 0) ++counters_.retransmitted[ai];
-    Queue(c.peer, o.mad);
+    Queue(c.peer, RequestMad(c));
     if (o.policy.backoff_factor > 1 && o.timeout < o.policy.backoff_cap) {
       o.timeout = std::min(
           o.timeout * static_cast<int64_t>(o.policy.backoff_factor),
@@ -235,7 +252,7 @@ void CmEndpoint::OnTimer(TimePoint now, ConnId id, TimerKind kind) {
     Arm(c, id, TimerKind::kRetransmit, now + o.timeout);
     return;
   }
-  o.armed = false;
+  EndRequest(c);
   ++counters_.timeouts;
   switch (c.state) {
     case CmState::kReqSent:
@@ -341,6 +358,7 @@ void CmEndpoint::MaybeFree(ConnId id) {
   for (int k = 0; k < internal::kTimerKinds; ++k) {
     Disarm(*c, static_cast<TimerKind>(k));
   }
+  EndRequest(*c);
   LeaveBacklog(*c);
   RemoveRemoteQpn(*c);
   RemoveRemoteId(*c);
@@ -452,6 +470,33 @@ void CmEndpoint::QueueCounted(const mad::MadAddress& to,
   Queue(to, mad);
 }
 
+std::span<uint8_t, mad::kMadSize> CmEndpoint::RequestBuffer(Connection& c) {
+  uint32_t& b = c.out.buffer;
+  if (b == internal::kNoBuffer) {
+    if (!free_requests_.empty()) {
+      b = free_requests_.back();
+      free_requests_.pop_back();
+    } else {
+      b = static_cast<uint32_t>(request_pool_.size());
+      request_pool_.emplace_back();
+    }
+  }
+  return request_pool_[b];
+}
+
+std::span<const uint8_t, mad::kMadSize> CmEndpoint::RequestMad(
+    const Connection& c) const {
+  assert(c.out.buffer != internal::kNoBuffer);
+  return request_pool_[c.out.buffer];
+}
+
+void CmEndpoint::EndRequest(Connection& c) {
+  c.out.armed = false;
+  if (c.out.buffer == internal::kNoBuffer) return;
+  free_requests_.push_back(c.out.buffer);
+  c.out.buffer = internal::kNoBuffer;
+}
+
 void CmEndpoint::ArmRequest(TimePoint now, Connection& c, ConnId id,
                             CmAttr attr, Duration timeout, int retries,
                             const RetryPolicy& p) {
@@ -465,16 +510,50 @@ void CmEndpoint::ArmRequest(TimePoint now, Connection& c, ConnId id,
 }
 
 void CmEndpoint::KeepReply(Connection& c, CmAttr attr,
-                           std::span<const uint8_t> mad) {
+                           std::span<const uint8_t> private_data,
+                           MsgRef mra_msg, uint8_t mra_timeout) {
   c.has_reply = true;
   c.reply_attr = attr;
-  std::copy(mad.begin(), mad.end(), c.reply.begin());
+  c.reply_mra_msg = mra_msg;
+  c.reply_mra_timeout = mra_timeout;
+  c.reply_private_data.Assign(private_data);
 }
 
 void CmEndpoint::ResendReply(Connection& c) {
   if (!c.has_reply) return;
-  CountSent(c.reply_attr);
-  Queue(c.peer, c.reply);
+  // The same bytes as the first time: every field comes from state that has
+  // not changed since (the transaction ID of the REQ / LAP / DREQ answered).
+  const auto pd = mad::wire::PrivateData(c.reply_private_data.bytes());
+  switch (c.reply_attr) {
+    case CmAttr::kRtu: {
+      mad::wire::RtuRepr r;
+      r.envelope.transaction_id = c.transaction_id;
+      r.local_comm_id = c.local_comm_id;
+      r.remote_comm_id = c.remote_comm_id;
+      r.private_data = pd;
+      return Send(c.peer, r);
+    }
+    case CmAttr::kMra: {
+      mad::wire::MraRepr r;
+      r.envelope.transaction_id = c.transaction_id;
+      r.local_comm_id = c.local_comm_id;
+      r.remote_comm_id = c.remote_comm_id;
+      r.message_mraed = static_cast<mad::wire::MraMessage>(c.reply_mra_msg);
+      r.service_timeout = c.reply_mra_timeout;
+      r.private_data = pd;
+      return Send(c.peer, r);
+    }
+    case CmAttr::kDrep: {
+      mad::wire::DrepRepr r;
+      r.envelope.transaction_id = c.transaction_id;
+      r.local_comm_id = c.local_comm_id;
+      r.remote_comm_id = c.remote_comm_id;
+      r.private_data = pd;
+      return Send(c.peer, r);
+    }
+    default:
+      assert(false && "only RTU, MRA and DREP are kept as replies");
+  }
 }
 
 void CmEndpoint::Emit(CmEvent e) { events_.push_back(std::move(e)); }

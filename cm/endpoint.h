@@ -13,11 +13,12 @@
 #ifndef USCM_CM_ENDPOINT_H_
 #define USCM_CM_ENDPOINT_H_
 
+#include <array>
 #include <cstdint>
-#include <deque>
 #include <random>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -158,16 +159,24 @@ class CmEndpoint {
   // Emits through `emit` into a fresh buffer and queues it; our own format
   // errors are bugs (asserted) since every input was validated.
   template <typename Repr>
-  void Send(const mad::MadAddress& to, const Repr& r,
-            std::array<uint8_t, mad::kMadSize>* keep = nullptr);
-  // Arms retransmission of the request already formatted in c.out.mad.
+  void Send(const mad::MadAddress& to, const Repr& r);
+  // The pooled buffer of c's outstanding request (taken from the pool if c
+  // holds none); the request is formatted into it.
+  std::span<uint8_t, mad::kMadSize> RequestBuffer(Connection& c);
+  std::span<const uint8_t, mad::kMadSize> RequestMad(const Connection& c) const;
+  // No request outstanding any more: disarmed, its buffer back in the pool.
+  void EndRequest(Connection& c);
+  // Arms retransmission of the request already formatted in RequestBuffer(c).
   void ArmRequest(mad::TimePoint now, Connection& c, ConnId id,
                   mad::wire::CmAttr attr, mad::Duration timeout, int retries,
                   const RetryPolicy& p);
   // Queues a formatted MAD (copy) and counts it.
   void QueueCounted(const mad::MadAddress& to, std::span<const uint8_t> mad);
+  // Remembers the untimed answer just sent (RTU / MRA / DREP) so a duplicate
+  // can be answered by formatting it again; ResendReply does that.
   void KeepReply(Connection& c, mad::wire::CmAttr attr,
-                 std::span<const uint8_t> mad);
+                 std::span<const uint8_t> private_data, MsgRef mra_msg = MsgRef::kReq,
+                 uint8_t mra_timeout = 0);
   void ResendReply(Connection& c);
   void Emit(CmEvent e);
   CmEvent MakeEvent(CmEventType t, const Connection& c) const;
@@ -225,9 +234,18 @@ class CmEndpoint {
   // SIDR duplicates: (request id, source LID) -> slot index.
   absl::flat_hash_map<std::pair<uint32_t, uint16_t>, uint32_t> sidr_table_;
 
+  // Formatted requests under retransmission (Outstanding::buffer).
+  std::vector<std::array<uint8_t, mad::kMadSize>> request_pool_;
+  std::vector<uint32_t> free_requests_;
+
   mad::TimerWheel wheel_;
-  std::deque<OutgoingMad> tx_;
-  std::deque<CmEvent> events_;
+  // FIFO queues drained by PollTransmit / PollEvent: vectors read from a
+  // head index and cleared when empty, so their storage is reused (no
+  // allocation per MAD or event once warm).
+  std::vector<OutgoingMad> tx_;
+  size_t tx_head_ = 0;
+  std::vector<CmEvent> events_;
+  size_t events_head_ = 0;
   CmCounters counters_;
 };
 

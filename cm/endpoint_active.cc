@@ -1,6 +1,7 @@
 // Active side: Connect (REQ), MRA and REP received, RTU, REJ in both
 // directions, TimeWait entry. Digest §4.2.
 #include <array>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "cm/endpoint.h"
@@ -76,7 +77,7 @@ absl::StatusOr<ConnId> CmEndpoint::Connect(TimePoint now, const ConnectParams& p
   c.retry_count = p.retry_count;
   c.srq = p.srq;
   c.primary = p.primary;
-  c.alternate = p.alternate;
+  if (p.alternate.has_value()) c.alternate = std::make_unique<PathInfo>(*p.alternate);
   c.local_ack_timeout = p.primary.local_ack_timeout;  // until the REP
   c.remote_cm_response_timeout = p.remote_cm_response_timeout;
   c.local_cm_response_timeout = p.local_cm_response_timeout;
@@ -117,11 +118,14 @@ absl::StatusOr<ConnId> CmEndpoint::Connect(TimePoint now, const ConnectParams& p
   if (p.alternate.has_value()) r.alternate = internal::ToWire(*p.alternate);
   r.private_data = mad::wire::PrivateData(p.private_data);
   // Emit before committing: the repr checks every range the wire has.
-  if (absl::Status s = r.Emit(c.out.mad); !s.ok()) return s;
+  if (absl::Status s = r.Emit(RequestBuffer(c)); !s.ok()) {
+    EndRequest(c);
+    return s;
+  }
 
   const ConnId id = NewConnection(std::move(c));
   Connection& cc = *Find(id);
-  QueueCounted(cc.peer, cc.out.mad);
+  QueueCounted(cc.peer, RequestMad(cc));
   ArmRequest(now, cc, id, CmAttr::kReq, cc.response_timeout, cc.max_cm_retries,
              cc.retry);
   return id;
@@ -247,7 +251,7 @@ void CmEndpoint::HandleRep(TimePoint now, const mad::MadAddress& from,
   }
 
   Disarm(*c, TimerKind::kRetransmit);
-  c->out.armed = false;
+  EndRequest(*c);
   SetRemote(*c, r->local_comm_id, r->local_ca_guid);
   by_remote_id_[{c->remote_comm_id, c->remote_ca_guid}] = id.index;
   c->in_remote_id_table = true;
@@ -299,9 +303,8 @@ absl::Status CmEndpoint::Rtu(TimePoint now, ConnId id,
   r.local_comm_id = c.local_comm_id;
   r.remote_comm_id = c.remote_comm_id;
   r.private_data = mad::wire::PrivateData(private_data);
-  Send(c.peer, r, &c.reply);
-  c.has_reply = true;
-  c.reply_attr = CmAttr::kRtu;
+  Send(c.peer, r);
+  KeepReply(c, CmAttr::kRtu, private_data);
   Disarm(c, TimerKind::kAutoMra);
   c.state = CmState::kEstablished;
   c.lap = LapState::kUninit;
@@ -404,7 +407,7 @@ void CmEndpoint::HandleRej(TimePoint now, std::span<const uint8_t> mad) {
     case CmState::kMraReqSent:
       Disarm(*c, TimerKind::kRetransmit);
       Disarm(*c, TimerKind::kAutoMra);
-      c->out.armed = false;
+      EndRequest(*c);
       if (!c->destroyed) Emit(std::move(e));
       if (stale) {
         EnterTimeWait(now, *c, id);
@@ -432,7 +435,7 @@ void CmEndpoint::HandleRej(TimePoint now, std::span<const uint8_t> mad) {
 void CmEndpoint::EnterTimeWait(TimePoint now, Connection& c, ConnId id) {
   Disarm(c, TimerKind::kRetransmit);
   Disarm(c, TimerKind::kAutoMra);
-  c.out.armed = false;
+  EndRequest(c);
   LeaveBacklog(c);
   // The remote-QPN entry goes now (a rebooted peer may reuse the QPN); the
   // remote-ID entry stays until TimeWait ends so a late REQ gets REJ 10.

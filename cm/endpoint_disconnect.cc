@@ -22,13 +22,13 @@ void CmEndpoint::SendDreq(TimePoint now, Connection& c, ConnId id,
   r.remote_comm_id = c.remote_comm_id;
   r.remote_qpn = c.remote_qpn;
   r.private_data = mad::wire::PrivateData(pd);
-  const absl::Status s = r.Emit(c.out.mad);
+  const absl::Status s = r.Emit(RequestBuffer(c));
   assert(s.ok());  // private data checked by the caller
   (void)s;
   Disarm(c, TimerKind::kAutoMra);
   c.lap = LapState::kUninit;  // a DREQ cancels an outstanding LAP
   c.state = CmState::kDreqSent;
-  QueueCounted(c.peer, c.out.mad);
+  QueueCounted(c.peer, RequestMad(c));
   ArmRequest(now, c, id, CmAttr::kDreq, c.response_timeout, c.max_cm_retries,
              c.retry);
 }
@@ -40,10 +40,8 @@ void CmEndpoint::SendDrep(TimePoint now, Connection& c, ConnId id,
   r.local_comm_id = c.local_comm_id;
   r.remote_comm_id = c.remote_comm_id;
   r.private_data = mad::wire::PrivateData(pd);
-  c.drep_private_data = r.private_data;
-  Send(c.peer, r, &c.reply);
-  c.has_reply = true;
-  c.reply_attr = CmAttr::kDrep;
+  Send(c.peer, r);
+  KeepReply(c, CmAttr::kDrep, pd);
   EnterTimeWait(now, c, id);
 }
 
@@ -106,7 +104,7 @@ void CmEndpoint::HandleDreq(TimePoint now, const mad::MadAddress& from,
     case CmState::kEstablished:
     case CmState::kDreqSent: {
       Disarm(*c, TimerKind::kRetransmit);
-      c->out.armed = false;
+      EndRequest(*c);
       c->lap = LapState::kUninit;
       c->transaction_id = r->envelope.transaction_id;
       c->state = CmState::kDreqRcvd;
@@ -129,7 +127,10 @@ void CmEndpoint::HandleDreq(TimePoint now, const mad::MadAddress& from,
       d.envelope.transaction_id = r->envelope.transaction_id;
       d.local_comm_id = c->local_comm_id;
       d.remote_comm_id = c->remote_comm_id;
-      d.private_data = c->drep_private_data;
+      // Only a DREP we sent carries private data (none if our DREQ was answered).
+      if (c->has_reply && c->reply_attr == CmAttr::kDrep) {
+        d.private_data = mad::wire::PrivateData(c->reply_private_data.bytes());
+      }
       Send(c->peer, d);
       return;
     }
@@ -180,7 +181,7 @@ absl::Status CmEndpoint::Destroy(TimePoint now, ConnId id) {
       }
       SendRej(c, RejReason::kTimeout, MsgRef::kReq, guid, {});
       Disarm(c, TimerKind::kRetransmit);
-      c.out.armed = false;
+      EndRequest(c);
       c.state = CmState::kIdle;
       break;
     }
@@ -214,7 +215,7 @@ absl::Status CmEndpoint::Destroy(TimePoint now, ConnId id) {
       break;
     case CmState::kSidrReqSent:
       Disarm(c, TimerKind::kRetransmit);
-      c.out.armed = false;
+      EndRequest(c);
       c.state = CmState::kIdle;
       break;
     case CmState::kSidrReqRcvd: {

@@ -68,15 +68,13 @@ inline PathInfo FromWire(const mad::wire::CmPath& w) {
 }  // namespace internal
 
 template <typename Repr>
-void CmEndpoint::Send(const mad::MadAddress& to, const Repr& r,
-                      std::array<uint8_t, mad::kMadSize>* keep) {
+void CmEndpoint::Send(const mad::MadAddress& to, const Repr& r) {
   OutgoingMad& o = tx_.emplace_back();
   o.to = to;
   const absl::Status s = r.Emit(o.mad);
   // Every input was validated by the user call; a failure is our bug.
   assert(s.ok());
   (void)s;
-  if (keep != nullptr) *keep = o.mad;
   CountSent(static_cast<mad::wire::CmAttr>(uint16_t{o.mad[16]} << 8 | o.mad[17]));
 }
 

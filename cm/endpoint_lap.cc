@@ -1,6 +1,8 @@
 // LAP / APR: loading an alternate path on an ESTABLISHED connection (the LAP
 // sub-state machine, digest §4). Linux still answers LAP/APR but no longer
 // offers sending them; here both directions work.
+#include <memory>
+
 #include "absl/strings/str_cat.h"
 #include "cm/endpoint.h"
 #include "cm/endpoint_internal.h"
@@ -37,10 +39,13 @@ absl::Status CmEndpoint::LoadAlternatePath(TimePoint now, ConnId id,
   r.remote_cm_response_timeout = c.remote_cm_response_timeout;
   r.alternate = internal::ToWire(alternate);
   r.private_data = mad::wire::PrivateData(private_data);
-  if (absl::Status s = r.Emit(c.out.mad); !s.ok()) return s;
-  c.pending_alternate = alternate;
+  if (absl::Status s = r.Emit(RequestBuffer(c)); !s.ok()) {
+    EndRequest(c);  // ESTABLISHED without a LAP in flight: nothing outstanding
+    return s;
+  }
+  c.pending_alternate = std::make_unique<PathInfo>(alternate);
   c.lap = LapState::kLapSent;
-  QueueCounted(c.peer, c.out.mad);
+  QueueCounted(c.peer, RequestMad(c));
   ArmRequest(now, c, id, CmAttr::kLap, c.response_timeout, c.max_cm_retries, c.retry);
   return absl::OkStatus();
 }
@@ -72,7 +77,8 @@ void CmEndpoint::HandleLap(TimePoint now, std::span<const uint8_t> mad) {
     return;
   }
   c->lap = LapState::kLapRcvd;
-  c->pending_alternate = internal::FromWireSwapped(r->alternate);
+  c->pending_alternate =
+      std::make_unique<PathInfo>(internal::FromWireSwapped(r->alternate));
   c->transaction_id = r->envelope.transaction_id;
   if (c->destroyed) return;
   CmEvent e = MakeEvent(CmEventType::kLapReceived, *c);
@@ -111,7 +117,8 @@ absl::Status CmEndpoint::AprReply(TimePoint now, ConnId id, uint8_t ap_status,
   std::array<uint8_t, mad::kMadSize> buf{};
   if (absl::Status s = r.Emit(buf); !s.ok()) return s;
   QueueCounted(c.peer, buf);
-  if (ap_status == 0) c.alternate = c.pending_alternate;
+  if (ap_status == 0) c.alternate = std::move(c.pending_alternate);
+  c.pending_alternate.reset();
   c.lap = LapState::kIdle;
   return absl::OkStatus();
 }
@@ -134,8 +141,11 @@ void CmEndpoint::HandleApr(TimePoint now, std::span<const uint8_t> mad) {
     return;
   }
   Disarm(*c, TimerKind::kRetransmit);
-  c->out.armed = false;
-  if (r->status == mad::wire::ApStatus::kSuccess) c->alternate = c->pending_alternate;
+  EndRequest(*c);
+  if (r->status == mad::wire::ApStatus::kSuccess) {
+    c->alternate = std::move(c->pending_alternate);
+  }
+  c->pending_alternate.reset();
   c->lap = LapState::kIdle;
   if (c->destroyed) return;
   CmEvent e = MakeEvent(CmEventType::kAprReceived, *c);

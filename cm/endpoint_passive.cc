@@ -1,5 +1,7 @@
 // Passive side: REQ received (duplicates, stale QPNs, listener match,
 // backlog), MRA, Accept (REP), RTU and COMM_EST. Digest §4.3, §4.5, §4.6.
+#include <memory>
+
 #include "absl/strings/str_cat.h"
 #include "cm/endpoint.h"
 #include "cm/endpoint_internal.h"
@@ -136,7 +138,9 @@ void CmEndpoint::HandleReq(TimePoint now, const mad::MadAddress& from,
   c.primary = internal::FromWireSwapped(r.primary);
   // Routed REQs carry the permissive LID; use the one the MAD came from.
   if (c.primary.remote_lid == mad::kPermissiveLid) c.primary.remote_lid = from.lid;
-  if (r.alternate.has_value()) c.alternate = internal::FromWireSwapped(*r.alternate);
+  if (r.alternate.has_value()) {
+    c.alternate = std::make_unique<PathInfo>(internal::FromWireSwapped(*r.alternate));
+  }
   c.local_ack_timeout = r.primary.local_ack_timeout;
   c.remote_cm_response_timeout = r.remote_cm_response_timeout;
   c.local_cm_response_timeout = r.local_cm_response_timeout;
@@ -197,7 +201,10 @@ absl::Status CmEndpoint::Accept(TimePoint now, ConnId id, const AcceptParams& p)
   r.srq = p.srq;
   r.local_ca_guid = port_.node_guid;
   r.private_data = mad::wire::PrivateData(p.private_data);
-  if (absl::Status s = r.Emit(c.out.mad); !s.ok()) return s;
+  if (absl::Status s = r.Emit(RequestBuffer(c)); !s.ok()) {
+    EndRequest(c);  // REQ_RCVD / MRA_REQ_SENT: no request was outstanding
+    return s;
+  }
 
   c.local_qpn = p.qpn;
   c.local_psn = p.starting_psn;
@@ -209,7 +216,7 @@ absl::Status CmEndpoint::Accept(TimePoint now, ConnId id, const AcceptParams& p)
   Disarm(c, TimerKind::kAutoMra);
   LeaveBacklog(c);
   c.state = CmState::kRepSent;
-  QueueCounted(c.peer, c.out.mad);
+  QueueCounted(c.peer, RequestMad(c));
   ArmRequest(now, c, id, CmAttr::kRep, c.response_timeout, c.max_cm_retries, p.retry);
   return absl::OkStatus();
 }
@@ -223,9 +230,8 @@ void CmEndpoint::SendMraNow(Connection& c, MsgRef msg, uint8_t service_timeout,
   r.message_mraed = static_cast<mad::wire::MraMessage>(msg);
   r.service_timeout = service_timeout;
   r.private_data = mad::wire::PrivateData(pd);
-  Send(c.peer, r, &c.reply);
-  c.has_reply = true;
-  c.reply_attr = CmAttr::kMra;
+  Send(c.peer, r);
+  KeepReply(c, CmAttr::kMra, pd, msg, service_timeout);
 }
 
 absl::Status CmEndpoint::SendMra(TimePoint now, ConnId id, uint8_t service_timeout,
@@ -274,7 +280,7 @@ void CmEndpoint::HandleRtu(TimePoint now, std::span<const uint8_t> mad) {
     return;
   }
   Disarm(*c, TimerKind::kRetransmit);
-  c->out.armed = false;
+  EndRequest(*c);
   c->state = CmState::kEstablished;
   c->lap = LapState::kUninit;
   if (!c->destroyed) {
@@ -293,7 +299,7 @@ absl::Status CmEndpoint::NotifyCommEstablished(TimePoint now, ConnId id) {
     return WrongState("NotifyCommEstablished", c.state);
   }
   Disarm(c, TimerKind::kRetransmit);
-  c.out.armed = false;
+  EndRequest(c);
   c.state = CmState::kEstablished;
   c.lap = LapState::kUninit;
   Emit(MakeEvent(CmEventType::kEstablished, c));

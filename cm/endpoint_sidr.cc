@@ -40,10 +40,13 @@ absl::StatusOr<ConnId> CmEndpoint::SidrRequest(TimePoint now,
   r.partition_key = p.pkey;
   r.service_id = p.service_id;
   r.private_data = mad::wire::PrivateData(p.private_data);
-  if (absl::Status s = r.Emit(c.out.mad); !s.ok()) return s;
+  if (absl::Status s = r.Emit(RequestBuffer(c)); !s.ok()) {
+    EndRequest(c);
+    return s;
+  }
   const ConnId id = NewConnection(std::move(c));
   Connection& cc = *Find(id);
-  QueueCounted(cc.peer, cc.out.mad);
+  QueueCounted(cc.peer, RequestMad(cc));
   ArmRequest(now, cc, id, CmAttr::kSidrReq, Ms(p.timeout), p.max_retries, p.retry);
   return id;
 }
@@ -66,7 +69,7 @@ void CmEndpoint::HandleSidrRep(TimePoint now, std::span<const uint8_t> mad) {
   }
   const ConnId id = IdOf(*c);
   Disarm(*c, TimerKind::kRetransmit);
-  c->out.armed = false;
+  EndRequest(*c);
   c->state = CmState::kIdle;
   if (!c->destroyed) {
     const bool ok = r->status == mad::wire::SidrStatus::kSuccess;

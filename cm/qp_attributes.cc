@@ -85,14 +85,14 @@ absl::StatusOr<QpAttributes> CmEndpoint::GetQpAttributes(ConnId id,
         a.max_dest_rd_atomic = c->responder_resources;
         a.min_rnr_timer = 0;  // IBA encoding 0 = 655.36 ms, as Linux
       }
-      if (c->alternate.has_value()) {
+      if (c->alternate != nullptr) {
         a.mask |= kQpAltPath;
         a.alt_av = AvFor(*c->alternate, port_, pkey_index, c->alternate->local_ack_timeout);
       }
       break;
     case QpState::kRts:
       if (c->state == CmState::kEstablished && c->lap == LapState::kIdle &&
-          c->alternate.has_value()) {
+          c->alternate != nullptr) {
         // After a LAP: only the new alternate path, re-armed.
         a.mask = kQpAltPath | kQpPathMigState;
         a.alt_av = AvFor(*c->alternate, port_, pkey_index, c->alternate->local_ack_timeout);
@@ -108,7 +108,7 @@ absl::StatusOr<QpAttributes> CmEndpoint::GetQpAttributes(ConnId id,
         a.max_rd_atomic = c->initiator_depth;
         a.timeout = c->local_ack_timeout;
       }
-      if (c->alternate.has_value()) {
+      if (c->alternate != nullptr) {
         a.mask |= kQpPathMigState;
         a.path_mig_rearm = true;
       }

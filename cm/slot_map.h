@@ -1,11 +1,14 @@
 // A generation-checked slot map: values live in a vector of slots; a key is
 // (index, generation) and stops matching once its value is removed, even after
-// the slot is reused. Insert allocates only when no free slot exists.
+// the slot is reused. Insert allocates only when no free slot exists, and
+// then one chunk of kChunk slots: values never move and growing never
+// copies (a doubling vector would leave up to half its capacity unused).
 #ifndef USCM_CM_SLOT_MAP_H_
 #define USCM_CM_SLOT_MAP_H_
 
 #include <cassert>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -27,10 +30,11 @@ class SlotMap {
       index = free_.back();
       free_.pop_back();
     } else {
-      index = static_cast<uint32_t>(slots_.size());
-      slots_.push_back(Slot{});
+      index = static_cast<uint32_t>(capacity_);
+      if (capacity_ % kChunk == 0) chunks_.push_back(std::make_unique<Slot[]>(kChunk));
+      ++capacity_;
     }
-    Slot& s = slots_[index];
+    Slot& s = slot(index);
     assert(!s.value.has_value());
     s.value.emplace(std::move(value));
     ++size_;
@@ -38,8 +42,8 @@ class SlotMap {
   }
 
   T* Get(uint32_t index, uint32_t generation) {
-    if (index >= slots_.size()) return nullptr;
-    Slot& s = slots_[index];
+    if (index >= capacity_) return nullptr;
+    Slot& s = slot(index);
     if (s.generation != generation || !s.value.has_value()) return nullptr;
     return &*s.value;
   }
@@ -48,14 +52,16 @@ class SlotMap {
   }
   // By index only, for internal tables that store indices of live values.
   T* AtIndex(uint32_t index) {
-    if (index >= slots_.size() || !slots_[index].value.has_value()) return nullptr;
-    return &*slots_[index].value;
+    if (index >= capacity_ || !slot(index).value.has_value()) return nullptr;
+    return &*slot(index).value;
   }
-  uint32_t GenerationAt(uint32_t index) const { return slots_[index].generation; }
+  uint32_t GenerationAt(uint32_t index) const {
+    return const_cast<SlotMap*>(this)->slot(index).generation;
+  }
 
   bool Remove(uint32_t index, uint32_t generation) {
     if (Get(index, generation) == nullptr) return false;
-    Slot& s = slots_[index];
+    Slot& s = slot(index);
     s.value.reset();
     if (++s.generation == 0) s.generation = 1;  // 0 is the invalid generation
     free_.push_back(index);
@@ -68,8 +74,9 @@ class SlotMap {
 
   template <typename F>
   void ForEach(F&& f) {
-    for (uint32_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].value.has_value()) f(Key{i, slots_[i].generation}, *slots_[i].value);
+    for (uint32_t i = 0; i < capacity_; ++i) {
+      Slot& s = slot(i);
+      if (s.value.has_value()) f(Key{i, s.generation}, *s.value);
     }
   }
 
@@ -78,7 +85,11 @@ class SlotMap {
     uint32_t generation = 1;
     absl::optional<T> value;
   };
-  std::vector<Slot> slots_;
+  static constexpr uint32_t kChunk = 256;
+  Slot& slot(uint32_t index) { return chunks_[index / kChunk][index % kChunk]; }
+
+  std::vector<std::unique_ptr<Slot[]>> chunks_;
+  size_t capacity_ = 0;  // slots handed out so far (all chunks but the last are full)
   std::vector<uint32_t> free_;
   size_t size_ = 0;
 };
