@@ -11,6 +11,8 @@ PACKAGES=(
   rdma-core libibverbs-dev libibumad-dev libibmad-dev ibverbs-utils
   # simulated InfiniBand fabric with a real SA
   ibsim-utils libumad2sim0 opensm infiniband-diags
+  # VM lane (tests/vm): qemu + busybox initramfs + the guest's RDMA tools
+  qemu-system-x86 busybox-static cpio kmod iproute2 ibverbs-providers rdmacm-utils xz-utils
   # independent decoder for the wire cross-check, plotting, misc
   tshark python3 gnuplot-nox valgrind
 )

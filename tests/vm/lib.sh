@@ -1,0 +1,59 @@
+# tests/vm/lib.sh - sourced by the check groups (tests/vm/groups/*.sh), on the host and
+# inside the VM. A group is one executable file = one VM boot (or one pair boot). Run on
+# the host, it boots its VM(s) with itself as the command (`vm_boot`/`vm_pair`); inside,
+# it runs its checks, each printing exactly one line "PASS name" or "FAIL name: why".
+# tests/vm/run.sh counts those lines.
+#
+# Inside the VM: USCM_VM_LINK is set; USCM_VM_BIN is the bazel-bin directory that
+# tests/vm/run.sh built (the host's tree, seen read-only through 9p).
+
+VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+: "${USCM_VM_BIN:=$VM_DIR/../../bazel-bin}"
+export USCM_VM_BIN
+
+in_vm() { [ -n "${USCM_VM_LINK:-}" ]; }
+
+# vm_boot [boot.sh options]: re-run this group inside one VM.
+vm_boot() {
+  in_vm && return 0
+  "$VM_DIR/boot.sh" --env "USCM_VM_BIN=$USCM_VM_BIN" --env "USCM_VM_GROUP_LOG=/tmp/group-log" \
+    "$@" -- "bash $(readlink -f "$0")"
+  exit $?
+}
+
+# vm_pair [pair.sh options]: re-run this group in two linked VMs (USCM_VM_ROLE a / b).
+vm_pair() {
+  in_vm && return 0
+  "$VM_DIR/pair.sh" --env "USCM_VM_BIN=$USCM_VM_BIN" "$@" -- \
+    "bash $(readlink -f "$0")" "bash $(readlink -f "$0")"
+  exit $?
+}
+
+FAILED=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; FAILED=1; }
+
+# check NAME COMMAND...: PASS when COMMAND exits 0; else FAIL with its last output line.
+# The command's output is kept in $OUT (and shown on failure).
+check() {
+  local name=$1; shift
+  OUT=$("$@" 2>&1); local rc=$?
+  if [ "$rc" = 0 ]; then pass "$name"; else
+    printf '%s\n' "$OUT" | sed 's/^/  | /' | tail -n 30
+    fail "$name" "exit $rc: $(printf '%s\n' "$OUT" | grep -v '^ *$' | tail -n 1)"
+  fi
+}
+
+# check_output NAME REGEX COMMAND...: PASS when the output matches REGEX (grep -E),
+# whatever the exit status (for commands that are expected to fail).
+check_output() {
+  local name=$1 re=$2; shift 2
+  OUT=$("$@" 2>&1); local rc=$?
+  if printf '%s\n' "$OUT" | grep -Eq -- "$re"; then pass "$name"; else
+    printf '%s\n' "$OUT" | sed 's/^/  | /' | tail -n 30
+    fail "$name" "exit $rc, output does not match /$re/"
+  fi
+}
+
+# group_end: the group's exit status (non-zero when any check failed).
+group_end() { exit "$FAILED"; }

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# tests/vm/run.sh - the VM lane: builds the binaries the checks use, then runs every
+# executable tests/vm/groups/*.sh (one VM boot, or one pair boot, each). A group prints
+# "PASS name" / "FAIL name: why" lines; a group that ends non-zero without any FAIL line
+# counts as one failure. Last line: "vm: N passed, N failed"; exit status 1 on failure.
+#
+#   tests/vm/run.sh [GROUP-NAME-SUBSTRING...]
+# Each group names the Bazel targets it needs in a "# targets:" comment line.
+# Environment: BAZEL (default bazel), USCM_VM_BAZEL_FLAGS (e.g. --symlink_prefix=/tmp/x-),
+# USCM_VM_BIN (skip the build and use this bazel-bin), USCM_VM_LOGS (keep group logs).
+# Needs root (qemu, apt for tests/vm/prepare.sh, the kernel cache in /var/cache/uscm-vm).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+VM=tests/vm
+# each group names the Bazel targets it runs in a comment line "# targets: //a:b //c:d"
+mapfile -t TARGETS < <(sed -n 's/^# targets: //p' "$VM"/groups/*.sh | tr ' ' '\n' | grep . | sort -u)
+
+passed=0 failed=0
+result() { echo "vm: ${passed} passed, ${failed} failed"; [ "$failed" = 0 ]; exit $?; }
+
+if ! PREP=$("$VM/prepare.sh"); then
+  echo "FAIL vm-prepare: tests/vm/prepare.sh failed (root, apt, kernel download)"
+  failed=1; result
+fi
+export USCM_VM_PREP=$PREP
+
+if [ -z "${USCM_VM_BIN:-}" ] && [ ${#TARGETS[@]} -gt 0 ]; then
+  # shellcheck disable=SC2086
+  if ! ${BAZEL:-bazel} build ${USCM_VM_BAZEL_FLAGS:-} "${TARGETS[@]}"; then
+    echo "FAIL vm-build: bazel build ${TARGETS[*]}"; failed=1; result
+  fi
+  # shellcheck disable=SC2086
+  USCM_VM_BIN=$(${BAZEL:-bazel} info ${USCM_VM_BAZEL_FLAGS:-} bazel-bin 2>/dev/null)
+fi
+export USCM_VM_BIN=${USCM_VM_BIN:-$PWD/bazel-bin}
+
+LOGS=${USCM_VM_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/uscm-vm-logs.XXXXXX")}
+mkdir -p "$LOGS"
+for g in "$VM"/groups/*.sh; do
+  [ -x "$g" ] || continue
+  name=$(basename "$g" .sh)
+  if [ $# -gt 0 ]; then
+    want=0; for f in "$@"; do [[ $name == *"$f"* ]] && want=1; done
+    [ "$want" = 1 ] || continue
+  fi
+  echo "=== vm group $name ==="
+  t0=$EPOCHREALTIME
+  "$g" > "$LOGS/$name.log" 2>&1; rc=$?
+  secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  # checks print PASS/FAIL at the start of a line (pair groups: after "[a] ")
+  lines=$(grep -E '^(\[[ab]\] )?(PASS|FAIL) ' "$LOGS/$name.log" | sed -E 's/^\[([ab])\] (PASS|FAIL) /\2 \1:/')
+  p=$(grep -c '^PASS ' <<<"$lines"); f=$(grep -c '^FAIL ' <<<"$lines")
+  [ -n "$lines" ] && printf '%s\n' "$lines"
+  if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+    echo "FAIL $name: the group ended with status $rc (log: $LOGS/$name.log)"; f=1
+    tail -n 25 "$LOGS/$name.log" | sed 's/^/  | /'
+  elif [ "$f" != 0 ]; then
+    grep -E '^(\[[ab]\] )?  \| ' "$LOGS/$name.log" | tail -n 40
+  fi
+  echo "--- $name: $p passed, $f failed, ${secs}s"
+  passed=$((passed + p)); failed=$((failed + f))
+done
+[ -n "${USCM_VM_LOGS:-}" ] || rm -rf "$LOGS"
+result
