@@ -1,34 +1,48 @@
 #!/usr/bin/env python3
-"""Sums test cases over every test.xml under a bazel-testlogs directory.
+"""Sums test cases over every test target under a bazel-testlogs directory.
 
 Prints "PASSED FAILED". A test target without test cases (a script test) counts
-as one case, passed or failed by its own result.
+as one case, passed or failed by its own result. A target that left a test.log
+but no readable test.xml (killed on timeout, crashed before writing it) counts
+as one failed case and is named on stderr, so nothing disappears from the sum.
 """
 import pathlib
 import sys
 import xml.etree.ElementTree as ET
 
 
+def count_xml(xml: pathlib.Path) -> tuple:
+    passed = failed = 0
+    tree = ET.parse(xml)
+    cases = list(tree.iter("testcase"))
+    for case in cases:
+        if case.get("status") == "notrun":
+            continue
+        bad = case.find("failure") is not None or case.find("error") is not None
+        failed += bad
+        passed += not bad
+    if not cases:
+        suites = list(tree.iter("testsuite"))
+        bad = any(int(s.get("failures", 0)) or int(s.get("errors", 0)) for s in suites)
+        failed += bad
+        passed += not bad
+    return passed, failed
+
+
 def main(root: str) -> None:
     passed = failed = 0
-    for xml in pathlib.Path(root).rglob("test.xml"):
+    for log in pathlib.Path(root).rglob("test.log"):
+        xml = log.with_name("test.xml")
+        target = str(log.parent.relative_to(root))
         try:
-            tree = ET.parse(xml)
-        except ET.ParseError:
-            failed += 1
-            continue
-        cases = list(tree.iter("testcase"))
-        for case in cases:
-            bad = case.find("failure") is not None or case.find("error") is not None
-            if case.get("status") == "notrun":
-                continue
-            failed += bad
-            passed += not bad
-        if not cases:
-            suites = list(tree.iter("testsuite"))
-            bad = any(int(s.get("failures", 0)) or int(s.get("errors", 0)) for s in suites)
-            failed += bad
-            passed += not bad
+            p, f = count_xml(xml)
+        except (OSError, ET.ParseError) as e:
+            print(f"no test results from {target}: {e}", file=sys.stderr)
+            p, f = 0, 1
+        if f:
+            print(f"failed: {target}", file=sys.stderr)
+        passed += p
+        failed += f
     print(passed, failed)
 
 
