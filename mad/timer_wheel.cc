@@ -28,15 +28,17 @@ TimerWheel::TimerWheel(TimePoint start, Duration tick)
   ABSL_RAW_CHECK(tick.nanos() > 0, "TimerWheel tick must be positive");
 }
 
-// Chunks in use never exceed n/8 + 4 per bucket: a bucket holds at most
-// 2 * live + kCompactMin entries (Remove compacts beyond that) plus two partly
-// used chunks at its ends; a cascade or overflow drain frees each source chunk
-// as it is consumed.
+// A bucket of k entries spans at most k/16 + 2 chunks (partly used chunks at
+// both ends); a cascade, a fire or an overflow drain holds one more chunk
+// whose entries have already moved on. So n pending timers never need more
+// than n/16 + 2 per bucket + 2 chunks.
 void TimerWheel::Reserve(size_t n) {
   nodes_.reserve(n);
-  const size_t chunks = n / 8 + 5 * size_t{kNumBuckets};
+  const size_t chunks = n / kChunk + 3 * size_t{kNumBuckets};
   entries_.reserve(chunks * kChunk);
   chunk_next_.reserve(chunks);
+  chunk_prev_.reserve(chunks);
+  chunk_owner_.reserve(chunks);
 }
 
 TimePoint TimerWheel::TickToTime(uint64_t tick) const {
@@ -57,35 +59,63 @@ uint32_t TimerWheel::GrowChunk() {
                  "TimerWheel: too many timers");
   const uint32_t c = static_cast<uint32_t>(chunk_next_.size());
   chunk_next_.push_back(kNil);
+  chunk_prev_.push_back(kNil);
+  chunk_owner_.push_back(0);
   entries_.resize(entries_.size() + kChunk);
   return c;
 }
 
+uint32_t TimerWheel::AppendChunk(uint16_t bucket) {
+  Bucket& b = buckets_[bucket];
+  const uint32_t c = AllocChunk(bucket);
+  if (b.head == kNil) {
+    b.head = c;
+    b.begin = c << kChunkShift;
+    chunk_prev_[c] = kNil;
+    SetBit(bucket);
+  } else {
+    chunk_next_[b.tail] = c;
+    chunk_prev_[c] = b.tail;
+  }
+  b.tail = c;
+  return c << kChunkShift;
+}
+
+void TimerWheel::ShrinkTail(uint16_t bucket) {
+  Bucket& b = buckets_[bucket];
+  if (b.end == b.begin) return FreeBucket(bucket);
+  // The tail chunk is empty and is not the head: the chunk before it is full.
+  const uint32_t empty = b.tail;
+  b.tail = chunk_prev_[empty];
+  chunk_next_[b.tail] = kNil;
+  b.end = (b.tail << kChunkShift) + kChunk;
+  FreeChunk(empty);
+}
+
 bool TimerWheel::PopFront(uint16_t bucket, Entry* out) {
   Bucket& b = buckets_[bucket];
-  while (b.head != kNil) {
-    if (b.head == b.tail && b.begin == b.end) {
-      FreeChunk(b.head);
-      b = Bucket{};
-      return false;
-    }
-    if (b.begin == kChunk) {
-      const uint32_t next = chunk_next_[b.head];
-      FreeChunk(b.head);
-      b.head = next;
-      b.begin = 0;
-      continue;
-    }
-    const Entry& e = entries_[b.head * kChunk + b.begin++];
-    if (e.index == kNil) {
-      --b.dead;
-      continue;
-    }
-    *out = e;
-    --b.live;
-    return true;
+  if (b.head == kNil) return false;
+  *out = entries_[b.begin];
+  const uint32_t next = b.begin + 1;
+  if (next == b.end) {
+    FreeBucket(bucket);
+  } else if ((next & kChunkMask) == 0) {
+    const uint32_t c = chunk_next_[b.head];
+    FreeChunk(b.head);
+    b.head = c;
+    b.begin = c << kChunkShift;
+  } else {
+    b.begin = next;
   }
-  return false;
+  return true;
+}
+
+void TimerWheel::MoveBucket(uint16_t from, uint16_t to) {
+  const Bucket b = buckets_[from];
+  buckets_[from] = Bucket{};
+  ClearBit(from);
+  buckets_[to] = b;
+  for (uint32_t c = b.head; c != kNil; c = chunk_next_[c]) chunk_owner_[c] = to;
 }
 
 void TimerWheel::FreeBucket(uint16_t bucket) {
@@ -98,40 +128,6 @@ void TimerWheel::FreeBucket(uint16_t bucket) {
   }
   b = Bucket{};
   ClearBit(bucket);
-}
-
-// Slides the live entries of `bucket` to its front, in order, and frees the
-// chunks left over.
-void TimerWheel::Compact(uint16_t bucket) {
-  Bucket& b = buckets_[bucket];
-  uint32_t rc = b.head, rb = b.begin;  // read cursor
-  uint32_t wc = b.head, wb = b.begin;  // write cursor (never ahead of it)
-  while (!(rc == b.tail && rb == b.end)) {
-    if (rb == kChunk) {
-      rc = chunk_next_[rc];
-      rb = 0;
-      continue;
-    }
-    const Entry e = entries_[rc * kChunk + rb++];
-    if (e.index == kNil) continue;
-    if (wb == kChunk) {
-      wc = chunk_next_[wc];
-      wb = 0;
-    }
-    const uint32_t slot = wc * kChunk + wb++;
-    entries_[slot] = e;
-    nodes_[e.index].slot = slot;
-  }
-  uint32_t c = chunk_next_[wc];
-  while (c != kNil) {
-    const uint32_t next = chunk_next_[c];
-    FreeChunk(c);
-    c = next;
-  }
-  chunk_next_[wc] = kNil;
-  b.tail = wc;
-  b.end = wb;
-  b.dead = 0;
 }
 
 void TimerWheel::LinkFar(uint32_t index, uint64_t expire) {
@@ -206,41 +202,44 @@ void TimerWheel::Cascade(int level, int slot) {
   const Bucket b = buckets_[bucket];
   buckets_[bucket] = Bucket{};
   ClearBit(bucket);
-  auto prefetch_nodes = [this](uint32_t c) {
-    for (uint32_t k = 0; k < kChunk; ++k) {
-      const uint32_t i = entries_[c * kChunk + k].index;
-      if (i < node_count_) __builtin_prefetch(&nodes_[i], 1);
+  // Entries [from, to) of chunk c.
+  auto span = [&b](uint32_t c, uint32_t* from, uint32_t* to) {
+    *from = c == b.head ? b.begin : c << kChunkShift;
+    *to = c == b.tail ? b.end : (c << kChunkShift) + kChunk;
+  };
+  auto prefetch_nodes = [this, &span](uint32_t c) {
+    uint32_t from, to;
+    span(c, &from, &to);
+    for (uint32_t k = from; k < to; ++k) {
+      __builtin_prefetch(&nodes_[entries_[k].index], 1);
     }
   };
   prefetch_nodes(b.head);
-  for (uint32_t c = b.head, at = b.begin; c != kNil;) {
-    const bool last = c == b.tail;
-    const uint32_t next = last ? kNil : chunk_next_[c];
+  for (uint32_t c = b.head; c != kNil;) {
+    const uint32_t next = c == b.tail ? kNil : chunk_next_[c];
     if (next != kNil) {
-      __builtin_prefetch(&entries_[next * kChunk]);
-      __builtin_prefetch(&entries_[next * kChunk + 4]);
-      __builtin_prefetch(&entries_[next * kChunk + 8]);
-      __builtin_prefetch(&entries_[next * kChunk + 12]);
+      const Entry* n = &entries_[next << kChunkShift];
+      __builtin_prefetch(n);
+      __builtin_prefetch(n + 4);
+      __builtin_prefetch(n + 8);
+      __builtin_prefetch(n + 12);
     }
-    const uint32_t stop = last ? b.end : kChunk;
-    for (; at < stop; ++at) {
-      const Entry e = entries_[c * kChunk + at];
-      if (e.index != kNil) Link(e.index, e.expire);
+    uint32_t from, to;
+    span(c, &from, &to);
+    for (uint32_t k = from; k < to; ++k) {
+      const Entry e = entries_[k];
+      Link(e.index, e.expire);
     }
     if (next != kNil) prefetch_nodes(next);
     FreeChunk(c);
     c = next;
-    at = 0;
   }
 }
 
 void TimerWheel::DrainOverflow() {
   // Move the overflow bucket aside so that timers still out of range can be
-  // appended to it again. No callback runs, so the stale bucket field of the
-  // moved entries is never read.
-  buckets_[kFiringBucket] = buckets_[kOverflowBucket];
-  buckets_[kOverflowBucket] = Bucket{};
-  ClearBit(kOverflowBucket);
+  // appended to it again.
+  MoveBucket(kOverflowBucket, kFiringBucket);
   overflow_min_ = UINT64_MAX;
   Entry e;
   while (PopFront(kFiringBucket, &e)) {
@@ -253,20 +252,11 @@ void TimerWheel::DrainOverflow() {
 }
 
 // Fires a level-0 bucket. Its timers move to the firing bucket first, so a
-// callback may cancel one not yet fired (found through its entry's bucket
-// field) or schedule a due timer into the (now empty) level-0 bucket, which
-// the Advance loop then fires too.
+// callback may cancel one not yet fired (its chunk's owner says where it is)
+// or schedule a due timer into the (now empty) level-0 bucket, which the
+// Advance loop then fires too.
 void TimerWheel::Fire(uint16_t bucket, Callback on_expire, size_t* fired) {
-  Bucket& f = buckets_[kFiringBucket];
-  f = buckets_[bucket];
-  buckets_[bucket] = Bucket{};
-  ClearBit(bucket);
-  for (uint32_t c = f.head, at = f.begin; c != kNil;) {
-    const uint32_t stop = c == f.tail ? f.end : kChunk;
-    for (; at < stop; ++at) entries_[c * kChunk + at].bucket = kFiringBucket;
-    c = c == f.tail ? kNil : chunk_next_[c];
-    at = 0;
-  }
+  MoveBucket(bucket, kFiringBucket);
   Entry e;
   while (PopFront(kFiringBucket, &e)) {
     const uint32_t index = e.index;

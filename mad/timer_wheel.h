@@ -23,10 +23,12 @@
 // Buckets are arrays, not linked lists: each bucket is a chain of 16-entry
 // chunks of (expiry, node index) taken from one shared pool, so a cascade
 // reads its source sequentially (prefetching the nodes it will update) and a
-// schedule appends at the bucket's tail. Cancel pops the entry if it is the
-// tail, else leaves a tombstone; a bucket whose tombstones outnumber its live
-// entries is compacted (amortized O(1)), and an emptied bucket is released at
-// once, so the occupancy bits (and NextDeadline) only see live timers.
+// schedule appends at the bucket's tail. Cancel moves the bucket's last entry
+// into the hole (order within a bucket carries no meaning), so buckets stay
+// dense: no tombstones, no compaction, and an emptied bucket is released at
+// once, so the occupancy bits (and NextDeadline) only see live timers. A
+// chunk's owner is looked up in a small side array, so a cancel touches the
+// timer's node, its bucket and the bucket's tail, but not its own entry.
 // Timer state (payload, generation, entry position) is a 16-byte node in one
 // vector with a free list. After Reserve(n), up to n pending timers need no
 // allocation. Handles carry a 32-bit generation, so Cancel of a fired,
@@ -45,6 +47,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/functional/function_ref.h"
 #include "absl/types/optional.h"
 #include "mad/time.h"
@@ -126,7 +129,9 @@ class TimerWheel {
   static constexpr int kOverflowWord = kOverflowBucket / 64;
   static_assert(kOverflowBucket % 64 == 0);
   static constexpr uint32_t kChunk = 16;  // entries per chunk
-  static constexpr uint32_t kCompactMin = 2 * kChunk;
+  static constexpr uint32_t kChunkMask = kChunk - 1;
+  static constexpr int kChunkShift = 4;
+  static_assert(kChunk == 1u << kChunkShift);
 
   struct Node {
     uint64_t payload;
@@ -135,20 +140,22 @@ class TimerWheel {
   };
   struct Entry {
     uint64_t expire;  // tick
-    uint32_t index;   // node; kNil = tombstone
-    uint16_t bucket;
+    uint32_t index;   // node
   };
   static_assert(sizeof(Node) == 16 && sizeof(Entry) == 16);
-  // A chain of chunks; live entries lie in [head*kChunk + begin,
-  // tail*kChunk + end) in chain order.
+  // A chain of chunks holding entries [begin, end) in chain order, where
+  // begin and end are positions in entries_ (chunk * kChunk + offset). All
+  // chunks but the ends are full; begin lies in the head chunk (it moves only
+  // while the bucket is being fired or drained), end - 1 in the tail chunk.
+  // So `end % kChunk == 0` means "no room at the tail" (or no chunk at all).
+  // Empty bucket: no chunk, all fields kNil/0.
   struct Bucket {
     uint32_t head = kNil;
     uint32_t tail = kNil;
     uint32_t begin = 0;
     uint32_t end = 0;
-    uint32_t live = 0;
-    uint32_t dead = 0;  // tombstones
   };
+  static_assert(sizeof(Bucket) == 16);
   enum class EventKind { kNone, kFire, kCascade, kOverflow };
   struct Event {
     EventKind kind = EventKind::kNone;
@@ -169,20 +176,26 @@ class TimerWheel {
   void Link(uint32_t index, uint64_t expire);
   void LinkFar(uint32_t index, uint64_t expire);  // top ring or overflow
   void Append(uint16_t bucket, uint64_t expire, uint32_t index);
+  // Makes room for one entry at the tail of a bucket whose tail chunk is full
+  // or that has no chunk; returns the position to write.
+  uint32_t AppendChunk(uint16_t bucket);
   void Remove(uint32_t slot);    // a pending timer's entry
+  // Remove's rare case: the tail chunk (or the whole bucket) became empty.
+  void ShrinkTail(uint16_t bucket);
   void Release(uint32_t index);  // node -> free list
 
-  uint32_t AllocChunk();
+  uint32_t AllocChunk(uint16_t owner);
   uint32_t GrowChunk();  // allocates
   void FreeChunk(uint32_t chunk) {
     chunk_next_[chunk] = free_chunk_;
     free_chunk_ = chunk;
   }
-  // The next live entry of `bucket` (freeing consumed chunks), or false when
-  // it is empty (then it holds no chunk).
+  // The next entry of `bucket` (freeing consumed chunks), or false when it is
+  // empty (then it holds no chunk).
   bool PopFront(uint16_t bucket, Entry* out);
+  // Moves bucket `from` (its chunks relabelled) to the empty bucket `to`.
+  void MoveBucket(uint16_t from, uint16_t to);
   void FreeBucket(uint16_t bucket);
-  void Compact(uint16_t bucket);
   void SetBit(uint16_t b) { occupied_[b >> 6] |= uint64_t{1} << (b & 63); }
   void ClearBit(uint16_t b) { occupied_[b >> 6] &= ~(uint64_t{1} << (b & 63)); }
 
@@ -201,8 +214,10 @@ class TimerWheel {
   std::vector<Node> nodes_;
   uint32_t node_count_ = 0;  // nodes_.size()
   uint32_t free_head_ = kNil;
-  std::vector<Entry> entries_;         // kChunk per chunk
-  std::vector<uint32_t> chunk_next_;   // chain link (or free list link)
+  std::vector<Entry> entries_;          // kChunk per chunk
+  std::vector<uint32_t> chunk_next_;    // chain link (or free list link)
+  std::vector<uint32_t> chunk_prev_;    // chain link back (valid but at head)
+  std::vector<uint16_t> chunk_owner_;   // the bucket a chunk belongs to
   uint32_t free_chunk_ = kNil;
   std::array<Bucket, kNumBuckets> buckets_{};
   // Bit b of the bitmap: bucket b is non-empty (level L owns words
@@ -216,7 +231,7 @@ class TimerWheel {
 
 // n / tick_ns_ without a hardware divide: the reciprocal estimate is at most a
 // few units low, fixed up by subtraction.
-inline uint64_t TimerWheel::DivTick(uint64_t n, uint64_t* remainder) const {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TimerWheel::DivTick(uint64_t n, uint64_t* remainder) const {
   uint64_t q = static_cast<uint64_t>(
       (static_cast<unsigned __int128>(n) * tick_reciprocal_) >> 64);
   uint64_t r = n - q * tick_ns_;
@@ -228,14 +243,14 @@ inline uint64_t TimerWheel::DivTick(uint64_t n, uint64_t* remainder) const {
   return q;
 }
 
-inline uint64_t TimerWheel::TimeToTick(TimePoint t) const {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TimerWheel::TimeToTick(TimePoint t) const {
   if (t.nanos() <= start_ns_) return 0;
   uint64_t r;
   return DivTick(
       static_cast<uint64_t>(t.nanos()) - static_cast<uint64_t>(start_ns_), &r);
 }
 
-inline uint64_t TimerWheel::DeadlineToTick(TimePoint deadline) const {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TimerWheel::DeadlineToTick(TimePoint deadline) const {
   if (deadline.nanos() <= start_ns_) return 0;
   uint64_t r;
   const uint64_t q = DivTick(static_cast<uint64_t>(deadline.nanos()) -
@@ -246,7 +261,7 @@ inline uint64_t TimerWheel::DeadlineToTick(TimePoint deadline) const {
 
 // The generation is bumped when a node is freed, so a handle matches only
 // while its timer is pending.
-inline bool TimerWheel::Valid(TimerHandle h) const {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool TimerWheel::Valid(TimerHandle h) const {
   return h.index_ < node_count_ &&
          nodes_[h.index_].generation == h.generation_;
 }
@@ -255,47 +270,46 @@ inline bool TimerWheel::IsPending(TimerHandle handle) const {
   return Valid(handle);
 }
 
-inline uint32_t TimerWheel::AllocChunk() {
-  const uint32_t c = free_chunk_;
-  if (c == kNil) return GrowChunk();
-  free_chunk_ = chunk_next_[c];
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t TimerWheel::AllocChunk(uint16_t owner) {
+  uint32_t c = free_chunk_;
+  if (c == kNil) {
+    c = GrowChunk();
+  } else {
+    free_chunk_ = chunk_next_[c];
+  }
   chunk_next_[c] = kNil;
+  chunk_owner_[c] = owner;
   return c;
 }
 
-inline void TimerWheel::Append(uint16_t bucket, uint64_t expire,
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Append(uint16_t bucket, uint64_t expire,
                                uint32_t index) {
   Bucket& b = buckets_[bucket];
-  if (b.head == kNil) {
-    b.head = b.tail = AllocChunk();
-    b.begin = b.end = 0;
-    SetBit(bucket);
-  } else if (b.end == kChunk) {
-    const uint32_t c = AllocChunk();
-    chunk_next_[b.tail] = c;
-    b.tail = c;
-    b.end = 0;
-  }
-  const uint32_t slot = b.tail * kChunk + b.end++;
-  entries_[slot] = Entry{expire, index, bucket};
-  ++b.live;
+  uint32_t slot = b.end;
+  if ((slot & kChunkMask) == 0) [[unlikely]] slot = AppendChunk(bucket);
+  b.end = slot + 1;
+  entries_[slot] = Entry{expire, index};
   nodes_[index].slot = slot;
 }
 
-inline void TimerWheel::Remove(uint32_t slot) {
-  Entry& e = entries_[slot];
-  const uint16_t bucket = e.bucket;
+// Swap-remove: the bucket's last entry fills the hole.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Remove(uint32_t slot) {
+  const uint16_t bucket = chunk_owner_[slot >> kChunkShift];
   Bucket& b = buckets_[bucket];
-  if (--b.live == 0) return FreeBucket(bucket);
-  if (b.end > 0 && slot == b.tail * kChunk + b.end - 1) {
-    --b.end;  // the newest entry: no tombstone needed
-    return;
+  const uint32_t last = b.end - 1;
+  if (slot != last) {
+    const Entry moved = entries_[last];
+    entries_[slot] = moved;
+    nodes_[moved.index].slot = slot;
   }
-  e.index = kNil;
-  if (++b.dead >= kCompactMin && b.dead > b.live) Compact(bucket);
+  b.end = last;
+  // The tail chunk is now empty, or (head chunk mid-fire) the bucket is.
+  if ((last & kChunkMask) == 0 || last == b.begin) [[unlikely]] {
+    ShrinkTail(bucket);
+  }
 }
 
-inline void TimerWheel::Release(uint32_t index) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Release(uint32_t index) {
   Node& n = nodes_[index];
   ++n.generation;
   n.slot = free_head_;
@@ -305,7 +319,7 @@ inline void TimerWheel::Release(uint32_t index) {
 
 // A timer sits at the level of the highest 8-bit digit in which its expiry
 // differs from the current tick; a due one in the current level-0 bucket.
-inline void TimerWheel::Link(uint32_t index, uint64_t expire) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Link(uint32_t index, uint64_t expire) {
   if (expire <= now_) {
     return Append(static_cast<uint16_t>(now_ & (kSlots - 1)), expire, index);
   }
@@ -316,7 +330,7 @@ inline void TimerWheel::Link(uint32_t index, uint64_t expire) {
   Append(static_cast<uint16_t>(level * kSlots + slot), expire, index);
 }
 
-inline TimerHandle TimerWheel::Schedule(TimePoint deadline, uint64_t payload) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline TimerHandle TimerWheel::Schedule(TimePoint deadline, uint64_t payload) {
   uint32_t index = free_head_;
   if (index != kNil) {
     free_head_ = nodes_[index].slot;
@@ -329,14 +343,14 @@ inline TimerHandle TimerWheel::Schedule(TimePoint deadline, uint64_t payload) {
   return TimerHandle(index, nodes_[index].generation);
 }
 
-inline bool TimerWheel::Cancel(TimerHandle handle) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool TimerWheel::Cancel(TimerHandle handle) {
   if (!Valid(handle)) return false;
   Remove(nodes_[handle.index_].slot);
   Release(handle.index_);
   return true;
 }
 
-inline bool TimerWheel::Reschedule(TimerHandle handle, TimePoint deadline) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool TimerWheel::Reschedule(TimerHandle handle, TimePoint deadline) {
   if (!Valid(handle)) return false;
   Remove(nodes_[handle.index_].slot);
   Link(handle.index_, DeadlineToTick(deadline));
