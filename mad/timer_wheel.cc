@@ -28,13 +28,12 @@ TimerWheel::TimerWheel(TimePoint start, Duration tick)
   ABSL_RAW_CHECK(tick.nanos() > 0, "TimerWheel tick must be positive");
 }
 
-// A bucket of k entries spans at most k/16 + 2 chunks (partly used chunks at
-// both ends); a cascade, a fire or an overflow drain holds one more chunk
-// whose entries have already moved on. So n pending timers never need more
-// than n/16 + 2 per bucket + 2 chunks.
+// A bucket of k entries spans at most k/16 + 1 chunks (a partly used tail);
+// a cascade holds one more chunk whose entries have already moved on. So n
+// pending timers never need more than n/16 + 1 per bucket + 1 chunks.
 void TimerWheel::Reserve(size_t n) {
   nodes_.reserve(n);
-  const size_t chunks = n / kChunk + 3 * size_t{kNumBuckets};
+  const size_t chunks = n / kChunk + 2 * size_t{kNumBuckets};
   entries_.reserve(chunks * kChunk);
   chunk_next_.reserve(chunks);
   chunk_prev_.reserve(chunks);
@@ -70,7 +69,6 @@ uint32_t TimerWheel::AppendChunk(uint16_t bucket) {
   const uint32_t c = AllocChunk(bucket);
   if (b.head == kNil) {
     b.head = c;
-    b.begin = c << kChunkShift;
     chunk_prev_[c] = kNil;
     SetBit(bucket);
   } else {
@@ -83,7 +81,7 @@ uint32_t TimerWheel::AppendChunk(uint16_t bucket) {
 
 void TimerWheel::ShrinkTail(uint16_t bucket) {
   Bucket& b = buckets_[bucket];
-  if (b.end == b.begin) return FreeBucket(bucket);
+  if (b.tail == b.head) return FreeBucket(bucket);
   // The tail chunk is empty and is not the head: the chunk before it is full.
   const uint32_t empty = b.tail;
   b.tail = chunk_prev_[empty];
@@ -92,21 +90,13 @@ void TimerWheel::ShrinkTail(uint16_t bucket) {
   FreeChunk(empty);
 }
 
-bool TimerWheel::PopFront(uint16_t bucket, Entry* out) {
+bool TimerWheel::PopBack(uint16_t bucket, Entry* out) {
   Bucket& b = buckets_[bucket];
   if (b.head == kNil) return false;
-  *out = entries_[b.begin];
-  const uint32_t next = b.begin + 1;
-  if (next == b.end) {
-    FreeBucket(bucket);
-  } else if ((next & kChunkMask) == 0) {
-    const uint32_t c = chunk_next_[b.head];
-    FreeChunk(b.head);
-    b.head = c;
-    b.begin = c << kChunkShift;
-  } else {
-    b.begin = next;
-  }
+  const uint32_t last = b.end - 1;
+  *out = entries_[last];
+  b.end = last;
+  if ((last & kChunkMask) == 0) ShrinkTail(bucket);
   return true;
 }
 
@@ -204,7 +194,7 @@ void TimerWheel::Cascade(int level, int slot) {
   ClearBit(bucket);
   // Entries [from, to) of chunk c.
   auto span = [&b](uint32_t c, uint32_t* from, uint32_t* to) {
-    *from = c == b.head ? b.begin : c << kChunkShift;
+    *from = c << kChunkShift;
     *to = c == b.tail ? b.end : (c << kChunkShift) + kChunk;
   };
   auto prefetch_nodes = [this, &span](uint32_t c) {
@@ -242,7 +232,7 @@ void TimerWheel::DrainOverflow() {
   MoveBucket(kOverflowBucket, kFiringBucket);
   overflow_min_ = UINT64_MAX;
   Entry e;
-  while (PopFront(kFiringBucket, &e)) {
+  while (PopBack(kFiringBucket, &e)) {
     if (e.expire <= now_ || TopDistance(e.expire, now_) < kSlots) {
       Link(e.index, e.expire);
     } else {
@@ -251,14 +241,15 @@ void TimerWheel::DrainOverflow() {
   }
 }
 
-// Fires a level-0 bucket. Its timers move to the firing bucket first, so a
-// callback may cancel one not yet fired (its chunk's owner says where it is)
-// or schedule a due timer into the (now empty) level-0 bucket, which the
-// Advance loop then fires too.
+// Fires a level-0 bucket (all its timers are due at this tick; they fire from
+// the back). Its timers move to the firing bucket first, so a callback may
+// cancel one not yet fired (its chunk's owner says where it is) or schedule a
+// due timer into the (now empty) level-0 bucket, which the Advance loop then
+// fires too.
 void TimerWheel::Fire(uint16_t bucket, Callback on_expire, size_t* fired) {
   MoveBucket(bucket, kFiringBucket);
   Entry e;
-  while (PopFront(kFiringBucket, &e)) {
+  while (PopBack(kFiringBucket, &e)) {
     const uint32_t index = e.index;
     const TimerHandle handle(index, nodes_[index].generation);
     const uint64_t payload = nodes_[index].payload;

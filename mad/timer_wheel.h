@@ -143,16 +143,15 @@ class TimerWheel {
     uint32_t index;   // node
   };
   static_assert(sizeof(Node) == 16 && sizeof(Entry) == 16);
-  // A chain of chunks holding entries [begin, end) in chain order, where
-  // begin and end are positions in entries_ (chunk * kChunk + offset). All
-  // chunks but the ends are full; begin lies in the head chunk (it moves only
-  // while the bucket is being fired or drained), end - 1 in the tail chunk.
-  // So `end % kChunk == 0` means "no room at the tail" (or no chunk at all).
-  // Empty bucket: no chunk, all fields kNil/0.
-  struct Bucket {
+  // A chain of chunks holding entries [head * kChunk, end) in chain order,
+  // where end is a position in entries_ (chunk * kChunk + offset) in the tail
+  // chunk: all chunks but the tail are full, the tail holds at least one
+  // entry. So `end % kChunk == 0` means "no room at the tail" (or no chunk at
+  // all). Entries are taken from the back (Remove, firing, draining), never
+  // from the front. Empty bucket: no chunk, head = tail = kNil, end = 0.
+  struct alignas(16) Bucket {
     uint32_t head = kNil;
     uint32_t tail = kNil;
-    uint32_t begin = 0;
     uint32_t end = 0;
   };
   static_assert(sizeof(Bucket) == 16);
@@ -180,7 +179,7 @@ class TimerWheel {
   // or that has no chunk; returns the position to write.
   uint32_t AppendChunk(uint16_t bucket);
   void Remove(uint32_t slot);    // a pending timer's entry
-  // Remove's rare case: the tail chunk (or the whole bucket) became empty.
+  // The tail chunk became empty: frees it (and the bucket if that was all).
   void ShrinkTail(uint16_t bucket);
   void Release(uint32_t index);  // node -> free list
 
@@ -190,9 +189,9 @@ class TimerWheel {
     chunk_next_[chunk] = free_chunk_;
     free_chunk_ = chunk;
   }
-  // The next entry of `bucket` (freeing consumed chunks), or false when it is
-  // empty (then it holds no chunk).
-  bool PopFront(uint16_t bucket, Entry* out);
+  // Takes the last entry of `bucket` (freeing emptied chunks), or false when
+  // it is empty (then it holds no chunk).
+  bool PopBack(uint16_t bucket, Entry* out);
   // Moves bucket `from` (its chunks relabelled) to the empty bucket `to`.
   void MoveBucket(uint16_t from, uint16_t to);
   void FreeBucket(uint16_t bucket);
@@ -303,10 +302,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Remove(uint32_t slot) {
     nodes_[moved.index].slot = slot;
   }
   b.end = last;
-  // The tail chunk is now empty, or (head chunk mid-fire) the bucket is.
-  if ((last & kChunkMask) == 0 || last == b.begin) [[unlikely]] {
-    ShrinkTail(bucket);
-  }
+  if ((last & kChunkMask) == 0) [[unlikely]] ShrinkTail(bucket);
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Release(uint32_t index) {

@@ -9,8 +9,9 @@
 //                   is answered in time);
 //   ScheduleExpire  one schedule per iteration, time moves so that on average
 //                   one timer expires per iteration (steady state);
-//   Schedule/Cancel batches of 1000, timing only the schedule or only the
-//                   cancel half (manual time), for the per-operation figures.
+//   OpLatency       median (and p90) time of a single schedule and of a single
+//                   cancel, from timed batches of 64 (cancelled in shuffled
+//                   order).
 //
 // Instruction counts: `timer_wheel_bench --ops=SCENARIO:IMPL:PENDING:N` runs N
 // iterations outside the benchmark framework; run it under
@@ -298,32 +299,73 @@ void BM_ScheduleExpire(benchmark::State& state) {
   state.counters["per_op"] = PerOp();
 }
 
-// Batches of 1000: schedule all, then cancel all; only one half is timed.
-template <typename Impl, bool kTimeSchedule>
-void BM_Half(benchmark::State& state) {
-  constexpr int kBatch = 1000;
-  ScheduleCancelLoop<Impl> loop(state.range(0));
-  std::vector<typename Impl::Handle> handles(kBatch);
-  for (auto _ : state) {
+// Single-operation latency: batches of kLatencyBatch schedules, then their
+// cancels in a shuffled order, each batch timed with steady_clock. A sample is
+// batch time / kLatencyBatch, less the clock's own cost (the median of
+// back-to-back reads, spread over the batch). The counters are the median
+// (p50) and 90th percentile of the samples, in ns per operation; medians, not
+// means, so that batches hit by preemption on a loaded machine do not count.
+constexpr int kLatencyBatch = 64;
+
+double Percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const size_t k = static_cast<size_t>(q * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+double ClockCostNs() {
+  std::vector<double> d(1001);
+  for (double& x : d) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kBatch; ++i) {
+    const auto t1 = std::chrono::steady_clock::now();
+    x = std::chrono::duration<double, std::nano>(t1 - t0).count();
+  }
+  return Percentile(d, 0.5);
+}
+
+template <typename Impl>
+void BM_OpLatency(benchmark::State& state) {
+  using Clock = std::chrono::steady_clock;
+  ScheduleCancelLoop<Impl> loop(state.range(0));
+  std::vector<typename Impl::Handle> handles(kLatencyBatch);
+  // A few fixed cancel orders, used in turn.
+  constexpr int kOrders = 16;
+  std::vector<std::vector<int>> orders(kOrders);
+  std::mt19937_64 rng(7);
+  for (auto& o : orders) {
+    for (int i = 0; i < kLatencyBatch; ++i) o.push_back(i);
+    std::shuffle(o.begin(), o.end(), rng);
+  }
+  const double clock_ns = ClockCostNs();
+  std::vector<double> schedule_ns, cancel_ns;
+  int round = 0;
+  for (auto _ : state) {
+    const std::vector<int>& order = orders[round++ % kOrders];
+    const auto t0 = Clock::now();
+    for (int i = 0; i < kLatencyBatch; ++i) {
       handles[i] = loop.impl.Schedule(
           kStart + Duration::Nanos(loop.delays[loop.next++ & (kDelayCount - 1)]),
           7);
     }
-    const auto t1 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kBatch; ++i) {
-      benchmark::DoNotOptimize(loop.impl.Cancel(handles[i]));
+    const auto t1 = Clock::now();
+    for (int i = 0; i < kLatencyBatch; ++i) {
+      benchmark::DoNotOptimize(loop.impl.Cancel(handles[order[i]]));
     }
-    const auto t2 = std::chrono::steady_clock::now();
-    state.SetIterationTime(
-        std::chrono::duration<double>(kTimeSchedule ? t1 - t0 : t2 - t1)
-            .count());
+    const auto t2 = Clock::now();
+    schedule_ns.push_back(
+        (std::chrono::duration<double, std::nano>(t1 - t0).count() - clock_ns) /
+        kLatencyBatch);
+    cancel_ns.push_back(
+        (std::chrono::duration<double, std::nano>(t2 - t1).count() - clock_ns) /
+        kLatencyBatch);
   }
-  // Time per single schedule (or cancel): the timed half / kBatch.
-  state.counters["per_op"] = benchmark::Counter(
-      kBatch, benchmark::Counter::kIsIterationInvariantRate |
-                  benchmark::Counter::kInvert);
+  state.counters["pending"] = static_cast<double>(loop.impl.size());
+  state.counters["clock_ns"] = clock_ns;
+  state.counters["schedule_p50"] = Percentile(schedule_ns, 0.5);
+  state.counters["schedule_p90"] = Percentile(schedule_ns, 0.9);
+  state.counters["cancel_p50"] = Percentile(cancel_ns, 0.5);
+  state.counters["cancel_p90"] = Percentile(cancel_ns, 0.9);
 }
 
 #define TIMER_BENCH(fn, impl)                                         \
@@ -334,19 +376,10 @@ TIMER_BENCH(BM_ScheduleCancel, BtreeImpl);
 TIMER_BENCH(BM_ScheduleExpire, WheelImpl);
 TIMER_BENCH(BM_ScheduleExpire, HeapImpl);
 TIMER_BENCH(BM_ScheduleExpire, BtreeImpl);
-// Per-operation time: an iteration is a batch of 1000; see the per_op counter.
-BENCHMARK_TEMPLATE(BM_Half, WheelImpl, true)
-    ->Name("BM_Schedule<WheelImpl>")->UseManualTime()->Arg(1000)->Arg(1000000);
-BENCHMARK_TEMPLATE(BM_Half, WheelImpl, false)
-    ->Name("BM_Cancel<WheelImpl>")->UseManualTime()->Arg(1000)->Arg(1000000);
-BENCHMARK_TEMPLATE(BM_Half, HeapImpl, true)
-    ->Name("BM_Schedule<HeapImpl>")->UseManualTime()->Arg(1000000);
-BENCHMARK_TEMPLATE(BM_Half, HeapImpl, false)
-    ->Name("BM_Cancel<HeapImpl>")->UseManualTime()->Arg(1000000);
-BENCHMARK_TEMPLATE(BM_Half, BtreeImpl, true)
-    ->Name("BM_Schedule<BtreeImpl>")->UseManualTime()->Arg(1000000);
-BENCHMARK_TEMPLATE(BM_Half, BtreeImpl, false)
-    ->Name("BM_Cancel<BtreeImpl>")->UseManualTime()->Arg(1000000);
+// Per-operation latency: see the schedule_p50 / cancel_p50 counters.
+TIMER_BENCH(BM_OpLatency, WheelImpl);
+TIMER_BENCH(BM_OpLatency, HeapImpl);
+TIMER_BENCH(BM_OpLatency, BtreeImpl);
 
 // --ops=SCENARIO:IMPL:PENDING:N (for callgrind instruction counts).
 template <typename Impl>
