@@ -132,6 +132,12 @@ absl::Status RealNode::Init() {
     ev.events = EPOLLIN;
     ev.data.fd = fd;
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      // EBADF / EPERM on the transport's fd: not a real pollable descriptor
+      // (umad2sim's fake fd). Fall back to draining it on a tick.
+      if (fd == transport_.fd() && (errno == EBADF || errno == EPERM)) {
+        transport_fd_watched_ = false;
+        continue;
+      }
       return absl::InternalError(absl::StrCat("epoll_ctl(", fd, "): ", strerror(errno)));
     }
   }
@@ -166,6 +172,7 @@ absl::StatusOr<int> RealNode::Poll(mad::Duration timeout) {
     RearmTimer();
   }
   epoll_event evs[4];
+  if (!transport_fd_watched_) timeout = std::min(timeout, kUnwatchedFdTick);
   int ms = static_cast<int>(std::min<int64_t>(timeout.nanos() / 1000000, INT32_MAX));
   int n = epoll_wait(epoll_fd_, evs, 4, ms);
   if (n < 0 && errno != EINTR) {
@@ -190,7 +197,8 @@ absl::Status RealNode::StartProgressThread() {
         RearmTimer();
       }
       epoll_event evs[4];
-      epoll_wait(epoll_fd_, evs, 4, 1000);
+      epoll_wait(epoll_fd_, evs, 4,
+                 transport_fd_watched_ ? 1000 : static_cast<int>(kUnwatchedFdTick.millis()));
       uint64_t junk;
       while (read(timer_fd_, &junk, sizeof junk) > 0) {
       }

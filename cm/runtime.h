@@ -134,7 +134,10 @@ class SimNode final : public Node, public sim::Actor {
   std::function<bool()> has_input_;
 };
 
-// Real driver: epoll on the transport fd and a timerfd.
+// Real driver: epoll on the transport fd and a timerfd. A transport fd that
+// epoll cannot watch (ibsim's umad2sim hands out fake descriptors >= 1024
+// that only its poll(2) wrapper understands) is drained on a short tick
+// instead: every wait is capped at kUnwatchedFdTick.
 class RealNode final : public Node {
  public:
   static absl::StatusOr<std::unique_ptr<RealNode>> Create(mad::Transport& transport,
@@ -150,6 +153,9 @@ class RealNode final : public Node {
   bool has_progress_thread() const { return thread_.joinable(); }
   // The epoll fd: readable when Poll has work (for an outer event loop).
   int fd() const { return epoll_fd_; }
+  // False when the transport fd could not join the epoll set (see above).
+  bool transport_fd_watched() const { return transport_fd_watched_; }
+  static constexpr mad::Duration kUnwatchedFdTick = mad::Duration::Millis(1);
 
  private:
   RealNode(mad::Transport& transport, NodeOptions options);
@@ -159,6 +165,7 @@ class RealNode final : public Node {
   int epoll_fd_ = -1;
   int timer_fd_ = -1;
   int wake_fd_ = -1;  // eventfd that stops the progress thread
+  bool transport_fd_watched_ = true;
   std::thread thread_;
   std::atomic<bool> stop_{false};
 };
