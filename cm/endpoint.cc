@@ -338,7 +338,10 @@ uint32_t CmEndpoint::NewCommId() {
   // Random, never 0, unique among live and TimeWait connections (they stay
   // in by_local_id_ until freed).
   for (;;) {
-    const auto id = static_cast<uint32_t>(rng_());
+    auto id = static_cast<uint32_t>(rng_());
+    if (const uint8_t bits = config_.comm_id_prefix_bits; bits > 0 && bits < 32) {
+      id = (config_.comm_id_prefix << (32 - bits)) | (id >> bits);
+    }
     if (id != 0 && !by_local_id_.contains(id)) return id;
   }
 }

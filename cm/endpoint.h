@@ -53,6 +53,11 @@ struct CmConfig {
   uint8_t mra_service_timeout = 24;  // ~68.7 s, as Linux rdma_cm
   // TimeWait; default the connection's local ACK timeout (digest §4.4).
   absl::optional<mad::Duration> timewait;
+  // Local comm IDs (and SIDR request IDs) all carry `comm_id_prefix` in their
+  // top `comm_id_prefix_bits` bits: the range a MAD router (cm/router) gave
+  // this process. 0 bits = the whole 32-bit space.
+  uint8_t comm_id_prefix_bits = 0;
+  uint32_t comm_id_prefix = 0;
 };
 
 class CmEndpoint {

@@ -22,10 +22,23 @@ const mad::Clock& RealClockInstance() {
 }
 }  // namespace
 
+namespace {
+
+// A router client's transport names the comm ID range this process must use.
+CmConfig WithTransportCommIds(CmConfig config, const mad::TransportCaps& caps) {
+  if (caps.comm_id_prefix_bits > 0) {
+    config.comm_id_prefix_bits = caps.comm_id_prefix_bits;
+    config.comm_id_prefix = caps.comm_id_prefix;
+  }
+  return config;
+}
+
+}  // namespace
+
 Node::Node(mad::Transport& transport, const mad::Clock& clock, NodeOptions options)
     : transport_(transport),
       clock_(clock),
-      cm_(transport.port(), options.cm, options.seed),
+      cm_(transport.port(), WithTransportCommIds(options.cm, transport.caps()), options.seed),
       agent_(mad::ConfigFor(transport, options.agent), clock.Now()),
       cache_(options.path_cache_capacity),
       sa_(&agent_, sa::SaClientConfig{sa::SaAddressFor(transport.port()), &cache_}),

@@ -64,6 +64,10 @@ struct TransportCaps {
   // The transport overwrites TID bits 63..32 of requests (ib_umad puts its
   // agent id there): responses must be matched on the lower 32 bits.
   bool rewrites_tid_high = false;
+  // A router client (cm/router) may only use local comm IDs whose top
+  // `comm_id_prefix_bits` bits equal `comm_id_prefix`; 0 bits = all of them.
+  uint8_t comm_id_prefix_bits = 0;
+  uint32_t comm_id_prefix = 0;
 };
 
 // One received MAD. `data` is valid only inside the Drain callback. It is 256
@@ -90,6 +94,14 @@ class Transport {
 
   virtual const TransportCaps& caps() const = 0;
   virtual const LocalPort& port() const = 0;
+
+  // A transport that shares the port with other processes (cm/router) must
+  // be told which service IDs this process listens on, so REQ / SIDR_REQ for
+  // them are routed here. A transport that owns the port accepts everything.
+  virtual absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse) {
+    return absl::OkStatus();
+  }
+  virtual void ReleaseService(uint64_t service_id, uint64_t mask) {}
 };
 
 }  // namespace uscm::mad

@@ -1,0 +1,310 @@
+#include "cm/router/frame.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace uscm::router {
+namespace {
+
+constexpr uint8_t kMagic0 = 0x55;  // 'U'
+constexpr uint8_t kMagic1 = 0x52;  // 'R'
+constexpr size_t kMinMad = 24;     // a MAD header
+
+class Writer {
+ public:
+  Writer(FrameType type, std::vector<uint8_t>* out) : out_(*out) {
+    out_.clear();
+    out_.insert(out_.end(), {kMagic0, kMagic1, kFrameVersion, static_cast<uint8_t>(type), 0, 0,
+                             0, 0});
+  }
+  void U8(uint8_t v) { out_.push_back(v); }
+  void U16(uint16_t v) { Le(v, 2); }
+  void U32(uint32_t v) { Le(v, 4); }
+  void U64(uint64_t v) { Le(v, 8); }
+  void Bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  void Str(const std::string& s) {
+    U16(static_cast<uint16_t>(std::min<size_t>(s.size(), UINT16_MAX)));
+    out_.insert(out_.end(), s.begin(), s.begin() + std::min<size_t>(s.size(), UINT16_MAX));
+  }
+
+ private:
+  void Le(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  std::vector<uint8_t>& out_;
+};
+
+// Reads the body after the header; the first short field is named in status().
+class Reader {
+ public:
+  Reader(const char* frame, std::span<const uint8_t> bytes)
+      : frame_(frame), b_(bytes.subspan(std::min(bytes.size(), kFrameHeaderBytes))) {}
+  uint8_t U8(const char* f) { return static_cast<uint8_t>(Le(f, 1)); }
+  uint16_t U16(const char* f) { return static_cast<uint16_t>(Le(f, 2)); }
+  uint32_t U32(const char* f) { return static_cast<uint32_t>(Le(f, 4)); }
+  uint64_t U64(const char* f) { return Le(f, 8); }
+  std::span<const uint8_t> Bytes(const char* f, size_t n) {
+    if (!Need(f, n)) return {};
+    auto s = b_.subspan(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  std::string Str(const char* f) {
+    const uint16_t n = U16(f);
+    auto s = Bytes(f, n);
+    return std::string(s.begin(), s.end());
+  }
+  std::span<const uint8_t> Rest() {
+    auto s = b_.subspan(std::min(pos_, b_.size()));
+    pos_ = b_.size();
+    return s;
+  }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  bool Need(const char* f, size_t n) {
+    if (!status_.ok()) return false;
+    if (b_.size() - pos_ < n) {
+      status_ = absl::InvalidArgumentError(absl::StrCat(
+          "router ", frame_, " frame: ", b_.size() + kFrameHeaderBytes, " bytes end inside ", f));
+      return false;
+    }
+    return true;
+  }
+  uint64_t Le(const char* f, int n) {
+    if (!Need(f, n)) return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= uint64_t{b_[pos_ + i]} << (8 * i);
+    pos_ += n;
+    return v;
+  }
+  const char* frame_;
+  std::span<const uint8_t> b_;
+  size_t pos_ = 0;
+  absl::Status status_;
+};
+
+absl::Status ExpectType(std::span<const uint8_t> frame, FrameType want, const char* name) {
+  auto t = PeekFrame(frame);
+  if (!t.ok()) return t.status();
+  if (*t != want) {
+    return absl::InvalidArgumentError(absl::StrCat("router frame: type ", static_cast<int>(*t),
+                                                   " where ", name, " (",
+                                                   static_cast<int>(want), ") was expected"));
+  }
+  return absl::OkStatus();
+}
+
+void WriteAddress(Writer& w, const mad::MadAddress& a) {
+  w.U16(a.lid);
+  w.U32(a.qpn);
+  w.U32(a.qkey);
+  w.U16(a.pkey_index);
+  w.U8(a.sl);
+  w.U8(a.path_bits);
+  w.U8(a.has_grh ? 1 : 0);
+  w.Bytes(a.gid.raw);
+  w.U8(a.hop_limit);
+  w.U8(a.traffic_class);
+  w.U32(a.flow_label);
+  w.U8(a.sgid_index);
+}
+
+mad::MadAddress ReadAddress(Reader& r) {
+  mad::MadAddress a;
+  a.lid = r.U16("address.lid");
+  a.qpn = r.U32("address.qpn");
+  a.qkey = r.U32("address.qkey");
+  a.pkey_index = r.U16("address.pkey_index");
+  a.sl = r.U8("address.sl");
+  a.path_bits = r.U8("address.path_bits");
+  a.has_grh = r.U8("address.has_grh") != 0;
+  auto gid = r.Bytes("address.gid", 16);
+  if (gid.size() == 16) std::memcpy(a.gid.raw.data(), gid.data(), 16);
+  a.hop_limit = r.U8("address.hop_limit");
+  a.traffic_class = r.U8("address.traffic_class");
+  a.flow_label = r.U32("address.flow_label");
+  a.sgid_index = r.U8("address.sgid_index");
+  return a;
+}
+
+}  // namespace
+
+absl::StatusOr<FrameType> PeekFrame(std::span<const uint8_t> frame) {
+  if (frame.size() < kFrameHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("router frame: ", frame.size(),
+                                                   " bytes; the header alone is 8"));
+  }
+  if (frame[0] != kMagic0 || frame[1] != kMagic1) {
+    return absl::InvalidArgumentError("router frame: bad magic (not a uscmd peer)");
+  }
+  if (frame[2] != kFrameVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "router frame: version ", frame[2], "; this build speaks version ", kFrameVersion));
+  }
+  if (frame[3] < 1 || frame[3] > 7) {
+    return absl::InvalidArgumentError(absl::StrCat("router frame: unknown type ", frame[3]));
+  }
+  return static_cast<FrameType>(frame[3]);
+}
+
+std::vector<uint8_t> EncodeHello(const Hello& h) {
+  std::vector<uint8_t> out;
+  Writer w(FrameType::kHello, &out);
+  w.U32(h.pid);
+  return out;
+}
+
+std::vector<uint8_t> EncodeWelcome(const Welcome& wl) {
+  std::vector<uint8_t> out;
+  Writer w(FrameType::kWelcome, &out);
+  w.U8(wl.slot);
+  w.U8(wl.comm_id_prefix_bits);
+  w.U32(wl.comm_id_prefix);
+  w.U8(wl.kernel_rmpp ? 1 : 0);
+  w.U32(wl.max_receive_size);
+  const mad::LocalPort& p = wl.port;
+  w.Str(p.ca_name);
+  w.U8(p.port_num);
+  w.U8(static_cast<uint8_t>(p.link_layer));
+  w.U16(p.lid);
+  w.U8(p.lmc);
+  w.U16(p.sm_lid);
+  w.U8(p.sm_sl);
+  w.Bytes(p.gid.raw);
+  w.U64(p.node_guid);
+  w.U16(static_cast<uint16_t>(std::min<size_t>(p.pkeys.size(), UINT16_MAX)));
+  for (size_t i = 0; i < p.pkeys.size() && i < UINT16_MAX; ++i) w.U16(p.pkeys[i]);
+  return out;
+}
+
+void EncodeMad(const mad::MadAddress& a, std::span<const uint8_t> mad, std::vector<uint8_t>* out) {
+  Writer w(FrameType::kMad, out);
+  WriteAddress(w, a);
+  w.Bytes(mad);
+}
+
+std::vector<uint8_t> EncodeClaim(FrameType type, const ClaimFrame& c) {
+  std::vector<uint8_t> out;
+  Writer w(type, &out);
+  w.U32(c.request);
+  w.U64(c.service_id);
+  w.U64(c.mask);
+  w.U8(c.reuse ? 1 : 0);
+  return out;
+}
+
+std::vector<uint8_t> EncodeReply(const ReplyFrame& r) {
+  std::vector<uint8_t> out;
+  Writer w(FrameType::kReply, &out);
+  w.U32(r.request);
+  w.U32(static_cast<uint32_t>(r.status.code()));
+  w.Str(std::string(r.status.message()));
+  return out;
+}
+
+std::vector<uint8_t> EncodeRefused(const absl::Status& why) {
+  std::vector<uint8_t> out;
+  Writer w(FrameType::kRefused, &out);
+  w.U32(static_cast<uint32_t>(why.code()));
+  w.Str(std::string(why.message()));
+  return out;
+}
+
+absl::StatusOr<Hello> DecodeHello(std::span<const uint8_t> frame) {
+  if (auto s = ExpectType(frame, FrameType::kHello, "hello"); !s.ok()) return s;
+  Reader r("hello", frame);
+  Hello h;
+  h.pid = r.U32("pid");
+  if (!r.status().ok()) return r.status();
+  return h;
+}
+
+absl::StatusOr<Welcome> DecodeWelcome(std::span<const uint8_t> frame) {
+  if (auto s = ExpectType(frame, FrameType::kWelcome, "welcome"); !s.ok()) return s;
+  Reader r("welcome", frame);
+  Welcome wl;
+  wl.slot = r.U8("slot");
+  wl.comm_id_prefix_bits = r.U8("comm_id_prefix_bits");
+  wl.comm_id_prefix = r.U32("comm_id_prefix");
+  wl.kernel_rmpp = r.U8("kernel_rmpp") != 0;
+  wl.max_receive_size = r.U32("max_receive_size");
+  mad::LocalPort& p = wl.port;
+  p.ca_name = r.Str("port.ca_name");
+  p.port_num = r.U8("port.port_num");
+  p.link_layer = static_cast<mad::LinkLayer>(r.U8("port.link_layer"));
+  p.lid = r.U16("port.lid");
+  p.lmc = r.U8("port.lmc");
+  p.sm_lid = r.U16("port.sm_lid");
+  p.sm_sl = r.U8("port.sm_sl");
+  auto gid = r.Bytes("port.gid", 16);
+  if (gid.size() == 16) std::memcpy(p.gid.raw.data(), gid.data(), 16);
+  p.node_guid = r.U64("port.node_guid");
+  const uint16_t n = r.U16("port.pkeys count");
+  for (uint16_t i = 0; i < n && r.status().ok(); ++i) p.pkeys.push_back(r.U16("port.pkeys"));
+  if (!r.status().ok()) return r.status();
+  if (wl.slot == 0 || wl.comm_id_prefix_bits == 0 || wl.comm_id_prefix_bits >= 32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "router welcome: slot ", wl.slot, " with ", wl.comm_id_prefix_bits,
+        " prefix bits; slot must be >= 1 and prefix bits in 1..31"));
+  }
+  return wl;
+}
+
+absl::StatusOr<MadFrame> DecodeMad(std::span<const uint8_t> frame) {
+  if (auto s = ExpectType(frame, FrameType::kMad, "MAD"); !s.ok()) return s;
+  Reader r("MAD", frame);
+  MadFrame m;
+  m.address = ReadAddress(r);
+  if (!r.status().ok()) return r.status();
+  m.mad = r.Rest();
+  if (m.mad.size() < kMinMad) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "router MAD frame: MAD is ", m.mad.size(), " bytes; at least the 24-byte header is needed"));
+  }
+  return m;
+}
+
+absl::StatusOr<ClaimFrame> DecodeClaim(std::span<const uint8_t> frame) {
+  auto t = PeekFrame(frame);
+  if (!t.ok()) return t.status();
+  if (*t != FrameType::kClaim && *t != FrameType::kRelease) {
+    return absl::InvalidArgumentError("router frame: not a claim / release");
+  }
+  Reader r("claim", frame);
+  ClaimFrame c;
+  c.request = r.U32("request");
+  c.service_id = r.U64("service_id");
+  c.mask = r.U64("mask");
+  c.reuse = r.U8("reuse") != 0;
+  if (!r.status().ok()) return r.status();
+  return c;
+}
+
+absl::StatusOr<ReplyFrame> DecodeReply(std::span<const uint8_t> frame) {
+  if (auto s = ExpectType(frame, FrameType::kReply, "reply"); !s.ok()) return s;
+  Reader r("reply", frame);
+  ReplyFrame rep;
+  rep.request = r.U32("request");
+  const uint32_t code = r.U32("code");
+  std::string msg = r.Str("message");
+  if (!r.status().ok()) return r.status();
+  if (code > 16) return absl::InvalidArgumentError(absl::StrCat("router reply: code ", code));
+  rep.status = absl::Status(static_cast<absl::StatusCode>(code), msg);
+  return rep;
+}
+
+absl::StatusOr<absl::Status> DecodeRefused(std::span<const uint8_t> frame) {
+  if (auto s = ExpectType(frame, FrameType::kRefused, "refused"); !s.ok()) return s;
+  Reader r("refused", frame);
+  const uint32_t code = r.U32("code");
+  std::string msg = r.Str("message");
+  if (!r.status().ok()) return r.status();
+  if (code == 0 || code > 16) {
+    return absl::InvalidArgumentError(absl::StrCat("router refused: code ", code));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code), msg);
+}
+
+}  // namespace uscm::router

@@ -1,0 +1,90 @@
+// The messages between uscmd (the per-port MAD router) and its clients, one
+// per SOCK_SEQPACKET message. Every frame starts with an 8-byte header:
+//
+//   magic "UR" (0x55 0x52), version 1, type, 4 reserved bytes (0)
+//
+// then a type-specific body in little-endian order. A MAD frame carries the
+// UD address vector (38 bytes) and the MAD itself, so one MAD = one message.
+// Decoding checks every length and names the field that is short.
+#ifndef USCM_CM_ROUTER_FRAME_H_
+#define USCM_CM_ROUTER_FRAME_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "mad/transport.h"
+
+namespace uscm::router {
+
+inline constexpr uint8_t kFrameVersion = 1;
+inline constexpr size_t kFrameHeaderBytes = 8;
+inline constexpr size_t kAddressBytes = 38;
+// Largest frame: a MAD frame with an RMPP-coalesced SA response (umad).
+inline constexpr size_t kMaxFrameBytes = 256 * 1024;
+
+enum class FrameType : uint8_t {
+  kHello = 1,     // client -> router: "I want a slot"
+  kWelcome = 2,   // router -> client: slot, comm ID range, the port
+  kMad = 3,       // both ways: one MAD with its address
+  kClaim = 4,     // client -> router: listen on a service ID / mask
+  kRelease = 5,   // client -> router: stop listening
+  kReply = 6,     // router -> client: the answer to kClaim / kRelease
+  kRefused = 7,   // router -> client: a MAD the router would not send
+};
+
+struct Hello {
+  uint32_t pid = 0;  // for the router's log only
+};
+
+struct Welcome {
+  uint8_t slot = 0;
+  uint8_t comm_id_prefix_bits = 0;
+  uint32_t comm_id_prefix = 0;
+  bool kernel_rmpp = false;
+  uint32_t max_receive_size = mad::kMadSize;
+  mad::LocalPort port;
+};
+
+struct MadFrame {
+  mad::MadAddress address;  // destination (client -> router) or source
+  std::span<const uint8_t> mad;  // points into the decoded buffer
+};
+
+struct ClaimFrame {
+  uint32_t request = 0;  // echoed in the reply
+  uint64_t service_id = 0;
+  uint64_t mask = 0;
+  bool reuse = false;
+};
+
+struct ReplyFrame {
+  uint32_t request = 0;
+  absl::Status status;
+};
+
+// The frame type, after checking magic, version and header length.
+absl::StatusOr<FrameType> PeekFrame(std::span<const uint8_t> frame);
+
+std::vector<uint8_t> EncodeHello(const Hello& h);
+std::vector<uint8_t> EncodeWelcome(const Welcome& w);
+// Appends to `out` (cleared first) so a caller can reuse one buffer.
+void EncodeMad(const mad::MadAddress& a, std::span<const uint8_t> mad, std::vector<uint8_t>* out);
+std::vector<uint8_t> EncodeClaim(FrameType type, const ClaimFrame& c);
+std::vector<uint8_t> EncodeReply(const ReplyFrame& r);
+std::vector<uint8_t> EncodeRefused(const absl::Status& why);
+
+absl::StatusOr<Hello> DecodeHello(std::span<const uint8_t> frame);
+absl::StatusOr<Welcome> DecodeWelcome(std::span<const uint8_t> frame);
+// A MAD of 24 bytes (the header) up to kMaxFrameBytes.
+absl::StatusOr<MadFrame> DecodeMad(std::span<const uint8_t> frame);
+absl::StatusOr<ClaimFrame> DecodeClaim(std::span<const uint8_t> frame);
+absl::StatusOr<ReplyFrame> DecodeReply(std::span<const uint8_t> frame);
+absl::StatusOr<absl::Status> DecodeRefused(std::span<const uint8_t> frame);
+
+}  // namespace uscm::router
+
+#endif  // USCM_CM_ROUTER_FRAME_H_

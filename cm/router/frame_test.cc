@@ -1,0 +1,119 @@
+#include "cm/router/frame.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace uscm::router {
+namespace {
+
+TEST(FrameTest, MadRoundTripKeepsAddressAndBytes) {
+  mad::MadAddress a;
+  a.lid = 0x1234;
+  a.qpn = 0xABCDEF;
+  a.qkey = 0x80010000;
+  a.pkey_index = 3;
+  a.sl = 5;
+  a.path_bits = 1;
+  a.has_grh = true;
+  a.gid = mad::Gid::FromParts(0xfe80000000000000ull, 0x0002c903000a0b0cull);
+  a.hop_limit = 7;
+  a.traffic_class = 9;
+  a.flow_label = 0xFFFFF;
+  a.sgid_index = 2;
+  std::vector<uint8_t> mad(256);
+  for (size_t i = 0; i < mad.size(); ++i) mad[i] = static_cast<uint8_t>(i * 7);
+  std::vector<uint8_t> frame;
+  EncodeMad(a, mad, &frame);
+  ASSERT_EQ(frame.size(), kFrameHeaderBytes + kAddressBytes + 256);
+  auto m = DecodeMad(frame);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->address, a);
+  EXPECT_EQ(std::vector<uint8_t>(m->mad.begin(), m->mad.end()), mad);
+}
+
+TEST(FrameTest, EveryTruncationOfAMadFrameIsAnError) {
+  std::vector<uint8_t> mad(24, 0xAA);
+  std::vector<uint8_t> frame;
+  EncodeMad(mad::MadAddress{}, mad, &frame);
+  for (size_t n = 0; n < frame.size(); ++n) {
+    auto m = DecodeMad(std::span<const uint8_t>(frame.data(), n));
+    EXPECT_FALSE(m.ok()) << "accepted " << n << " bytes";
+  }
+  EXPECT_EQ(std::string(DecodeMad(std::span<const uint8_t>(frame.data(), 25)).status().message()),
+            "router MAD frame: 25 bytes end inside address.gid");
+  EXPECT_EQ(DecodeMad(std::span<const uint8_t>(frame.data(), kFrameHeaderBytes + 38 + 23))
+                .status()
+                .message(),
+            "router MAD frame: MAD is 23 bytes; at least the 24-byte header is needed");
+}
+
+TEST(FrameTest, HeaderChecks) {
+  std::vector<uint8_t> f = EncodeHello(Hello{42});
+  EXPECT_EQ(PeekFrame(std::span<const uint8_t>(f.data(), 7)).status().message(),
+            "router frame: 7 bytes; the header alone is 8");
+  auto bad = f;
+  bad[0] = 'X';
+  EXPECT_EQ(PeekFrame(bad).status().message(), "router frame: bad magic (not a uscmd peer)");
+  bad = f;
+  bad[2] = 9;
+  EXPECT_EQ(PeekFrame(bad).status().code(), absl::StatusCode::kFailedPrecondition);
+  bad = f;
+  bad[3] = 99;
+  EXPECT_EQ(PeekFrame(bad).status().message(), "router frame: unknown type 99");
+  EXPECT_EQ(DecodeWelcome(f).status().message(),
+            "router frame: type 1 where welcome (2) was expected");
+  auto h = DecodeHello(f);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->pid, 42u);
+}
+
+TEST(FrameTest, WelcomeRoundTrip) {
+  Welcome wl;
+  wl.slot = 7;
+  wl.comm_id_prefix_bits = 8;
+  wl.comm_id_prefix = 7;
+  wl.kernel_rmpp = true;
+  wl.max_receive_size = 4096;
+  wl.port.ca_name = "sim:host1";
+  wl.port.port_num = 2;
+  wl.port.lid = 17;
+  wl.port.sm_lid = 1;
+  wl.port.node_guid = 0x1122334455667788ull;
+  wl.port.gid = mad::Gid::FromParts(0xfe80000000000000ull, 9);
+  wl.port.pkeys = {0xFFFF, 0x8001};
+  auto d = DecodeWelcome(EncodeWelcome(wl));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->slot, 7);
+  EXPECT_EQ(d->comm_id_prefix, 7u);
+  EXPECT_TRUE(d->kernel_rmpp);
+  EXPECT_EQ(d->max_receive_size, 4096u);
+  EXPECT_EQ(d->port.ca_name, "sim:host1");
+  EXPECT_EQ(d->port.port_num, 2);
+  EXPECT_EQ(d->port.lid, 17);
+  EXPECT_EQ(d->port.node_guid, 0x1122334455667788ull);
+  EXPECT_EQ(d->port.gid, wl.port.gid);
+  EXPECT_EQ(d->port.pkeys, (std::vector<uint16_t>{0xFFFF, 0x8001}));
+  wl.slot = 0;
+  EXPECT_EQ(DecodeWelcome(EncodeWelcome(wl)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FrameTest, ClaimReplyRefused) {
+  ClaimFrame c{5, 0x1060000, ~uint64_t{0}, true};
+  auto d = DecodeClaim(EncodeClaim(FrameType::kRelease, c));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->request, 5u);
+  EXPECT_EQ(d->service_id, 0x1060000u);
+  EXPECT_TRUE(d->reuse);
+  auto r = DecodeReply(EncodeReply(ReplyFrame{5, absl::AlreadyExistsError("taken")}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, absl::AlreadyExistsError("taken"));
+  auto ref = DecodeRefused(EncodeRefused(absl::PermissionDeniedError("not yours")));
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(*ref, absl::PermissionDeniedError("not yours"));
+}
+
+}  // namespace
+}  // namespace uscm::router

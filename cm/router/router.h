@@ -1,0 +1,177 @@
+// The core of uscmd, the per-port MAD router: it owns the port's transport
+// (QP1) and shares it among the uscm processes of one host. The CM state
+// machines stay in the processes; the router only routes and checks:
+//
+//   * REQ / SIDR_REQ from the wire go to the process that claimed the
+//     service ID (claims may overlap only when both asked for reuse; the
+//     oldest matching claim wins, as CmEndpoint::MatchListener does);
+//   * every other CM MAD goes by the comm ID it is addressed to: each client
+//     gets a slot, and its local comm IDs carry the slot in their top
+//     `slot_bits` bits, so the owner is a shift away;
+//   * other classes (SA) go by TID: the router gives every (client, TID) a
+//     router TID of its own on the way out and restores the client's on the
+//     way back (RMPP segments and ACKs reuse the same mapping).
+//
+// A client may only send CM MADs for comm IDs in its range (or answer a
+// REQ / SIDR_REQ the router handed it); anything else is refused, counted and
+// reported back with a kRefused frame. The router remembers the connections
+// it saw each client set up, so when a client goes away it rejects (REJ) the
+// ones in the handshake and disconnects (DREQ) the established ones, the way
+// Linux cm_destroy_id does, then frees the slot.
+//
+// The Router is I/O-free towards its clients (frames go out through a sink);
+// it calls the wire transport directly. Server (cm/router/server.h) adds the
+// Unix socket and the event loop.
+#ifndef USCM_CM_ROUTER_ROUTER_H_
+#define USCM_CM_ROUTER_ROUTER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cm/router/frame.h"
+#include "mad/transport.h"
+
+namespace uscm::router {
+
+struct RouterOptions {
+  // Width of the slot in the top bits of a comm ID: 2^bits - 1 clients
+  // (slot 0 is never handed out), 2^(32 - bits) comm IDs each.
+  uint8_t slot_bits = 8;
+  // SA transactions remembered for routing responses (oldest evicted).
+  size_t tid_capacity = 1 << 16;
+  // Connections / pending REQs remembered per client for the crash cleanup.
+  size_t max_tracked_per_client = 1 << 16;
+};
+
+struct RouterCounters {
+  uint64_t clients_accepted = 0;
+  uint64_t clients_refused = 0;   // no free slot
+  uint64_t clients_gone = 0;
+  uint64_t to_wire = 0;
+  uint64_t from_wire = 0;
+  uint64_t to_clients = 0;
+  uint64_t refused_mads = 0;      // a client sent for an ID / TID it does not own
+  uint64_t malformed_frames = 0;  // unparseable frames from clients
+  uint64_t wire_malformed = 0;    // CM MADs from the wire that do not parse
+  uint64_t wire_unroutable = 0;   // no listener / owner / TID for a wire MAD
+  uint64_t claims = 0;
+  uint64_t claim_conflicts = 0;
+  uint64_t cleanup_rej = 0;       // sent for a client that went away
+  uint64_t cleanup_dreq = 0;
+  uint64_t untracked = 0;         // a client's tracking table was full
+  uint64_t send_errors = 0;       // wire Transport::Send failed
+};
+
+// Receives every frame for client `slot` (MADs, replies, refusals).
+using ClientSink = std::function<void(uint8_t slot, std::span<const uint8_t> frame)>;
+
+class Router {
+ public:
+  // `wire` must outlive the router.
+  Router(mad::Transport& wire, RouterOptions options, ClientSink sink);
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  // A new client: its slot, comm ID range and the port. ResourceExhausted
+  // when every slot is taken. Slots are handed out round-robin so a freed
+  // slot is reused as late as possible (stray answers to a dead client's
+  // connections then meet no one).
+  absl::StatusOr<Welcome> AddClient();
+  // The client went away (socket closed): REJ / DREQ its connections,
+  // drop its claims, TIDs and range.
+  void RemoveClient(uint8_t slot);
+  // One frame from client `slot`.
+  void HandleFrame(uint8_t slot, std::span<const uint8_t> frame);
+  // Routes up to `max` MADs waiting in the wire transport; returns how many.
+  size_t PollWire(size_t max = SIZE_MAX);
+
+  const RouterCounters& counters() const { return counters_; }
+  size_t client_count() const { return live_clients_; }
+  size_t claim_count() const { return claims_.size(); }
+  size_t tid_entries() const { return tid_by_router_.size(); }
+  // Connections + pending REQs tracked for `slot` (0 when none or unknown).
+  size_t tracked(uint8_t slot) const;
+  uint8_t slot_of(uint32_t comm_id) const {
+    return static_cast<uint8_t>(comm_id >> (32 - options_.slot_bits));
+  }
+
+ private:
+  enum class Phase : uint8_t { kReqSent, kRepRcvd, kPassive, kEstablished };
+  struct Track {
+    Phase phase = Phase::kReqSent;
+    uint32_t remote_comm_id = 0;
+    uint32_t remote_qpn = 0;
+    uint64_t tid = 0;
+    mad::MadAddress peer;
+  };
+  struct PendingReq {
+    uint64_t tid = 0;
+    uint32_t remote_qpn = 0;
+    mad::MadAddress peer;
+  };
+  using PeerKey = std::pair<uint32_t, uint16_t>;  // (peer's comm / request ID, peer LID)
+  struct Client {
+    bool live = false;
+    absl::flat_hash_map<uint32_t, Track> conns;  // by our local comm ID
+    absl::flat_hash_map<PeerKey, PendingReq> pending_reqs;
+    absl::flat_hash_set<PeerKey> pending_sidr;
+    std::vector<uint32_t> tids;  // router TIDs this client holds
+  };
+  struct Claim {
+    uint8_t slot = 0;
+    uint64_t service_id = 0;
+    uint64_t mask = 0;
+    bool reuse = false;
+  };
+  struct TidEntry {
+    uint8_t slot = 0;
+    uint64_t client_tid = 0;
+  };
+
+  Client* LiveClient(uint8_t slot);
+  void Refuse(uint8_t slot, absl::Status why);
+  void ToClient(uint8_t slot, const mad::MadAddress& from, std::span<const uint8_t> mad);
+  void ToWire(const mad::MadAddress& to, std::span<const uint8_t> mad);
+
+  // Client -> wire (router_client_side.cc).
+  void HandleClientMad(uint8_t slot, Client& c, const MadFrame& m);
+  absl::Status CheckAndTrackCm(uint8_t slot, Client& c, const mad::MadAddress& to,
+                               std::span<const uint8_t> mad);
+  void HandleClientOther(uint8_t slot, Client& c, const MadFrame& m);
+  absl::Status HandleClaim(uint8_t slot, const ClaimFrame& claim);
+  void HandleRelease(uint8_t slot, const ClaimFrame& claim);
+  void Cleanup(uint8_t slot, Client& c);
+
+  // Wire -> client (router.cc).
+  void RouteWire(const mad::ReceivedMad& m);
+  void RouteWireCm(const mad::ReceivedMad& m);
+  absl::optional<uint8_t> ListenerFor(uint64_t service_id) const;
+  Track* TrackFor(uint32_t local_comm_id, uint8_t* slot);
+
+  mad::Transport& wire_;
+  RouterOptions options_;
+  ClientSink sink_;
+  std::vector<Client> clients_;  // index = slot; [0] unused
+  size_t live_clients_ = 0;
+  uint8_t next_slot_ = 1;
+  std::vector<Claim> claims_;  // oldest first
+  absl::flat_hash_map<uint32_t, TidEntry> tid_by_router_;
+  absl::flat_hash_map<std::pair<uint8_t, uint64_t>, uint32_t> tid_by_client_;
+  std::deque<uint32_t> tid_order_;  // for eviction, oldest first
+  uint32_t next_tid_ = 1;
+  std::vector<uint8_t> frame_buf_;
+  std::vector<uint8_t> mad_buf_;
+  RouterCounters counters_;
+};
+
+}  // namespace uscm::router
+
+#endif  // USCM_CM_ROUTER_ROUTER_H_
