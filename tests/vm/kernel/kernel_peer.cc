@@ -2,6 +2,8 @@
 
 #include <poll.h>
 
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
 
 namespace uscm::vmtest {
@@ -36,8 +38,13 @@ absl::StatusOr<std::unique_ptr<Peer>> Peer::Open(const PeerOptions& options) {
     return absl::InvalidArgumentError("local address: an IPv4 address is required (RoCE v2 "
                                       "IPv4 GIDs)");
   }
-  p->gid_ = Ipv4MappedGid(options.local_ip.ipv4());
-  absl::StatusOr<uint8_t> index = FindGidIndex(options.ca_name, options.port_num, p->gid_);
+  // RoCE v2: the port's GID for an IPv4 address is ::ffff:<ip> (the kernel
+  // fills the GID table from the netdev's addresses).
+  p->gid_ = verbs::Ipv4MappedGid(options.local_ip.ipv4());
+  absl::StatusOr<std::vector<mad::Gid>> gids =
+      verbs::ReadGidTable(options.ca_name, options.port_num);
+  if (!gids.ok()) return gids.status();
+  absl::StatusOr<uint8_t> index = verbs::GidIndex(*gids, p->gid_);
   if (!index.ok()) return index.status();
   p->gid_index_ = *index;
 
@@ -49,7 +56,9 @@ absl::StatusOr<std::unique_ptr<Peer>> Peer::Open(const PeerOptions& options) {
   absl::StatusOr<std::unique_ptr<mad::UmadTransport>> umad = mad::UmadTransport::Open(u);
   if (!umad.ok()) return umad.status();
   p->umad_ = std::move(*umad);
-  p->roce_ = std::make_unique<RoceIpv4Transport>(*p->umad_, p->gid_, p->gid_index_);
+  // Sends MADs for IPv4-mapped GIDs from our IPv4 GID (the CM leaves the
+  // source GID index at 0, the fe80 GID).
+  p->roce_ = std::make_unique<verbs::RoceAddressing>(*p->umad_, *gids);
 
   DeviceOptions d;
   d.local_ips = {options.local_ip};
@@ -171,19 +180,12 @@ absl::StatusOr<CmEvent> Peer::Connect(const Address& dst, const ConnParam& param
   if (!id.ok()) return id.status();
   conn_ = *id;
   // RoCE v2: the peer's GID is its IPv4 address; this is uscm's ARP.
-  absl::Status s = device_->AddNeighbor(dst, Ipv4MappedGid(dst.ipv4()), mad::kPermissiveLid);
+  absl::Status s =
+      device_->AddNeighbor(dst, verbs::Ipv4MappedGid(dst.ipv4()), mad::kPermissiveLid);
   if (!s.ok()) return s;
+  // No SA on RoCE: the path comes from the two IPs (IB_PATH option).
   IdOptions o;
-  cm::PathInfo path;
-  path.local_gid = gid_;
-  path.remote_gid = Ipv4MappedGid(dst.ipv4());
-  path.local_lid = mad::kPermissiveLid;
-  path.remote_lid = mad::kPermissiveLid;
-  path.hop_limit = 64;
-  path.subnet_local = false;
-  path.local_ack_timeout = 19;
-  path.packet_life_time = 14;
-  o.ib_path = path;
+  o.ib_path = verbs::RocePathFromIps(options_.local_ip.ipv4(), dst.ipv4());
   s = conn_->SetOption(o);
   if (!s.ok()) return s;
   s = conn_->ResolveAddr(options_.local_ip, dst);
@@ -219,6 +221,8 @@ absl::StatusOr<CmEvent> Peer::ListenForOne(const Address& local) {
   if (!s.ok()) return s;
   s = listener_->Listen(4);
   if (!s.ok()) return s;
+  std::printf("listening on %s\n", local.ToString().c_str());
+  std::fflush(stdout);
   absl::StatusOr<CmEvent> e = NextCmEvent("listen");
   if (!e.ok()) return e.status();
   if (e->type != EventType::kConnectRequest) {

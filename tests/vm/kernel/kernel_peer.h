@@ -24,8 +24,8 @@
 #include "mad/time.h"
 #include "mad/umad_transport.h"
 #include "tests/vm/kernel/rc_verbs.h"
-#include "tests/vm/kernel/roce.h"
 #include "verbs/qp_transitions.h"
+#include "verbs/roce_addressing.h"
 
 namespace uscm::vmtest {
 
@@ -92,7 +92,7 @@ class Peer {
 
   PeerOptions options_;
   std::unique_ptr<mad::UmadTransport> umad_;
-  std::unique_ptr<RoceIpv4Transport> roce_;
+  std::unique_ptr<verbs::RoceAddressing> roce_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<EventChannel> channel_;
   std::unique_ptr<RcVerbs> rc_;
