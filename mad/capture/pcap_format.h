@@ -20,6 +20,9 @@ namespace uscm::mad::capture {
 enum class CaptureLinkType : uint32_t {
   kExportedPdu = 252,  // the default
   kErf = 197,
+  // Read only: LINKTYPE_ETHERNET, e.g. a RoCE NIC or qemu filter-dump capture.
+  // Records hold whole Ethernet frames; roce_frame.h finds the IB packet.
+  kEthernet = 1,
 };
 
 inline constexpr uint32_t kPcapMagicMicros = 0xA1B2C3D4;

@@ -124,9 +124,12 @@ absl::StatusOr<PcapContents> ReadPcap(std::span<const uint8_t> file) {
     out.link_type = CaptureLinkType::kExportedPdu;
   } else if (link == static_cast<uint32_t>(CaptureLinkType::kErf)) {
     out.link_type = CaptureLinkType::kErf;
+  } else if (link == static_cast<uint32_t>(CaptureLinkType::kEthernet)) {
+    out.link_type = CaptureLinkType::kEthernet;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "pcap link type is ", link, "; only 252 (exported PDU) and 197 (ERF) are supported"));
+        "pcap link type is ", link,
+        "; only 252 (exported PDU), 197 (ERF) and 1 (Ethernet) are supported"));
   }
   size_t pos = kPcapFileHeaderSize;
   for (size_t index = 0; pos < file.size(); ++index) {
@@ -160,7 +163,10 @@ absl::StatusOr<PcapContents> ReadPcap(std::span<const uint8_t> file) {
                                   int64_t{fraction} * (nanos ? 1 : 1000));
     r.original_length = u32(h + 12);
     size_t len = 0;
-    if (out.link_type == CaptureLinkType::kErf) {
+    if (out.link_type == CaptureLinkType::kEthernet) {
+      r.packet_offset = 0;  // the whole frame (see roce_frame.h)
+      len = data.size();
+    } else if (out.link_type == CaptureLinkType::kErf) {
       absl::StatusOr<std::pair<size_t, size_t>> erf = SkipErfHeader(data, index);
       if (!erf.ok()) return erf.status();
       r.packet_offset = erf->first;

@@ -180,8 +180,8 @@ TEST(PcapReaderTest, NamesWhatIsWrong) {
   EXPECT_EQ(ErrorAfter(pdu, [](auto& b) { b[0] = 0; }), "not a pcap file (magic 0xa1b23c00)");
   EXPECT_THAT(ErrorAfter(pdu, [](auto& b) { b[0] = 0x0a; b[1] = 0x0d; b[2] = 0x0d; b[3] = 0x0a; }),
               HasSubstr("pcapng"));
-  EXPECT_THAT(ErrorAfter(pdu, [](auto& b) { b[20] = 1; }),
-              HasSubstr("link type is 1; only 252"));
+  EXPECT_THAT(ErrorAfter(pdu, [](auto& b) { b[20] = 105; }),
+              HasSubstr("link type is 105; only 252"));
   EXPECT_THAT(ErrorAfter(pdu, [](auto& b) { b[24 + 4] = 0xff; b[24 + 7] = 0xff; }),
               HasSubstr("record 1: timestamp fraction"));
   EXPECT_THAT(ErrorAfter(pdu, [](auto& b) { b[24 + 10] = 0x10; }),
