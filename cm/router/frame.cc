@@ -295,7 +295,7 @@ absl::StatusOr<ReplyFrame> DecodeReply(std::span<const uint8_t> frame) {
   return rep;
 }
 
-absl::StatusOr<absl::Status> DecodeRefused(std::span<const uint8_t> frame) {
+absl::StatusOr<RefusedFrame> DecodeRefused(std::span<const uint8_t> frame) {
   if (auto s = ExpectType(frame, FrameType::kRefused, "refused"); !s.ok()) return s;
   Reader r("refused", frame);
   const uint32_t code = r.U32("code");
@@ -304,7 +304,7 @@ absl::StatusOr<absl::Status> DecodeRefused(std::span<const uint8_t> frame) {
   if (code == 0 || code > 16) {
     return absl::InvalidArgumentError(absl::StrCat("router refused: code ", code));
   }
-  return absl::Status(static_cast<absl::StatusCode>(code), msg);
+  return RefusedFrame{absl::Status(static_cast<absl::StatusCode>(code), msg)};
 }
 
 }  // namespace uscm::router

@@ -61,6 +61,11 @@ struct ClaimFrame {
   bool reuse = false;
 };
 
+// Not StatusOr<Status>: that type cannot tell a decode error from a value.
+struct RefusedFrame {
+  absl::Status why;  // never OK
+};
+
 struct ReplyFrame {
   uint32_t request = 0;
   absl::Status status;
@@ -83,7 +88,7 @@ absl::StatusOr<Welcome> DecodeWelcome(std::span<const uint8_t> frame);
 absl::StatusOr<MadFrame> DecodeMad(std::span<const uint8_t> frame);
 absl::StatusOr<ClaimFrame> DecodeClaim(std::span<const uint8_t> frame);
 absl::StatusOr<ReplyFrame> DecodeReply(std::span<const uint8_t> frame);
-absl::StatusOr<absl::Status> DecodeRefused(std::span<const uint8_t> frame);
+absl::StatusOr<RefusedFrame> DecodeRefused(std::span<const uint8_t> frame);
 
 }  // namespace uscm::router
 

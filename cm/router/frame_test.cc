@@ -112,7 +112,8 @@ TEST(FrameTest, ClaimReplyRefused) {
   EXPECT_EQ(r->status, absl::AlreadyExistsError("taken"));
   auto ref = DecodeRefused(EncodeRefused(absl::PermissionDeniedError("not yours")));
   ASSERT_TRUE(ref.ok());
-  EXPECT_EQ(*ref, absl::PermissionDeniedError("not yours"));
+  EXPECT_EQ(ref->why, absl::PermissionDeniedError("not yours"));
+  EXPECT_FALSE(DecodeRefused(EncodeHello(Hello{})).ok());
 }
 
 }  // namespace

@@ -132,7 +132,7 @@ class RouterTest : public ::testing::Test {
             ASSERT_TRUE(mf.ok());
             if (c.cm) c.cm->HandleMad(sched_->Now(), mf->address, mf->mad);
           } else if (*type == FrameType::kRefused) {
-            c.refused.push_back(*DecodeRefused(f));
+            c.refused.push_back(DecodeRefused(f)->why);
           } else if (*type == FrameType::kReply) {
             c.replies.push_back(*DecodeReply(f));
           }

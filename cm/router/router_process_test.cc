@@ -1,0 +1,302 @@
+// uscmd end to end: the router runs in this process (a Server thread) on a
+// simulated fabric paced by the real clock; client processes (fork) connect
+// over the Unix socket with RouterTransport + RealNode, exactly as an
+// application would. The peer on the other host is a CmEndpoint driven by
+// the same pump. Outcomes are read after the server thread has stopped.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cm/cm_testing.h"
+#include "cm/endpoint.h"
+#include "cm/router/router_transport.h"
+#include "cm/router/server.h"
+#include "cm/runtime.h"
+#include "gtest/gtest.h"
+#include "mad/sim/fabric.h"
+#include "mad/sim/scheduler.h"
+#include "mad/sim/topology.h"
+
+namespace uscm::router {
+namespace {
+
+using cm::CmEvent;
+using cm::CmEventType;
+
+constexpr uint64_t kSid = 0x0000000001060000ull | 7471;
+constexpr uint16_t kPeerLid = 3;
+constexpr mad::Duration kChildDeadline = mad::Duration::Seconds(60);
+
+std::string ShortTempDir() {
+  const char* t = getenv("TEST_TMPDIR");
+  if (t != nullptr && std::string(t).size() < 60) return t;
+  char tmpl[] = "/tmp/uscmd-test-XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  return d != nullptr ? d : "/tmp";
+}
+
+// Runs a server's loop on a thread; stops and joins on scope exit too, so a
+// failed ASSERT does not leave a joinable thread behind.
+class LoopThread {
+ public:
+  explicit LoopThread(Server* s) : s_(s), t_([s] { (void)s->Run(); }) {}
+  ~LoopThread() { Stop(); }
+  void Stop() {
+    if (!t_.joinable()) return;
+    s_->Stop();
+    t_.join();
+  }
+
+ private:
+  Server* s_;
+  std::thread t_;
+};
+
+// What a child does once its connection got a REP.
+enum class ChildMode { kConnect, kCrashAfterRep };
+
+// Runs in the child: `n` connections to the peer through the router. Exit
+// code 0 = all established; 2.. = a failure step.
+[[noreturn]] void ChildMain(const std::string& path, const mad::Gid& peer_gid, int index, int n,
+                            ChildMode mode) {
+  auto t = RouterTransport::Connect(path);
+  if (!t.ok()) _exit(2);
+  auto node = cm::RealNode::Create(**t, cm::NodeOptions{});
+  if (!node.ok()) _exit(3);
+  cm::RealNode& nd = **node;
+  int established = 0;
+  {
+    std::lock_guard<std::mutex> lock(nd.mutex());
+    for (int k = 0; k < n; ++k) {
+      cm::ConnectParams p = cm::testing::MakeConnect(0x1000 * (index + 1) + k);
+      p.service_id = kSid;
+      p.primary.local_lid = (*t)->port().lid;
+      p.primary.remote_lid = kPeerLid;
+      p.primary.local_gid = (*t)->port().gid;
+      p.primary.remote_gid = peer_gid;
+      p.remote_cm_response_timeout = 20;  // ~4.3 s: generous under load
+      p.local_cm_response_timeout = 20;
+      p.max_cm_retries = 8;
+      if (!nd.cm().Connect(nd.Now(), p).ok()) _exit(4);
+    }
+    nd.FlushLocked();
+  }
+  mad::RealClock clock;
+  const mad::TimePoint deadline = clock.Now() + kChildDeadline;
+  while (established < n && clock.Now() < deadline) {
+    if (!nd.Poll(mad::Duration::Millis(50)).ok()) _exit(5);
+    std::lock_guard<std::mutex> lock(nd.mutex());
+    CmEvent e;
+    while (nd.cm().PollEvent(&e)) {
+      if (e.type == CmEventType::kConnectResponse) {
+        if (mode == ChildMode::kCrashAfterRep) kill(getpid(), SIGKILL);
+        if (!nd.cm().Rtu(nd.Now(), e.conn).ok()) _exit(6);
+      } else if (e.type == CmEventType::kEstablished) {
+        ++established;
+      } else if (e.type != CmEventType::kMraReceived) {
+        _exit(20 + static_cast<int>(e.type));  // rejected / unreachable / ...
+      }
+    }
+    nd.FlushLocked();
+  }
+  _exit(established == n ? 0 : 8);
+}
+
+class RouterProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ShortTempDir();
+    path_ = dir_ + "/uscmd.sock";
+    sched_ = std::make_unique<sim::Scheduler>(3);
+    auto f = sim::Fabric::Create(*sched_, sim::TwoHostsOneSwitch());
+    ASSERT_TRUE(f.ok()) << f.status();
+    fabric_ = std::move(*f);
+    wire_ = *fabric_->Open("host1");
+    peer_tx_ = *fabric_->Open("host2");
+    peer_ = std::make_unique<cm::CmEndpoint>(peer_tx_->port(), cm::CmConfig{}, 5);
+    ASSERT_TRUE(peer_->Listen(kSid, ~uint64_t{0}, 1024, false).ok());
+    start_ = clock_.Now();
+    ServerOptions o;
+    o.socket_path = path_;
+    o.pump = [this] { return Pump(); };
+    auto s = Server::Create(*wire_, o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+  }
+
+  // Virtual time follows the real clock; the peer runs at that time.
+  mad::Duration Pump() {
+    const mad::TimePoint target = mad::TimePoint::Epoch() + (clock_.Now() - start_);
+    if (target > sched_->Now()) (void)sched_->RunFor(target - sched_->Now());
+    const mad::TimePoint now = sched_->Now();
+    peer_tx_->Drain([&](const mad::ReceivedMad& r) { peer_->HandleMad(now, r.from, r.data); });
+    peer_->HandleTimeout(now);
+    CmEvent e;
+    while (peer_->PollEvent(&e)) {
+      peer_events_.push_back(e.type);
+      if (e.type == CmEventType::kConnectRequest) {
+        (void)peer_->Accept(now, e.conn, cm::testing::MakeAccept(next_qpn_++));
+      } else if (e.type == CmEventType::kRejected || e.type == CmEventType::kDisconnected ||
+                 e.type == CmEventType::kUnreachable) {
+        (void)peer_->Destroy(now, e.conn);
+      }
+    }
+    cm::OutgoingMad m;
+    while (peer_->PollTransmit(&m)) (void)peer_tx_->Send(m.to, m.mad);
+    if (done_ && done_()) done_flag_ = true;
+    return mad::Duration::Millis(1);
+  }
+
+  pid_t Spawn(int index, int n, ChildMode mode) {
+    const pid_t pid = fork();
+    if (pid == 0) ChildMain(path_, peer_tx_->port().gid, index, n, mode);
+    return pid;
+  }
+
+  // Runs the server until every child has exited and `done` (checked by the
+  // server thread, in the pump) holds; returns the children's statuses.
+  std::vector<int> RunUntilChildrenExit(const std::vector<pid_t>& pids,
+                                        std::function<bool()> done) {
+    done_ = std::move(done);
+    std::thread loop([this] { (void)server_->Run(); });
+    std::vector<int> statuses;
+    for (pid_t p : pids) {
+      int st = 0;
+      waitpid(p, &st, 0);
+      statuses.push_back(st);
+    }
+    // Until the router has seen the last socket close and the peer has
+    // heard the cleanup (a generous cap, not a sleep: it ends when done).
+    const mad::TimePoint cap = clock_.Now() + mad::Duration::Seconds(60);
+    while (!done_flag_.load() && clock_.Now() < cap) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(done_flag_.load()) << "the router did not settle within 60 s";
+    server_->Stop();
+    loop.join();
+    return statuses;
+  }
+
+  int Count(CmEventType t) const {
+    int n = 0;
+    for (CmEventType e : peer_events_) n += e == t;
+    return n;
+  }
+
+  std::string dir_, path_;
+  mad::RealClock clock_;
+  mad::TimePoint start_;
+  std::function<bool()> done_;
+  std::atomic<bool> done_flag_{false};
+  std::unique_ptr<sim::Scheduler> sched_;
+  std::unique_ptr<sim::Fabric> fabric_;
+  std::unique_ptr<sim::SimTransport> wire_, peer_tx_;
+  std::unique_ptr<cm::CmEndpoint> peer_;
+  std::unique_ptr<Server> server_;
+  std::vector<CmEventType> peer_events_;
+  uint32_t next_qpn_ = 0x5000;
+};
+
+TEST_F(RouterProcessTest, SeveralProcessesConnectAtOnce) {
+  constexpr int kProcs = 4, kEach = 4;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < kProcs; ++i) pids.push_back(Spawn(i, kEach, ChildMode::kConnect));
+  std::vector<int> st = RunUntilChildrenExit(pids, [&] {
+    return server_->router().client_count() == 0 &&
+           server_->router().counters().clients_gone == kProcs &&
+           Count(CmEventType::kDisconnected) >= kProcs * kEach;
+  });
+  for (int i = 0; i < kProcs; ++i) {
+    EXPECT_TRUE(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0) << "child " << i << " status "
+                                                              << st[i];
+  }
+  EXPECT_EQ(Count(CmEventType::kEstablished), kProcs * kEach);
+  const RouterCounters& c = server_->router().counters();
+  EXPECT_EQ(c.clients_accepted, static_cast<uint64_t>(kProcs));
+  EXPECT_EQ(c.clients_gone, static_cast<uint64_t>(kProcs));
+  EXPECT_EQ(c.refused_mads, 0u);
+  // The children exited with established connections: the router
+  // disconnected every one of them on the wire.
+  EXPECT_EQ(c.cleanup_dreq, static_cast<uint64_t>(kProcs * kEach));
+  EXPECT_EQ(Count(CmEventType::kDisconnected), kProcs * kEach);
+  EXPECT_EQ(server_->router().client_count(), 0u);
+}
+
+TEST_F(RouterProcessTest, ProcessKilledMidHandshakeIsRejectedOnTheWire) {
+  std::vector<pid_t> pids = {Spawn(0, 1, ChildMode::kCrashAfterRep),
+                             Spawn(1, 2, ChildMode::kConnect)};
+  std::vector<int> st = RunUntilChildrenExit(pids, [&] {
+    return server_->router().counters().clients_gone == 2 && Count(CmEventType::kRejected) >= 1 &&
+           Count(CmEventType::kDisconnected) >= 2;
+  });
+  EXPECT_TRUE(WIFSIGNALED(st[0]) && WTERMSIG(st[0]) == SIGKILL) << st[0];
+  EXPECT_TRUE(WIFEXITED(st[1]) && WEXITSTATUS(st[1]) == 0) << st[1];
+  const RouterCounters& c = server_->router().counters();
+  EXPECT_EQ(c.cleanup_rej, 1u);  // the REP the killed process never answered
+  EXPECT_EQ(Count(CmEventType::kRejected), 1);
+  EXPECT_EQ(Count(CmEventType::kEstablished), 2);
+  EXPECT_EQ(server_->router().client_count(), 0u);
+}
+
+TEST_F(RouterProcessTest, RouterRestartBreaksClientsClearlyAndTheyCanReconnect) {
+  LoopThread loop(server_.get());
+  auto t = RouterTransport::Connect(path_);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE((*t)->status().ok());
+  EXPECT_GE((*t)->slot(), 1);
+  EXPECT_EQ((*t)->caps().comm_id_prefix, (*t)->slot());
+  EXPECT_TRUE((*t)->ClaimService(kSid, ~uint64_t{0}, false).ok());
+  loop.Stop();
+  server_.reset();  // the router goes away: sockets closed, path unlinked
+
+  std::array<uint8_t, 256> mad{};
+  mad[0] = 1;
+  mad[1] = 0x03;
+  mad::MadAddress to;
+  to.lid = kPeerLid;
+  (*t)->Drain([](const mad::ReceivedMad&) {});
+  absl::Status s = (*t)->Send(to, mad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("connect again"), absl::string_view::npos) << s;
+  EXPECT_EQ((*t)->status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(RouterTransport::Connect(path_).status().code(), absl::StatusCode::kUnavailable);
+
+  ServerOptions o;
+  o.socket_path = path_;
+  o.pump = [this] { return Pump(); };
+  auto again = Server::Create(*wire_, o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  server_ = std::move(*again);
+  LoopThread loop2(server_.get());
+  auto t2 = RouterTransport::Connect(path_);
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  EXPECT_TRUE((*t2)->ClaimService(kSid, ~uint64_t{0}, false).ok());
+  EXPECT_TRUE((*t2)->Send(to, mad).ok());
+  loop2.Stop();
+}
+
+TEST_F(RouterProcessTest, HelloIsRequiredAndBadFramesAreRefused) {
+  LoopThread loop(server_.get());
+  auto t = RouterTransport::Connect(path_);
+  ASSERT_TRUE(t.ok());
+  // A second claim on the same exclusive service from another process.
+  auto t2 = RouterTransport::Connect(path_);
+  ASSERT_TRUE(t2.ok());
+  ASSERT_TRUE((*t)->ClaimService(kSid, ~uint64_t{0}, false).ok());
+  absl::Status s = (*t2)->ClaimService(kSid, ~uint64_t{0}, false);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+  loop.Stop();
+  EXPECT_EQ(server_->router().counters().claim_conflicts, 1u);
+}
+
+}  // namespace
+}  // namespace uscm::router

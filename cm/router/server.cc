@@ -1,0 +1,197 @@
+#include "cm/router/server.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace uscm::router {
+namespace {
+
+constexpr int kSocketBuffer = 4 << 20;
+
+absl::Status Errno(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+Server::Server(mad::Transport& wire, ServerOptions options)
+    : wire_(wire), options_(std::move(options)), buf_(kMaxFrameBytes) {
+  router_ = std::make_unique<Router>(
+      wire_, options_.router,
+      [this](uint8_t slot, std::span<const uint8_t> frame) { SendTo(slot, frame); });
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(mad::Transport& wire,
+                                                       ServerOptions options) {
+  std::unique_ptr<Server> s(new Server(wire, std::move(options)));
+  if (absl::Status st = s->Init(); !st.ok()) return st;
+  return s;
+}
+
+absl::Status Server::Init() {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (options_.socket_path.empty() || options_.socket_path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "router socket path \"", options_.socket_path, "\" is ",
+        options_.socket_path.size(), " bytes; it must be 1..", sizeof(addr.sun_path) - 1));
+  }
+  std::memcpy(addr.sun_path, options_.socket_path.data(), options_.socket_path.size());
+  listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return Errno("socket(AF_UNIX, SOCK_SEQPACKET)");
+  unlink(options_.socket_path.c_str());  // a stale socket of a dead router
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return Errno(absl::StrCat("bind(", options_.socket_path, ")"));
+  }
+  if (listen(listen_fd_, 128) != 0) return Errno("listen");
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || stop_fd_ < 0) return Errno("epoll_create1 / eventfd");
+  for (int fd : {listen_fd_, stop_fd_, wire_.fd()}) {
+    if (fd < 0) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return Errno(absl::StrCat("epoll_ctl(", fd, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Server::~Server() {
+  for (auto& [fd, c] : conns_) close(fd);
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    unlink(options_.socket_path.c_str());
+  }
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+void Server::Stop() {
+  stop_ = true;
+  const uint64_t one = 1;
+  (void)!write(stop_fd_, &one, sizeof one);
+}
+
+absl::Status Server::Run() {
+  while (!stop_) {
+    auto n = RunOnce(mad::Duration::Seconds(1));
+    if (!n.ok()) return n.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Server::RunOnce(mad::Duration timeout) {
+  if (options_.pump) timeout = std::min(timeout, options_.pump());
+  const int ms = static_cast<int>(
+      std::clamp<int64_t>((timeout.nanos() + 999999) / 1000000, 0, INT32_MAX));
+  epoll_event evs[64];
+  const int n = epoll_wait(epoll_fd_, evs, 64, ms);
+  if (n < 0 && errno != EINTR) return Errno("epoll_wait");
+  for (int i = 0; i < n; ++i) {
+    const int fd = evs[i].data.fd;
+    if (fd == listen_fd_) {
+      Accept();
+    } else if (fd == stop_fd_) {
+      uint64_t junk;
+      (void)!read(stop_fd_, &junk, sizeof junk);
+    } else if (fd == wire_.fd()) {
+      // drained below
+    } else {
+      ReadClient(fd);
+    }
+  }
+  if (options_.pump) options_.pump();
+  router_->PollWire();
+  return std::max(n, 0);
+}
+
+void Server::Accept() {
+  for (;;) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketBuffer, sizeof kSocketBuffer);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      close(fd);
+      continue;
+    }
+    conns_[fd] = Conn{};
+    ++counters_.accepted;
+  }
+}
+
+void Server::ReadClient(int fd) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  for (int i = 0; i < 64; ++i) {  // bounded: other clients get a turn
+    const ssize_t got = recv(fd, buf_.data(), buf_.size(), MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (got <= 0) {
+      CloseClient(fd);
+      return;
+    }
+    std::span<const uint8_t> frame(buf_.data(), static_cast<size_t>(got));
+    Conn& c = conns_[fd];
+    if (c.slot != 0) {
+      router_->HandleFrame(c.slot, frame);
+      continue;
+    }
+    if (!DecodeHello(frame).ok()) {
+      ++counters_.bad_hello;
+      auto f = EncodeRefused(absl::InvalidArgumentError(
+          "router: the first frame of a connection must be a hello"));
+      (void)!send(fd, f.data(), f.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      CloseClient(fd);
+      return;
+    }
+    auto wl = router_->AddClient();
+    if (!wl.ok()) {
+      auto f = EncodeRefused(wl.status());
+      (void)!send(fd, f.data(), f.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      CloseClient(fd);
+      return;
+    }
+    c.slot = wl->slot;
+    by_slot_[wl->slot] = fd;
+    auto f = EncodeWelcome(*wl);
+    SendTo(wl->slot, f);
+  }
+}
+
+void Server::CloseClient(int fd) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  const uint8_t slot = it->second.slot;
+  conns_.erase(it);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  if (slot != 0) {
+    by_slot_.erase(slot);
+    router_->RemoveClient(slot);
+  }
+}
+
+void Server::SendTo(uint8_t slot, std::span<const uint8_t> frame) {
+  auto it = by_slot_.find(slot);
+  if (it == by_slot_.end()) return;
+  if (send(it->second, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    // A full socket: like a full receive queue on the wire, the MAD is lost
+    // and the CM's retries cover it. A dead one is noticed by ReadClient.
+    ++counters_.dropped_to_client;
+  }
+}
+
+}  // namespace uscm::router

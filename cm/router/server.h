@@ -1,0 +1,85 @@
+// uscmd's event loop: a Router (cm/router/router.h) behind a Unix
+// SOCK_SEQPACKET socket. One thread runs Run(); Stop() may be called from any
+// thread. Each accepted connection must open with a hello frame; the router
+// answers with a welcome (slot, comm ID range, port) or a refusal.
+//
+// The wire transport's fd joins the epoll set; a transport without one (the
+// simulated fabric) is driven by `pump`, called on every turn of the loop.
+#ifndef USCM_CM_ROUTER_SERVER_H_
+#define USCM_CM_ROUTER_SERVER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cm/router/router.h"
+#include "mad/time.h"
+#include "mad/transport.h"
+
+namespace uscm::router {
+
+struct ServerOptions {
+  std::string socket_path;  // a stale socket file there is replaced
+  RouterOptions router;
+  // For a transport without an fd: advances it (delivers MADs that are due)
+  // and returns how long the loop may sleep before calling it again.
+  std::function<mad::Duration()> pump;
+};
+
+struct ServerCounters {
+  uint64_t accepted = 0;         // socket connections
+  uint64_t bad_hello = 0;        // first frame was not a hello
+  uint64_t dropped_to_client = 0;  // client socket full: the MAD is lost (retries cover it)
+};
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Create(mad::Transport& wire,
+                                                        ServerOptions options);
+  ~Server();  // closes every client and unlinks the socket
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Waits up to `timeout` for work, then does it. Returns the ready fd count.
+  absl::StatusOr<int> RunOnce(mad::Duration timeout);
+  // Loops until Stop().
+  absl::Status Run();
+  void Stop();
+
+  // Read these only while no thread runs the loop.
+  const Router& router() const { return *router_; }
+  const ServerCounters& counters() const { return counters_; }
+  const std::string& socket_path() const { return options_.socket_path; }
+
+ private:
+  Server(mad::Transport& wire, ServerOptions options);
+  absl::Status Init();
+  void Accept();
+  void ReadClient(int fd);
+  void CloseClient(int fd);
+  void SendTo(uint8_t slot, std::span<const uint8_t> frame);
+
+  mad::Transport& wire_;
+  ServerOptions options_;
+  std::unique_ptr<Router> router_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int stop_fd_ = -1;
+  struct Conn {
+    uint8_t slot = 0;  // 0 until the hello
+  };
+  absl::flat_hash_map<int, Conn> conns_;     // by fd
+  absl::flat_hash_map<uint8_t, int> by_slot_;
+  std::vector<uint8_t> buf_;
+  std::atomic<bool> stop_{false};
+  ServerCounters counters_;
+};
+
+}  // namespace uscm::router
+
+#endif  // USCM_CM_ROUTER_SERVER_H_
