@@ -264,6 +264,7 @@ class CmId {
   bool swallow_established_ = false;
   cm::ConnId conn_;
   cm::ListenId listen_;
+  uint64_t listen_sid_ = 0, listen_mask_ = 0;  // claimed from a shared port's router
   CmId* listener_ = nullptr;        // passive ids: the listening id
   uint64_t sa_query_ = 0;           // outstanding route query
   absl::optional<cm::Ece> local_ece_;

@@ -159,6 +159,15 @@ absl::Status CmId::Listen(int backlog) {
   absl::StatusOr<cm::ListenId> l =
       device_->node_->cm().Listen(sid, mask, b, options_.reuse_addr);
   if (!l.ok()) return Prefix("listen", l.status());
+  // On a port shared through uscmd the router must route this service's
+  // REQs here (OK at once when the process owns the port).
+  if (absl::Status claim = device_->node_->transport().ClaimService(sid, mask, options_.reuse_addr);
+      !claim.ok()) {
+    (void)device_->node_->cm().StopListening(*l);
+    return Prefix("listen", claim);
+  }
+  listen_sid_ = sid;
+  listen_mask_ = mask;
   listen_ = *l;
   device_->by_listen_[Pack(listen_.index, listen_.generation)] = this;
   state_ = IdState::kListen;
