@@ -1,0 +1,112 @@
+// uscmd: the per-port MAD router (docs/ROUTER.md). Owns one port's QP1 CM and
+// SA agents through umad and shares them with every uscm process on the host
+// over a Unix socket; those processes use router::RouterTransport.
+//
+//   uscmd [--ca mlx5_0] [--port 1] [--socket PATH] [--slot-bits 8]
+//
+// Stops on SIGINT / SIGTERM and prints its counters.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "cm/router/server.h"
+#include "mad/umad_transport.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "Usage: uscmd [--ca NAME] [--port N] [--socket PATH] [--slot-bits B]\n"
+    "\n"
+    "The uscm MAD router: owns the port's QP1 (CM class 0x07, SA class 0x03)\n"
+    "and routes MADs to the uscm processes of this host, which connect to\n"
+    "PATH (default /tmp/uscmd-<ca>-<port>.sock). B bits of every comm ID name\n"
+    "the process: up to 2^B - 1 processes (default 8: 255).\n";
+
+uscm::router::Server* g_server = nullptr;
+
+void OnSignal(int) {
+  if (g_server != nullptr) g_server->Stop();  // an atomic store and an eventfd write
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uscm::mad::UmadOptions umad;
+  std::string socket_path;
+  int slot_bits = 8;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--ca" && has_value) {
+      umad.ca_name = argv[++i];
+    } else if (a == "--port" && has_value) {
+      if (!absl::SimpleAtoi(argv[++i], &umad.port_num) || umad.port_num < 0 ||
+          umad.port_num > 255) {
+        std::fprintf(stderr, "uscmd: --port %s is not a port number (0..255)\n", argv[i]);
+        return 2;
+      }
+    } else if (a == "--socket" && has_value) {
+      socket_path = argv[++i];
+    } else if (a == "--slot-bits" && has_value) {
+      if (!absl::SimpleAtoi(argv[++i], &slot_bits) || slot_bits < 1 || slot_bits > 8) {
+        std::fprintf(stderr, "uscmd: --slot-bits %s: must be 1..8\n", argv[i]);
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "uscmd: unknown or incomplete option %s\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+  }
+  auto wire = uscm::mad::UmadTransport::Open(umad);
+  if (!wire.ok()) {
+    std::fprintf(stderr, "uscmd: %s\n", std::string(wire.status().message()).c_str());
+    return 1;
+  }
+  const uscm::mad::LocalPort& port = (*wire)->port();
+  if (socket_path.empty()) {
+    socket_path = absl::StrCat("/tmp/uscmd-", port.ca_name, "-", port.port_num, ".sock");
+  }
+  uscm::router::ServerOptions options;
+  options.socket_path = socket_path;
+  options.router.slot_bits = static_cast<uint8_t>(slot_bits);
+  auto server = uscm::router::Server::Create(**wire, options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "uscmd: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  g_server = server->get();
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::printf("uscmd: %s port %d (LID %u) on %s\n", port.ca_name.c_str(), port.port_num,
+              port.lid, socket_path.c_str());
+  std::fflush(stdout);
+  absl::Status s = (*server)->Run();
+  g_server = nullptr;
+  const uscm::router::RouterCounters& c = (*server)->router().counters();
+  std::printf(
+      "uscmd: clients %llu accepted, %llu refused; MADs %llu to wire, %llu from wire, %llu to "
+      "clients; refused %llu, unroutable %llu, cleanup REJ %llu DREQ %llu\n",
+      static_cast<unsigned long long>(c.clients_accepted),
+      static_cast<unsigned long long>(c.clients_refused),
+      static_cast<unsigned long long>(c.to_wire), static_cast<unsigned long long>(c.from_wire),
+      static_cast<unsigned long long>(c.to_clients),
+      static_cast<unsigned long long>(c.refused_mads),
+      static_cast<unsigned long long>(c.wire_unroutable),
+      static_cast<unsigned long long>(c.cleanup_rej),
+      static_cast<unsigned long long>(c.cleanup_dreq));
+  if (!s.ok()) {
+    std::fprintf(stderr, "uscmd: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
