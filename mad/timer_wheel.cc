@@ -41,8 +41,8 @@ void TimerWheel::Reserve(size_t n) {
 }
 
 TimePoint TimerWheel::TickToTime(uint64_t tick) const {
-  const __int128 ns = static_cast<__int128>(start_ns_) +
-                      static_cast<__int128>(tick) * tick_ns_;
+  const __int128 ns =
+      static_cast<__int128>(start_ns_) + static_cast<__int128>(tick) * tick_ns_;
   if (ns >= INT64_MAX) return TimePoint::Infinite();
   return TimePoint::FromNanos(static_cast<int64_t>(ns));
 }

@@ -1,6 +1,7 @@
 // A hierarchical timing wheel for the CM and SA timers (response timeouts,
 // retries, MRA extensions, TimeWait). Sans-IO: time is passed in; the owner
-// arms one OS timer (or jumps virtual time) to NextDeadline() and calls Advance.
+// arms one OS timer (or jumps virtual time) to NextDeadline() and calls
+// Advance.
 //
 // Time is counted in ticks of a fixed length from `start`. A deadline d is
 // rounded UP to a tick boundary: its timer fires during the first
@@ -106,9 +107,9 @@ class TimerWheel {
   // never later than the firing time (start + tick * ceil-tick) of the earliest
   // pending timer, or than now() if that timer is already due (a past deadline
   // scheduled since the last Advance); it is exact when that timer is within
-  // 256 ticks of the current tick, and otherwise the start of the bucket that must be
-  // cascaded first. Advance(NextDeadline()) always makes progress; at most
-  // kLevels + 2 such calls reach the earliest timer. Returns a time <= the
+  // 256 ticks of the current tick, and otherwise the start of the bucket that
+  // must be cascaded first. Advance(NextDeadline()) always makes progress; at
+  // most kLevels + 2 such calls reach the earliest timer. Returns a time <= the
   // current time if a timer is already due. O(1).
   absl::optional<TimePoint> NextDeadline() const;
 
@@ -178,7 +179,7 @@ class TimerWheel {
   // Makes room for one entry at the tail of a bucket whose tail chunk is full
   // or that has no chunk; returns the position to write.
   uint32_t AppendChunk(uint16_t bucket);
-  void Remove(uint32_t slot);    // a pending timer's entry
+  void Remove(uint32_t slot);  // a pending timer's entry
   // The tail chunk became empty: frees it (and the bucket if that was all).
   void ShrinkTail(uint16_t bucket);
   void Release(uint32_t index);  // node -> free list
@@ -213,10 +214,10 @@ class TimerWheel {
   std::vector<Node> nodes_;
   uint32_t node_count_ = 0;  // nodes_.size()
   uint32_t free_head_ = kNil;
-  std::vector<Entry> entries_;          // kChunk per chunk
-  std::vector<uint32_t> chunk_next_;    // chain link (or free list link)
-  std::vector<uint32_t> chunk_prev_;    // chain link back (valid but at head)
-  std::vector<uint16_t> chunk_owner_;   // the bucket a chunk belongs to
+  std::vector<Entry> entries_;         // kChunk per chunk
+  std::vector<uint32_t> chunk_next_;   // chain link (or free list link)
+  std::vector<uint32_t> chunk_prev_;   // chain link back (unused at the head)
+  std::vector<uint16_t> chunk_owner_;  // the bucket a chunk belongs to
   uint32_t free_chunk_ = kNil;
   std::array<Bucket, kNumBuckets> buckets_{};
   // Bit b of the bitmap: bucket b is non-empty (level L owns words
@@ -230,7 +231,8 @@ class TimerWheel {
 
 // n / tick_ns_ without a hardware divide: the reciprocal estimate is at most a
 // few units low, fixed up by subtraction.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TimerWheel::DivTick(uint64_t n, uint64_t* remainder) const {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TimerWheel::DivTick(
+    uint64_t n, uint64_t* remainder) const {
   uint64_t q = static_cast<uint64_t>(
       (static_cast<unsigned __int128>(n) * tick_reciprocal_) >> 64);
   uint64_t r = n - q * tick_ns_;
@@ -242,14 +244,16 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TimerWheel::DivTick(uint64_t n, uin
   return q;
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TimerWheel::TimeToTick(TimePoint t) const {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TimerWheel::TimeToTick(
+    TimePoint t) const {
   if (t.nanos() <= start_ns_) return 0;
   uint64_t r;
   return DivTick(
       static_cast<uint64_t>(t.nanos()) - static_cast<uint64_t>(start_ns_), &r);
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TimerWheel::DeadlineToTick(TimePoint deadline) const {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TimerWheel::DeadlineToTick(
+    TimePoint deadline) const {
   if (deadline.nanos() <= start_ns_) return 0;
   uint64_t r;
   const uint64_t q = DivTick(static_cast<uint64_t>(deadline.nanos()) -
@@ -260,16 +264,17 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint64_t TimerWheel::DeadlineToTick(TimePoin
 
 // The generation is bumped when a node is freed, so a handle matches only
 // while its timer is pending.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool TimerWheel::Valid(TimerHandle h) const {
-  return h.index_ < node_count_ &&
-         nodes_[h.index_].generation == h.generation_;
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool TimerWheel::Valid(
+    TimerHandle h) const {
+  return h.index_ < node_count_ && nodes_[h.index_].generation == h.generation_;
 }
 
 inline bool TimerWheel::IsPending(TimerHandle handle) const {
   return Valid(handle);
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t TimerWheel::AllocChunk(uint16_t owner) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t TimerWheel::AllocChunk(
+    uint16_t owner) {
   uint32_t c = free_chunk_;
   if (c == kNil) {
     c = GrowChunk();
@@ -281,11 +286,13 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t TimerWheel::AllocChunk(uint16_t own
   return c;
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Append(uint16_t bucket, uint64_t expire,
-                               uint32_t index) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Append(uint16_t bucket,
+                                                            uint64_t expire,
+                                                            uint32_t index) {
   Bucket& b = buckets_[bucket];
   uint32_t slot = b.end;
-  if ((slot & kChunkMask) == 0) [[unlikely]] slot = AppendChunk(bucket);
+  if ((slot & kChunkMask) == 0) [[unlikely]]
+    slot = AppendChunk(bucket);
   b.end = slot + 1;
   entries_[slot] = Entry{expire, index};
   nodes_[index].slot = slot;
@@ -302,7 +309,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Remove(uint32_t slot) {
     nodes_[moved.index].slot = slot;
   }
   b.end = last;
-  if ((last & kChunkMask) == 0) [[unlikely]] ShrinkTail(bucket);
+  if ((last & kChunkMask) == 0) [[unlikely]]
+    ShrinkTail(bucket);
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Release(uint32_t index) {
@@ -315,7 +323,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Release(uint32_t index) {
 
 // A timer sits at the level of the highest 8-bit digit in which its expiry
 // differs from the current tick; a due one in the current level-0 bucket.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Link(uint32_t index, uint64_t expire) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Link(uint32_t index,
+                                                          uint64_t expire) {
   if (expire <= now_) {
     return Append(static_cast<uint16_t>(now_ & (kSlots - 1)), expire, index);
   }
@@ -326,7 +335,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Link(uint32_t index, uint64
   Append(static_cast<uint16_t>(level * kSlots + slot), expire, index);
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline TimerHandle TimerWheel::Schedule(TimePoint deadline, uint64_t payload) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline TimerHandle TimerWheel::Schedule(
+    TimePoint deadline, uint64_t payload) {
   uint32_t index = free_head_;
   if (index != kNil) {
     free_head_ = nodes_[index].slot;
@@ -339,14 +349,16 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline TimerHandle TimerWheel::Schedule(TimePoint d
   return TimerHandle(index, nodes_[index].generation);
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool TimerWheel::Cancel(TimerHandle handle) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool TimerWheel::Cancel(
+    TimerHandle handle) {
   if (!Valid(handle)) return false;
   Remove(nodes_[handle.index_].slot);
   Release(handle.index_);
   return true;
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool TimerWheel::Reschedule(TimerHandle handle, TimePoint deadline) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool TimerWheel::Reschedule(
+    TimerHandle handle, TimePoint deadline) {
   if (!Valid(handle)) return false;
   Remove(nodes_[handle.index_].slot);
   Link(handle.index_, DeadlineToTick(deadline));

@@ -57,15 +57,16 @@ class WheelImpl {
  public:
   using Handle = TimerHandle;
   static constexpr const char* kName = "wheel";
-  explicit WheelImpl(size_t reserve) : w_(kStart, kTick) { w_.Reserve(reserve); }
+  explicit WheelImpl(size_t reserve) : w_(kStart, kTick) {
+    w_.Reserve(reserve);
+  }
   ALWAYS_INLINE Handle Schedule(TimePoint t, uint64_t payload) {
     return w_.Schedule(t, payload);
   }
   ALWAYS_INLINE bool Cancel(Handle h) { return w_.Cancel(h); }
   ALWAYS_INLINE size_t Advance(TimePoint now) {
-    return w_.Advance(now, [](TimerHandle, uint64_t p) {
-      benchmark::DoNotOptimize(p);
-    });
+    return w_.Advance(
+        now, [](TimerHandle, uint64_t p) { benchmark::DoNotOptimize(p); });
   }
   size_t size() const { return w_.size(); }
 
@@ -135,11 +136,10 @@ class HeapImpl {
     return a.deadline > b.deadline;
   }
   void Rebuild() {
-    heap_.erase(std::remove_if(heap_.begin(), heap_.end(),
-                               [&](const Entry& e) {
-                                 return gens_[e.slot] != e.gen;
-                               }),
-                heap_.end());
+    heap_.erase(
+        std::remove_if(heap_.begin(), heap_.end(),
+                       [&](const Entry& e) { return gens_[e.slot] != e.gen; }),
+        heap_.end());
     std::make_heap(heap_.begin(), heap_.end(), Later);
   }
   std::vector<Entry> heap_;
@@ -213,7 +213,8 @@ void PrefillSteadyState(Impl& impl, int64_t n, TimePoint now, int64_t life) {
   std::mt19937_64 rng(99);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (int64_t i = 0; i < n; ++i) {
-    const double r = 2.0 * static_cast<double>(life) * (1.0 - std::sqrt(u(rng)));
+    const double r =
+        2.0 * static_cast<double>(life) * (1.0 - std::sqrt(u(rng)));
     impl.Schedule(now + Duration::Nanos(static_cast<int64_t>(r)),
                   static_cast<uint64_t>(i));
   }
@@ -345,7 +346,8 @@ void BM_OpLatency(benchmark::State& state) {
     const auto t0 = Clock::now();
     for (int i = 0; i < kLatencyBatch; ++i) {
       handles[i] = loop.impl.Schedule(
-          kStart + Duration::Nanos(loop.delays[loop.next++ & (kDelayCount - 1)]),
+          kStart +
+              Duration::Nanos(loop.delays[loop.next++ & (kDelayCount - 1)]),
           7);
     }
     const auto t1 = Clock::now();
@@ -368,7 +370,7 @@ void BM_OpLatency(benchmark::State& state) {
   state.counters["cancel_p90"] = Percentile(cancel_ns, 0.9);
 }
 
-#define TIMER_BENCH(fn, impl)                                         \
+#define TIMER_BENCH(fn, impl) \
   BENCHMARK_TEMPLATE(fn, impl)->Arg(1000)->Arg(100000)->Arg(1000000)
 TIMER_BENCH(BM_ScheduleCancel, WheelImpl);
 TIMER_BENCH(BM_ScheduleCancel, HeapImpl);
@@ -404,7 +406,8 @@ int OpsMode(const char* spec) {
   char scenario[64], impl[64];
   long long pending, n;
   if (std::sscanf(spec, "%63[^:]:%63[^:]:%lld:%lld", scenario, impl, &pending,
-                  &n) != 4 || pending <= 0 || n < 0) {
+                  &n) != 4 ||
+      pending <= 0 || n < 0) {
     std::fprintf(stderr,
                  "--ops wants SCENARIO:IMPL:PENDING:N, e.g. "
                  "ScheduleCancel:wheel:1000000:1000000\n");
