@@ -38,7 +38,11 @@ finish() {
     fail "$name" "exit $rc: $(grep -v '^ *$' "$log" | tail -n 1)"
   fi
 }
-peer_cmd() { timeout $((T + 30)) "$K/kernel_peer" --ip="$IP" --timeout_s=$T "$@"; }
+peer_cmd() {
+  set -o pipefail
+  timeout $((T + 30)) "$K/kernel_peer" --ip="$IP" --timeout_s=$T "$@" 2>&1 |
+    tee -a /tmp/uscm-clients.log
+}
 
 if [ "$USCM_VM_ROLE" = a ]; then
   check kernel-cm-loaded-a grep -qw ib_cm /proc/modules
@@ -121,5 +125,7 @@ else
   check uscm-sees-kernel-rej-data bash -c "$(declare -f peer_cmd); K=$K IP=$IP T=$T;
     peer_cmd --mode=expect-reject --peer=$PEER --port=7501 --data=kernel-says-no"
   sync.sh signal expect-reject-done
+  # what uscm dropped or did not expect from the kernel, per run (for docs/VM.md)
+  grep -h '^uscm CM counters' /tmp/uscm-clients.log | sed 's/^/  info: /'
 fi
 group_end

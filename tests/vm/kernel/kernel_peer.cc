@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <cstdio>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 
@@ -109,7 +110,11 @@ absl::Status Peer::Pump() {
     absl::StatusOr<absl::optional<ibv_wc>> wc = rc_->PollOne();
     if (!wc.ok()) return wc.status();
     if (!wc->has_value()) break;
-    completions_.push_back(**wc);
+    if ((*wc)->status == IBV_WC_WR_FLUSH_ERR) {
+      ++flushed_;  // receives still posted when the QP moved to ERROR
+    } else {
+      completions_.push_back(**wc);
+    }
     any = true;
   }
   if (!any) {
@@ -273,6 +278,23 @@ absl::Status Peer::DisconnectAndWait() {
                                   "disconnect: DREQ not answered: ", Describe(*e)));
     }
   }
+}
+
+std::string Peer::CountersLine() {
+  std::lock_guard<std::mutex> lock(device_->node().mutex());
+  const cm::CmCounters& c = device_->node().cm().counters();
+  uint64_t dup = 0, rtx = 0, sent = 0, received = 0;
+  for (size_t i = 0; i < c.sent.size(); ++i) {
+    dup += c.duplicates[i];
+    rtx += c.retransmitted[i];
+    sent += c.sent[i];
+    received += c.received[i];
+  }
+  return absl::StrCat("uscm CM counters: sent ", sent, " received ", received, " malformed ",
+                      c.malformed, " unknown_connection ", c.unknown_connection,
+                      " unexpected_state ", c.unexpected_state, " duplicates ", dup,
+                      " retransmitted ", rtx, " timeouts ", c.timeouts, "; umad send errors ",
+                      umad_->stats().send_errors, "; flushed work requests ", flushed_);
 }
 
 absl::Status Peer::AnswerDisconnect() { return conn_->Disconnect(); }

@@ -82,6 +82,11 @@ class Peer {
   RcBuffer& recv_buf() { return *recv_buf_; }
   CmId* conn() const { return conn_; }
   uint64_t send_completions() const { return send_completions_; }
+  uint64_t flushed() const { return flushed_; }
+  // uscm's CM counters, one line: what the kernel sent that uscm dropped or
+  // did not expect (malformed, unknown connection, unexpected state), and
+  // duplicates / retransmissions.
+  std::string CountersLine();
   const mad::LocalPort& port() const { return device_->port(); }
 
  private:
@@ -105,6 +110,7 @@ class Peer {
   std::deque<CmEvent> events_;
   std::deque<ibv_wc> completions_;
   uint64_t send_completions_ = 0;
+  uint64_t flushed_ = 0;  // work requests flushed by the QP's move to ERROR
 };
 
 }  // namespace uscm::vmtest

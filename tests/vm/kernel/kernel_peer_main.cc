@@ -300,20 +300,29 @@ absl::StatusOr<std::string> Run() {
     dst.port = static_cast<uint16_t>(port);
   }
   const uint32_t usize = static_cast<uint32_t>(size);
-  if (mode == "rping-client") return RpingClient(*peer, dst, count, usize);
-  if (mode == "rping-server") return RpingServer(*peer, local);
-  if (mode == "ucmatose-client") return UcmatoseClient(*peer, dst, count, usize);
-  if (mode == "ucmatose-server") return UcmatoseServer(*peer, local, count, usize);
   const std::string data = absl::GetFlag(FLAGS_data);
-  if (data.empty() || data.size() > kRejPrivateData) {
-    return absl::InvalidArgumentError(absl::StrCat("--data is ", data.size(),
-                                                   " bytes; a REJ carries 1..148"));
+  absl::StatusOr<std::string> r;
+  if (mode == "rping-client") {
+    r = RpingClient(*peer, dst, count, usize);
+  } else if (mode == "rping-server") {
+    r = RpingServer(*peer, local);
+  } else if (mode == "ucmatose-client") {
+    r = UcmatoseClient(*peer, dst, count, usize);
+  } else if (mode == "ucmatose-server") {
+    r = UcmatoseServer(*peer, local, count, usize);
+  } else if (mode == "reject" || mode == "expect-reject") {
+    if (data.empty() || data.size() > kRejPrivateData) {
+      return absl::InvalidArgumentError(absl::StrCat("--data is ", data.size(),
+                                                     " bytes; a REJ carries 1..148"));
+    }
+    r = mode == "reject" ? Reject(*peer, local, data) : ExpectReject(*peer, dst, data);
+  } else {
+    r = absl::InvalidArgumentError(absl::StrCat("--mode \"", mode, "\" is not one of "
+                                                "rping-client, rping-server, ucmatose-client, "
+                                                "ucmatose-server, reject, expect-reject"));
   }
-  if (mode == "reject") return Reject(*peer, local, data);
-  if (mode == "expect-reject") return ExpectReject(*peer, dst, data);
-  return absl::InvalidArgumentError(absl::StrCat("--mode \"", mode, "\" is not one of "
-                                                 "rping-client, rping-server, ucmatose-client, "
-                                                 "ucmatose-server, reject, expect-reject"));
+  std::printf("%s\n", peer->CountersLine().c_str());
+  return r;
 }
 
 }  // namespace

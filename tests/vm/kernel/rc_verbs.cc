@@ -118,7 +118,7 @@ absl::StatusOr<absl::optional<ibv_wc>> RcVerbs::PollOne() {
   const int n = ibv_poll_cq(cq_, 1, &wc);
   if (n < 0) return Errno("ibv_poll_cq", -n);
   if (n == 0) return absl::optional<ibv_wc>();
-  if (wc.status != IBV_WC_SUCCESS) {
+  if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) {
     return absl::DataLossError(absl::StrCat("completion failed: ", ibv_wc_status_str(wc.status),
                                             " (opcode ", wc.opcode, ", wr_id ", wc.wr_id,
                                             ", vendor_err ", wc.vendor_err, ")"));

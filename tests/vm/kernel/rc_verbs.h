@@ -42,7 +42,8 @@ class RcVerbs {
   absl::Status PostRdma(ibv_wr_opcode opcode, const RcBuffer& b, uint32_t length,
                         uint64_t remote_addr, uint32_t rkey, uint64_t wr_id);
   // One completion if there is one. A failed completion is an error naming
-  // its status and opcode.
+  // its status and opcode, except IBV_WC_WR_FLUSH_ERR (the QP went to ERROR,
+  // e.g. at disconnect): that one is returned for the caller to count.
   absl::StatusOr<absl::optional<ibv_wc>> PollOne();
 
  private:
