@@ -70,6 +70,7 @@ int DumpLive(const FabricSpec& spec, int64_t count, int64_t seconds, const std::
   uint64_t n = 0;
   absl::PrintF("listening on %s (%s, LID %d); Ctrl-C to stop\n", spec.ToString(),
                (*t)->port().ca_name, (*t)->port().lid);
+  std::fflush(stdout);  // whoever watches the output knows we listen
   while ((count == 0 || static_cast<int64_t>(n) < count) && (seconds == 0 || clock.Now() < end)) {
     pollfd pfd{(*t)->fd(), POLLIN, 0};
     if (poll(&pfd, 1, 100) <= 0) continue;
@@ -79,8 +80,13 @@ int DumpLive(const FabricSpec& spec, int64_t count, int64_t seconds, const std::
       if (!packet.ok()) return;
       auto parsed = mad::capture::ParseUdPacket(*packet);
       if (parsed.ok()) PrintPacket(++n, clock.Now(), *parsed, false);
+      std::fflush(stdout);
       if (writer != nullptr) (void)writer->WritePacket(clock.Now(), *packet);
     });
+  }
+  absl::PrintF("%d MADs\n", n);
+  if (writer != nullptr) {
+    if (absl::Status c = writer->Close(); !c.ok()) return Failure("dump", std::string(c.message()));
   }
   return kExitOk;
 }

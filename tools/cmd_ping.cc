@@ -1,6 +1,8 @@
 // `uscm ping`: CM connection setup in the spirit of ucmatose. On the
 // simulated fabric the server and the client run in one process (virtual
-// time); on a device fabric the transport is opened for real.
+// time); on a device fabric this process is the server or the client
+// (tools/ping_device.h); --fabric=ibsim starts ibsim + OpenSM and runs this
+// binary as the server on hostB and the client on hostA.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -11,22 +13,81 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/fabric_flags.h"
+#include "tools/ibsim_tool.h"
+#include "tools/ping_device.h"
 #include "tools/sim_world.h"
 #include "tools/workload.h"
 
 namespace uscm::tools {
+namespace {
+
+int RunPingIbsim(const PingConfig& c) {
+  auto fabric = StartToolFabric("ping");
+  if (!fabric.ok()) return Failure("ping", std::string(fabric.status().message()));
+  auto self = SelfExecutable();
+  if (!self.ok()) return Failure("ping", std::string(self.status().message()));
+  std::vector<std::string> common = {
+      *self,
+      "ping",
+      absl::StrCat("--fabric=", kIbsimFabric),
+      absl::StrCat("--connections=", c.connections),
+      absl::StrCat("--private-data=", c.private_data),
+      c.reject ? "--reject" : "--no-reject",
+      c.ece ? "--ece" : "--no-ece",
+      c.disconnect ? "--disconnect" : "--no-disconnect",
+      c.verbose ? "--verbose" : "--no-verbose",
+      absl::StrCat("--timeout-ms=", c.timeout_ms),
+  };
+  std::vector<std::string> server_argv = common;
+  server_argv.push_back("--role=server");
+  auto server = (*fabric)->Spawn("hostB", server_argv);
+  if (!server.ok()) return Failure("ping", std::string(server.status().message()));
+  if (auto line = server->WaitForLine("uscm ping: server listening", 60000); !line.ok()) {
+    return Failure("ping", absl::StrCat("the server on hostB: ", line.status().message(),
+                                        (*fabric)->LogTail()));
+  }
+  std::vector<std::string> client_argv = common;
+  client_argv.push_back("--role=client");
+  client_argv.push_back(absl::StrCat("--dlid=", (*fabric)->lids().at("hostB")));
+  const int budget_ms = static_cast<int>(
+      std::min<int64_t>(60000 + int64_t{c.connections} * 2 * c.timeout_ms, 3600000));
+  auto client = (*fabric)->Run("hostA", client_argv, budget_ms);
+  if (!client.ok()) return Failure("ping", std::string(client.status().message()));
+  std::fputs(client->out.c_str(), stdout);
+  ForwardStderr(client->err);
+  auto served = server->Wait(client->exit_code == 0 ? 30000 : 1000);
+  if (served.ok()) {
+    std::fputs(served->out.c_str(), stdout);
+    ForwardStderr(served->err);
+  }
+  std::fflush(stdout);
+  if (client->exit_code != 0) return kExitFailure;
+  if (!served.ok()) return Failure("ping", std::string(served.status().message()));
+  return served->exit_code == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace
 
 int RunPing(int argc, char** argv) {
   std::string fabric = "sim", private_data = "uscm ping", role;
   int64_t connections = 10, seed = 1, interval_us = 10;
   double loss = 0;
   bool reject = false, ece = false, disconnect = true, verbose = false;
+  int64_t dlid = 0, seconds = 0, timeout_ms = 10000;
+  std::string dgid;
   FlagSet flags("ping [options]",
                 "Sets up N CM connections (path query, REQ/REP/RTU with private data) and\n"
                 "reports setup time min / p50 / p99 / max and connections per second.\n"
-                "On --fabric=sim the server and the client run in this process.");
+                "On --fabric=sim the server and the client run in this process; on a device\n"
+                "fabric run one --role=server and one --role=client (--dlid or --dgid of the\n"
+                "server); --fabric=ibsim starts ibsim + OpenSM and runs both on it.");
   flags.String("fabric", &fabric, "sim, ibsim, umad:<ca>:<port> or ud:<device>:<port>");
   flags.String("role", &role, "device fabrics: server or client");
+  flags.Int("dlid", &dlid, "client: the server's LID (path query by LIDs)", 0, 0xBFFF);
+  flags.String("dgid", &dgid, "client: the server's GID (path query as rdma_cm does)");
+  flags.Int("seconds", &seconds, "server: stop after N seconds (0: after -c connections ended)",
+            0);
+  flags.Int("timeout-ms", &timeout_ms, "device fabrics: limit on each wait (ms)", 1, 3600000);
   flags.Int("connections", &connections, "number of connections (-c of ucmatose)", 1, 1000000);
   flags.String("private-data", &private_data, "REQ private data (at most 92 bytes)");
   flags.Bool("reject", &reject, "the server rejects every connection (REJ 28)");
@@ -54,18 +115,30 @@ int RunPing(int argc, char** argv) {
   }
   auto spec = ParseFabric(fabric);
   if (!spec.ok()) return UsageError("ping", std::string(spec.status().message()));
+  PingConfig pc;
+  pc.connections = static_cast<int>(connections);
+  pc.private_data = private_data;
+  pc.reject = reject;
+  pc.ece = ece;
+  pc.disconnect = disconnect;
+  pc.verbose = verbose;
+  pc.dlid = static_cast<int>(dlid);
+  pc.dgid = dgid;
+  pc.seconds = seconds;
+  pc.timeout_ms = timeout_ms;
   if (spec->kind == FabricSpec::Kind::kIbsim) {
-    return Failure("ping", "--fabric=ibsim is not supported by ping yet; use --fabric=sim");
+    if (!role.empty()) return UsageError("ping", "--role is for device fabrics; ibsim runs both");
+    return RunPingIbsim(pc);
   }
   if (spec->kind != FabricSpec::Kind::kSim) {
     if (role != "server" && role != "client") {
       return UsageError("ping", "a device fabric needs --role=server or --role=client");
     }
-    auto t = OpenRealTransport(*spec);
-    if (!t.ok()) return Failure("ping", std::string(t.status().message()));
-    return Failure("ping", absl::StrCat("opened ", spec->ToString(),
-                                        " but ping over a device needs the CM runtime "
-                                        "(cm/runtime.h), which is not in this build yet"));
+    pc.server = role == "server";
+    if (!pc.server && dlid == 0 && dgid.empty()) {
+      return UsageError("ping", "the client needs the server's --dlid=LID or --dgid=GID");
+    }
+    return RunPingDevice(*spec, pc);
   }
   if (!role.empty()) return UsageError("ping", "--role is for device fabrics; sim runs both");
   SimWorldOptions wo;

@@ -1,9 +1,11 @@
 #include "tools/fabric_flags.h"
 
 #include <dirent.h>
+#include <stdlib.h>
 
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -59,12 +61,24 @@ int CountRdmaDevices() {
   return n;
 }
 
-absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(const FabricSpec& spec) {
+bool UnderUmad2sim() {
+  const char* preload = getenv("LD_PRELOAD");
+  return preload != nullptr && absl::StrContains(preload, "umad2sim");
+}
+
+absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(const FabricSpec& spec,
+                                                                  RealTransportOptions options) {
   if (spec.kind != FabricSpec::Kind::kUmad && spec.kind != FabricSpec::Kind::kUd) {
     return absl::InvalidArgumentError(
         absl::StrCat("--fabric=", spec.ToString(), " is not a device fabric"));
   }
-  if (CountRdmaDevices() == 0) {
+  const bool simulated = UnderUmad2sim();
+  if (simulated && spec.kind == FabricSpec::Kind::kUd) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--fabric=", spec.ToString(), ": ibsim (umad2sim) simulates umad only, not "
+                     "verbs; use --fabric=umad:ibsim0:", spec.port));
+  }
+  if (!simulated && CountRdmaDevices() == 0) {
     return absl::NotFoundError(
         "no InfiniBand device found (/sys/class/infiniband is empty); try --fabric=sim");
   }
@@ -74,6 +88,8 @@ absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(const FabricSp
     mad::UmadOptions o;
     o.ca_name = spec.device;
     o.port_num = spec.port;
+    o.receive_cm = options.receive_cm;
+    o.sim_claim_issm = simulated && options.receive_cm;
     auto opened = mad::UmadTransport::Open(o);
     if (opened.ok()) t = std::move(*opened);
     status = opened.status();
@@ -86,8 +102,17 @@ absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(const FabricSp
     status = opened.status();
   }
   if (!status.ok()) {
-    return absl::Status(status.code(),
-                        absl::StrCat("--fabric=", spec.ToString(), ": ", status.message()));
+    std::string hint;
+    if (absl::StrContains(status.message(), "ermission denied") ||
+        status.code() == absl::StatusCode::kPermissionDenied) {
+      hint = spec.kind == FabricSpec::Kind::kUmad
+                 ? "; no permission on /dev/infiniband/umad* (run as root, or grant the "
+                   "'rdma' group access with a udev rule)"
+                 : "; no permission on /dev/infiniband/uverbs* (run as root, or check the "
+                   "locked-memory limit: ulimit -l)";
+    }
+    return absl::Status(status.code(), absl::StrCat("--fabric=", spec.ToString(), ": ",
+                                                    status.message(), hint));
   }
   return t;
 }

@@ -3,6 +3,8 @@
 //
 //   sim                  the built-in simulated fabric (default)
 //   ibsim                ibsim + OpenSM, started and stopped by the command
+//                        (tools/ibsim_launcher.h); the command re-runs itself
+//                        on ibsim nodes with --fabric=umad:ibsim0:1
 //   umad:<ca>:<port>     QP1 through the kernel's umad interface
 //   ud:<device>:<port>   a raw verbs UD QP
 #ifndef USCM_TOOLS_FABRIC_FLAGS_H_
@@ -31,13 +33,27 @@ struct FabricSpec {
 // InvalidArgument naming the accepted forms for anything else.
 absl::StatusOr<FabricSpec> ParseFabric(absl::string_view text);
 
+struct RealTransportOptions {
+  // Receive unsolicited CM MADs (REQ, REP, DREQ, ...). Under ibsim this also
+  // claims IsSM for the port (UmadOptions::sim_claim_issm): ibsim hands
+  // unsolicited QP1 MADs only to IsSM clients. Never on OpenSM's node.
+  bool receive_cm = true;
+};
+
 // Opens the transport of a umad: or ud: fabric. When the machine has no RDMA
-// device at all the error says so and suggests --fabric=sim; otherwise it is
-// the transport's own error with the fabric named.
-absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(const FabricSpec& spec);
+// device at all the error says so and suggests --fabric=sim; a permission
+// error says how to get access; otherwise it is the transport's own error
+// with the fabric named.
+absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(
+    const FabricSpec& spec, RealTransportOptions options = {});
 
 // Number of entries in /sys/class/infiniband (0 when the directory is absent).
 int CountRdmaDevices();
+
+// True when this process runs on an ibsim node: libumad2sim.so is preloaded
+// (it fakes the umad devices and sysfs for libibumad only, so
+// /sys/class/infiniband says nothing about them).
+bool UnderUmad2sim();
 
 }  // namespace uscm::tools
 

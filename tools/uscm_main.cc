@@ -5,6 +5,7 @@
 
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/ibsim_tool.h"
 
 namespace {
 
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
       {"saquery", uscm::tools::RunSaquery}, {"sim", uscm::tools::RunSim},
       {"dump", uscm::tools::RunDump},
   };
+  // Internal: the port probe --fabric=ibsim runs on each node (not listed).
+  if (std::strcmp(cmd, "ibsim-port") == 0) return uscm::tools::RunIbsimPortProbe();
   for (const Command& c : kCommands) {
     if (std::strcmp(cmd, c.name) == 0) return c.run(argc - 2, argv + 2);
   }

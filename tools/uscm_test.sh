@@ -29,9 +29,19 @@ done
 check bad-fabric 2 "accepted forms: sim, ibsim, umad:<ca>:<port>, ud:<device>:<port>" -- "$U" demo --fabric=nope
 check bad-fabric-port 2 "port 'x' is not a number" -- "$U" ping --fabric=umad:mlx5_0:x
 if [[ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]]; then
-  check umad-no-device 1 "no InfiniBand device found; try --fabric=sim|no InfiniBand device found.*try --fabric=sim" -- "$U" ping --fabric=umad:mlx5_0:1 --role=client
+  check umad-no-device 1 "no InfiniBand device found; try --fabric=sim|no InfiniBand device found.*try --fabric=sim" -- "$U" ping --fabric=umad:mlx5_0:1 --role=client --dlid=3
   check ud-no-device 1 "try --fabric=sim" -- "$U" saquery --fabric=ud:mlx5_0:1
+  check ping-server-no-device 1 "uscm ping: no InfiniBand device found \(/sys/class/infiniband is empty\); try --fabric=sim" -- "$U" ping --fabric=umad:mlx5_0:1 --role=server
+  check ping-client-no-device 1 "uscm ping: no InfiniBand device found" -- "$U" ping --fabric=ud:mlx5_0:1 --role=client --dlid=3
+  check dump-live-no-device 1 "uscm dump: no InfiniBand device found.*try --fabric=sim" -- "$U" dump --live --fabric=umad:mlx5_0:1 --count=1
+  check saquery-umad-no-device 1 "uscm saquery: no InfiniBand device found" -- "$U" saquery MCMR --fabric=umad:mlx5_0:1
 fi
+check ping-no-role 2 "a device fabric needs --role=server or --role=client" -- "$U" ping --fabric=umad:mlx5_0:1
+check ping-client-no-peer 2 "the client needs the server's --dlid=LID or --dgid=GID" -- "$U" ping --fabric=umad:mlx5_0:1 --role=client
+check ping-ibsim-role 2 "--role is for device fabrics; ibsim runs both" -- "$U" ping --fabric=ibsim --role=server
+check dump-live-sim 2 "--live needs a device fabric" -- "$U" dump --live --fabric=sim
+check dump-live-file 2 "--live takes no FILE" -- "$U" dump --live --fabric=umad:mlx5_0:1 x.pcap
+check saquery-topology-device 2 "--topology is for --fabric=sim" -- "$U" saquery --fabric=umad:mlx5_0:1 --topology=x.net
 check bad-int 2 "is not an integer" -- "$U" ping --connections=ten
 check range 2 "out of range" -- "$U" ping --connections=0
 check long-pd 2 "a REQ carries at most 92" -- "$U" ping --private-data="$(printf 'x%.0s' {1..93})"

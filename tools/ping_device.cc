@@ -1,0 +1,232 @@
+#include "tools/ping_device.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "mad/gid.h"
+#include "mad/wire/cm_rej.h"
+#include "tools/cli.h"
+#include "tools/real_host.h"
+#include "tools/sim_world.h"
+#include "tools/workload.h"
+
+namespace uscm::tools {
+namespace {
+
+constexpr uint32_t kEceVendor = 0x15B3;
+constexpr uint32_t kEceOptions = 0x1;
+
+std::vector<uint8_t> Bytes(absl::string_view s) { return {s.begin(), s.end()}; }
+
+int RunServer(RealHost& host, const PingConfig& c) {
+  auto listen = host.cm().Listen(c.service_id, ~0ULL, 64, false);
+  if (!listen.ok()) return Failure("ping", std::string(listen.status().message()));
+  int ended = 0, established = 0, rejected = 0;
+  uint32_t next_qpn = 0x200000;
+  absl::Status error;
+  host.on_cm_event = [&](mad::TimePoint now, const cm::CmEvent& e) {
+    switch (e.type) {
+      case cm::CmEventType::kConnectRequest: {
+        if (c.verbose) {
+          absl::PrintF("  REQ: private data %s\n", Printable(e.private_data.bytes()));
+        }
+        if (c.reject) {
+          if (auto s = host.cm().Reject(now, e.conn, mad::wire::RejReason::kConsumerReject,
+                                        Bytes("uscm ping: rejected as asked"));
+              !s.ok()) {
+            error = s;
+          }
+          (void)host.cm().Destroy(now, e.conn);
+          ++rejected;
+          ++ended;
+          return;
+        }
+        cm::AcceptParams ap;
+        ap.qpn = next_qpn++ & 0xFFFFFF;
+        ap.starting_psn = 0x2000;
+        ap.responder_resources = 4;
+        ap.initiator_depth = 4;
+        if (c.ece && e.remote_ece.vendor_id != 0) ap.ece_options = e.remote_ece.options;
+        ap.private_data = Bytes("uscm pong");
+        if (auto s = host.cm().Accept(now, e.conn, ap); !s.ok()) error = s;
+        return;
+      }
+      case cm::CmEventType::kEstablished:
+        ++established;
+        if (!c.disconnect) ++ended;
+        return;
+      case cm::CmEventType::kDisconnected:
+        (void)host.cm().Disconnect(now, e.conn);  // DREP (a no-op after our own DREQ)
+        (void)host.cm().Destroy(now, e.conn);
+        ++ended;
+        return;
+      case cm::CmEventType::kTimewaitExit:
+        return;
+      default:
+        (void)host.cm().Destroy(now, e.conn);
+        ++ended;
+        return;
+    }
+  };
+  absl::PrintF("uscm ping: server listening on %s:%d LID %d GID %s service 0x%016x\n",
+               host.port().ca_name, host.port().port_num, host.port().lid,
+               host.port().gid.ToString(), c.service_id);
+  std::fflush(stdout);
+  const mad::Duration limit =
+      c.seconds > 0 ? mad::Duration::Seconds(c.seconds) : mad::Duration::Seconds(365 * 86400);
+  absl::Status s = host.RunUntil([&] { return !error.ok() || ended >= c.connections; }, limit,
+                                 "server");
+  // Let the last DREP / REJ leave before the process exits.
+  host.node().Process();
+  absl::PrintF("server: %d established, %d rejected, %d ended\n", established, rejected, ended);
+  if (!error.ok()) return Failure("ping", std::string(error.message()));
+  if (!s.ok() && c.seconds == 0) return Failure("ping", std::string(s.message()));
+  return kExitOk;
+}
+
+absl::StatusOr<cm::PathInfo> QueryPath(RealHost& host, const PingConfig& c) {
+  sa::PathQuery q;
+  if (!c.dgid.empty()) {
+    auto dgid = mad::Gid::Parse(c.dgid);
+    if (!dgid.ok()) return dgid.status();
+    q = sa::PathQuery::RdmaCm(host.port().gid, *dgid, 0xFFFF, c.service_id);
+  } else {
+    q.Slid(host.port().lid).Dlid(static_cast<uint16_t>(c.dlid));
+  }
+  absl::optional<sa::SaResult> result;
+  host.on_sa_result = [&](mad::TimePoint, sa::SaResult r) { result = std::move(r); };
+  auto id = host.sa().GetPath(host.Now(), q);
+  if (!id.ok()) return id.status();
+  host.Kick();
+  absl::Status s = host.RunUntil([&] { return result.has_value(); },
+                                 mad::Duration::Millis(c.timeout_ms), "SA PathRecord query");
+  if (!s.ok()) return s;
+  if (!result->status.ok()) return result->status;
+  if (result->paths.empty()) return absl::NotFoundError("the SA returned no path");
+  return PathFromRecord(result->paths[0]);
+}
+
+int RunClient(RealHost& host, const PingConfig& c) {
+  auto path = QueryPath(host, c);
+  if (!path.ok()) {
+    return Failure("ping", absl::StrCat("path to the server: ", path.status().message()));
+  }
+  absl::PrintF("uscm ping: %s:%d LID %d -> LID %d, %d connection%s%s%s\n", host.port().ca_name,
+               host.port().port_num, path->local_lid, path->remote_lid, c.connections,
+               c.connections == 1 ? "" : "s", c.reject ? ", server rejects" : "",
+               c.ece ? ", ECE" : "");
+  enum class Phase { kIdle, kConnecting, kDone, kDisconnecting };
+  Phase phase = Phase::kIdle;
+  cm::ConnId conn;
+  bool good = false;
+  std::string why;
+  host.on_cm_event = [&](mad::TimePoint now, const cm::CmEvent& e) {
+    switch (e.type) {
+      case cm::CmEventType::kConnectResponse:
+        if (auto s = host.cm().Rtu(now, e.conn); !s.ok()) why = std::string(s.message());
+        return;
+      case cm::CmEventType::kEstablished:
+        good = !c.reject;
+        if (c.reject) why = "established although the server should reject";
+        phase = Phase::kDone;
+        return;
+      case cm::CmEventType::kRejected:
+        good = c.reject;
+        if (!c.reject) why = absl::StrCat("rejected, reason ", e.status);
+        (void)host.cm().Destroy(now, e.conn);
+        phase = Phase::kDone;
+        return;
+      case cm::CmEventType::kDisconnected:
+        (void)host.cm().Destroy(now, e.conn);
+        if (phase == Phase::kDisconnecting) phase = Phase::kIdle;
+        return;
+      case cm::CmEventType::kTimewaitExit:
+      case cm::CmEventType::kMraReceived:
+        return;
+      default:
+        why = absl::StrCat("CM event ", cm::CmEventTypeName(e.type), " status ", e.status);
+        (void)host.cm().Destroy(now, e.conn);
+        phase = Phase::kDone;
+        return;
+    }
+  };
+  std::vector<double> times;
+  int ok = 0, failed = 0;
+  const mad::TimePoint start = host.Now();
+  const mad::Duration wait = mad::Duration::Millis(c.timeout_ms);
+  for (int i = 0; i < c.connections; ++i) {
+    cm::ConnectParams p;
+    p.service_id = c.service_id;
+    p.primary = *path;
+    p.qpn = static_cast<uint32_t>(0x100000 + i) & 0xFFFFFF;
+    p.starting_psn = 0x1000;
+    p.responder_resources = 4;
+    p.initiator_depth = 4;
+    p.private_data = Bytes(c.private_data);
+    if (c.ece) p.ece = cm::Ece{kEceVendor, kEceOptions};
+    good = false;
+    why.clear();
+    const mad::TimePoint t0 = host.Now();
+    auto id = host.cm().Connect(t0, p);
+    if (!id.ok()) return Failure("ping", std::string(id.status().message()));
+    conn = *id;
+    phase = Phase::kConnecting;
+    host.Kick();
+    absl::Status s = host.RunUntil([&] { return phase == Phase::kDone; }, wait,
+                                   absl::StrCat("connection ", i));
+    const double us = (host.Now() - t0).micros();
+    if (!s.ok()) why = std::string(s.message());
+    if (c.verbose) {
+      absl::PrintF("  #%-5d %-12s %10.1f us%s\n", i, good ? (c.reject ? "rejected" : "established")
+                                                         : "failed",
+                   us, why.empty() ? "" : "  " + why);
+    }
+    if (good) {
+      ++ok;
+      times.push_back(us);
+    } else {
+      ++failed;
+      if (!s.ok()) break;  // the server is gone: do not wait N times
+    }
+    if (good && !c.reject && c.disconnect) {
+      phase = Phase::kDisconnecting;
+      if (auto d = host.cm().Disconnect(host.Now(), conn, Bytes("bye")); !d.ok()) {
+        return Failure("ping", std::string(d.message()));
+      }
+      host.Kick();
+      if (auto d = host.RunUntil([&] { return phase == Phase::kIdle; }, wait,
+                                 absl::StrCat("disconnect ", i));
+          !d.ok()) {
+        return Failure("ping", std::string(d.message()));
+      }
+    }
+  }
+  const double secs = (host.Now() - start).seconds();
+  std::sort(times.begin(), times.end());
+  absl::PrintF("%d %s, %d failed\n", ok, c.reject ? "rejected as asked" : "established", failed);
+  if (!times.empty()) {
+    absl::PrintF("setup time (us, wall clock): min %.1f  p50 %.1f  p99 %.1f  max %.1f\n",
+                 times.front(), Percentile(times, 0.5), Percentile(times, 0.99), times.back());
+  }
+  absl::PrintF("%.0f connections/s (%d in %.3f ms, %s)\n", secs > 0 ? ok / secs : 0.0, ok,
+               secs * 1e3,
+               c.reject       ? "REQ + REJ, one at a time"
+               : c.disconnect ? "connect + disconnect, one at a time"
+                              : "connect only, one at a time");
+  if (failed != 0 && !why.empty()) return Failure("ping", why);
+  return failed == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+int RunPingDevice(const FabricSpec& spec, const PingConfig& config) {
+  auto host = RealHost::Open(spec, RealTransportOptions{});
+  if (!host.ok()) return Failure("ping", std::string(host.status().message()));
+  return config.server ? RunServer(**host, config) : RunClient(**host, config);
+}
+
+}  // namespace uscm::tools

@@ -1,0 +1,112 @@
+// `uscm ... --fabric=ibsim` and `uscm dump --live` on an ibsim node, run as a
+// user runs them: the uscm binary as a subprocess, checking output and exit
+// code. Needs ibsim-utils, libumad2sim0 and opensm (tools/setup.sh).
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tools/ibsim_launcher.h"
+
+namespace uscm::tools {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kUscm[] = "tools/uscm";  // runfiles-relative
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result RunUscm(const std::string& args) {
+  Result r;
+  FILE* p = popen(absl::StrCat(kUscm, " ", args, " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+TEST(UscmIbsimTest, PingConnectsAndDisconnects) {
+  Result r = RunUscm("ping --fabric=ibsim -c 5 --ece --private-data=hello --verbose");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("5 established, 0 failed")) << r.output;
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "setup time \\(us, wall clock\\): min [0-9.]+  p50 [0-9.]+  p99"));
+  EXPECT_THAT(r.output, HasSubstr("REQ: private data \"hello\""));
+  EXPECT_THAT(r.output, HasSubstr("server: 5 established, 0 rejected, 5 ended"));
+  EXPECT_THAT(r.output, Not(HasSubstr("ERR: received data size")));
+}
+
+TEST(UscmIbsimTest, PingReject) {
+  Result r = RunUscm("ping --fabric=ibsim -c 3 --reject");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("3 rejected as asked, 0 failed"));
+  EXPECT_THAT(r.output, HasSubstr("server: 0 established, 3 rejected, 3 ended"));
+}
+
+TEST(UscmIbsimTest, SaqueryPathRecordFromOpenSm) {
+  Result r = RunUscm("saquery PR --fabric=ibsim");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("PathRecord dump:"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("slid\\.+[0-9]+\n"));
+  EXPECT_THAT(r.output, HasSubstr("pkey....................0xFFFF"));
+}
+
+TEST(UscmIbsimTest, SaqueryMcMemberAfterJoin) {
+  Result r = RunUscm("saquery MCMR --join=1 --fabric=ibsim");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("MCMemberRecord member dump:"));
+  EXPECT_THAT(r.output, HasSubstr("qkey....................0x10000"));  // the group we made
+}
+
+// dump --live on hostB shows the REQ a client on hostA sends it, and writes
+// it to a capture that `uscm dump FILE` decodes.
+TEST(UscmIbsimTest, DumpLiveSeesTheRequest) {
+  IbsimOptions o;
+  o.port_probe = {kUscm, "ibsim-port"};
+  o.start_timeout_ms = 60000;
+  auto fabric = IbsimFabric::Start(o);
+  ASSERT_TRUE(fabric.ok()) << fabric.status();
+  const std::string pcap = absl::StrCat((*fabric)->dir(), "/live.pcap");
+  auto dump = (*fabric)->Spawn("hostB", {kUscm, "dump", "--live", "--fabric=umad:ibsim0:1",
+                                         "--count=1", "--seconds=120", "--write=" + pcap});
+  ASSERT_TRUE(dump.ok()) << dump.status();
+  auto listening = dump->WaitForLine("listening on umad:ibsim0:1", 60000);
+  ASSERT_TRUE(listening.ok()) << listening.status() << (*fabric)->LogTail();
+  // No server listens on hostB: the client times out (exit 1), but its REQ
+  // reached the wire.
+  auto client = (*fabric)->Run(
+      "hostA",
+      {kUscm, "ping", "--fabric=umad:ibsim0:1", "--role=client",
+       absl::StrCat("--dlid=", (*fabric)->lids().at("hostB")), "-c", "1", "--timeout-ms=2000",
+       "--private-data=seen by dump"},
+      60000);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ(client->exit_code, 1) << client->out << client->err;
+  auto dumped = dump->Wait(60000);
+  ASSERT_TRUE(dumped.ok()) << dumped.status();
+  EXPECT_EQ(dumped->exit_code, 0) << dumped->err;
+  EXPECT_THAT(dumped->out, ::testing::ContainsRegex(
+                               absl::StrCat((*fabric)->lids().at("hostA"), " -> ",
+                                            (*fabric)->lids().at("hostB"), " +QP1 +CM REQ")))
+      << dumped->out;
+  EXPECT_THAT(dumped->out, HasSubstr("1 MADs"));
+  Result decoded = RunUscm("dump --verbose " + pcap);
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.output;
+  EXPECT_THAT(decoded.output, HasSubstr("1 packets, 0 not decodable"));
+  EXPECT_THAT(decoded.output, HasSubstr("CM REQ Send"));
+}
+
+}  // namespace
+}  // namespace uscm::tools
