@@ -47,7 +47,17 @@ inline constexpr char kReservedName[] = "reserved";
 constexpr Field Reserved(uint16_t byte, uint8_t bit, uint16_t width) {
   return Field{kReservedName, byte, bit, width};
 }
-constexpr bool IsReserved(const Field& f) { return f.name == kReservedName; }
+// clang does not constant-fold a comparison of pointers to distinct string
+// literals, so compile-time callers (kReservedWords) compare the text instead.
+constexpr bool IsReserved(const Field& f) {
+  if (std::is_constant_evaluated()) {
+    for (size_t i = 0;; ++i) {
+      if (f.name[i] != kReservedName[i]) return false;
+      if (f.name[i] == '\0') return true;
+    }
+  }
+  return f.name == kReservedName;
+}
 
 // Index of the first row that breaks the tiling (or N when the rows tile
 // exactly `length_bytes`). Used by CoversExactly and by its unit test.

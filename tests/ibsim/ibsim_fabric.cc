@@ -157,7 +157,8 @@ absl::StatusOr<ProcessResult> Child::Wait(int timeout_ms) {
 
 absl::StatusOr<Child> IbsimFabric::SpawnRaw(const std::string& label,
                                             const std::vector<std::string>& argv,
-                                            const std::vector<std::string>& extra_env) {
+                                            const std::vector<std::string>& extra_env,
+                                            int stdin_fd) {
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   const int n = ++spawned_;
   const std::string out = absl::StrCat(dir_, "/", label, "-", n, ".out");
@@ -192,7 +193,7 @@ absl::StatusOr<Child> IbsimFabric::SpawnRaw(const std::string& label,
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the parent died before prctl
     if (chdir(dir_.c_str()) != 0) _exit(126);
-    const int in = open("/dev/null", O_RDONLY);
+    const int in = stdin_fd >= 0 ? stdin_fd : open("/dev/null", O_RDONLY);
     const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (in < 0 || o < 0 || e < 0) _exit(126);
@@ -302,8 +303,21 @@ absl::StatusOr<std::unique_ptr<IbsimFabric>> IbsimFabric::Start(const IbsimOptio
   opts.port_probe = AbsolutePath(opts.port_probe);
 
   // -s: start the fabric at once; -n: no console (ibsim spins on stdin EOF).
-  auto ibsim = f->SpawnRaw("ibsim", {opts.ibsim, "-s", "-n", opts.net_file},
-                           {absl::StrCat("IBSIM_SOCKNAME=", f->sockname_)});
+  // With a console, ibsim reads commands from a pipe the fabric keeps open.
+  int console_read = -1;
+  if (opts.console) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+    }
+    console_read = fds[0];
+    f->console_fd_ = fds[1];
+  }
+  std::vector<std::string> ibsim_argv = {opts.ibsim, "-s", "-n", opts.net_file};
+  if (opts.console) ibsim_argv.erase(ibsim_argv.begin() + 2);
+  auto ibsim = f->SpawnRaw("ibsim", ibsim_argv, {absl::StrCat("IBSIM_SOCKNAME=", f->sockname_)},
+                           console_read);
+  if (console_read >= 0) close(console_read);
   if (!ibsim.ok()) return ibsim.status();
   f->ibsim_ = std::make_unique<Child>(std::move(*ibsim));
   if (auto s = f->ibsim_->WaitForLine("Network simulator ready", 5000); !s.ok()) {
@@ -326,9 +340,52 @@ IbsimFabric::~IbsimFabric() {
   // OpenSM first: it is ibsim's client.
   opensm_.reset();
   ibsim_.reset();
+  if (console_fd_ >= 0) close(console_fd_);
   if (getenv("USCM_IBSIM_KEEP") == nullptr && !dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+absl::Status IbsimFabric::SendConsoleCommand(const std::string& command, int timeout_ms) {
+  if (console_fd_ < 0) {
+    return absl::FailedPreconditionError("ibsim runs without a console; set IbsimOptions::console");
+  }
+  if (command.find('\n') != std::string::npos) {
+    return absl::InvalidArgumentError("one console command per call (no newline)");
+  }
+  // ibsim echoes comment lines: the marker proves the command before it ran.
+  const std::string marker = absl::StrCat("# uscm-console-", ++console_commands_);
+  const size_t before = ibsim_->Stdout().size();
+  const std::string text = absl::StrCat(command, "\n", marker, "\n");
+  if (write(console_fd_, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    return absl::InternalError(absl::StrCat("write to ibsim's console: ", strerror(errno)));
+  }
+  const int64_t deadline = NowMs() + timeout_ms;
+  for (;;) {
+    const std::string out = ibsim_->Stdout();
+    const size_t end = out.find(marker, before);
+    if (end != std::string::npos) {
+      // Between the prompt that took the command and the marker: ibsim's
+      // own messages about it, "# ..." when it refused.
+      const std::string reply(out.substr(before, end - before));
+      for (absl::string_view line : absl::StrSplit(reply, '\n')) {
+        const size_t hash = line.find("# ");
+        if (hash != absl::string_view::npos) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("ibsim refused '", command, "': ", line.substr(hash)));
+        }
+      }
+      return absl::OkStatus();
+    }
+    if (!ibsim_->Running()) {
+      return absl::FailedPreconditionError(absl::StrCat("ibsim exited", LogTail()));
+    }
+    if (NowMs() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "ibsim did not process '", command, "' within ", timeout_ms, " ms", LogTail()));
+    }
+    SleepMs(10);
   }
 }
 

@@ -39,6 +39,8 @@ struct IbsimOptions {
   int start_timeout_ms = 20000;
   std::string ibsim = "/usr/bin/ibsim";
   std::string opensm = "/usr/sbin/opensm";
+  // Run ibsim with its console on a pipe (SendConsoleCommand) instead of -n.
+  bool console = false;
 };
 
 struct ProcessResult {
@@ -105,10 +107,16 @@ class IbsimFabric {
   // Last lines of ibsim's and OpenSM's logs, for failure messages.
   std::string LogTail() const;
 
+  // Runs one ibsim console command (IbsimOptions::console), e.g.
+  // `Unlink "hostB"[1]` or `Link "hostB"[1] "sw1"[3]`, and returns once ibsim
+  // has processed it (it echoes a comment line sent after the command). The
+  // console reports errors as "# ..." lines; they are returned as an error.
+  absl::Status SendConsoleCommand(const std::string& command, int timeout_ms = 10000);
+
  private:
   IbsimFabric() = default;
   absl::StatusOr<Child> SpawnRaw(const std::string& label, const std::vector<std::string>& argv,
-                                 const std::vector<std::string>& extra_env);
+                                 const std::vector<std::string>& extra_env, int stdin_fd = -1);
   absl::Status WaitUntilActive(const IbsimOptions& options);
 
   std::string dir_;
@@ -117,6 +125,8 @@ class IbsimFabric {
   std::unique_ptr<Child> opensm_;
   std::map<std::string, int> lids_;
   int spawned_ = 0;
+  int console_fd_ = -1;  // write end of ibsim's stdin (IbsimOptions::console)
+  int console_commands_ = 0;
 };
 
 }  // namespace uscm::tests
