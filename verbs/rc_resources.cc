@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string>
@@ -47,13 +48,20 @@ absl::StatusOr<std::unique_ptr<RcResources>> RcResources::Open(const RcOptions& 
   r->device_name_ = v.device_name(dev);
   errno = 0;
   r->ctx_ = v.open_device(dev);
-  const int open_err = errno;
+  int open_err = errno;
+  // libibverbs may report ENOENT when the device node exists but is not ours
+  // to open (it then tries a private node of its own); ask the node itself.
+  const std::string node = absl::StrCat("/dev/infiniband/", dev->dev_name);
+  if (r->ctx_ == nullptr && open_err != EACCES && access(node.c_str(), R_OK | W_OK) != 0 &&
+      errno == EACCES) {
+    open_err = EACCES;
+  }
   v.free_device_list(list);
   if (r->ctx_ == nullptr) {
     if (open_err == EACCES || open_err == EPERM) {
       return absl::PermissionDeniedError(absl::StrCat(
-          "cannot open ", r->device_name_, ": no permission on /dev/infiniband/uverbs* (",
-          ErrnoText(open_err), "); run as root, join the rdma group, or add a udev rule"));
+          "cannot open ", r->device_name_, ": no permission on /dev/infiniband/uverbs* (", node,
+          ": ", ErrnoText(open_err), "); run as root, join the rdma group, or add a udev rule"));
     }
     return absl::UnavailableError(
         absl::StrCat("cannot open ", r->device_name_, ": ", ErrnoText(open_err)));

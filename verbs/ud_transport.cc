@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -77,7 +78,11 @@ absl::Status UdTransport::Setup(const UdOptions& options) {
     errno = 0;
     ibv_context* ctx = ibv_open_device(list[i]);
     if (ctx == nullptr) {
-      const int err = errno;
+      int err = errno;
+      // libibverbs may report ENOENT when the device node is there but not
+      // ours to open (it then tries a private node); ask the node itself.
+      const std::string node = absl::StrCat("/dev/infiniband/", list[i]->dev_name);
+      if (err != EACCES && access(node.c_str(), R_OK | W_OK) != 0 && errno == EACCES) err = EACCES;
       ibv_free_device_list(list);
       if (err == EACCES || err == EPERM) return PermissionError("cannot open " + name, err);
       return absl::UnavailableError(absl::StrCat("ibv_open_device(", name, "): ", ErrnoText(err)));
