@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, runs every Bazel test natively and
-# again under ASan + UBSan, then prints one line "N passed, N failed" (test cases).
+# again under ASan + UBSan, then the VM lane (tests/vm) once, then prints one line
+# "N passed, N failed" (test cases).
 #   tests/run.sh            everything
 #   tests/run.sh --fast     native build only (no sanitizer pass)
 set -uo pipefail
@@ -36,6 +37,13 @@ for cfg in "${configs[@]}"; do
 done
 if [[ -s "$problems" ]]; then echo "=== what went wrong ==="; cat "$problems"; fi
 rm -f "$problems"
+# The VM lane (tests/vm, docs/VM.md): once, native build; its counts join the total.
+echo "=== vm lane ==="
+vm_log=$(mktemp)
+tests/vm/run.sh | tee "$vm_log"
+read -r vp vf < <(sed -n 's/^vm: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$vm_log")
+rm -f "$vm_log"
+passed=$((passed + ${vp:-0})); failed=$((failed + ${vf:-1}))   # no count line: one failure
 [[ $rc -ne 0 && $failed -eq 0 ]] && failed=1   # a target that failed to build counts
 echo "${passed} passed, ${failed} failed"
 [[ $failed -eq 0 ]]
