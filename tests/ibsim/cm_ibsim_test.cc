@@ -13,6 +13,9 @@
 // No timing is asserted. Every wait is generous (the 2-core CI machine runs
 // at load 10+), and the client starts only after the server printed
 // "listening=1".
+#include <stdio.h>
+#include <sys/wait.h>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +23,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/ibsim/cm_peer_data.h"
 #include "tests/ibsim/ibsim_fabric.h"
@@ -261,6 +265,36 @@ TEST_F(CmIbsimTest, RejectEceCarriesReason35AndPrivateData) {
   EXPECT_EQ(Get(r.client, "rej.private_data"),
             Hex(Padded(PeerData(seed, DataTag::kRej, kRejDataSent), kRejDataField)));
   EXPECT_EQ(Num(r.server, "cm.sent.rep"), -1);
+}
+
+// The driver's usage errors name the problem and exit 2 (no fabric needed:
+// arguments are checked before the transport is opened).
+TEST(CmPeerUsageTest, BadArgumentsNameTheProblem) {
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"", "no role"},
+      {"listen --scenario accept", "role must be server or client"},
+      {"server --scenario connect", "--scenario must be accept, reject, ece or reject-ece"},
+      {"client --scenario accept", "a client needs --dgid and --dlid"},
+      {"client --scenario accept --dgid fe80::1 --dlid 49152", "bad value for --dlid: 49152"},
+      {"server --scenario accept --disconnect-by nobody", "bad value for --disconnect-by"},
+      {"server --scenario", "--scenario needs a value"},
+  };
+  for (const Case& c : cases) {
+    const std::string cmd = absl::StrCat(kPeer, " ", c.args, " 2>&1");
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[256];
+    while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+    const int status = pclose(p);
+    ASSERT_TRUE(WIFEXITED(status)) << c.args;
+    EXPECT_EQ(WEXITSTATUS(status), 2) << c.args << "\n" << out;
+    EXPECT_THAT(out, ::testing::HasSubstr(c.message)) << c.args;
+  }
 }
 
 }  // namespace
