@@ -83,10 +83,14 @@ if [ "$USCM_VM_ROLE" = a ]; then
   kernel_listening 7501 && sync.sh signal kernel-reject-ready
   finish kernel-rejects-uscm "$pid" /tmp/reporter-s.log '^OK: rejected'
   sync.sh wait expect-reject-done $T
-  check kernel-cm-counters bash -c 'c=/sys/class/infiniband/rxe0/ports/1/counters;
-    for f in /sys/class/infiniband/rxe0/ports/1/cm_rx_msgs/* /sys/class/infiniband/rxe0/ports/1/cm_tx_msgs/*; do
-      echo "$(basename "$(dirname "$f")")/$(basename "$f") $(cat "$f")"; done'
-  printf '%s\n' "$OUT" | sed 's/^/  counters: /'
+  # ib_cm's own counters saw every message of the six checks in both directions (at least
+  # once: a retransmission under load only adds)
+  check kernel-cm-counters bash -c 'p=/sys/class/infiniband/rxe0/ports/1; bad=0
+    for want in rx:req:3 rx:rep:2 rx:rtu:2 rx:dreq:2 rx:drep:2 rx:rej:1 \
+                tx:req:3 tx:rep:2 tx:rtu:2 tx:dreq:2 tx:drep:2 tx:rej:1; do
+      IFS=: read -r dir msg min <<<"$want"; n=$(cat "$p/cm_${dir}_msgs/$msg")
+      echo "cm_${dir}_msgs/$msg $n (want >= $min)"; [ "$n" -ge "$min" ] || bad=1
+    done; exit $bad'
 else
   check kernel-cm-absent-b bash -c '! grep -qw ib_cm /proc/modules'
 
@@ -127,5 +131,7 @@ else
   sync.sh signal expect-reject-done
   # what uscm dropped or did not expect from the kernel, per run (for docs/VM.md)
   grep -h '^uscm CM counters' /tmp/uscm-clients.log | sed 's/^/  info: /'
+  check uscm-parsed-every-kernel-mad bash -c '[ "$(grep -c "^uscm CM counters" /tmp/uscm-clients.log)" = 6 ] &&
+    ! grep "^uscm CM counters" /tmp/uscm-clients.log | grep -v " malformed 0 "'
 fi
 group_end

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <mutex>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 
@@ -63,6 +64,11 @@ absl::StatusOr<std::unique_ptr<Peer>> Peer::Open(const PeerOptions& options) {
 
   DeviceOptions d;
   d.local_ips = {options.local_ip};
+  // The node's seed picks local communication IDs and starting PSNs. The
+  // default (1) gives every process the same ones; a kernel peer keeps a
+  // connection's (comm ID, CA GUID) in timewait and would take a restarted
+  // uscm's REQ for a duplicate or a stale connection.
+  d.node.seed = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   absl::StatusOr<std::unique_ptr<Device>> dev = Device::Create(*p->roce_, d);
   if (!dev.ok()) return dev.status();
   p->device_ = std::move(*dev);
