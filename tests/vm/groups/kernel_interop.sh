@@ -5,7 +5,7 @@
 # USCM_VM_CAPTURE=FILE also records the link as a pcap (how the fixture was made).
 # targets: //tests/vm/kernel:kernel_peer //tests/vm/kernel:kernel_cm_reporter
 . "$(dirname "$0")/../lib.sh"
-vm_pair --cm-a ${USCM_VM_CAPTURE:+--capture "$USCM_VM_CAPTURE"}
+vm_pair --cm-a --timeout 600 ${USCM_VM_CAPTURE:+--capture "$USCM_VM_CAPTURE"}
 
 K=$USCM_VM_BIN/tests/vm/kernel
 IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
