@@ -17,6 +17,7 @@
 #include "mad/wire/cm_rej.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/demo_ibsim.h"
 #include "tools/fabric_flags.h"
 #include "tools/sim_world.h"
 
@@ -265,11 +266,17 @@ int RunDemo(int argc, char** argv) {
   std::string capture = "uscm-demo.pcap";
   int64_t seed = 1;
   bool dump = false;
+  std::string role;
+  int64_t peer_lid = 0;
   FlagSet flags("demo [options]",
                 "Runs the CM story on a fabric and prints a timeline of every MAD and event\n"
                 "(virtual time on the simulated fabric): SA path query, connect with private\n"
                 "data and ECE, a rejected connect, multicast join and leave, disconnect.");
-  flags.String("fabric", &fabric, "sim or ibsim");
+  flags.String("fabric", &fabric, "sim or ibsim (with --role: umad:<ca>:<port>)");
+  flags.String("role", &role,
+               "server or client: one half of the story on a device fabric (what "
+               "--fabric=ibsim runs on hostB / hostA; lines carry monotonic ns)");
+  flags.Int("peer-lid", &peer_lid, "with --role: the other host's LID", 0, 0xBFFF);
   flags.String("capture", &capture, "pcap file to write (Wireshark / tshark -r open it)");
   flags.Int("seed", &seed, "simulation seed", 0);
   flags.Bool("dump", &dump, "print every field of every MAD under its line");
@@ -279,11 +286,25 @@ int RunDemo(int argc, char** argv) {
   if (!positional.empty()) return UsageError("demo", "unexpected argument '" + positional[0] + "'");
   auto spec = ParseFabric(fabric);
   if (!spec.ok()) return UsageError("demo", std::string(spec.status().message()));
+  if (!role.empty()) {
+    if (role != "server" && role != "client") {
+      return UsageError("demo", "--role is server or client");
+    }
+    if (spec->kind != FabricSpec::Kind::kUmad && spec->kind != FabricSpec::Kind::kUd) {
+      return UsageError("demo", "--role needs a device fabric (umad:<ca>:<port>)");
+    }
+    if (role == "client" && peer_lid == 0) {
+      return UsageError("demo", "--role=client needs the server's --peer-lid");
+    }
+    return RunDemoRole(*spec, role == "server", static_cast<int>(peer_lid), capture);
+  }
   if (spec->kind == FabricSpec::Kind::kIbsim) {
-    return Failure("demo", "--fabric=ibsim is not supported by demo yet; use --fabric=sim");
+    if (dump) return UsageError("demo", "--dump is for --fabric=sim (use: uscm dump --verbose FILE)");
+    return RunDemoIbsim(capture);
   }
   if (spec->kind != FabricSpec::Kind::kSim) {
-    return UsageError("demo", "demo needs two hosts and an SA: --fabric=sim or --fabric=ibsim");
+    return UsageError("demo", "demo needs two hosts and an SA: --fabric=sim or --fabric=ibsim "
+                              "(or --role=server|client on each of two device hosts)");
   }
   std::unique_ptr<mad::capture::PcapWriter> writer;
   if (!capture.empty()) {

@@ -12,7 +12,8 @@
 namespace uscm::tools {
 
 absl::StatusOr<std::unique_ptr<RealHost>> RealHost::Open(const FabricSpec& spec,
-                                                         RealTransportOptions options) {
+                                                         RealTransportOptions options,
+                                                         Wrap wrap) {
   auto t = OpenRealTransport(spec, options);
   if (!t.ok()) return t.status();
   if ((*t)->fd() < 0) {
@@ -20,10 +21,12 @@ absl::StatusOr<std::unique_ptr<RealHost>> RealHost::Open(const FabricSpec& spec,
         absl::StrCat("--fabric=", spec.ToString(), ": the transport has no pollable fd"));
   }
   std::unique_ptr<RealHost> h(new RealHost());
-  h->transport_ = std::move(*t);
+  h->inner_ = std::move(*t);
+  if (wrap) h->transport_ = wrap(*h->inner_);
+  mad::Transport& t_used = h->transport_ != nullptr ? *h->transport_ : *h->inner_;
   cm::NodeOptions no;
   no.seed = static_cast<uint64_t>(h->clock_.Now().nanos());
-  h->node_ = std::make_unique<cm::Node>(*h->transport_, h->clock_, no);
+  h->node_ = std::make_unique<cm::Node>(t_used, h->clock_, no);
   h->node_->set_observer(h.get());
   return h;
 }
@@ -32,6 +35,7 @@ RealHost::~RealHost() {
   if (node_ != nullptr) node_->set_observer(nullptr);
   node_.reset();
   transport_.reset();
+  inner_.reset();
 }
 
 void RealHost::OnProgress(mad::TimePoint now) {
@@ -65,7 +69,7 @@ absl::Status RealHost::RunUntil(const std::function<bool()>& done, mad::Duration
     if (next.has_value() && *next < wake) wake = *next;
     const int wait_ms =
         wake <= now ? 0 : static_cast<int>(std::ceil((wake - now).millis()));
-    pollfd pfd{transport_->fd(), POLLIN, 0};
+    pollfd pfd{inner_->fd(), POLLIN, 0};
     poll(&pfd, 1, wait_ms);
   }
 }

@@ -27,15 +27,19 @@ namespace uscm::tools {
 class RealHost final : private cm::NodeObserver {
  public:
   // Opens the fabric's transport (OpenRealTransport) and a Node on it.
+  // `wrap`, when given, puts a middleware (a timeline tap) around the
+  // transport; the host keeps both alive.
+  using Wrap = std::function<std::unique_ptr<mad::Transport>(mad::Transport& inner)>;
   static absl::StatusOr<std::unique_ptr<RealHost>> Open(const FabricSpec& spec,
-                                                        RealTransportOptions options);
+                                                        RealTransportOptions options,
+                                                        Wrap wrap = nullptr);
   ~RealHost() override;
 
   cm::Node& node() { return *node_; }
   cm::CmEndpoint& cm() { return node_->cm(); }
   sa::SaClient& sa() { return node_->sa(); }
-  mad::Transport& transport() { return *transport_; }
-  const mad::LocalPort& port() const { return transport_->port(); }
+  mad::Transport& transport() { return transport_ != nullptr ? *transport_ : *inner_; }
+  const mad::LocalPort& port() const { return inner_->port(); }
   mad::TimePoint Now() const { return clock_.Now(); }
   void Kick() { node_->Rearm(); }
 
@@ -52,7 +56,8 @@ class RealHost final : private cm::NodeObserver {
   void OnProgress(mad::TimePoint now) override;
 
   mad::RealClock clock_;
-  std::unique_ptr<mad::Transport> transport_;
+  std::unique_ptr<mad::Transport> inner_;      // the device transport
+  std::unique_ptr<mad::Transport> transport_;  // inner_ or its wrapper
   std::unique_ptr<cm::Node> node_;
 };
 

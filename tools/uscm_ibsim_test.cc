@@ -2,6 +2,7 @@
 // user runs them: the uscm binary as a subprocess, checking output and exit
 // code. Needs ibsim-utils, libumad2sim0 and opensm (tools/setup.sh).
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <string>
@@ -68,6 +69,33 @@ TEST(UscmIbsimTest, SaqueryMcMemberAfterJoin) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("MCMemberRecord member dump:"));
   EXPECT_THAT(r.output, HasSubstr("qkey....................0x10000"));  // the group we made
+}
+
+// The demo story against OpenSM: one merged timeline of real MADs and events
+// from both hosts, and one capture.
+TEST(UscmIbsimTest, DemoStory) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  const std::string pcap = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/demo-ibsim.pcap");
+  Result r = RunUscm("demo --fabric=ibsim --capture=" + pcap);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line :
+       {"hostA -> OpenSM +SA PathRecord Get", "OpenSM -> hostA +SA PathRecord GetResp",
+        "hostA -> hostB +CM REQ", "hostB -> hostA +CM REP", "CM RTU", "CM REJ",
+        "Reason=0x001c", "private data \"busy, try later\"", "ECE vendor 0x0015b3 options 0x1",
+        "MCMemberRecord Set", "MCMemberRecord Delete", "CM DREQ", "CM DREP",
+        "DREQ with private data \"bye\"", "TIMEWAIT_EXIT: connection 1 is gone"}) {
+    EXPECT_THAT(r.output, ::testing::ContainsRegex(line)) << r.output;
+  }
+  // Merged in time order: the REQ before the REP before the RTU.
+  const size_t req = r.output.find("CM REQ"), rep = r.output.find("CM REP"),
+               rtu = r.output.find("CM RTU");
+  EXPECT_LT(req, rep);
+  EXPECT_LT(rep, rtu);
+  EXPECT_THAT(r.output, HasSubstr("Capture: " + pcap));
+  Result decoded = RunUscm("dump " + pcap);
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.output;
+  EXPECT_THAT(decoded.output, ::testing::ContainsRegex("[0-9]+ packets, 0 not decodable"));
+  EXPECT_THAT(decoded.output, HasSubstr("CM REQ Send"));
 }
 
 // dump --live on hostB shows the REQ a client on hostA sends it, and writes

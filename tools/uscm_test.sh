@@ -58,7 +58,13 @@ grep -q "CM REQ Send" out.txt || { echo "FAIL dump lacks the REQ"; fails=$((fail
 check dump-verbose 0 "REQ.LocalCommID" -- "$U" dump --verbose d.pcap
 check dump-missing 1 "cannot read nonexistent.pcap" -- "$U" dump nonexistent.pcap
 check dump-no-file 2 "expected one capture FILE" -- "$U" dump
-check demo-ibsim 1 "not supported by demo yet" -- "$U" demo --fabric=ibsim
+check demo-role-no-peer 2 "--role=client needs the server's --peer-lid" -- "$U" demo --fabric=umad:mlx5_0:1 --role=client
+check demo-role-sim 2 "--role needs a device fabric" -- "$U" demo --role=server
+check demo-ibsim-dump 2 "--dump is for --fabric=sim" -- "$U" demo --fabric=ibsim --dump
+check demo-device 2 "demo needs two hosts and an SA" -- "$U" demo --fabric=umad:mlx5_0:1
+if [[ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]]; then
+  check demo-role-no-device 1 "uscm demo: no InfiniBand device found" -- "$U" demo --fabric=umad:mlx5_0:1 --role=server --capture=
+fi
 
 # sim: CSV columns, determinism, sweep.
 check sim 0 "wrote run1/connections.csv" -- "$U" sim --out run1 --connections 50 --loss 0,0.05 --no-plots
