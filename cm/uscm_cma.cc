@@ -174,6 +174,15 @@ std::span<const uint8_t> Bytes(const void* p, uint8_t len) {
   return {static_cast<const uint8_t*>(p), len};
 }
 
+// NULL private data with a length would be read from address 0 (librdmacm
+// gives EFAULT): refused, so the caller learns of it.
+bool NullDataWithLength(const char* call, const void* data, uint8_t len) {
+  if (data != nullptr || len == 0) return false;
+  Fail(EINVAL, std::string(call) + ": private_data is NULL but private_data_len is " +
+                   std::to_string(len));
+  return true;
+}
+
 }  // namespace
 
 extern "C" {
@@ -283,6 +292,10 @@ int uscm_resolve_route(struct uscm_cm_id* id, int timeout_ms) {
 
 int uscm_connect(struct uscm_cm_id* id, const struct uscm_conn_param* param) {
   USCM_ID("connect");
+  if (param != nullptr &&
+      NullDataWithLength("connect", param->private_data, param->private_data_len)) {
+    return -1;
+  }
   return Result(c->Connect(ToParam(param)));
 }
 
@@ -293,16 +306,22 @@ int uscm_listen(struct uscm_cm_id* id, int backlog) {
 
 int uscm_accept(struct uscm_cm_id* id, const struct uscm_conn_param* param) {
   USCM_ID("accept");
+  if (param != nullptr &&
+      NullDataWithLength("accept", param->private_data, param->private_data_len)) {
+    return -1;
+  }
   return Result(c->Accept(ToParam(param)));
 }
 
 int uscm_reject(struct uscm_cm_id* id, const void* private_data, uint8_t private_data_len) {
   USCM_ID("reject");
+  if (NullDataWithLength("reject", private_data, private_data_len)) return -1;
   return Result(c->Reject(Bytes(private_data, private_data_len)));
 }
 
 int uscm_reject_ece(struct uscm_cm_id* id, const void* private_data, uint8_t private_data_len) {
   USCM_ID("reject_ece");
+  if (NullDataWithLength("reject_ece", private_data, private_data_len)) return -1;
   return Result(c->RejectEce(Bytes(private_data, private_data_len)));
 }
 
