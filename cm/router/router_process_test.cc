@@ -298,5 +298,24 @@ TEST_F(RouterProcessTest, HelloIsRequiredAndBadFramesAreRefused) {
   EXPECT_EQ(server_->router().counters().claim_conflicts, 1u);
 }
 
+TEST_F(RouterProcessTest, OpenOwnerOrRouterFallsBackOnlyWhenThePortIsTaken) {
+  LoopThread loop(server_.get());
+  auto taken = [] () -> absl::StatusOr<std::unique_ptr<mad::Transport>> {
+    return absl::FailedPreconditionError("CM class already registered");
+  };
+  auto t = OpenOwnerOrRouter(taken, path_);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->caps().name, "router");
+  EXPECT_EQ((*t)->caps().comm_id_prefix_bits, 8);
+  auto broken = [] () -> absl::StatusOr<std::unique_ptr<mad::Transport>> {
+    return absl::NotFoundError("no such CA");
+  };
+  EXPECT_EQ(OpenOwnerOrRouter(broken, path_).status(), absl::NotFoundError("no such CA"));
+  auto nobody = OpenOwnerOrRouter(taken, dir_ + "/none.sock");
+  EXPECT_EQ(nobody.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(nobody.status().message().find("CM class already registered"),
+            absl::string_view::npos);
+}
+
 }  // namespace
 }  // namespace uscm::router
