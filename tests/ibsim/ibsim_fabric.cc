@@ -389,4 +389,14 @@ absl::Status IbsimFabric::SendConsoleCommand(const std::string& command, int tim
   }
 }
 
+absl::Status IbsimFabric::RequestSweep() {
+  if (opensm_ == nullptr || !opensm_->Running()) {
+    return absl::FailedPreconditionError(absl::StrCat("OpenSM is not running", LogTail()));
+  }
+  if (kill(opensm_->pid(), SIGHUP) != 0) {
+    return absl::InternalError(absl::StrCat("kill(SIGHUP) OpenSM: ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace uscm::tests

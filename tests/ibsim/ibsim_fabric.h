@@ -112,6 +112,10 @@ class IbsimFabric {
   // has processed it (it echoes a comment line sent after the command). The
   // console reports errors as "# ..." lines; they are returned as an error.
   absl::Status SendConsoleCommand(const std::string& command, int timeout_ms = 10000);
+  // Asks OpenSM for a heavy sweep now (SIGHUP), e.g. after a Link: ibsim
+  // drops the port-change trap while OpenSM represses traps, and the periodic
+  // light sweep does not bring a relinked CA port from INIT to ACTIVE.
+  absl::Status RequestSweep();
 
  private:
   IbsimFabric() = default;
