@@ -49,7 +49,10 @@ check() {
 check_output() {
   local name=$1 re=$2; shift 2
   OUT=$("$@" 2>&1); local rc=$?
-  if printf '%s\n' "$OUT" | grep -Eq -- "$re"; then pass "$name"; else
+  if printf '%s\n' "$OUT" | grep -Eq -- "$re"; then
+    printf '  = %s\n' "$(printf '%s\n' "$OUT" | grep -Em1 -- "$re")"   # the message, for the log
+    pass "$name"
+  else
     printf '%s\n' "$OUT" | sed 's/^/  | /' | tail -n 30
     fail "$name" "exit $rc, output does not match /$re/"
   fi

@@ -26,8 +26,9 @@ export USCM_VM_PREP=$PREP
 
 if [ -z "${USCM_VM_BIN:-}" ] && [ ${#TARGETS[@]} -gt 0 ]; then
   # shellcheck disable=SC2086
-  if ! ${BAZEL:-bazel} build ${USCM_VM_BAZEL_FLAGS:-} "${TARGETS[@]}"; then
-    echo "FAIL vm-build: bazel build ${TARGETS[*]}"; failed=1; result
+  # --keep_going: one group's broken target must not stop the others (its own checks fail)
+  if ! ${BAZEL:-bazel} build --keep_going ${USCM_VM_BAZEL_FLAGS:-} "${TARGETS[@]}"; then
+    echo "FAIL vm-build: bazel build ${TARGETS[*]}"; failed=1
   fi
   # shellcheck disable=SC2086
   USCM_VM_BIN=$(${BAZEL:-bazel} info ${USCM_VM_BAZEL_FLAGS:-} bazel-bin 2>/dev/null)
