@@ -13,5 +13,5 @@ check lane-no-kernel-cm bash -c '! grep -qE "^(ib_cm|rdma_cm) " /proc/modules'
 check lane-host-tree-visible test -f "$VM_DIR/lib.sh" -a -d "$USCM_VM_BIN"
 # real RC data rxe1 -> veth1 -> veth0 -> rxe0 with the stock tool, as a lane sanity check
 check lane-rc-pingpong bash -c 'ibv_rc_pingpong -d rxe0 -g 1 -n 20 >/tmp/s 2>&1 & s=$!
-  for i in $(seq 50); do ibv_rc_pingpong -d rxe1 -g 1 -n 20 192.168.77.1 && { wait $s; exit $?; }; sleep 0.2; done; exit 1'
+  for i in $(seq 150); do ibv_rc_pingpong -d rxe1 -g 1 -n 20 192.168.77.1 && { wait $s; exit $?; }; sleep 0.2; done; exit 1'
 group_end

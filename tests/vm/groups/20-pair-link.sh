@@ -13,7 +13,7 @@ if [ "$USCM_VM_ROLE" = a ]; then
 else
   sync.sh wait listening 60
   # the server's TCP socket may open a moment after the signal: retry the connect
-  check pair-rc-pingpong-client bash -c 'for i in $(seq 50); do
+  check pair-rc-pingpong-client bash -c 'for i in $(seq 150); do
     ibv_rc_pingpong -d rxe0 -g 1 -n 20 "$USCM_VM_PEER_IP" && exit 0; sleep 0.2; done; exit 1'
   sync.sh signal client-done
 fi
