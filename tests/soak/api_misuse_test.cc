@@ -197,7 +197,7 @@ TEST_F(ApiMisuseTest, EveryMisuseGivesItsErrorAndChangesNothing) {
        EINVAL, "join_multicast: only UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB) join groups"},
       {"init_qp_attr bad state",
        [&] {
-         qp_attr.qp_state = static_cast<uscm_qp_state>(99);
+         qp_attr.qp_state = static_cast<uscm_qp_state>(0);
          return uscm_init_qp_attr(id, &qp_attr, &mask);
        },
        EINVAL, "init_qp_attr: attr->qp_state must be USCM_QPS_INIT, _RTR or _RTS"},
