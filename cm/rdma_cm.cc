@@ -322,7 +322,7 @@ size_t EventChannel::unacked() const {
 
 Device::Device(std::unique_ptr<cm::Node> node, cm::RealNode* real, DeviceOptions options)
     : node_(std::move(node)), real_(real), options_(std::move(options)) {
-  rng_state_ = options_.node.seed * 0x9e3779b97f4a7c15ULL + 1;
+  rng_state_ = options_.node.seed.value_or(1) * 0x9e3779b97f4a7c15ULL + 1;
   node_->set_observer(this);
 }
 
@@ -337,6 +337,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::CreateSimulated(sim::Scheduler& 
 
 absl::StatusOr<std::unique_ptr<Device>> Device::Create(mad::Transport& transport,
                                                        DeviceOptions options) {
+  if (!options.node.seed.has_value()) options.node.seed = cm::RandomSeed();
   auto node = cm::RealNode::Create(transport, options.node);
   if (!node.ok()) return node.status();
   cm::RealNode* real = node->get();

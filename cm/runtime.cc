@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "mad/agent_pump.h"
@@ -38,7 +39,8 @@ CmConfig WithTransportCommIds(CmConfig config, const mad::TransportCaps& caps) {
 Node::Node(mad::Transport& transport, const mad::Clock& clock, NodeOptions options)
     : transport_(transport),
       clock_(clock),
-      cm_(transport.port(), WithTransportCommIds(options.cm, transport.caps()), options.seed),
+      cm_(transport.port(), WithTransportCommIds(options.cm, transport.caps()),
+          options.seed.value_or(1)),
       agent_(mad::ConfigFor(transport, options.agent), clock.Now()),
       cache_(options.path_cache_capacity),
       sa_(&agent_, sa::SaClientConfig{sa::SaAddressFor(transport.port()), &cache_}),
@@ -117,6 +119,11 @@ void SimNode::Wake(mad::TimePoint) { Process(); }
 
 // ---------------------------------------------------------------- RealNode
 
+uint64_t RandomSeed() {
+  std::random_device os;
+  return (uint64_t{os()} << 32) | os();
+}
+
 RealNode::RealNode(mad::Transport& transport, NodeOptions options)
     : Node(transport, RealClockInstance(), std::move(options)) {}
 
@@ -127,6 +134,7 @@ absl::StatusOr<std::unique_ptr<RealNode>> RealNode::Create(mad::Transport& trans
         "transport '", transport.caps().name,
         "' has no fd; a simulated transport needs SimNode (the simulation driver)"));
   }
+  if (!options.seed.has_value()) options.seed = RandomSeed();
   std::unique_ptr<RealNode> n(new RealNode(transport, std::move(options)));
   absl::Status s = n->Init();
   if (!s.ok()) return s;

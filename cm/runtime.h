@@ -53,9 +53,16 @@ class NodeObserver {
 struct NodeOptions {
   CmConfig cm;
   mad::AgentConfig agent;
-  uint64_t seed = 1;
+  // Seeds local communication IDs and starting PSNs. Unset: the simulation
+  // uses 1 (reproducible runs); a real node draws one from the OS, so IDs and
+  // PSNs differ between processes and across restarts (a peer still holding
+  // the old connection in TimeWait would otherwise take the new one as stale).
+  absl::optional<uint64_t> seed;
   size_t path_cache_capacity = 4096;
 };
+
+// A seed from the OS (getrandom via std::random_device).
+uint64_t RandomSeed();
 
 class Node {
  public:

@@ -2,11 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <infiniband/umad.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <utility>
 
@@ -198,7 +200,43 @@ absl::StatusOr<std::unique_ptr<UmadTransport>> UmadTransport::Open(const UmadOpt
   return t;
 }
 
+// ibsim's select loop serves the control socket before client packets, so a
+// client that writes a MAD and then disconnects (process exit) in the same
+// round loses the MAD: ibsim drops the client first and never reads it. ibsim
+// handles one client's packets in order, so an answered SA request sent last
+// proves every earlier MAD was routed. Bounded: gives up after 500 ms.
+void UmadTransport::FlushSimulatorSends() {
+  if (!simulator_ || stats_.sent == 0 || sa_agent_ < 0 || port_.sm_lid == 0) return;
+  constexpr uint32_t kFlushTid = 0x5f1u << 20;  // lower TID half; umad2sim keeps it
+  std::array<uint8_t, kMadSize> get{};
+  get[0] = 1;     // BaseVersion
+  get[1] = kSaClass;
+  get[2] = kClassVersion2;
+  get[3] = 0x01;  // Get
+  get[12] = kFlushTid >> 24;
+  get[13] = (kFlushTid >> 16) & 0xff;
+  get[16] = 0x00;
+  get[17] = 0x01;  // ClassPortInfo
+  get[24] = 1;     // RMPPVersion, not an RMPP transfer
+  MadAddress sa;
+  sa.lid = port_.sm_lid;
+  sa.sl = port_.sm_sl;
+  if (!Send(sa, get).ok()) return;
+  for (int waited_ms = 0; waited_ms < 500; waited_ms += 5) {
+    bool answered = false;
+    Drain([&](const ReceivedMad& r) {
+      answered |= r.data.size() >= 24 && r.data[1] == kSaClass && (r.data[3] & 0x80) &&
+                  r.data[12] == get[12] && r.data[13] == get[13] && r.data[14] == 0 &&
+                  r.data[15] == 0;
+    });
+    if (answered) return;
+    pollfd pfd{fd(), POLLIN, 0};
+    poll(&pfd, 1, 5);  // umad2sim intercepts poll(2) for its fake fd
+  }
+}
+
 UmadTransport::~UmadTransport() {
+  FlushSimulatorSends();
   if (issm_fd_ >= 0) close(issm_fd_);  // first: no more SMInfo polls
   if (port_id_ < 0) return;
   for (int id : smp_agents_) umad_unregister(port_id_, id);

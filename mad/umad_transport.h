@@ -24,6 +24,10 @@
 //    (its buffer is one 288-byte sim_request, and it reports a longer length
 //    than it filled, so reading more would run past its heap buffer): on the
 //    simulator Drain() reads 224 bytes and zero-fills bytes 224..255.
+//    ibsim drops a MAD still queued when its sender disconnects (it serves
+//    the control socket first): on the simulator the destructor waits for
+//    an SA ClassPortInfo round trip (at most 500 ms) so that the last MADs a
+//    process sends before it exits are delivered.
 #ifndef USCM_MAD_UMAD_TRANSPORT_H_
 #define USCM_MAD_UMAD_TRANSPORT_H_
 
@@ -98,6 +102,7 @@ class UmadTransport final : public Transport {
  private:
   UmadTransport() = default;
   void NormalizeSimRmpp(uint8_t* mad, size_t received);  // ibsim: see the .cc
+  void FlushSimulatorSends();                              // ibsim: see the .cc
 
   int port_id_ = -1;
   int cm_agent_ = -1;

@@ -23,7 +23,7 @@ up() {
   dir=$(mktemp -d /tmp/ibsim-XXXXXX)
   sock="uscm-sh-$$-${dir##*-}"
   # setsid: own process groups, so `down` can end them and nothing else.
-  IBSIM_SOCKNAME=$sock setsid ibsim -s -n "$net" >"$dir/ibsim.out" 2>&1 </dev/null &
+  IBSIM_SOCKNAME=$sock setsid ibsim -s -n ${IBSIM_VERBOSE:+-v -v} "$net" >"$dir/ibsim.out" 2>&1 </dev/null &
   echo $! >"$dir/ibsim.pid"
   for _ in $(seq 50); do grep -q "simulator ready" "$dir/ibsim.out" && break; sleep 0.1; done
   # exec: $! is OpenSM itself, and no shell keeps the caller's stdout open.

@@ -163,7 +163,14 @@ int CmRecv(UmadTransport& t, int timeout_ms) {
     pollfd pfd{t.fd(), POLLIN, 0};
     poll(&pfd, 1, 5);
   }
-  fprintf(stderr, "no CM MAD within %d ms\n", timeout_ms);
+  const UmadStats& st = t.stats();
+  fprintf(stderr,
+          "no CM MAD within %d ms (received=%llu status_errors=%llu dropped_smp=%llu "
+          "tail_zeroed=%llu)\n",
+          timeout_ms, static_cast<unsigned long long>(st.received),
+          static_cast<unsigned long long>(st.receive_status_errors),
+          static_cast<unsigned long long>(st.dropped_smp),
+          static_cast<unsigned long long>(st.sim_tail_zeroed));
   return 1;
 }
 
