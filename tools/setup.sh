@@ -8,7 +8,7 @@ PACKAGES=(
   bazel-bootstrap g++ clang-14 libclang-rt-14-dev lld-14
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # RDMA userspace: verbs, umad, libibmad (benchmark baseline)
-  rdma-core libibverbs-dev libibumad-dev libibmad-dev ibverbs-utils
+  rdma-core libibverbs-dev libibumad-dev libibmad-dev librdmacm-dev ibverbs-utils
   # simulated InfiniBand fabric with a real SA
   ibsim-utils libumad2sim0 opensm infiniband-diags
   # VM lane (tests/vm): qemu + busybox initramfs + the guest's RDMA tools
