@@ -290,7 +290,7 @@ int RunDemo(int argc, char** argv) {
     if (role != "server" && role != "client") {
       return UsageError("demo", "--role is server or client");
     }
-    if (spec->kind != FabricSpec::Kind::kUmad && spec->kind != FabricSpec::Kind::kUd) {
+    if (!spec->IsDevice()) {
       return UsageError("demo", "--role needs a device fabric (umad:<ca>:<port>)");
     }
     if (role == "client" && peer_lid == 0) {

@@ -105,7 +105,7 @@ int RunDump(int argc, char** argv) {
                 "line per MAD, or with --live prints MADs as a device transport receives them.");
   flags.Bool("verbose", &verbose, "print every field of every MAD (-v style)");
   flags.Bool("live", &live, "capture live instead of reading a file");
-  flags.String("fabric", &fabric, "with --live: umad:<ca>:<port> or ud:<device>:<port>");
+  flags.String("fabric", &fabric, "with --live: umad:<ca>:<port>, ud:<device>:<port> or router:<socket>");
   flags.String("write", &write, "with --live: also write the MADs to this pcap file");
   flags.Int("count", &count, "with --live: stop after N MADs (0 = no limit)", 0);
   flags.Int("seconds", &seconds, "with --live: stop after N seconds (0 = no limit)", 0);

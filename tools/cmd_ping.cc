@@ -81,7 +81,7 @@ int RunPing(int argc, char** argv) {
                 "On --fabric=sim the server and the client run in this process; on a device\n"
                 "fabric run one --role=server and one --role=client (--dlid or --dgid of the\n"
                 "server); --fabric=ibsim starts ibsim + OpenSM and runs both on it.");
-  flags.String("fabric", &fabric, "sim, ibsim, umad:<ca>:<port> or ud:<device>:<port>");
+  flags.String("fabric", &fabric, "sim, ibsim, umad:<ca>:<port>, ud:<device>:<port> or router:<socket>");
   flags.String("role", &role, "device fabrics: server or client");
   flags.Int("dlid", &dlid, "client: the server's LID (path query by LIDs)", 0, 0xBFFF);
   flags.String("dgid", &dgid, "client: the server's GID (path query as rdma_cm does)");

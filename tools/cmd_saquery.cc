@@ -143,7 +143,7 @@ int RunSaquery(int argc, char** argv) {
   FlagSet flags("saquery [options] [PR|MCMR]",
                 "Queries the SA: PR (PathRecord, the default) or MCMR (MCMemberRecord) with\n"
                 "GetTable, printing records as infiniband-diags' saquery does.");
-  flags.String("fabric", &fabric, "sim, ibsim, umad:<ca>:<port> or ud:<device>:<port>");
+  flags.String("fabric", &fabric, "sim, ibsim, umad:<ca>:<port>, ud:<device>:<port> or router:<socket>");
   flags.String("topology", &topology, "sim: ibsim net file (default two hosts, one switch)");
   flags.Int("slid", &slid, "PR: only paths from this LID", 0, 0xBFFF);
   flags.Int("dlid", &dlid, "PR: only paths to this LID", 0, 0xBFFF);
@@ -164,7 +164,7 @@ int RunSaquery(int argc, char** argv) {
   query.slid = slid;
   query.dlid = dlid;
   query.joins = joins;
-  if (spec->kind == FabricSpec::Kind::kUmad || spec->kind == FabricSpec::Kind::kUd) {
+  if (spec->IsDevice()) {
     if (!topology.empty()) return UsageError("saquery", "--topology is for --fabric=sim");
     return RunOnDevice(*spec, query, timeout_ms);
   }

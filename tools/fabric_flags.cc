@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "mad/umad_transport.h"
+#include "cm/router/router_transport.h"
 #include "verbs/ud_transport.h"
 
 namespace uscm::tools {
@@ -19,6 +20,7 @@ std::string FabricSpec::ToString() const {
     case Kind::kSim: return "sim";
     case Kind::kIbsim: return "ibsim";
     case Kind::kUmad: return absl::StrCat("umad:", device, ":", port);
+    case Kind::kRouter: return absl::StrCat("router:", device);
     case Kind::kUd: return absl::StrCat("ud:", device, ":", port);
   }
   return "?";
@@ -29,6 +31,16 @@ absl::StatusOr<FabricSpec> ParseFabric(absl::string_view text) {
   if (text == "sim") return spec;
   if (text == "ibsim") {
     spec.kind = FabricSpec::Kind::kIbsim;
+    return spec;
+  }
+  if (absl::StartsWith(text, "router:")) {
+    spec.kind = FabricSpec::Kind::kRouter;
+    spec.device = std::string(text.substr(7));
+    if (spec.device.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--fabric=", text, ": the router's socket path is empty; accepted forms: ",
+          kFabricForms));
+    }
     return spec;
   }
   std::vector<std::string> parts = absl::StrSplit(text, ':');
@@ -68,9 +80,19 @@ bool UnderUmad2sim() {
 
 absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(const FabricSpec& spec,
                                                                   RealTransportOptions options) {
-  if (spec.kind != FabricSpec::Kind::kUmad && spec.kind != FabricSpec::Kind::kUd) {
+  if (!spec.IsDevice()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--fabric=", spec.ToString(), " is not a device fabric"));
+  }
+  if (spec.kind == FabricSpec::Kind::kRouter) {
+    auto r = router::RouterTransport::Connect(spec.device);
+    if (!r.ok()) {
+      return absl::Status(r.status().code(),
+                          absl::StrCat("--fabric=", spec.ToString(), ": ", r.status().message(),
+                                       " (is uscmd running? start it with: uscmd --socket ",
+                                       spec.device, ")"));
+    }
+    return std::unique_ptr<mad::Transport>(std::move(*r));
   }
   const bool simulated = UnderUmad2sim();
   if (simulated && spec.kind == FabricSpec::Kind::kUd) {
@@ -90,7 +112,15 @@ absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(const FabricSp
     o.port_num = spec.port;
     o.receive_cm = options.receive_cm;
     o.sim_claim_issm = simulated && options.receive_cm;
-    auto opened = mad::UmadTransport::Open(o);
+    // Another process (uscmd, or another uscm program) owns the CM class:
+    // use the host's router for that port when it runs.
+    auto opened = router::OpenOwnerOrRouter(
+        [&]() -> absl::StatusOr<std::unique_ptr<mad::Transport>> {
+          auto u = mad::UmadTransport::Open(o);
+          if (!u.ok()) return u.status();
+          return std::unique_ptr<mad::Transport>(std::move(*u));
+        },
+        router::DefaultRouterSocket(spec.device, spec.port));
     if (opened.ok()) t = std::move(*opened);
     status = opened.status();
   } else {

@@ -7,6 +7,9 @@
 //                        on ibsim nodes with --fabric=umad:ibsim0:1
 //   umad:<ca>:<port>     QP1 through the kernel's umad interface
 //   ud:<device>:<port>   a raw verbs UD QP
+//   router:<socket>      through uscmd, the host's MAD router (docs/ROUTER.md);
+//                        umad: falls back to it by itself when another process
+//                        owns the port's CM class and uscmd serves that port
 #ifndef USCM_TOOLS_FABRIC_FLAGS_H_
 #define USCM_TOOLS_FABRIC_FLAGS_H_
 
@@ -19,13 +22,17 @@
 
 namespace uscm::tools {
 
-inline constexpr char kFabricForms[] = "sim, ibsim, umad:<ca>:<port>, ud:<device>:<port>";
+inline constexpr char kFabricForms[] =
+    "sim, ibsim, umad:<ca>:<port>, ud:<device>:<port>, router:<socket>";
 
 struct FabricSpec {
-  enum class Kind : uint8_t { kSim, kIbsim, kUmad, kUd };
+  enum class Kind : uint8_t { kSim, kIbsim, kUmad, kUd, kRouter };
   Kind kind = Kind::kSim;
-  std::string device;  // umad / ud: CA or device name
+  std::string device;  // umad / ud: CA or device name; router: socket path
   int port = 1;        // umad / ud: port number (1..254)
+
+  // umad, ud or router: a transport this process opens (OpenRealTransport).
+  bool IsDevice() const { return kind == Kind::kUmad || kind == Kind::kUd || kind == Kind::kRouter; }
 
   std::string ToString() const;
 };
@@ -40,7 +47,9 @@ struct RealTransportOptions {
   bool receive_cm = true;
 };
 
-// Opens the transport of a umad: or ud: fabric. When the machine has no RDMA
+// Opens the transport of a umad:, ud: or router: fabric. umad: uses the
+// router at router::DefaultRouterSocket(ca, port) instead when the port's CM
+// class is owned by another process and that socket exists. When the machine has no RDMA
 // device at all the error says so and suggests --fabric=sim; a permission
 // error says how to get access; otherwise it is the transport's own error
 // with the fabric named.

@@ -26,7 +26,9 @@ for c in demo ping saquery sim dump; do
   check "$c-help" 0 "Usage: uscm $c" -- "$U" "$c" --help
   check "$c-bad-option" 2 "unknown option '--bogus'" -- "$U" "$c" --bogus
 done
-check bad-fabric 2 "accepted forms: sim, ibsim, umad:<ca>:<port>, ud:<device>:<port>" -- "$U" demo --fabric=nope
+check bad-fabric 2 "accepted forms: sim, ibsim, umad:<ca>:<port>, ud:<device>:<port>, router:<socket>" -- "$U" demo --fabric=nope
+check bad-fabric-router 2 "the router's socket path is empty" -- "$U" ping --fabric=router:
+check router-not-running 1 "router:/nonexistent/uscmd.sock: .*is uscmd running\\? start it with: uscmd --socket /nonexistent/uscmd.sock" -- "$U" saquery --fabric=router:/nonexistent/uscmd.sock
 check bad-fabric-port 2 "port 'x' is not a number" -- "$U" ping --fabric=umad:mlx5_0:x
 if [[ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]]; then
   check umad-no-device 1 "no InfiniBand device found; try --fabric=sim|no InfiniBand device found.*try --fabric=sim" -- "$U" ping --fabric=umad:mlx5_0:1 --role=client --dlid=3

@@ -16,16 +16,19 @@
 #include "absl/strings/str_cat.h"
 #include "cm/router/server.h"
 #include "mad/umad_transport.h"
+#include "cm/router/router_transport.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "Usage: uscmd [--ca NAME] [--port N] [--socket PATH] [--slot-bits B]\n"
+    "Usage: uscmd [--ca NAME] [--port N] [--socket PATH] [--slot-bits B] [--sim-issm]\n"
     "\n"
     "The uscm MAD router: owns the port's QP1 (CM class 0x07, SA class 0x03)\n"
     "and routes MADs to the uscm processes of this host, which connect to\n"
     "PATH (default /tmp/uscmd-<ca>-<port>.sock). B bits of every comm ID name\n"
-    "the process: up to 2^B - 1 processes (default 8: 255).\n";
+    "the process: up to 2^B - 1 processes (default 8: 255).\n"
+    "--sim-issm: under ibsim (LD_PRELOAD=libumad2sim.so) claim IsSM, without\n"
+    "which ibsim hands this node's unsolicited CM MADs to no one.\n";
 
 uscm::router::Server* g_server = nullptr;
 
@@ -53,6 +56,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "uscmd: --port %s is not a port number (0..255)\n", argv[i]);
         return 2;
       }
+    } else if (a == "--sim-issm") {
+      umad.sim_claim_issm = true;
     } else if (a == "--socket" && has_value) {
       socket_path = argv[++i];
     } else if (a == "--slot-bits" && has_value) {
@@ -72,7 +77,7 @@ int main(int argc, char** argv) {
   }
   const uscm::mad::LocalPort& port = (*wire)->port();
   if (socket_path.empty()) {
-    socket_path = absl::StrCat("/tmp/uscmd-", port.ca_name, "-", port.port_num, ".sock");
+    socket_path = uscm::router::DefaultRouterSocket(port.ca_name, port.port_num);
   }
   uscm::router::ServerOptions options;
   options.socket_path = socket_path;

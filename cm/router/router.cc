@@ -55,6 +55,7 @@ void Router::RemoveClient(uint8_t slot) {
   Client* c = LiveClient(slot);
   if (c == nullptr) return;
   Cleanup(slot, *c);
+  LeaveGroupsOf(slot);
   std::erase_if(claims_, [slot](const Claim& cl) { return cl.slot == slot; });
   for (uint32_t t : c->tids) {
     auto it = tid_by_router_.find(t);
@@ -150,6 +151,11 @@ void Router::RouteWire(const mad::ReceivedMad& m) {
   // low 32 bits: ib_umad overwrites the high half with its agent ID).
   const uint32_t low = static_cast<uint32_t>(m.data[12]) << 24 | m.data[13] << 16 |
                        m.data[14] << 8 | m.data[15];
+  if (IsOwnTransaction(low)) {
+    ++counters_.mc_own_answers;
+    return;
+  }
+  if (!mc_txns_.empty()) RouteWireMcMember(m, low);
   auto it = tid_by_router_.find(low);
   if (it == tid_by_router_.end() || LiveClient(it->second.slot) == nullptr) {
     ++counters_.wire_unroutable;

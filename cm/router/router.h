@@ -10,7 +10,9 @@
 //     `slot_bits` bits, so the owner is a shift away;
 //   * other classes (SA) go by TID: the router gives every (client, TID) a
 //     router TID of its own on the way out and restores the client's on the
-//     way back (RMPP segments and ACKs reuse the same mapping).
+//     way back (RMPP segments and ACKs reuse the same mapping);
+//   * MCMemberRecord joins and leaves of several clients to one group are
+//     merged into one membership on the wire (router_multicast.cc).
 //
 // A client may only send CM MADs for comm IDs in its range (or answer a
 // REQ / SIDR_REQ the router handed it); anything else is refused, counted and
@@ -25,6 +27,7 @@
 #ifndef USCM_CM_ROUTER_ROUTER_H_
 #define USCM_CM_ROUTER_ROUTER_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -68,6 +71,10 @@ struct RouterCounters {
   uint64_t cleanup_dreq = 0;
   uint64_t untracked = 0;         // a client's tracking table was full
   uint64_t send_errors = 0;       // wire Transport::Send failed
+  uint64_t mc_joins_merged = 0;   // joins answered without asking the SA
+  uint64_t mc_leaves_merged = 0;  // leaves answered while others hold the group
+  uint64_t mc_leaves_for_gone = 0;  // leaves the router sent for departed clients
+  uint64_t mc_own_answers = 0;    // SA answers to those leaves (absorbed)
 };
 
 // Receives every frame for client `slot` (MADs, replies, refusals).
@@ -99,6 +106,9 @@ class Router {
   size_t tid_entries() const { return tid_by_router_.size(); }
   // Connections + pending REQs tracked for `slot` (0 when none or unknown).
   size_t tracked(uint8_t slot) const;
+  using Mgid = std::array<uint8_t, 16>;
+  // Clients holding a membership of group `mgid` through the router.
+  size_t mc_members(const Mgid& mgid) const;
   uint8_t slot_of(uint32_t comm_id) const {
     return static_cast<uint8_t>(comm_id >> (32 - options_.slot_bits));
   }
@@ -136,6 +146,42 @@ class Router {
     uint64_t client_tid = 0;
   };
 
+  // MCMemberRecord merging (router_multicast.cc).
+  struct McWaiter {
+    uint8_t slot = 0;
+    uint64_t client_tid = 0;
+    uint8_t bits = 0;
+  };
+  struct McGroup {
+    absl::flat_hash_map<uint8_t, uint8_t> members;  // slot -> JoinState bits it holds
+    uint8_t granted = 0;            // bits the SA has granted this port
+    std::vector<uint8_t> answer;    // the SA's last successful join answer
+    mad::MadAddress answer_from;    // where it came from
+    mad::MadAddress sa;             // where joins go
+    uint32_t in_flight_tid = 0;     // router TID of the join on the wire (0: none)
+    uint8_t in_flight_bits = 0;
+    std::vector<McWaiter> waiters;  // joins answered with the one in flight
+    uint8_t held() const;
+  };
+  struct McTxn {
+    Mgid mgid{};
+    uint8_t slot = 0;
+    uint8_t bits = 0;
+    bool join = false;
+    mad::MadAddress sa;
+  };
+  enum class McVerdict : uint8_t { kForward, kHandled };
+  static bool IsMcMemberChange(std::span<const uint8_t> mad);
+  // `out` is the MAD about to go to the wire (router TID in place).
+  McVerdict HandleClientMcMember(uint8_t slot, uint64_t client_tid, uint32_t router_tid,
+                                 const MadFrame& m, std::span<uint8_t> out);
+  void AnswerJoin(const McGroup& g, uint8_t slot, uint64_t client_tid, uint8_t bits);
+  void RouteWireMcMember(const mad::ReceivedMad& m, uint32_t router_tid);
+  void LeaveGroupsOf(uint8_t slot);
+  // Leaves the bits no client holds any more; forgets an empty group.
+  void Settle(const Mgid& mgid);
+  bool IsOwnTransaction(uint32_t router_tid);
+
   Client* LiveClient(uint8_t slot);
   void Refuse(uint8_t slot, absl::Status why);
   void ToClient(uint8_t slot, const mad::MadAddress& from, std::span<const uint8_t> mad);
@@ -167,6 +213,9 @@ class Router {
   absl::flat_hash_map<std::pair<uint8_t, uint64_t>, uint32_t> tid_by_client_;
   std::deque<uint32_t> tid_order_;  // for eviction, oldest first
   uint32_t next_tid_ = 1;
+  absl::flat_hash_map<Mgid, McGroup> mc_groups_;
+  absl::flat_hash_map<uint32_t, McTxn> mc_txns_;  // by router TID
+  absl::flat_hash_set<uint32_t> own_tids_;        // the router's own leaves
   std::vector<uint8_t> frame_buf_;
   std::vector<uint8_t> mad_buf_;
   RouterCounters counters_;

@@ -161,6 +161,10 @@ void Router::HandleClientOther(uint8_t slot, Client& c, const MadFrame& m) {
   mad_buf_.assign(m.mad.begin(), m.mad.end());
   for (int i = 0; i < 8; ++i) mad_buf_[8 + i] = 0;
   for (int i = 0; i < 4; ++i) mad_buf_[12 + i] = static_cast<uint8_t>(router_tid >> (24 - 8 * i));
+  if (IsMcMemberChange(m.mad) &&
+      HandleClientMcMember(slot, client_tid, router_tid, m, mad_buf_) == McVerdict::kHandled) {
+    return;
+  }
   ToWire(m.address, mad_buf_);
 }
 

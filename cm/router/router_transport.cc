@@ -216,6 +216,10 @@ void RouterTransport::ReleaseService(uint64_t service_id, uint64_t mask) {
   replies_.clear();  // nobody waits for release replies
 }
 
+std::string DefaultRouterSocket(const std::string& ca_name, int port_num) {
+  return absl::StrCat("/tmp/uscmd-", ca_name, "-", port_num, ".sock");
+}
+
 absl::StatusOr<std::unique_ptr<mad::Transport>> OpenOwnerOrRouter(
     const std::function<absl::StatusOr<std::unique_ptr<mad::Transport>>()>& open_owner,
     const std::string& socket_path) {

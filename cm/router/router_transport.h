@@ -84,6 +84,10 @@ class RouterTransport final : public mad::Transport {
   RouterTransportCounters counters_;
 };
 
+// Where uscmd listens for port `port_num` of CA `ca_name` unless told
+// otherwise: /tmp/uscmd-<ca>-<port>.sock.
+std::string DefaultRouterSocket(const std::string& ca_name, int port_num);
+
 // The automatic choice: `open_owner` tries to own the port (umad); when it
 // fails with FailedPrecondition (the CM class is taken: EINVAL from
 // umad_register) the router at `socket_path` is used instead. Any other

@@ -61,6 +61,12 @@ absl::Status Server::Init() {
     ev.events = EPOLLIN;
     ev.data.fd = fd;
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      // EBADF / EPERM on the wire's fd: not a real descriptor (umad2sim's
+      // fake fd under ibsim); the loop drains the wire on a short tick.
+      if (fd == wire_.fd() && (errno == EBADF || errno == EPERM)) {
+        wire_fd_watched_ = false;
+        continue;
+      }
       return Errno(absl::StrCat("epoll_ctl(", fd, ")"));
     }
   }
@@ -93,6 +99,7 @@ absl::Status Server::Run() {
 
 absl::StatusOr<int> Server::RunOnce(mad::Duration timeout) {
   if (options_.pump) timeout = std::min(timeout, options_.pump());
+  if (!wire_fd_watched_) timeout = std::min(timeout, kUnwatchedWireTick);
   const int ms = static_cast<int>(
       std::clamp<int64_t>((timeout.nanos() + 999999) / 1000000, 0, INT32_MAX));
   epoll_event evs[64];

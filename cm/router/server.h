@@ -4,7 +4,9 @@
 // answers with a welcome (slot, comm ID range, port) or a refusal.
 //
 // The wire transport's fd joins the epoll set; a transport without one (the
-// simulated fabric) is driven by `pump`, called on every turn of the loop.
+// simulated fabric) is driven by `pump`, called on every turn of the loop; a
+// fd that epoll refuses (umad2sim's fake fd under ibsim) is drained every
+// millisecond.
 #ifndef USCM_CM_ROUTER_SERVER_H_
 #define USCM_CM_ROUTER_SERVER_H_
 
@@ -77,6 +79,9 @@ class Server {
   absl::flat_hash_map<uint8_t, int> by_slot_;
   std::vector<uint8_t> buf_;
   std::atomic<bool> stop_{false};
+  // False when epoll refused the wire's fd (umad2sim): drained every tick.
+  bool wire_fd_watched_ = true;
+  static constexpr mad::Duration kUnwatchedWireTick = mad::Duration::Millis(1);
   ServerCounters counters_;
 };
 

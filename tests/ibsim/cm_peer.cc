@@ -9,6 +9,7 @@
 //   cm_peer client --scenario S --dgid G --dlid L [--seed N] [--service-id X]
 //                  [--disconnect-by server|client]
 //   common: [--timeout-ms N] (per awaited event, default 20000)
+//           [--router SOCKET] (through uscmd on this node instead of umad)
 //
 // Scenarios (both sides must be given the same one):
 //   accept      REQ and REP carry private data, RTU, ESTABLISHED on both,
@@ -43,6 +44,7 @@
 #include "mad/gid.h"
 #include "mad/time.h"
 #include "mad/umad_transport.h"
+#include "cm/router/router_transport.h"
 #include "tests/ibsim/cm_peer_data.h"
 
 namespace uscm::tests {
@@ -110,6 +112,7 @@ struct Options {
   mad::Gid dgid;
   uint16_t dlid = 0;
   int timeout_ms = 20000;
+  std::string router;  // uscmd's socket: use the router instead of umad
 };
 
 // The event the peer expects next, copied out and acked.
@@ -139,13 +142,24 @@ class Peer {
   }
 
   absl::Status Open() {
+    if (!o_.router.empty()) {  // through uscmd: the router owns the port
+      auto r = router::RouterTransport::Connect(o_.router);
+      if (!r.ok()) return r.status();
+      transport_ = std::move(*r);
+      return OpenDevice();
+    }
     mad::UmadOptions u;
     // ibsim hands unsolicited QP1 MADs (REQ, REP, RTU, DREQ ...) only to a
     // client flagged IsSM: both sides receive requests, so both claim it.
     u.sim_claim_issm = true;
     auto t = mad::UmadTransport::Open(u);
     if (!t.ok()) return t.status();
+    umad_ = t->get();
     transport_ = std::move(*t);
+    return OpenDevice();
+  }
+
+  absl::Status OpenDevice() {
     DeviceOptions d;
     d.node.seed = o_.seed * 2 + (o_.role == "server" ? 1 : 0);
     d.node.agent.base_timeout = Duration::Millis(1000);
@@ -308,7 +322,7 @@ class Peer {
       if (c.received[i] != 0) Put(absl::StrCat("cm.received.", kNames[i]), c.received[i]);
     }
     Put("cm.malformed", c.malformed);
-    Put("umad.sim_tail_zeroed", transport_->stats().sim_tail_zeroed);
+    if (umad_ != nullptr) Put("umad.sim_tail_zeroed", umad_->stats().sim_tail_zeroed);
     Put("done", 1);
     return absl::OkStatus();
   }
@@ -338,7 +352,8 @@ class Peer {
   }
 
   Options o_;
-  std::unique_ptr<mad::UmadTransport> transport_;
+  std::unique_ptr<mad::Transport> transport_;
+  mad::UmadTransport* umad_ = nullptr;  // transport_ when it is umad
   std::unique_ptr<Device> device_;
   std::unique_ptr<EventChannel> channel_;
   std::unique_ptr<RecordingQp> qp_;
@@ -350,7 +365,7 @@ int Usage(const std::string& why) {
   fprintf(stderr,
           "cm_peer: %s\nusage: cm_peer server|client --scenario accept|reject|ece|reject-ece "
           "[--dgid G --dlid L] [--seed N] [--service-id X] [--disconnect-by server|client] "
-          "[--timeout-ms N]\n",
+          "[--timeout-ms N] [--router SOCKET]\n",
           why.c_str());
   return 2;
 }
@@ -380,6 +395,8 @@ int Main(int argc, char** argv) {
       o.dlid = static_cast<uint16_t>(n);
     } else if (k == "--timeout-ms") {
       ok = absl::SimpleAtoi(v, &o.timeout_ms) && o.timeout_ms > 0;
+    } else if (k == "--router") {
+      o.router = v;
     } else if (k == "--dgid") {
       auto g = mad::Gid::Parse(v);
       ok = g.ok();
