@@ -3,6 +3,9 @@
 //
 //   BM_EndpointPair   two sans-IO CmEndpoints, MADs handed across directly:
 //                     REQ -> REP -> RTU -> ESTABLISHED, then DREQ / DREP.
+//   BM_EndpointPairSimFabric
+//                     the same two endpoints, every MAD sent through the
+//                     simulated fabric (host - switch - host, virtual time).
 //   BM_ApiSimFabric   the same through the rdma_cm-style API (uscm::CmId,
 //                     event channels) over the simulated fabric, including
 //                     resolve_addr / resolve_route (path cache) per connection.
@@ -23,6 +26,9 @@
 #include "cm/endpoint.h"
 #include "cm/rdma_cm.h"
 #include "cm/rdma_cm_testing.h"
+#include "mad/sim/fabric.h"
+#include "mad/sim/scheduler.h"
+#include "mad/sim/topology.h"
 
 namespace uscm {
 namespace {
@@ -129,6 +135,92 @@ void BM_EndpointPair(benchmark::State& state) {
       static_cast<double>(p.a.connection_count() + p.b.connection_count());
 }
 BENCHMARK(BM_EndpointPair);
+
+// The pair above with the simulated fabric between the endpoints: each MAD
+// is sent on host1's or host2's QP1, switched, delivered in virtual time and
+// drained on the other side.
+struct FabricPair {
+  FabricPair() : sched(7) {
+    fabric = std::move(*sim::Fabric::Create(sched, sim::TwoHostsOneSwitch()));
+    ta = std::move(*fabric->Open("host1"));
+    tb = std::move(*fabric->Open("host2"));
+    a = std::make_unique<CmEndpoint>(ta->port(), EndpointPair::Config(), 1);
+    b = std::make_unique<CmEndpoint>(tb->port(), EndpointPair::Config(), 2);
+    (void)*b->Listen(0x1060000 | 7471, ~uint64_t{0}, 1u << 30, false);
+  }
+  void Shuttle() {
+    OutgoingMad m;
+    for (bool moved = true; moved;) {
+      moved = false;
+      while (a->PollTransmit(&m)) moved = true, (void)ta->Send(m.to, m.mad);
+      while (b->PollTransmit(&m)) moved = true, (void)tb->Send(m.to, m.mad);
+      (void)sched.RunUntilIdle();
+      const mad::TimePoint now = sched.Now();
+      tb->Drain([&](const mad::ReceivedMad& r) { moved = true, b->HandleMad(now, r.from, r.data); });
+      ta->Drain([&](const mad::ReceivedMad& r) { moved = true, a->HandleMad(now, r.from, r.data); });
+      CmEvent e;
+      while (a->PollEvent(&e)) {
+        moved = true;
+        if (e.type == CmEventType::kConnectResponse) (void)a->Rtu(now, e.conn);
+        if (e.type == CmEventType::kEstablished) ++established;
+      }
+      while (b->PollEvent(&e)) {
+        moved = true;
+        if (e.type == CmEventType::kConnectRequest) {
+          cm::AcceptParams ap;
+          ap.qpn = e.req.remote_qpn + 0x100000;
+          (void)b->Accept(now, e.conn, ap);
+        }
+        if (e.type == CmEventType::kDisconnected) {
+          (void)b->Disconnect(now, e.conn);
+          (void)b->Destroy(now, e.conn);
+        }
+      }
+    }
+  }
+  ConnId Connect(uint32_t qpn) {
+    cm::ConnectParams p;
+    p.service_id = 0x1060000 | 7471;
+    p.primary.local_lid = ta->port().lid;
+    p.primary.remote_lid = tb->port().lid;
+    p.primary.local_gid = ta->port().gid;
+    p.primary.remote_gid = tb->port().gid;
+    p.primary.local_ack_timeout = 14;
+    p.qpn = qpn;
+    return *a->Connect(sched.Now(), p);
+  }
+  sim::Scheduler sched;
+  std::unique_ptr<sim::Fabric> fabric;
+  std::unique_ptr<sim::SimTransport> ta, tb;
+  std::unique_ptr<CmEndpoint> a, b;
+  uint64_t established = 0;
+};
+
+void BM_EndpointPairSimFabric(benchmark::State& state) {
+  FabricPair p;
+  uint32_t qpn = 1;
+  for (auto _ : state) {
+    ConnId id = p.Connect(qpn);
+    qpn = (qpn + 1) & 0xFFFFF;
+    p.Shuttle();
+    (void)p.a->Disconnect(p.sched.Now(), id);
+    p.Shuttle();
+    (void)p.a->Destroy(p.sched.Now(), id);
+    (void)p.sched.RunFor(mad::Duration::Micros(10));  // TimeWait (1 ms) ends as time goes on
+    p.a->HandleTimeout(p.sched.Now());
+    p.b->HandleTimeout(p.sched.Now());
+    p.Shuttle();
+  }
+  if (p.established != static_cast<uint64_t>(state.iterations())) {
+    state.SkipWithError("a connection did not establish");
+  }
+  state.counters["conn/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["records"] =
+      static_cast<double>(p.a->connection_count() + p.b->connection_count());
+  state.counters["fabric_drops"] = static_cast<double>(p.fabric->counters().total_dropped());
+}
+BENCHMARK(BM_EndpointPairSimFabric);
 
 struct ApiPair {
   // ib: RDMA_PS_IB with AF_IB addresses (no IP port per id: 100k ids would
