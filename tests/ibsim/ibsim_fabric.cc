@@ -260,6 +260,12 @@ absl::Status IbsimFabric::WaitUntilActive(const IbsimOptions& options) {
           lids_[node] = lid;
           break;
         }
+      } else if (r.ok() && (r->exit_code == 126 || r->exit_code == 127)) {
+        // The probe could not be started (a relative path outside Bazel's
+        // runfiles, say): waiting longer will not help.
+        return absl::FailedPreconditionError(absl::StrCat(
+            "port probe ", options.port_probe, " could not be run (exit ", r->exit_code,
+            "): ", r->err));
       } else {
         last[node] = r.ok() ? absl::StrCat("probe exit ", r->exit_code, ": ", r->err)
                             : std::string(r.status().message());
