@@ -186,6 +186,7 @@ absl::StatusOr<std::unique_ptr<UmadTransport>> UmadTransport::Open(const UmadOpt
           absl::StrCat("cannot open the issm device of simulator port ", label, ": ",
                        ErrnoText(errno)));
     }
+    t->sim_issm_claimed_ = true;
   }
 
   // umad_size() is only right after umad_open_port (it switches the header
@@ -235,9 +236,85 @@ void UmadTransport::FlushSimulatorSends() {
   }
 }
 
+// ibsim: a port that claims IsSM (sim_claim_issm) is polled by OpenSM with
+// SMInfo Get (IBA 14.2.5.13) on every heavy sweep. umad2sim emulates no send
+// timeouts, so an unanswered poll stays pending in OpenSM forever, its sweep
+// never completes and the switches are never re-programmed (after an ibsim
+// Unlink/Link, no route comes back while a uscm peer runs). Answer as an SM
+// that is NOTACTIVE with priority 0, which OpenSM ignores (IBA 14.4.1).
+void UmadTransport::AnswerSimulatorSmInfo(const uint8_t* smp, size_t length,
+                                          uint16_t from_lid) {
+  constexpr uint16_t kAttrSmInfo = 0x0020;
+  // The return path ends by byte 192 + hop count (< 224, what umad2sim keeps).
+  if (length < 200 || length > kMadSize) return;
+  const bool directed = smp[1] == 0x81;
+  const uint16_t attr = static_cast<uint16_t>(smp[16] << 8 | smp[17]);
+  if (smp[3] != 0x01 /*Get*/ || attr != kAttrSmInfo || smp_agents_.size() != 2) return;
+  std::array<uint8_t, kMadSize> resp{};
+  std::memcpy(resp.data(), smp, length);
+  resp[3] = 0x81;  // GetResp
+  if (directed) {
+    resp[4] = 0x80;  // D bit: returning; status 0 (IBA 14.2.1.2, Table 146)
+    resp[5] = 0;
+  } else {
+    resp[4] = resp[5] = 0;
+  }
+  uint8_t* sminfo = resp.data() + 64;  // SMP data
+  std::memset(sminfo, 0, 64);
+  std::memcpy(sminfo, port_.gid.raw.data() + 8, 8);  // GUID; SM_Key, ActCount 0
+  sminfo[20] = 0;                                     // Priority 0, SMState NOTACTIVE
+  SimSmInfoAnswer a;
+  a.umad.assign(umad_size() + kMadSize, 0);
+  // A directed-route answer goes back on the permissive LID; ibsim routes it
+  // by the return path in the SMP.
+  const int dlid = directed ? 0xffff : from_lid;
+  umad_set_addr(a.umad.data(), dlid, 0, 0, 0);
+  std::memcpy(umad_get_mad(a.umad.data()), resp.data(), kMadSize);
+  a.agent = smp_agents_[directed ? 1 : 0];
+  if (umad_send(port_id_, a.agent, a.umad.data(), static_cast<int>(kMadSize), 0, 0) == 0) {
+    ++stats_.answered_sminfo;
+  }
+  constexpr size_t kKept = 16;
+  if (sim_sminfo_answers_.size() == kKept) sim_sminfo_answers_.erase(sim_sminfo_answers_.begin());
+  sim_sminfo_answers_.push_back(std::move(a));
+}
+
+// ibsim hands an answer it cannot route (a link cut after the poll arrived)
+// back to its sender with status 110, and OpenSM, which has no send timeout
+// under umad2sim, waits for it forever. So a bounced answer is sent again
+// every 100 ms (for up to a minute) until the route is back.
+bool UmadTransport::NoteBouncedSmInfoAnswer(const uint8_t* mad, size_t length) {
+  if (length < 24 || (mad[1] != 0x01 && mad[1] != 0x81) || mad[3] != 0x81) return false;
+  for (SimSmInfoAnswer& a : sim_sminfo_answers_) {
+    const auto* sent = static_cast<const uint8_t*>(umad_get_mad(a.umad.data()));
+    if (std::memcmp(sent + 8, mad + 8, 8) != 0) continue;  // TID
+    a.bounced = true;
+    a.resend_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    ++stats_.sminfo_answer_bounces;
+    return true;
+  }
+  return false;
+}
+
+void UmadTransport::ResendBouncedSmInfoAnswers() {
+  const auto now = std::chrono::steady_clock::now();
+  for (SimSmInfoAnswer& a : sim_sminfo_answers_) {
+    if (!a.bounced || now < a.resend_at || a.resends >= 600) continue;
+    a.bounced = false;
+    ++a.resends;
+    (void)umad_send(port_id_, a.agent, a.umad.data(), static_cast<int>(kMadSize), 0, 0);
+  }
+}
+
 UmadTransport::~UmadTransport() {
   FlushSimulatorSends();
-  if (issm_fd_ >= 0) close(issm_fd_);  // first: no more SMInfo polls
+  if (issm_fd_ >= 0) {
+    close(issm_fd_);  // first: no more SMInfo polls (umad2sim waits for ibsim's ack)...
+    issm_fd_ = -1;
+    // ...but one may have arrived since the last Drain: answer it, or OpenSM,
+    // which has no send timeout under umad2sim, waits for it forever.
+    Drain([](const ReceivedMad&) {});
+  }
   if (port_id_ < 0) return;
   for (int id : smp_agents_) umad_unregister(port_id_, id);
   if (sa_agent_ >= 0) umad_unregister(port_id_, sa_agent_);
@@ -341,6 +418,7 @@ void UmadTransport::NormalizeSimRmpp(uint8_t* mad, size_t n) {
 size_t UmadTransport::Drain(absl::FunctionRef<void(const ReceivedMad&)> sink, size_t max) {
   size_t n = 0;
   const size_t header = umad_size();
+  if (!sim_sminfo_answers_.empty()) ResendBouncedSmInfoAnswers();
   while (n < max) {
     int length = static_cast<int>(
         simulator_ ? kUmad2simPacket - header : recv_buf_.size() - header);
@@ -360,11 +438,17 @@ size_t UmadTransport::Drain(absl::FunctionRef<void(const ReceivedMad&)> sink, si
     if (umad->status != 0 || length < 24) {
       // A failed send, an RMPP transfer the kernel gave up on, or (ibsim)
       // a MAD the simulator bounced back as undeliverable.
+      if (simulator_ && length >= 24 &&
+          NoteBouncedSmInfoAnswer(static_cast<const uint8_t*>(umad_get_mad(recv_buf_.data())),
+                                  static_cast<size_t>(length))) {
+        continue;
+      }
       ++stats_.receive_status_errors;
       continue;
     }
     const auto* data = static_cast<const uint8_t*>(umad_get_mad(recv_buf_.data()));
     if (!smp_agents_.empty() && (data[1] == 0x01 || data[1] == 0x81)) {
+      if (sim_issm_claimed_) AnswerSimulatorSmInfo(data, static_cast<size_t>(length), be16toh(umad->addr.lid));
       ++stats_.dropped_smp;  // OpenSM polling a SIM_SET_ISSM client
       continue;
     }

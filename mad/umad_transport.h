@@ -31,6 +31,7 @@
 #ifndef USCM_MAD_UMAD_TRANSPORT_H_
 #define USCM_MAD_UMAD_TRANSPORT_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -77,6 +78,8 @@ struct UmadStats {
   uint64_t receive_status_errors = 0;  // umad status != 0 (e.g. RMPP timeout)
   uint64_t receive_buffer_grows = 0;   // ENOSPC: a coalesced RMPP response
   uint64_t dropped_smp = 0;            // SMPs absorbed on the simulator
+  uint64_t answered_sminfo = 0;        // simulator: SMInfo Gets answered "not active"
+  uint64_t sminfo_answer_bounces = 0;  // simulator: answers ibsim could not route (resent)
   uint64_t sim_tail_zeroed = 0;        // simulator MADs whose bytes 224..255 were lost
   uint64_t sim_rmpp_normalized = 0;    // simulator: unsegmented RMPP answers made one DATA segment
 };
@@ -103,13 +106,27 @@ class UmadTransport final : public Transport {
   UmadTransport() = default;
   void NormalizeSimRmpp(uint8_t* mad, size_t received);  // ibsim: see the .cc
   void FlushSimulatorSends();                              // ibsim: see the .cc
+  void AnswerSimulatorSmInfo(const uint8_t* smp, size_t length,
+                             uint16_t from_lid);  // ibsim: see the .cc
+  bool NoteBouncedSmInfoAnswer(const uint8_t* mad, size_t length);
+  void ResendBouncedSmInfoAnswers();
+  // ibsim: SMInfo answers sent lately, kept to be sent again if bounced.
+  struct SimSmInfoAnswer {
+    std::vector<uint8_t> umad;  // umad header + MAD, ready to send
+    int agent = -1;
+    bool bounced = false;
+    int resends = 0;
+    std::chrono::steady_clock::time_point resend_at;
+  };
 
   int port_id_ = -1;
   int cm_agent_ = -1;
   int sa_agent_ = -1;
   int issm_fd_ = -1;
+  bool sim_issm_claimed_ = false;  // sim_claim_issm: answer OpenSM's SMInfo polls
   bool simulator_ = false;       // ibsim's umad2sim, detected by hca_type
   std::vector<int> smp_agents_;  // simulator only
+  std::vector<SimSmInfoAnswer> sim_sminfo_answers_;  // simulator only, the last few
   TransportCaps caps_;
   LocalPort port_;
   UmadStats stats_;

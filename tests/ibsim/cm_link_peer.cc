@@ -52,6 +52,20 @@ void Put(const std::string& key, const std::string& value) {
 }
 void Put(const std::string& key, int64_t value) { Put(key, absl::StrCat(value)); }
 
+// A data QP that only exists as a number: with a QP attached the runtime
+// sends the RTU itself and the active side sees ESTABLISHED (without one it
+// would be CONNECT_RESPONSE and an Establish call, as in librdmacm).
+class NumberOnlyQp final : public QpTransitioner {
+ public:
+  explicit NumberOnlyQp(uint32_t qpn) : qpn_(qpn) {}
+  uint32_t qp_num() const override { return qpn_; }
+  absl::Status Modify(const cm::QpAttributes&) override { return absl::OkStatus(); }
+  absl::Status ToError() override { return absl::OkStatus(); }
+
+ private:
+  uint32_t qpn_;
+};
+
 struct Options {
   std::string role;
   uint64_t service_id = 0x0000000001ce5e02;
@@ -157,6 +171,8 @@ class Peer {
       Put("route_resolved", attempt);
       if (auto s = WaitGate(++gate); !s.ok()) return s;
 
+      qp_ = std::make_unique<NumberOnlyQp>(0x100 + static_cast<uint32_t>(attempt));
+      if (auto s = conn_->SetQp(qp_.get()); !s.ok()) return s;
       ConnParam cp;
       cp.responder_resources = 4;
       cp.initiator_depth = 4;
@@ -270,6 +286,10 @@ class Peer {
     Put("cm.retransmitted.dreq", static_cast<int64_t>(c.retransmitted[kDreq]));
     Put("cm.timeouts", static_cast<int64_t>(c.timeouts));
     Put("cm.malformed", static_cast<int64_t>(c.malformed));
+    const mad::UmadStats& u = transport_->stats();
+    Put("umad.answered_sminfo", static_cast<int64_t>(u.answered_sminfo));
+    Put("umad.sminfo_answer_bounces", static_cast<int64_t>(u.sminfo_answer_bounces));
+    Put("umad.receive_status_errors", static_cast<int64_t>(u.receive_status_errors));
     Put("done", 1);
     return absl::OkStatus();
   }
@@ -280,6 +300,7 @@ class Peer {
   std::unique_ptr<EventChannel> channel_;
   CmId* listener_ = nullptr;
   CmId* conn_ = nullptr;
+  std::unique_ptr<NumberOnlyQp> qp_;  // the client's, for the current attempt
 };
 
 int Usage(const std::string& why) {
