@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
 
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mad/wire/path_record.h"
@@ -119,6 +121,101 @@ TEST(SaHeaderTest, CoalescedRmppBufferIsAccepted) {
   auto r2 = PathRecord::Parse(std::span(big).subspan(56 + stride));
   ASSERT_TRUE(r2.ok());
   EXPECT_EQ(r2->dlid, 2);
+}
+
+// Every field of an SA MAD in wire order up to the data, stated by hand from
+// IBTA Vol 1 Tables 145 (MAD header), 178 (RMPP header) and 193 (SA header),
+// not from the field tables; then the opaque data area of this test.
+struct Span {
+  const char* name;
+  int first;
+  int last;
+};
+constexpr Span kSaMadSpans[] = {
+    {"BaseVersion", 0, 0},
+    {"MgmtClass", 1, 1},
+    {"ClassVersion", 2, 2},
+    {"R", 3, 3},
+    {"Status", 4, 5},
+    {"ClassSpecific", 6, 7},
+    {"TransactionID", 8, 15},
+    {"AttributeID", 16, 17},
+    {"reserved", 18, 19},
+    {"AttributeModifier", 20, 23},
+    {"RMPPVersion", 24, 24},
+    {"RMPPType", 25, 25},
+    {"RRespTime", 26, 26},
+    {"RMPPStatus", 27, 27},
+    {"SegmentNumber", 28, 31},
+    {"PayloadLength/NewWindowLast", 32, 35},
+    {"SM_Key", 36, 43},
+    {"AttributeOffset", 44, 45},
+    {"reserved", 46, 47},
+    {"ComponentMask", 48, 55},
+    {"SAData", 56, 255},
+};
+
+TEST(SaHeaderTest, ExactTruncationErrorAtEveryPrefix) {
+  int next = 0;  // the spans must tile the MAD, or the sweep proves less
+  for (const Span& s : kSaMadSpans) {
+    ASSERT_EQ(s.first, next) << s.name;
+    next = s.last + 1;
+  }
+  ASSERT_EQ(next, 256);
+
+  for (int n = 0; n < 256; ++n) {
+    const Span* cut = nullptr;
+    for (const Span& s : kSaMadSpans) {
+      if (s.last >= n) {
+        cut = &s;
+        break;
+      }
+    }
+    ASSERT_NE(cut, nullptr) << n;
+    // Inside the MAD header the header's own error, prefixed with the
+    // attribute; after it, "<attribute> truncated".
+    const std::string want =
+        n < 24 ? absl::StrFormat("NodeRecord: MAD header truncated: %d of 256 bytes; %s (MAD "
+                                 "bytes %d..%d) is incomplete",
+                                 n, cut->name, cut->first, cut->last)
+               : absl::StrFormat(
+                     "NodeRecord truncated: %d of 256 bytes; %s (MAD bytes %d..%d) is incomplete",
+                     n, cut->name, cut->first, cut->last);
+    SaEnvelope e;
+    uint64_t mask = 0;
+    auto v = ParseSaMad(std::span(kGolden).first(n), SaAttr::kNodeRecord, kOpaque, &e, &mask);
+    ASSERT_FALSE(v.ok()) << n;
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << n;
+    EXPECT_EQ(v.status().message(), want) << "prefix " << n;
+  }
+  SaEnvelope e;
+  uint64_t mask = 0;
+  EXPECT_TRUE(ParseSaMad(kGolden, SaAttr::kNodeRecord, kOpaque, &e, &mask).ok());
+}
+
+TEST(SaHeaderTest, RandomRoundTrip) {
+  std::mt19937_64 rng(193);
+  std::array<uint8_t, 256> buf;
+  for (int i = 0; i < 10000; ++i) {
+    SaEnvelope e = testing::RandomEnvelope(rng, 0);
+    e.attribute_offset = static_cast<uint16_t>(rng());  // the SA header takes any value
+    const uint64_t mask = rng();
+    const auto attr = static_cast<SaAttr>(rng());  // known or not: both survive
+    buf.fill(testing::kPoison);
+    auto w = EmitSaMad(buf, attr, e, mask);
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_EQ(buf[18] | buf[19], 0) << i;  // MAD header reserved
+    ASSERT_EQ(buf[46] | buf[47], 0) << i;  // SA header reserved
+    ASSERT_TRUE(std::all_of(buf.begin() + 56, buf.end(), [](uint8_t b) { return b == 0; }))
+        << i;
+    SaEnvelope back;
+    uint64_t back_mask = 0;
+    auto v = ParseSaMad(buf, attr, kOpaque, &back, &back_mask);
+    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_EQ(back, e) << i;
+    ASSERT_EQ(back_mask, mask) << i;
+    ASSERT_EQ(v->base(), buf.data() + 56) << i;
+  }
 }
 
 }  // namespace
