@@ -55,6 +55,34 @@ TEST(DuplicatesTest, DuplicateRepInEstablishedResendsRtu) {
   EXPECT_THAT(testing::Types(DrainEvents(p.a)), ElementsAre(CmEventType::kEstablished));
 }
 
+// A lost REP: the active side's REQ retransmission reaches the passive side in
+// REP_SENT, which sends the same REP again at once (Linux drops the duplicate
+// and waits for its REP timer) without using one of the REP's retries.
+TEST(DuplicatesTest, DuplicateReqInRepSentResendsTheRep) {
+  Pair p;
+  ASSERT_TRUE(p.b.Listen(testing::kService, ~uint64_t{0}, 8, false).ok());
+  const ConnId a = *p.a.Connect(p.now, MakeConnect());
+  const OutgoingMad req = DrainTx(p.a).at(0);
+  p.b.HandleMad(p.now, p.addr_a, req.mad);
+  const ConnId b = DrainEvents(p.b).at(0).conn;
+  ASSERT_TRUE(p.b.Accept(p.now, b, MakeAccept()).ok());
+  const OutgoingMad rep = DrainTx(p.b).at(0);  // lost
+  ASSERT_EQ(*p.b.State(b), CmState::kRepSent);
+  const auto deadline = p.b.NextDeadline();
+  p.b.HandleMad(p.now, p.addr_a, req.mad);  // the REQ again
+  auto again = DrainTx(p.b);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].mad, rep.mad);  // the same REP, byte for byte
+  EXPECT_EQ(p.b.counters().duplicates[0], 1u);
+  EXPECT_EQ(p.b.counters().rep_resent_for_duplicate_req, 1u);
+  EXPECT_EQ(p.b.counters().retransmitted[3], 0u) << "not a retry of the REP timer";
+  EXPECT_EQ(p.b.NextDeadline(), deadline) << "REP timer left as it was";
+  EXPECT_TRUE(DrainEvents(p.b).empty());
+  p.a.HandleMad(p.now, p.addr_b, again[0].mad);
+  EXPECT_THAT(testing::Types(DrainEvents(p.a)), ElementsAre(CmEventType::kConnectResponse));
+  EXPECT_EQ(*p.a.State(a), CmState::kRepRcvd);
+}
+
 TEST(DuplicatesTest, LostRtuThenCommEstablished) {
   Pair p;
   ASSERT_TRUE(p.b.Listen(testing::kService, ~uint64_t{0}, 8, false).ok());

@@ -74,6 +74,13 @@ void CmEndpoint::HandleReq(TimePoint now, const mad::MadAddress& from,
     CountDuplicate(CmAttr::kReq);
     if (d->state == CmState::kMraReqSent) {
       ResendReply(*d);
+    } else if (d->state == CmState::kRepSent && d->out.armed && d->out.attr == CmAttr::kRep) {
+      // Our REP was lost (or is late): send it again now, without using one
+      // of its retries. Linux drops this duplicate and waits for its REP
+      // timer; answering recovers a lost REP one REQ timeout sooner when the
+      // peer's REQ timer is the shorter one.
+      ++counters_.rep_resent_for_duplicate_req;
+      Queue(d->peer, RequestMad(*d));
     } else if (d->state == CmState::kTimeWait) {
       ++counters_.stale_connections;
       issue_rej(RejReason::kStaleConnection);
