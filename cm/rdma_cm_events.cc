@@ -75,6 +75,15 @@ void Device::OnProgress(mad::TimePoint now) {
   while (node_->cm().PollEvent(&e)) OnCmEvent(now, e);
   while (auto r = node_->sa().PollResult()) OnSaResult(now, *r);
   while (auto m = node_->mc().PollEvent()) OnMcEvent(*m);
+  // The transport is gone for good (cm::LosableTransport: the uscmd router
+  // exited or restarted). As librdmacm on a device removal, every id gets
+  // DEVICE_REMOVAL, status -ENODEV, detail = why; the application destroys
+  // its ids and the Device and connects again (docs/ROUTER.md).
+  if (absl::optional<absl::Status> lost = node_->TakeTransportLossLocked()) {
+    for (const auto& [id, owned] : ids_) {
+      Post(id, EventType::kDeviceRemoval, -ENODEV, std::string(lost->message()));
+    }
+  }
 }
 
 void Device::OnSaResult(mad::TimePoint, sa::SaResult& r) {

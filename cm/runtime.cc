@@ -44,7 +44,24 @@ Node::Node(mad::Transport& transport, const mad::Clock& clock, NodeOptions optio
       agent_(mad::ConfigFor(transport, options.agent), clock.Now()),
       cache_(options.path_cache_capacity),
       sa_(&agent_, sa::SaClientConfig{sa::SaAddressFor(transport.port()), &cache_}),
-      mc_(&agent_, sa::SaClientConfig{sa::SaAddressFor(transport.port()), nullptr}) {}
+      mc_(&agent_, sa::SaClientConfig{sa::SaAddressFor(transport.port()), nullptr}),
+      losable_(dynamic_cast<const LosableTransport*>(&transport)) {}
+
+bool Node::CheckTransportLocked() {
+  if (losable_ == nullptr || !lost_.ok()) return false;
+  absl::Status s = losable_->link_status();
+  if (s.ok()) return false;
+  lost_ = std::move(s);
+  ++counters_.transport_lost;
+  return true;
+}
+
+absl::optional<absl::Status> Node::TakeTransportLossLocked() {
+  CheckTransportLocked();
+  if (lost_.ok() || loss_taken_) return absl::nullopt;
+  loss_taken_ = true;
+  return lost_;
+}
 
 void Node::Process() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -64,6 +81,7 @@ void Node::StepLocked() {
       agent_.OnReceive(now, m);
     }
   });
+  CheckTransportLocked();
   cm_.HandleTimeout(now);
   agent_.OnTimeout(now);
   mc_.Process(now);
@@ -73,6 +91,7 @@ void Node::StepLocked() {
 
 size_t Node::FlushLocked() {
   size_t sent = 0;
+  const uint64_t errors_before = counters_.send_errors;
   OutgoingMad m;
   while (cm_.PollTransmit(&m)) {
     if (!transport_.Send(m.to, m.mad).ok()) ++counters_.send_errors;
@@ -82,6 +101,8 @@ size_t Node::FlushLocked() {
     if (!transport_.Send(out->to, out->data).ok()) ++counters_.send_errors;
     ++sent;
   }
+  // A send found the transport gone: the next step tells the observer.
+  if (counters_.send_errors != errors_before && CheckTransportLocked()) Rearm();
   return sent;
 }
 

@@ -3,6 +3,7 @@
 // over the Unix socket with RouterTransport + RealNode, exactly as an
 // application would. The peer on the other host is a CmEndpoint driven by
 // the same pump. Outcomes are read after the server thread has stopped.
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -12,12 +13,14 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cm/cm_testing.h"
 #include "cm/endpoint.h"
+#include "cm/rdma_cm.h"
 #include "cm/router/router_transport.h"
 #include "cm/router/server.h"
 #include "cm/runtime.h"
@@ -31,6 +34,16 @@ namespace {
 
 using cm::CmEvent;
 using cm::CmEventType;
+using ::uscm::CmId;
+using ::uscm::Device;
+using ::uscm::DeviceOptions;
+using ::uscm::EventChannel;
+using ::uscm::EventType;
+using ::uscm::IdOptions;
+using ::uscm::IdState;
+using ::uscm::PortSpace;
+using ::uscm::ConnParam;
+using ::uscm::Address;
 
 constexpr uint64_t kSid = 0x0000000001060000ull | 7471;
 constexpr uint16_t kPeerLid = 3;
@@ -282,6 +295,157 @@ TEST_F(RouterProcessTest, RouterRestartBreaksClientsClearlyAndTheyCanReconnect) 
   EXPECT_TRUE((*t2)->ClaimService(kSid, ~uint64_t{0}, false).ok());
   EXPECT_TRUE((*t2)->Send(to, mad).ok());
   loop2.Stop();
+}
+
+// The next event on `ch` within 20 s (the device is driven by WaitEvent's
+// Poll), acked; its type, status and detail are returned.
+struct SeenEvent {
+  EventType type = EventType::kAddrError;
+  int status = 0;
+  CmId* id = nullptr;
+  std::string detail;
+};
+absl::StatusOr<SeenEvent> NextEvent(EventChannel& ch) {
+  auto e = ch.WaitEvent(mad::Duration::Seconds(20));
+  if (!e.ok()) return e.status();
+  SeenEvent seen{(*e)->event, (*e)->status, (*e)->id, (*e)->detail};
+  if (absl::Status s = ch.AckEvent(*e); !s.ok()) return s;
+  return seen;
+}
+
+// An RC connection to the peer through the API: AF_IB, the path given with
+// the IB_PATH option (no SA), external QP mode (CONNECT_RESPONSE, Establish).
+absl::StatusOr<CmId*> ConnectThroughApi(EventChannel& ch, const mad::LocalPort& port,
+                                        const mad::Gid& peer_gid, uint32_t qpn) {
+  auto id = ch.CreateId(nullptr, PortSpace::kIb);
+  if (!id.ok()) return id.status();
+  IdOptions o;
+  cm::PathInfo p;
+  p.local_lid = port.lid;
+  p.remote_lid = kPeerLid;
+  p.local_gid = port.gid;
+  p.remote_gid = peer_gid;
+  p.local_ack_timeout = 14;
+  p.packet_life_time = 10;
+  o.ib_path = p;
+  if (absl::Status s = (*id)->SetOption(o); !s.ok()) return s;
+  if (absl::Status s = (*id)->ResolveAddr(absl::nullopt, Address::Ib(peer_gid, kPeerLid, kSid));
+      !s.ok()) {
+    return s;
+  }
+  auto ev = NextEvent(ch);
+  if (!ev.ok() || ev->type != EventType::kAddrResolved) {
+    return absl::InternalError("no ADDR_RESOLVED");
+  }
+  if (absl::Status s = (*id)->ResolveRoute(); !s.ok()) return s;
+  ev = NextEvent(ch);
+  if (!ev.ok() || ev->type != EventType::kRouteResolved) {
+    return absl::InternalError("no ROUTE_RESOLVED");
+  }
+  ConnParam cp;
+  cp.qp_num = qpn;
+  if (absl::Status s = (*id)->Connect(cp); !s.ok()) return s;
+  ev = NextEvent(ch);
+  if (!ev.ok()) return ev.status();
+  if (ev->type == EventType::kConnectResponse) {
+    if (absl::Status s = (*id)->Establish(); !s.ok()) return s;
+  } else if (ev->type != EventType::kEstablished) {
+    return absl::InternalError(absl::StrCat("connect: ", EventTypeName(ev->type), " status ",
+                                            ev->status, " ", ev->detail));
+  }
+  return *id;
+}
+
+// Issue 10's "a router restart (clients see a clear error event and can
+// reconnect)", through the rdma_cm API: a connection established and a
+// listener claimed through uscmd; uscmd goes away; every id gets
+// RDMA_CM_EVENT_DEVICE_REMOVAL (status -ENODEV, the detail names the router
+// socket and says to connect again); the application destroys its ids and
+// Device and connects again through the restarted router; tables end empty.
+TEST_F(RouterProcessTest, RouterRestartIsDeviceRemovalOnEveryIdAndANewDeviceReconnects) {
+  auto loop = std::make_unique<LoopThread>(server_.get());
+  const mad::Gid peer_gid = peer_tx_->port().gid;
+  auto t = RouterTransport::Connect(path_);
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto dev = Device::Create(**t, DeviceOptions{});
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  auto ch = (*dev)->CreateEventChannel();
+  ASSERT_TRUE(ch.ok());
+  auto conn = ConnectThroughApi(**ch, (*t)->port(), peer_gid, 0x777);
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  EXPECT_EQ((*conn)->state(), IdState::kEstablished);
+  auto listener = (*ch)->CreateId(nullptr, PortSpace::kIb);
+  ASSERT_TRUE(listener.ok());
+  ASSERT_TRUE(
+      (*listener)->BindAddr(Address::Ib((*t)->port().gid, (*t)->port().lid, kSid + 5)).ok());
+  ASSERT_TRUE((*listener)->Listen(4).ok());  // a claim at the router
+
+  loop->Stop();
+  loop.reset();
+  server_.reset();  // uscmd exits: sockets closed, path unlinked
+
+  std::set<CmId*> removed;
+  for (int i = 0; i < 2; ++i) {
+    auto ev = NextEvent(**ch);
+    ASSERT_TRUE(ev.ok()) << ev.status();
+    EXPECT_EQ(ev->type, EventType::kDeviceRemoval) << EventTypeName(ev->type);
+    EXPECT_EQ(ev->status, -ENODEV);
+    EXPECT_NE(ev->detail.find(path_), std::string::npos) << ev->detail;
+    EXPECT_NE(ev->detail.find("connect again"), std::string::npos) << ev->detail;
+    removed.insert(ev->id);
+  }
+  EXPECT_EQ(removed, (std::set<CmId*>{*conn, *listener}));
+  EXPECT_EQ((*dev)->node().counters().transport_lost, 1u);
+  EXPECT_EQ((*dev)->node().transport_status().code(), absl::StatusCode::kUnavailable);
+  // Nothing more: one DEVICE_REMOVAL per id.
+  EXPECT_FALSE((*ch)->WaitEvent(mad::Duration::Millis(100)).ok());
+  ASSERT_TRUE((*ch)->DestroyId(*conn).ok());
+  ASSERT_TRUE((*ch)->DestroyId(*listener).ok());
+  EXPECT_EQ((*dev)->id_count(), 0u);
+  ch->reset();
+  dev->reset();
+  t->reset();
+
+  // The restarted router: a new transport and Device connect again (with a
+  // new QP: the peer still holds the old connection, which died with the old
+  // router without a DREQ, and would reject the same QPN as stale, REJ 10).
+  ServerOptions o;
+  o.socket_path = path_;
+  o.pump = [this] { return Pump(); };
+  auto again = Server::Create(*wire_, o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  server_ = std::move(*again);
+  loop = std::make_unique<LoopThread>(server_.get());
+  auto t2 = RouterTransport::Connect(path_);
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  auto dev2 = Device::Create(**t2, DeviceOptions{});
+  ASSERT_TRUE(dev2.ok()) << dev2.status();
+  auto ch2 = (*dev2)->CreateEventChannel();
+  ASSERT_TRUE(ch2.ok());
+  auto conn2 = ConnectThroughApi(**ch2, (*t2)->port(), peer_gid, 0x778);
+  ASSERT_TRUE(conn2.ok()) << conn2.status();
+  EXPECT_EQ((*conn2)->state(), IdState::kEstablished);
+  ASSERT_TRUE((*conn2)->Disconnect().ok());
+  auto ev = NextEvent(**ch2);
+  ASSERT_TRUE(ev.ok()) << ev.status();
+  EXPECT_EQ(ev->type, EventType::kDisconnected) << EventTypeName(ev->type);
+  ASSERT_TRUE((*ch2)->DestroyId(*conn2).ok());
+  EXPECT_EQ((*dev2)->node().counters().transport_lost, 0u);
+  const uint8_t slot = (*t2)->slot();
+  ch2->reset();
+  dev2->reset();
+  t2->reset();
+  loop->Stop();
+  // The router sees the socket close; then its tables are empty.
+  const mad::TimePoint cap = clock_.Now() + mad::Duration::Seconds(20);
+  while (server_->router().client_count() > 0 && clock_.Now() < cap) {
+    ASSERT_TRUE(server_->RunOnce(mad::Duration::Millis(10)).ok());
+  }
+  EXPECT_EQ(server_->router().client_count(), 0u);
+  EXPECT_EQ(server_->router().tracked(slot), 0u);
+  EXPECT_EQ(server_->router().claim_count(), 0u);
+  EXPECT_EQ(server_->router().counters().cleanup_dreq, 0u);  // disconnected before exit
+  EXPECT_EQ(server_->router().counters().refused_mads, 0u);
 }
 
 TEST_F(RouterProcessTest, HelloIsRequiredAndBadFramesAreRefused) {

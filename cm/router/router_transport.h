@@ -11,8 +11,10 @@
 //
 // When the router goes away (restart, crash) the transport breaks for good:
 // Send returns Unavailable naming the socket, status() says the same and the
-// fd stops waking the caller. Reconnecting means a new RouterTransport (a new
-// range) and a new Device; the old connections are gone with the old router.
+// fd stops waking the caller. The Device over it delivers
+// RDMA_CM_EVENT_DEVICE_REMOVAL (status -ENODEV, detail = that message) on
+// every id. Reconnecting means a new RouterTransport (a new range) and a new
+// Device; the old connections are gone with the old router.
 #ifndef USCM_CM_ROUTER_ROUTER_TRANSPORT_H_
 #define USCM_CM_ROUTER_ROUTER_TRANSPORT_H_
 
@@ -27,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cm/router/frame.h"
+#include "cm/runtime.h"
 #include "mad/time.h"
 #include "mad/transport.h"
 
@@ -38,7 +41,7 @@ struct RouterTransportCounters {
   uint64_t refused = 0;  // MADs the router would not send (see last_refusal())
 };
 
-class RouterTransport final : public mad::Transport {
+class RouterTransport final : public mad::Transport, public cm::LosableTransport {
  public:
   // Connects and does the hello / welcome handshake within `timeout`.
   // Unavailable when no router listens at `socket_path`.
@@ -59,6 +62,9 @@ class RouterTransport final : public mad::Transport {
 
   // OK while the router is there; Unavailable once it closed the socket.
   const absl::Status& status() const { return status_; }
+  // cm::LosableTransport: the same (a Node over this transport turns a loss
+  // into DEVICE_REMOVAL on every rdma_cm id).
+  absl::Status link_status() const override { return status_; }
   const absl::Status& last_refusal() const { return last_refusal_; }
   uint8_t slot() const { return welcome_.slot; }
   const RouterTransportCounters& counters() const { return counters_; }
