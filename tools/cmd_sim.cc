@@ -1,7 +1,10 @@
-// `uscm sim`: research runs on the simulated fabric. One run per loss rate of
-// the sweep (same seed, same workload), connections spread over the hosts;
+// `uscm sim`: research runs on the simulated fabric. Every list-valued
+// parameter (--loss, --duplicate, --latency-us, --jitter-us, --hosts,
+// --topology) is swept: one run per point of the cross product of the lists
+// (same seed, same workload each time), connections spread over the hosts;
 // writes connections.csv (one row per connection), summary.csv (one row per
-// run) and, when gnuplot is installed, setup_cdf.png and retransmissions.png.
+// run), with a column per swept parameter, and, when gnuplot is installed,
+// setup_cdf.png and retransmissions.png with one curve per run.
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +17,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -24,13 +29,29 @@
 namespace uscm::tools {
 namespace {
 
-absl::StatusOr<std::vector<double>> ParseList(const std::string& text, const char* flag) {
+absl::StatusOr<std::vector<double>> ParseList(const std::string& text, const char* flag,
+                                              double min, double max, const char* what) {
   std::vector<double> v;
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     double x = 0;
-    if (!absl::SimpleAtod(part, &x) || x < 0 || x > 1) {
+    if (!absl::SimpleAtod(part, &x) || !(x >= min && x <= max)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", part, "' is not ", what));
+    }
+    v.push_back(x);
+  }
+  if (v.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
+  return v;
+}
+
+absl::StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text, const char* flag,
+                                                  int64_t min, int64_t max) {
+  std::vector<int64_t> v;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int64_t x = 0;
+    if (!absl::SimpleAtoi(part, &x) || x < min || x > max) {
       return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", part,
-                                                     "' is not a probability in [0, 1]"));
+                                                     "' is not an integer in [", min, ", ", max,
+                                                     "]"));
     }
     v.push_back(x);
   }
@@ -43,12 +64,12 @@ bool HaveGnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") ==
 class Progress {
  public:
   explicit Progress(bool enabled) : enabled_(enabled) {}
-  void Show(size_t run, size_t runs, double loss, int done, int total) {
+  void Show(size_t run, size_t runs, const std::string& label, int done, int total) {
     if (!enabled_) return;
     const int width = 30;
     int filled = total == 0 ? width : done * width / total;
-    std::fprintf(stderr, "\r[%-*s] run %zu/%zu loss %.4g: %d/%d connections ", width,
-                 std::string(filled, '#').c_str(), run + 1, runs, loss, done, total);
+    std::fprintf(stderr, "\r[%-*s] run %zu/%zu %s: %d/%d connections ", width,
+                 std::string(filled, '#').c_str(), run + 1, runs, label.c_str(), done, total);
     std::fflush(stderr);
   }
   void Done() {
@@ -61,13 +82,79 @@ class Progress {
 
 std::string Fmt(double v) { return absl::StrFormat("%.3f", v); }
 
-absl::Status WritePlots(const std::string& dir, const std::vector<double>& losses,
+// One point of the sweep.
+struct RunParams {
+  double loss = 0, duplicate = 0, latency_us = 0, jitter_us = 0;
+  int64_t hosts = 2;
+  std::string topology;       // the --topology value ("" = generated / default)
+  std::string topology_file;  // what SimWorld loads
+};
+
+// The parameters as CSV columns: loss always (the historical first column),
+// then each other parameter that has more than one value, in this order.
+struct Columns {
+  bool duplicate = false, latency_us = false, jitter_us = false, hosts = false, topology = false;
+
+  std::string Header() const {
+    std::string h = "loss";
+    if (duplicate) h += ",duplicate";
+    if (latency_us) h += ",latency_us";
+    if (jitter_us) h += ",jitter_us";
+    if (hosts) h += ",hosts";
+    if (topology) h += ",topology";
+    return h;
+  }
+  std::string Values(const RunParams& p) const {
+    std::string v = absl::StrFormat("%g", p.loss);
+    if (duplicate) absl::StrAppendFormat(&v, ",%g", p.duplicate);
+    if (latency_us) absl::StrAppendFormat(&v, ",%g", p.latency_us);
+    if (jitter_us) absl::StrAppendFormat(&v, ",%g", p.jitter_us);
+    if (hosts) absl::StrAppendFormat(&v, ",%d", p.hosts);
+    if (topology) absl::StrAppend(&v, ",", p.topology);
+    return v;
+  }
+  // The curve / progress label: the swept parameters ("loss 0.01, latency_us
+  // 5"); just the loss when nothing but the loss varies.
+  bool swept_loss = false;
+  std::string Label(const RunParams& p) const {
+    std::vector<std::string> parts;
+    if (swept_loss || !(duplicate || latency_us || jitter_us || hosts || topology)) {
+      parts.push_back(absl::StrFormat("loss %g", p.loss));
+    }
+    if (duplicate) parts.push_back(absl::StrFormat("duplicate %g", p.duplicate));
+    if (latency_us) parts.push_back(absl::StrFormat("latency_us %g", p.latency_us));
+    if (jitter_us) parts.push_back(absl::StrFormat("jitter_us %g", p.jitter_us));
+    if (hosts) parts.push_back(absl::StrFormat("hosts %d", p.hosts));
+    if (topology) parts.push_back("topology " + p.topology);
+    return absl::StrJoin(parts, ", ");
+  }
+  // "loss rate", or the swept parameters joined by " x ".
+  std::string Grouping() const {
+    std::vector<std::string> names;
+    if (swept_loss) names.push_back("loss");
+    if (duplicate) names.push_back("duplicate");
+    if (latency_us) names.push_back("latency_us");
+    if (jitter_us) names.push_back("jitter_us");
+    if (hosts) names.push_back("hosts");
+    if (topology) names.push_back("topology");
+    if (names.empty() || (names.size() == 1 && swept_loss)) return "loss rate";
+    return absl::StrJoin(names, " x ");
+  }
+};
+
+// gnuplot single-quoted string: '' stands for a quote.
+std::string GpQuote(const std::string& s) {
+  return "'" + absl::StrReplaceAll(s, {{"'", "''"}}) + "'";
+}
+
+absl::Status WritePlots(const std::string& dir, const std::string& grouping,
+                        const std::vector<std::string>& labels,
                         const std::vector<std::vector<double>>& setups,
                         const std::vector<std::map<int, int>>& retx) {
   std::FILE* f = std::fopen((dir + "/setup_cdf.dat").c_str(), "w");
   if (f == nullptr) return absl::UnavailableError("cannot write " + dir + "/setup_cdf.dat");
-  for (size_t i = 0; i < losses.size(); ++i) {
-    absl::FPrintF(f, "# loss %g\n", losses[i]);
+  for (size_t i = 0; i < labels.size(); ++i) {
+    absl::FPrintF(f, "# %s\n", labels[i]);
     for (size_t j = 0; j < setups[i].size(); ++j) {
       absl::FPrintF(f, "%.3f %.5f\n", setups[i][j] / 1e3, double(j + 1) / setups[i].size());
     }
@@ -76,29 +163,30 @@ absl::Status WritePlots(const std::string& dir, const std::vector<double>& losse
   std::fclose(f);
   f = std::fopen((dir + "/retransmissions.dat").c_str(), "w");
   if (f == nullptr) return absl::UnavailableError("cannot write " + dir + "/retransmissions.dat");
-  for (size_t i = 0; i < losses.size(); ++i) {
-    absl::FPrintF(f, "# loss %g\n", losses[i]);
+  for (size_t i = 0; i < labels.size(); ++i) {
+    absl::FPrintF(f, "# %s\n", labels[i]);
     for (const auto& [n, count] : retx[i]) absl::FPrintF(f, "%d %d\n", n, count);
     absl::FPrintF(f, "\n\n");
   }
   std::fclose(f);
   std::string script = absl::StrCat(
-      "set terminal png size 900,600\nset grid\n",
-      "set output '", dir, "/setup_cdf.png'\n",
-      "set title 'Connection setup time (path query to ESTABLISHED), CDF per loss rate'\n",
+      "set terminal png size 900,600 noenhanced\nset grid\n",
+      "set output ", GpQuote(dir + "/setup_cdf.png"), "\n",
+      "set title ", GpQuote("Connection setup time (path query to ESTABLISHED), CDF per " +
+                            grouping), "\n",
       "set xlabel 'setup time (ms, virtual)'\nset ylabel 'fraction of connections'\n",
       "set logscale x\nset key bottom right\nplot ");
-  for (size_t i = 0; i < losses.size(); ++i) {
-    absl::StrAppend(&script, i ? ", " : "", "'", dir, "/setup_cdf.dat' index ", i,
-                    " with steps title 'loss ", absl::StrFormat("%g", losses[i]), "'");
+  for (size_t i = 0; i < labels.size(); ++i) {
+    absl::StrAppend(&script, i ? ", " : "", GpQuote(dir + "/setup_cdf.dat"), " index ", i,
+                    " with steps title ", GpQuote(labels[i]));
   }
-  absl::StrAppend(&script, "\nunset logscale x\nset output '", dir,
-                  "/retransmissions.png'\nset title 'CM retransmissions per connection'\n"
-                  "set xlabel 'retransmissions (REQ + REP resends)'\nset ylabel 'connections'\n"
+  absl::StrAppend(&script, "\nunset logscale x\nset output ", GpQuote(dir + "/retransmissions.png"),
+                  "\nset title ", GpQuote("CM retransmissions per connection, per " + grouping),
+                  "\nset xlabel 'retransmissions (REQ + REP resends)'\nset ylabel 'connections'\n"
                   "set key top right\nset style data linespoints\nplot ");
-  for (size_t i = 0; i < losses.size(); ++i) {
-    absl::StrAppend(&script, i ? ", " : "", "'", dir, "/retransmissions.dat' index ", i,
-                    " title 'loss ", absl::StrFormat("%g", losses[i]), "'");
+  for (size_t i = 0; i < labels.size(); ++i) {
+    absl::StrAppend(&script, i ? ", " : "", GpQuote(dir + "/retransmissions.dat"), " index ", i,
+                    " title ", GpQuote(labels[i]));
   }
   absl::StrAppend(&script, "\n");
   const std::string gp = dir + "/plots.gp";
@@ -112,77 +200,159 @@ absl::Status WritePlots(const std::string& dir, const std::vector<double>& losse
   return absl::OkStatus();
 }
 
+constexpr size_t kMaxRuns = 10000;
+
 }  // namespace
 
 int RunSim(int argc, char** argv) {
-  int64_t hosts = 4, connections = 200, seed = 1, interval_us = 10;
-  double duplicate = 0, latency_us = 0.5, jitter_us = 0;
-  std::string loss_list = "0,0.01,0.05,0.1";
-  std::string topology, out = "uscm-sim";
+  int64_t connections = 200, seed = 1, interval_us = 10;
+  std::string loss_list = "0,0.01,0.05,0.1", duplicate_list = "0", latency_list = "0.5",
+              jitter_list = "0", hosts_list = "4";
+  std::string topology_list, out = "uscm-sim", progress_mode = "auto";
   bool plots = true, reject = false, ece = false;
   FlagSet flags("sim [options]",
-                "Runs a connection workload on the simulated fabric once per loss rate and\n"
-                "writes CSV (and PNG plots with gnuplot). Virtual time: results depend only\n"
-                "on the options and the seed, so the same seed gives the same files.");
-  flags.Int("hosts", &hosts, "hosts taking part (connections go host k -> k+1)", 2, 100000);
+                "Runs a connection workload on the simulated fabric once per point of the\n"
+                "sweep and writes CSV (and PNG plots with gnuplot). Every list option takes\n"
+                "comma-separated values; the runs are the cross product of all lists (loss\n"
+                "varies fastest, then duplicate, jitter, latency, hosts, topology). Virtual\n"
+                "time: results depend only on the options and the seed, so the same seed\n"
+                "gives the same files.");
+  flags.String("hosts", &hosts_list, "hosts taking part, list (connections go host k -> k+1)");
   flags.Int("connections", &connections, "connections per run", 1, 1000000);
-  flags.String("loss", &loss_list, "comma-separated per-link loss probabilities (one run each)");
-  flags.Double("duplicate", &duplicate, "per-link duplication probability", 0, 1);
-  flags.Double("latency-us", &latency_us, "per-link latency in microseconds", 0, 1e9);
-  flags.Double("jitter-us", &jitter_us, "per-link extra uniform delay in microseconds", 0, 1e9);
+  flags.String("loss", &loss_list, "per-link loss probabilities, list");
+  flags.String("duplicate", &duplicate_list, "per-link duplication probabilities, list");
+  flags.String("latency-us", &latency_list, "per-link latencies in microseconds, list");
+  flags.String("jitter-us", &jitter_list, "per-link extra uniform delays in microseconds, list");
   flags.Int("interval-us", &interval_us, "time between connection starts (us)", 0, 1000000000);
-  flags.String("topology", &topology, "ibsim net file (default: two hosts, or --hosts CAs "
-                                      "behind generated switches)");
+  flags.String("topology", &topology_list,
+               "ibsim net files, list (default: two hosts, or --hosts CAs behind "
+               "generated switches)");
   flags.Int("seed", &seed, "simulation seed", 0);
   flags.String("out", &out, "output directory (created)");
   flags.Bool("plots", &plots, "draw PNG plots with gnuplot");
+  flags.String("progress", &progress_mode,
+               "progress bar on stderr: always, auto (when stderr is a terminal), never");
   flags.Bool("reject", &reject, "the passive side rejects every connection");
   flags.Bool("ece", &ece, "connections carry ECE");
-  flags.Epilog("Example: uscm sim --hosts=8 --connections=1000 --loss=0,0.02,0.1 --out=/tmp/run\n");
+  flags.Epilog(
+      "Examples:\n"
+      "  uscm sim --hosts=8 --connections=1000 --loss=0,0.02,0.1 --out=/tmp/run\n"
+      "  uscm sim --loss=0,0.05 --latency-us=0.5,50 --hosts=2,8 --out=/tmp/grid  (8 runs)\n");
   std::vector<std::string> positional;
   if (auto rc = flags.Parse(argc, argv, &positional)) return *rc;
   if (!positional.empty()) return UsageError("sim", "unexpected argument '" + positional[0] + "'");
-  auto losses = ParseList(loss_list, "loss");
+  auto losses = ParseList(loss_list, "loss", 0, 1, "a probability in [0, 1]");
   if (!losses.ok()) return UsageError("sim", std::string(losses.status().message()));
+  auto duplicates = ParseList(duplicate_list, "duplicate", 0, 1, "a probability in [0, 1]");
+  if (!duplicates.ok()) return UsageError("sim", std::string(duplicates.status().message()));
+  auto latencies = ParseList(latency_list, "latency-us", 0, 1e9, "a delay in [0, 1e9] us");
+  if (!latencies.ok()) return UsageError("sim", std::string(latencies.status().message()));
+  auto jitters = ParseList(jitter_list, "jitter-us", 0, 1e9, "a delay in [0, 1e9] us");
+  if (!jitters.ok()) return UsageError("sim", std::string(jitters.status().message()));
+  auto hosts = ParseIntList(hosts_list, "hosts", 2, 100000);
+  if (!hosts.ok()) return UsageError("sim", std::string(hosts.status().message()));
+  std::vector<std::string> topologies = absl::StrSplit(topology_list, ',', absl::SkipEmpty());
+  if (topologies.empty()) topologies.push_back("");
+  bool show_progress;
+  if (progress_mode == "always") {
+    show_progress = true;
+  } else if (progress_mode == "never") {
+    show_progress = false;
+  } else if (progress_mode == "auto") {
+    show_progress = isatty(STDERR_FILENO);
+  } else {
+    return UsageError("sim", "--progress=" + progress_mode + ": expected always, auto or never");
+  }
+  const size_t runs = losses->size() * duplicates->size() * latencies->size() * jitters->size() *
+                      hosts->size() * topologies.size();
+  if (runs > kMaxRuns) {
+    return UsageError("sim", absl::StrCat("the sweep has ", runs, " runs (the cross product of "
+                                          "the lists); at most ", kMaxRuns));
+  }
+  Columns cols;
+  cols.swept_loss = losses->size() > 1;
+  cols.duplicate = duplicates->size() > 1;
+  cols.latency_us = latencies->size() > 1;
+  cols.jitter_us = jitters->size() > 1;
+  cols.hosts = hosts->size() > 1;
+  cols.topology = topologies.size() > 1;
   if (std::system(("mkdir -p '" + out + "'").c_str()) != 0) {
     return Failure("sim", "cannot create the output directory " + out);
   }
-  std::string generated;
-  if (topology.empty() && hosts > 2) {
-    auto topo = sim::GenerateTopology(static_cast<int>(hosts), hosts > 16 ? 3 : 1);
-    if (!topo.ok()) return UsageError("sim", std::string(topo.status().message()));
-    generated = out + "/topology.net";
-    std::FILE* f = std::fopen(generated.c_str(), "w");
-    if (f == nullptr) return Failure("sim", "cannot write " + generated);
-    std::fputs(sim::FormatNetFile(*topo).c_str(), f);
-    std::fclose(f);
+  // The sweep, loss varying fastest; generated topologies written once per
+  // host count (DIR/topology.net, or DIR/topology-hN.net when --hosts is a list).
+  std::vector<RunParams> sweep;
+  for (const std::string& topo : topologies) {
+    for (int64_t h : *hosts) {
+      std::string file = topo;
+      if (topo.empty() && h > 2) {
+        auto generated = sim::GenerateTopology(static_cast<int>(h), h > 16 ? 3 : 1);
+        if (!generated.ok()) return UsageError("sim", std::string(generated.status().message()));
+        file = cols.hosts ? absl::StrCat(out, "/topology-h", h, ".net") : out + "/topology.net";
+        std::FILE* f = std::fopen(file.c_str(), "w");
+        if (f == nullptr) return Failure("sim", "cannot write " + file);
+        std::fputs(sim::FormatNetFile(*generated).c_str(), f);
+        std::fclose(f);
+      }
+      for (double lat : *latencies) {
+        for (double jit : *jitters) {
+          for (double dup : *duplicates) {
+            for (double loss : *losses) {
+              RunParams p;
+              p.loss = loss;
+              p.duplicate = dup;
+              p.latency_us = lat;
+              p.jitter_us = jit;
+              p.hosts = h;
+              p.topology = topo;
+              p.topology_file = file;
+              sweep.push_back(std::move(p));
+            }
+          }
+        }
+      }
+    }
   }
   const std::string conn_csv = out + "/connections.csv";
   const std::string sum_csv = out + "/summary.csv";
   std::FILE* cf = std::fopen(conn_csv.c_str(), "w");
   std::FILE* sf = std::fopen(sum_csv.c_str(), "w");
   if (cf == nullptr || sf == nullptr) return Failure("sim", "cannot write CSV files in " + out);
-  std::fputs("loss,connection,client,server,outcome,setup_us,retransmissions\n", cf);
-  std::fputs("loss,connections,established,rejected,failed,setup_min_us,setup_p50_us,"
-             "setup_p99_us,setup_max_us,retransmissions_mean,sa_retries,fabric_sent,"
-             "fabric_dropped,virtual_ms\n", sf);
-  Progress progress(isatty(STDERR_FILENO));
+  const std::string param_header = cols.Header();
+  absl::FPrintF(cf, "%s,connection,client,server,outcome,setup_us,retransmissions\n",
+                param_header);
+  absl::FPrintF(sf, "%s,connections,established,rejected,failed,setup_min_us,setup_p50_us,"
+                "setup_p99_us,setup_max_us,retransmissions_mean,sa_retries,fabric_sent,"
+                "fabric_dropped,virtual_ms\n", param_header);
+  Progress progress(show_progress);
   std::vector<std::vector<double>> setups;
   std::vector<std::map<int, int>> retx;
-  absl::PrintF("%-8s %8s %8s %8s %12s %12s %12s %10s\n", "loss", "conns", "estab", "failed",
-               "p50 (us)", "p99 (us)", "max (us)", "retx/conn");
-  for (size_t run = 0; run < losses->size(); ++run) {
-    const double loss = (*losses)[run];
+  std::vector<std::string> labels;
+  const bool by_label = cols.Grouping() != "loss rate";
+  int first_width = 8;
+  if (by_label) {
+    for (const RunParams& p : sweep) {
+      first_width = std::max(first_width, static_cast<int>(cols.Label(p).size()));
+    }
+  }
+  absl::PrintF("%-*s %8s %8s %8s %12s %12s %12s %10s\n", first_width,
+               by_label ? "run" : "loss", "conns", "estab", "failed", "p50 (us)", "p99 (us)",
+               "max (us)", "retx/conn");
+  for (size_t run = 0; run < sweep.size(); ++run) {
+    const RunParams& p = sweep[run];
+    const std::string label = cols.Label(p);
     SimWorldOptions wo;
     wo.seed = static_cast<uint64_t>(seed);
-    wo.link.loss = loss;
-    wo.link.duplicate = duplicate;
-    wo.link.latency = Duration::Nanos(static_cast<int64_t>(latency_us * 1e3));
-    wo.link.jitter = Duration::Nanos(static_cast<int64_t>(jitter_us * 1e3));
-    wo.topology_file = topology.empty() ? generated : topology;
-    wo.max_hosts = static_cast<size_t>(hosts);
+    wo.link.loss = p.loss;
+    wo.link.duplicate = p.duplicate;
+    wo.link.latency = Duration::Nanos(static_cast<int64_t>(p.latency_us * 1e3));
+    wo.link.jitter = Duration::Nanos(static_cast<int64_t>(p.jitter_us * 1e3));
+    wo.topology_file = p.topology_file;
+    wo.max_hosts = static_cast<size_t>(p.hosts);
     auto world = SimWorld::Create(wo, nullptr);
-    if (!world.ok()) return Failure("sim", std::string(world.status().message()));
+    if (!world.ok()) {
+      return Failure("sim", absl::StrCat("run ", label, ": ", world.status().message()));
+    }
     WorkloadOptions o;
     o.connections = static_cast<int>(connections);
     o.interval = Duration::Micros(interval_us);
@@ -191,20 +361,21 @@ int RunSim(int argc, char** argv) {
     o.spread = true;
     auto r = RunWorkload(**world, o, [&](int done, int total) {
       if (done == total || done % std::max(1, total / 100) == 0) {
-        progress.Show(run, losses->size(), loss, done, total);
+        progress.Show(run, sweep.size(), label, done, total);
       }
     });
     if (!r.ok()) {
       progress.Done();
-      return Failure("sim", absl::StrCat("run with loss ", loss, ": ", r.status().message()));
+      return Failure("sim", absl::StrCat("run ", label, ": ", r.status().message()));
     }
+    const std::string values = cols.Values(p);
     std::vector<double> times;
     std::map<int, int> hist;
     int established = 0, rejected = 0, failed = 0;
     double retx_sum = 0;
     for (const ConnResult& c : r->conns) {
       const char* outcome = c.established ? "established" : c.rejected ? "rejected" : "failed";
-      absl::FPrintF(cf, "%g,%d,%s,%s,%s,%s,%d\n", loss, c.index, c.client, c.server, outcome,
+      absl::FPrintF(cf, "%s,%d,%s,%s,%s,%s,%d\n", values, c.index, c.client, c.server, outcome,
                     Fmt(c.setup_us), c.retransmissions);
       if (c.established) ++established;
       if (c.rejected) ++rejected;
@@ -215,17 +386,19 @@ int RunSim(int argc, char** argv) {
     }
     std::sort(times.begin(), times.end());
     const double mean_retx = retx_sum / r->conns.size();
-    absl::FPrintF(sf, "%g,%d,%d,%d,%d,%s,%s,%s,%s,%.4f,%d,%d,%d,%s\n", loss, r->conns.size(),
+    absl::FPrintF(sf, "%s,%d,%d,%d,%d,%s,%s,%s,%s,%.4f,%d,%d,%d,%s\n", values, r->conns.size(),
                   established, rejected, failed, Fmt(times.empty() ? 0 : times.front()),
                   Fmt(Percentile(times, 0.5)), Fmt(Percentile(times, 0.99)),
                   Fmt(times.empty() ? 0 : times.back()), mean_retx, r->sa_retries, r->fabric_sent,
                   r->fabric_dropped, Fmt(r->elapsed.millis()));
     progress.Done();
-    absl::PrintF("%-8g %8d %8d %8d %12.1f %12.1f %12.1f %10.3f\n", loss, r->conns.size(),
-                 established + rejected, failed, Percentile(times, 0.5),
+    const std::string first = by_label ? label : absl::StrFormat("%g", p.loss);
+    absl::PrintF("%-*s %8d %8d %8d %12.1f %12.1f %12.1f %10.3f\n", first_width, first,
+                 r->conns.size(), established + rejected, failed, Percentile(times, 0.5),
                  Percentile(times, 0.99), times.empty() ? 0.0 : times.back(), mean_retx);
     setups.push_back(std::move(times));
     retx.push_back(std::move(hist));
+    labels.push_back(label);
   }
   std::fclose(cf);
   std::fclose(sf);
@@ -234,7 +407,7 @@ int RunSim(int argc, char** argv) {
     if (!HaveGnuplot()) {
       absl::PrintF("gnuplot is not installed: no PNG plots (apt-get install gnuplot-nox, or "
                    "tools/setup.sh); the .csv files have the data\n");
-    } else if (absl::Status s = WritePlots(out, *losses, setups, retx); !s.ok()) {
+    } else if (absl::Status s = WritePlots(out, cols.Grouping(), labels, setups, retx); !s.ok()) {
       return Failure("sim", std::string(s.message()));
     } else {
       absl::PrintF("wrote %s/setup_cdf.png and %s/retransmissions.png\n", out, out);

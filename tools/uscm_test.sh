@@ -80,6 +80,77 @@ cmp -s run1/connections.csv run2/connections.csv || { echo "FAIL same seed, diff
 check sim-seed 0 "" -- "$U" sim --out run3 --connections 50 --loss 0,0.05 --no-plots --seed 2
 cmp -s run1/connections.csv run3/connections.csv && { echo "FAIL seed 2 gave seed 1's CSV"; fails=$((fails + 1)); }
 check sim-bad-loss 2 "not a probability" -- "$U" sim --loss 0,1.5
+check sim-bad-duplicate 2 "--duplicate: '2' is not a probability" -- "$U" sim --duplicate 0,2
+check sim-bad-latency 2 "--latency-us: 'x' is not a delay" -- "$U" sim --latency-us 1,x
+check sim-bad-hosts 2 "--hosts: '1' is not an integer in \[2, 100000\]" -- "$U" sim --hosts 2,1
+check sim-bad-progress 2 "--progress=sometimes: expected always, auto or never" -- "$U" sim --progress=sometimes
+check sim-too-many-runs 2 "the sweep has 20000 runs" -- "$U" sim --loss "$(seq -s, 0 0.0001 0.0099)" --duplicate "$(seq -s, 0 0.001 0.199)"
+
+# sim sweeps: the cross product of every list, a column per swept parameter.
+sweep=(sim --connections 10 --loss 0,0.05 --duplicate 0,0.1 --latency-us 0.5,20 --jitter-us 0,3 --hosts 2,3 --no-plots)
+check sim-sweep 0 "loss 0.05, duplicate 0.1, latency_us 20, jitter_us 3, hosts 3" -- "$U" "${sweep[@]}" --out sw1
+head -1 sw1/connections.csv | grep -qx "loss,duplicate,latency_us,jitter_us,hosts,connection,client,server,outcome,setup_us,retransmissions" ||
+  { echo "FAIL sweep connections.csv columns: $(head -1 sw1/connections.csv)"; fails=$((fails + 1)); }
+head -1 sw1/summary.csv | grep -q "^loss,duplicate,latency_us,jitter_us,hosts,connections,established," ||
+  { echo "FAIL sweep summary.csv columns: $(head -1 sw1/summary.csv)"; fails=$((fails + 1)); }
+[[ $(($(wc -l < sw1/summary.csv) - 1)) -eq 32 ]] || { echo "FAIL sweep: $(($(wc -l < sw1/summary.csv) - 1)) summary rows, wanted 32 (2^5 runs)"; fails=$((fails + 1)); }
+[[ $(($(wc -l < sw1/connections.csv) - 1)) -eq 320 ]] || { echo "FAIL sweep: $(($(wc -l < sw1/connections.csv) - 1)) connection rows, wanted 320"; fails=$((fails + 1)); }
+# Every point of the product once (loss varies fastest), 10 connections each.
+want_points=$(for h in 2 3; do for l in 0.5 20; do for j in 0 3; do for d in 0 0.1; do for p in 0 0.05; do
+  echo "$p,$d,$l,$j,$h"; done; done; done; done; done)
+[[ "$(tail -n +2 sw1/summary.csv | cut -d, -f1-5)" == "$want_points" ]] || { echo "FAIL sweep points/order in summary.csv"; fails=$((fails + 1)); }
+[[ "$(tail -n +2 sw1/connections.csv | cut -d, -f1-5 | uniq -c | awk '$1 != 10' | wc -l)" -eq 0 ]] ||
+  { echo "FAIL sweep: a run without 10 connection rows"; fails=$((fails + 1)); }
+[[ -f sw1/topology-h3.net ]] || { echo "FAIL sweep: no generated topology-h3.net"; fails=$((fails + 1)); }
+# The parameters take effect: 20 us latency is slower than 0.5 us (p50 setup, loss 0).
+p50_fast=$(awk -F, '$1=="0" && $2=="0" && $3=="0.5" && $4=="0" && $5=="2" {print $12}' sw1/summary.csv)
+p50_slow=$(awk -F, '$1=="0" && $2=="0" && $3=="20" && $4=="0" && $5=="2" {print $12}' sw1/summary.csv)
+awk -v a="$p50_fast" -v b="$p50_slow" 'BEGIN { exit !(a > 0 && b > a) }' ||
+  { echo "FAIL sweep: p50 at 20 us latency ($p50_slow) not above 0.5 us ($p50_fast)"; fails=$((fails + 1)); }
+check sim-sweep-again 0 "" -- "$U" "${sweep[@]}" --out sw2
+cmp -s sw1/connections.csv sw2/connections.csv && cmp -s sw1/summary.csv sw2/summary.csv ||
+  { echo "FAIL sweep: same seed, different CSV"; fails=$((fails + 1)); }
+# Topology sweep: a list of net files (the generated ones), a topology column.
+check sim-topology-sweep 0 "topology sw1/topology-h3.net" -- "$U" sim --connections 5 --loss 0 --hosts 3 --topology sw1/topology-h3.net,run1/topology.net --no-plots --out sw3
+head -1 sw3/summary.csv | grep -q "^loss,topology,connections," || { echo "FAIL topology column: $(head -1 sw3/summary.csv)"; fails=$((fails + 1)); }
+[[ "$(tail -n +2 sw3/summary.csv | cut -d, -f1-2)" == $'0,sw1/topology-h3.net\n0,run1/topology.net' ]] ||
+  { echo "FAIL topology sweep rows"; fails=$((fails + 1)); }
+
+# sim plots: gnuplot (tools/setup.sh installs it) draws two PNGs.
+if ! command -v gnuplot >/dev/null; then
+  echo "FAIL sim-plots: gnuplot is not installed; run tools/setup.sh (apt-get install gnuplot-nox)"; fails=$((fails + 1))
+else
+  check sim-plots 0 "wrote pl/setup_cdf.png and pl/retransmissions.png" -- "$U" sim --out pl --connections 20 --loss 0,0.05 --latency-us 0.5,5
+  for png in pl/setup_cdf.png pl/retransmissions.png; do
+    if [[ ! -s $png ]]; then
+      echo "FAIL sim-plots: no $png"; fails=$((fails + 1)); continue
+    fi
+    [[ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" == 89504e470d0a1a0a ]] ||
+      { echo "FAIL sim-plots: $png lacks the PNG signature"; fails=$((fails + 1)); }
+    # Width and height from the IHDR chunk (big-endian at bytes 16..23).
+    read -r w h < <(od -An -tu1 -j16 -N8 "$png" | awk '{ print $1*16777216+$2*65536+$3*256+$4, $5*16777216+$6*65536+$7*256+$8 }')
+    [[ "$w" -eq 900 && "$h" -eq 600 ]] || { echo "FAIL sim-plots: $png is ${w}x${h}, wanted 900x600"; fails=$((fails + 1)); }
+    if command -v file >/dev/null; then
+      file "$png" | grep -q "PNG image data, 900 x 600" || { echo "FAIL sim-plots: file(1) says $(file "$png")"; fails=$((fails + 1)); }
+    fi
+  done
+  # One curve per run, titled by the swept parameters.
+  [[ $(grep -o "title 'loss [0-9.]*, latency_us [0-9.]*'" pl/plots.gp | wc -l) -eq 8 ]] ||
+    { echo "FAIL sim-plots: plots.gp lacks 4 curves per plot titled by loss and latency_us"; fails=$((fails + 1)); }
+fi
+
+# sim --progress: always draws on stderr even when it is not a terminal, and
+# changes nothing in the results.
+check sim-progress 0 "" -- "$U" sim --out pr1 --connections 30 --loss 0,0.05 --no-plots --progress=always
+grep -qE "\] run 2/2 loss 0.05: 30/30 connections" err.txt || { echo "FAIL --progress=always drew no bar on stderr"; head -c 300 err.txt; fails=$((fails + 1)); }
+[[ $(tr '\r' '\n' < err.txt | grep -c "run [12]/2") -ge 4 ]] || { echo "FAIL --progress=always: fewer than 4 updates"; fails=$((fails + 1)); }
+check sim-progress-never 0 "" -- "$U" sim --out pr2 --connections 30 --loss 0,0.05 --no-plots --progress=never
+[[ ! -s err.txt ]] || { echo "FAIL --progress=never wrote to stderr"; fails=$((fails + 1)); }
+check sim-progress-auto 0 "" -- "$U" sim --out pr3 --connections 30 --loss 0,0.05 --no-plots
+[[ ! -s err.txt ]] || { echo "FAIL --progress=auto drew on a non-terminal stderr"; fails=$((fails + 1)); }
+for f in connections.csv summary.csv; do
+  cmp -s pr1/$f pr2/$f && cmp -s pr1/$f pr3/$f || { echo "FAIL --progress changed $f"; fails=$((fails + 1)); }
+done
 
 # ping and saquery on the simulated fabric.
 check ping 0 "setup time \(us, virtual\): min [0-9.]+  p50 [0-9.]+  p99 [0-9.]+  max" -- "$U" ping -c 20 --ece
