@@ -441,6 +441,19 @@ absl::StatusOr<ListenId> CmEndpoint::Listen(uint64_t service_id, uint64_t mask,
   return ListenId{k.index, k.generation};
 }
 
+absl::Status CmEndpoint::SetBacklog(ListenId id, uint32_t backlog) {
+  if (backlog == 0) {
+    return absl::InvalidArgumentError("backlog must be at least 1");
+  }
+  Listener* l = listeners_.Get(id.index, id.generation);
+  if (l == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown listen id ", id.index, "/",
+                                            id.generation));
+  }
+  l->backlog = backlog;
+  return absl::OkStatus();
+}
+
 absl::Status CmEndpoint::StopListening(ListenId id) {
   if (!listeners_.Remove(id.index, id.generation)) {
     return absl::NotFoundError(absl::StrCat("unknown listen id ", id.index, "/",

@@ -80,6 +80,10 @@ class CmEndpoint {
   absl::StatusOr<ListenId> Listen(uint64_t service_id, uint64_t mask,
                                   uint32_t backlog, bool reuse);
   absl::Status StopListening(ListenId id);
+  // Changes a live listener's backlog (>= 1). Connections already pending
+  // stay; while `pending` >= the new backlog further REQs overflow
+  // (CmConfig::backlog_overflow).
+  absl::Status SetBacklog(ListenId id, uint32_t backlog);
   absl::Status Accept(mad::TimePoint now, ConnId id, const AcceptParams& p);
   absl::Status Reject(mad::TimePoint now, ConnId id, RejReason reason,
                       std::span<const uint8_t> private_data,

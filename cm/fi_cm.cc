@@ -375,6 +375,10 @@ absl::Status PassiveEndpoint::SetBacklog(int backlog) {
   if (backlog < 0) {
     return absl::InvalidArgumentError(absl::StrCat("backlog is ", backlog, "; must be >= 0"));
   }
+  if (listening_) {
+    absl::Status s = id_->SetBacklog(backlog);
+    if (!s.ok()) return s;
+  }
   backlog_ = backlog;
   return absl::OkStatus();
 }

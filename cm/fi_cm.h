@@ -159,7 +159,10 @@ class PassiveEndpoint {
 
   absl::Status SetName(const void* addr, size_t addrlen);
   absl::Status GetName(void* addr, size_t* addrlen) const;
-  // fi_listen; the backlog (fi_control FI_BACKLOG) may be set before: 0 = default.
+  // fi_control(FI_BACKLOG): 0 = the default (1024). Before Listen it is the
+  // backlog Listen uses; on a listening endpoint it changes the live
+  // listener's backlog (REQs beyond it are refused with REJ 3, connections
+  // already pending stay).
   absl::Status SetBacklog(int backlog);
   absl::Status Listen();
   // fi_reject(pep, handle, param, paramlen): consumes the info.
@@ -185,9 +188,11 @@ struct McAddr {
   uint32_t qkey = 0;
 };
 
-// fi_join flags: send-only (FI_SEND: send-only full membership, the QP is not
-// attached), receive-only (FI_RECV: full member, attached), or both (0).
-enum JoinFlags : uint32_t { kJoinSend = 1u << 10, kJoinRecv = 1u << 11 };
+// fi_join flags, libfabric's values (rdma/fabric.h: FI_RECV 1ULL << 10,
+// FI_SEND 1ULL << 11): send-only (FI_SEND: send-only full membership, the QP
+// is not attached), receive-only (FI_RECV: full member, attached), or both
+// (0 or FI_SEND | FI_RECV: full member, attached).
+enum JoinFlags : uint32_t { kJoinRecv = 1u << 10, kJoinSend = 1u << 11 };
 
 class Endpoint {
  public:

@@ -284,6 +284,39 @@ TEST_F(FiCmTest, BacklogIsAdjustable) {
   EXPECT_EQ(err.prov_errno, -3);  // REJ "no resources" (backlog)
 }
 
+TEST_F(FiCmTest, BacklogChangesOnALiveListener) {
+  auto pep = Listener(/*backlog=*/4);
+  auto e1 = *Endpoint::Create(*eq_[0]);
+  auto e2 = *Endpoint::Create(*eq_[0]);
+  auto e3 = *Endpoint::Create(*eq_[0]);
+  RecordingQp q1(0x511), q2(0x512), q3(0x513);
+  ASSERT_TRUE(e1->SetQp(&q1).ok());
+  ASSERT_TRUE(e2->SetQp(&q2).ok());
+  ASSERT_TRUE(e3->SetQp(&q3).ok());
+  ASSERT_TRUE(e1->Connect(Dest(), {}).ok());
+  EqEntry r1 = Next(1, EqEvent::kConnReq);  // 1 pending of 4
+  // Shrink while listening: 1 pending fills a backlog of 1.
+  ASSERT_TRUE(pep->SetBacklog(1).ok());
+  EXPECT_EQ(f_->host(1).device->node().cm().counters().backlog_rejected, 0u);
+  ASSERT_TRUE(e2->Connect(Dest(), {}).ok());
+  EqErrEntry err = NextErr(0);
+  EXPECT_EQ(err.fid, e2.get());
+  EXPECT_EQ(err.err, ECONNREFUSED);
+  EXPECT_EQ(err.prov_errno, -3);  // REJ 3, the backlog policy's answer
+  EXPECT_EQ(f_->host(1).device->node().cm().counters().backlog_rejected, 1u);
+  EXPECT_EQ(ToFiErrno(eq_[1]->Read().status()), -EAGAIN) << "no CONNREQ for e2";
+  // Grow it again: the next REQ is delivered although r1 is still pending.
+  ASSERT_TRUE(pep->SetBacklog(2).ok());
+  ASSERT_TRUE(e3->Connect(Dest(), {}).ok());
+  EqEntry r3 = Next(1, EqEvent::kConnReq);
+  EXPECT_NE(r3.info.handle, r1.info.handle);
+  EXPECT_EQ(f_->host(1).device->node().cm().counters().backlog_rejected, 1u);
+  EXPECT_FALSE(pep->SetBacklog(-1).ok());
+  ASSERT_TRUE(pep->SetBacklog(0).ok());  // back to the default
+  ASSERT_TRUE(pep->Reject(r1.info, {}).ok());
+  ASSERT_TRUE(pep->Reject(r3.info, {}).ok());
+}
+
 TEST_F(FiCmTest, AttachedQpMovesAtTheRightPoints) {
   auto pep = Listener();
   auto ep = *Endpoint::Create(*eq_[0]);
@@ -328,6 +361,43 @@ TEST_F(FiCmTest, RejectMovesTheActiveQpToError) {
   EXPECT_THAT(qa.log, ElementsAre("INIT", "ERROR"));
 }
 
+TEST_F(FiCmTest, JoinFlagsHaveLibfabricValues) {
+  // rdma/fabric.h: FI_RECV (1ULL << 10), FI_SEND (1ULL << 11).
+  static_assert(kJoinRecv == (1ULL << 10));
+  static_assert(kJoinSend == (1ULL << 11));
+  EXPECT_EQ(static_cast<uint64_t>(kJoinRecv), 0x400u);
+  EXPECT_EQ(static_cast<uint64_t>(kJoinSend), 0x800u);
+  RecordingQp qp(0x710);  // outlives the endpoint, which leaves (detaches) on close
+  auto ep = *Endpoint::Create(*eq_[0], PortSpace::kUdp);
+  ASSERT_TRUE(ep->SetQp(&qp).ok());
+  std::vector<uint8_t> sa(sizeof(sockaddr_in));
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(f_->host(0).ip.ipv4());
+  std::memcpy(sa.data(), &sin, sizeof sin);
+  ASSERT_TRUE(ep->SetName(sa.data(), sa.size()).ok());
+  // The raw libfabric numbers: FI_SEND alone is send-only (no attach).
+  int c = 0;
+  Multicast* send = *ep->Join(*Address::Parse("239.1.1.5"), uint32_t{1} << 11, &c);
+  EXPECT_TRUE(send->send_only());
+  Next(0, EqEvent::kJoinComplete);
+  EXPECT_TRUE(qp.log.empty());
+  Multicast* recv = *ep->Join(*Address::Parse("239.1.1.6"), uint32_t{1} << 10, &c);
+  EXPECT_FALSE(recv->send_only());
+  Next(0, EqEvent::kJoinComplete);
+  EXPECT_THAT(qp.log, ElementsAre("ATTACH"));
+  Multicast* both = *ep->Join(*Address::Parse("239.1.1.7"), kJoinSend | kJoinRecv, &c);
+  EXPECT_FALSE(both->send_only());
+  Next(0, EqEvent::kJoinComplete);
+  EXPECT_THAT(qp.log, ElementsAre("ATTACH", "ATTACH"));
+  EXPECT_THAT(ep->Join(*Address::Parse("239.1.1.8"), uint32_t{1} << 12, &c).status().message(),
+              HasSubstr("FI_EBADFLAGS"));
+  ep.reset();  // fi_close: leaves all three; detaches the two attached
+  EXPECT_THAT(qp.log, ElementsAre("ATTACH", "ATTACH", "DETACH", "DETACH"));
+  Settle();
+  EXPECT_EQ(f_->sa().groups(), 0u);
+}
+
 TEST_F(FiCmTest, JoinSendOnlyDoesNotAttachAndLeaveDetaches) {
   auto ep = *Endpoint::Create(*eq_[0], PortSpace::kUdp);
   RecordingQp qp(0x700);
@@ -343,6 +413,7 @@ TEST_F(FiCmTest, JoinSendOnlyDoesNotAttachAndLeaveDetaches) {
 
   int c1 = 0, c2 = 0;
   Multicast* send_only = *ep->Join(*Address::Parse("239.1.1.1"), kJoinSend, &c1);
+  EXPECT_TRUE(send_only->send_only());
   EXPECT_EQ(send_only->Addr().status().code(), absl::StatusCode::kFailedPrecondition);
   EqEntry j1 = Next(0, EqEvent::kJoinComplete);
   EXPECT_EQ(j1.fid, send_only);
@@ -354,6 +425,7 @@ TEST_F(FiCmTest, JoinSendOnlyDoesNotAttachAndLeaveDetaches) {
   EXPECT_TRUE(qp.log.empty());  // send-only: no attach
 
   Multicast* recv = *ep->Join(*Address::Parse("239.1.1.2"), kJoinRecv, &c2);
+  EXPECT_FALSE(recv->send_only());
   EqEntry j2 = Next(0, EqEvent::kJoinComplete);
   EXPECT_EQ(j2.context, &c2);
   EXPECT_THAT(qp.log, ElementsAre("ATTACH"));

@@ -426,6 +426,10 @@ void Device::FreeId(CmId* id) {
     const uint32_t key = uint32_t{static_cast<uint16_t>(id->ps_)} << 16 | id->local_.port;
     auto it = ports_in_use_.find(key);
     if (it != ports_in_use_.end() && --it->second <= 0) ports_in_use_.erase(it);
+    if (!id->options_.reuse_addr) {
+      auto ex = exclusive_ports_.find(key);
+      if (ex != exclusive_ports_.end() && --ex->second <= 0) exclusive_ports_.erase(ex);
+    }
   }
   // Children still pointing at this listener forget it.
   for (auto& [raw, owned] : ids_) {
@@ -454,6 +458,7 @@ absl::Status Device::AllocPort(CmId* id) {
     const uint32_t key = uint32_t{static_cast<uint16_t>(id->ps_)} << 16 | p;
     if (!ports_in_use_.contains(key)) {
       ports_in_use_[key] = 1;
+      if (!id->options_.reuse_addr) exclusive_ports_[key] = 1;
       id->local_.port = p;
       return absl::OkStatus();
     }
@@ -496,12 +501,15 @@ absl::Status CmId::BindAddr(const Address& addr) {
   } else {
     const uint32_t key = uint32_t{static_cast<uint16_t>(ps_)} << 16 | addr.port;
     auto it = device_->ports_in_use_.find(key);
-    if (it != device_->ports_in_use_.end() && !options_.reuse_addr) {
+    // Shared only when every id bound to it and this one set REUSEADDR.
+    if (it != device_->ports_in_use_.end() &&
+        (!options_.reuse_addr || device_->exclusive_ports_.contains(key))) {
       return absl::AlreadyExistsError(absl::StrCat(
           "bind_addr: port ", addr.port, " is in use in this port space (errno EADDRINUSE); "
           "set REUSEADDR on both ids to share it"));
     }
     ++device_->ports_in_use_[key];
+    if (!options_.reuse_addr) ++device_->exclusive_ports_[key];
   }
   local_.gid = port.gid;
   local_.lid = port.lid;

@@ -209,7 +209,12 @@ class CmId {
   // ROUTE_RESOLVED / ROUTE_ERROR on the channel.
   absl::Status ResolveRoute(mad::Duration timeout = mad::Duration::Seconds(2));
   absl::Status Connect(const ConnParam& param);
+  // backlog <= 0: the default (1024).
   absl::Status Listen(int backlog);
+  // [fabric] fi_control(FI_BACKLOG) on a listening id: the new backlog (same
+  // rule as Listen) applies to the next REQ; connections already pending
+  // stay. FailedPrecondition unless the id is in LISTEN.
+  absl::Status SetBacklog(int backlog);
   absl::Status Accept(const ConnParam& param);
   absl::Status Reject(std::span<const uint8_t> private_data);
   absl::Status RejectEce(std::span<const uint8_t> private_data);
@@ -281,6 +286,7 @@ class CmId {
     bool attached = false;     // [fabric] the QP was attached to the group
     mad::Gid mgid;             // [fabric] for the detach
     uint16_t mlid = 0;
+    bool refused = false;      // MULTICAST_ERROR from the SA: nothing to leave there
   };
   std::vector<McJoinState> joins_;
   // Guarded by the channel mutex: events queued or delivered, not acked.
@@ -398,6 +404,7 @@ class Device final : public cm::NodeObserver {
   absl::flat_hash_map<uint64_t, CmId*> by_query_;   // SA query id
   absl::flat_hash_map<uint64_t, CmId*> by_ticket_;  // multicast ticket
   absl::flat_hash_map<uint32_t, int> ports_in_use_;  // (ps << 16 | port) -> binders
+  absl::flat_hash_map<uint32_t, int> exclusive_ports_;  // ... -> binders without REUSEADDR
   uint16_t next_port_ = 40000;
   uint64_t rng_state_;
 };

@@ -174,6 +174,13 @@ absl::Status CmId::Listen(int backlog) {
   return absl::OkStatus();
 }
 
+absl::Status CmId::SetBacklog(int backlog) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kListen) return WrongState("set_backlog", state_, "LISTEN");
+  const uint32_t b = backlog <= 0 ? 1024 : static_cast<uint32_t>(backlog);
+  return Prefix("set_backlog", device_->node_->cm().SetBacklog(listen_, b));
+}
+
 absl::Status CmId::Accept(const ConnParam& param) {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   if (state_ != IdState::kConnectRequest) return WrongState("accept", state_, "CONNECT_REQUEST");
@@ -407,7 +414,10 @@ absl::Status CmId::LeaveMulticast(const Address& group) {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   for (auto it = joins_.begin(); it != joins_.end(); ++it) {
     if (!it->group.SameHost(group)) continue;
-    absl::Status s = device_->node_->mc().Leave(device_->node_->Now(), it->ticket);
+    // After MULTICAST_ERROR (the SA refused) there is no membership to leave;
+    // as librdmacm, leave_multicast just frees the join.
+    absl::Status s = it->refused ? absl::OkStatus()
+                                 : device_->node_->mc().Leave(device_->node_->Now(), it->ticket);
     if (it->attached && qp_ != nullptr) {  // [fabric] ibv_detach_mcast
       absl::Status d = qp_->DetachMulticast(it->mgid, it->mlid);
       if (s.ok()) s = d;

@@ -118,6 +118,8 @@ void Device::OnMcEvent(sa::McEvent& m) {
   if (join == nullptr) return;
   auto e = std::make_unique<Event>();
   e->mc_context = join->context;
+  // The multicast manager dropped a refused join: leave_multicast only frees it.
+  if (!m.status.ok()) join->refused = true;
   // [fabric] librdmacm attaches the id's QP unless the join was send-only.
   if (m.status.ok() && id->qp_ != nullptr && !join->send_only && !join->attached) {
     absl::Status a = id->qp_->AttachMulticast(m.group.mgid, m.group.mlid);

@@ -4,6 +4,7 @@
 // every table empty.
 #include "cm/rdma_cm.h"
 
+#include <cerrno>
 #include <vector>
 
 #include "cm/rdma_cm_testing.h"
@@ -270,6 +271,160 @@ TEST_F(RdmaCmTest, MulticastJoinAndLeave) {
   f_->RunFor(mad::Duration::Seconds(5));
   EXPECT_EQ(f_->sa().groups(), 0u);
   ASSERT_TRUE(ch(0).DestroyId(id).ok());
+  ExpectEmpty();
+}
+
+TEST_F(RdmaCmTest, MulticastErrorCarriesTheStatusAndTheJoinsContext) {
+  CmId* id = *ch(0).CreateId(nullptr, PortSpace::kUdp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, f_->host(1).ip).ok());
+  Next(0, EventType::kAddrResolved);
+  // An AF_IB group whose GID is not a multicast GID (no 0xFF prefix): the
+  // join goes to the SA, which refuses to create it (ERR_REQ_INVALID).
+  const Address bad = Address::Ib(*mad::Gid::Parse("fe80::1:2:3:4"), 0, 0);
+  int ctx = 0;
+  ASSERT_TRUE(id->JoinMulticast(bad, &ctx).ok());
+  const uint64_t errors = f_->sa().counters().errors;
+  Event e = Next(0, EventType::kMulticastError);
+  EXPECT_EQ(e.id, id);
+  EXPECT_EQ(e.mc_context, &ctx);
+  EXPECT_EQ(e.status, -EINVAL);
+  EXPECT_THAT(e.detail, HasSubstr("ERR_REQ_INVALID"));
+  EXPECT_EQ(f_->sa().counters().errors, errors + 1);
+  EXPECT_EQ(f_->sa().groups(), 0u);
+  // As librdmacm: the refused join is freed by leave_multicast.
+  ASSERT_TRUE(id->LeaveMulticast(bad).ok());
+  EXPECT_THAT(id->LeaveMulticast(bad).message(), HasSubstr("not joined"));
+  // A good join on the same id still works and hands back its own context.
+  int ctx2 = 0;
+  const Address group = *Address::Parse("239.1.2.4");
+  ASSERT_TRUE(id->JoinMulticast(group, &ctx2).ok());
+  Event j = Next(0, EventType::kMulticastJoin);
+  EXPECT_EQ(j.mc_context, &ctx2);
+  ASSERT_TRUE(id->LeaveMulticast(group).ok());
+  ASSERT_TRUE(ch(0).DestroyId(id).ok());
+  ExpectEmpty();
+  EXPECT_EQ(f_->sa().groups(), 0u);
+}
+
+TEST_F(RdmaCmTest, TosBecomesTheTrafficClassOfTheReqOnTheWire) {
+  CmId* listener = Listener();
+  CmId* a = *ch(0).CreateId(nullptr, PortSpace::kTcp);
+  IdOptions o;
+  o.tos = 0x68;
+  ASSERT_TRUE(a->SetOption(o).ok());
+  Address dst = f_->host(1).ip;
+  dst.port = kPort;
+  ASSERT_TRUE(a->ResolveAddr(absl::nullopt, dst).ok());
+  Next(0, EventType::kAddrResolved);
+  ASSERT_TRUE(a->ResolveRoute().ok());
+  Next(0, EventType::kRouteResolved);
+  ASSERT_TRUE(a->route().has_value());
+  EXPECT_EQ(a->route()->traffic_class, 0x68);  // over the SA's path (tclass 0)
+  ConnParam p;
+  p.qp_num = 0x31;
+  ASSERT_TRUE(a->Connect(p).ok());
+  Event req = Next(1, EventType::kConnectRequest);
+  // The passive side's path is parsed from the REQ that crossed the fabric.
+  ASSERT_TRUE(req.id->route().has_value());
+  EXPECT_EQ(req.id->route()->traffic_class, 0x68);
+  ASSERT_TRUE(req.id->Reject({}).ok());
+  Next(0, EventType::kRejected);
+
+  // The IB_PATH option (no SA query): TOS overrides the given path's class.
+  CmId* b = *ch(0).CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(b->ResolveAddr(absl::nullopt, dst).ok());
+  Next(0, EventType::kAddrResolved);
+  IdOptions ob;
+  ob.tos = 0x20;
+  ob.ib_path = *a->route();
+  ob.ib_path->traffic_class = 0;
+  ASSERT_TRUE(b->SetOption(ob).ok());
+  ASSERT_TRUE(b->ResolveRoute().ok());
+  Next(0, EventType::kRouteResolved);
+  EXPECT_EQ(b->route()->traffic_class, 0x20);
+  ConnParam pb;
+  pb.qp_num = 0x32;
+  ASSERT_TRUE(b->Connect(pb).ok());
+  Event req2 = Next(1, EventType::kConnectRequest);
+  EXPECT_EQ(req2.id->route()->traffic_class, 0x20);
+  ASSERT_TRUE(req2.id->Reject({}).ok());
+  Next(0, EventType::kRejected);
+  for (CmId* x : {a, b}) ASSERT_TRUE(ch(0).DestroyId(x).ok());
+  for (CmId* x : {req.id, req2.id, listener}) ASSERT_TRUE(ch(1).DestroyId(x).ok());
+  ExpectEmpty();
+}
+
+TEST_F(RdmaCmTest, ReuseAddrSharesAPortAndTheFirstListenerGetsTheReq) {
+  Address addr = f_->host(1).ip;
+  addr.port = kPort;
+  IdOptions reuse;
+  reuse.reuse_addr = true;
+  CmId* l1 = *ch(1).CreateId(nullptr, PortSpace::kTcp);
+  CmId* l2 = *ch(1).CreateId(nullptr, PortSpace::kTcp);
+  CmId* plain = *ch(1).CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(l1->SetOption(reuse).ok());
+  ASSERT_TRUE(l2->SetOption(reuse).ok());
+  ASSERT_TRUE(l1->BindAddr(addr).ok());
+  ASSERT_TRUE(l2->BindAddr(addr).ok());  // both set REUSEADDR: shared
+  EXPECT_THAT(plain->BindAddr(addr).message(), HasSubstr("EADDRINUSE"));
+  EXPECT_THAT(l1->SetOption(IdOptions{}).message(), HasSubstr("set_option(REUSEADDR)"));
+  // The CM core lets both listen on the one service ID (both have reuse).
+  ASSERT_TRUE(l1->Listen(4).ok());
+  ASSERT_TRUE(l2->Listen(4).ok());
+  EXPECT_EQ(dev(1).node().cm().listener_count(), 2u);
+  CmId* a1 = Resolved();
+  ConnParam p1;
+  p1.qp_num = 0x41;
+  ASSERT_TRUE(a1->Connect(p1).ok());
+  Event r1 = Next(1, EventType::kConnectRequest);
+  EXPECT_EQ(r1.listen_id, l1);  // the first listener in the CM's table matches
+  EXPECT_EQ(r1.id->GetLocalAddr().ToString(), "10.0.0.2:7471");
+  ASSERT_TRUE(r1.id->Reject({}).ok());
+  Next(0, EventType::kRejected);
+  // With the first gone the second still listens on the port.
+  ASSERT_TRUE(ch(1).DestroyId(l1).ok());
+  CmId* a2 = Resolved();
+  ConnParam p2;
+  p2.qp_num = 0x42;
+  ASSERT_TRUE(a2->Connect(p2).ok());
+  Event r2 = Next(1, EventType::kConnectRequest);
+  EXPECT_EQ(r2.listen_id, l2);
+  ASSERT_TRUE(r2.id->Reject({}).ok());
+  Next(0, EventType::kRejected);
+  // The port is still held (by l2, with REUSEADDR): a plain bind still fails,
+  // and succeeds once l2 is gone.
+  EXPECT_THAT(plain->BindAddr(addr).message(), HasSubstr("EADDRINUSE"));
+  ASSERT_TRUE(ch(1).DestroyId(l2).ok());
+  ASSERT_TRUE(plain->BindAddr(addr).ok());
+  // A REUSEADDR id cannot share with one bound without it.
+  CmId* late = *ch(1).CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(late->SetOption(reuse).ok());
+  EXPECT_THAT(late->BindAddr(addr).message(), HasSubstr("EADDRINUSE"));
+  for (CmId* x : {a1, a2}) ASSERT_TRUE(ch(0).DestroyId(x).ok());
+  for (CmId* x : {r1.id, r2.id, plain, late}) ASSERT_TRUE(ch(1).DestroyId(x).ok());
+  ExpectEmpty();
+}
+
+TEST_F(RdmaCmTest, SetBacklogOnALiveListener) {
+  CmId* listener = Listener(PortSpace::kTcp, /*backlog=*/8);
+  CmId* idle = *ch(1).CreateId(nullptr, PortSpace::kTcp);
+  EXPECT_THAT(idle->SetBacklog(1).message(), HasSubstr("set_backlog: id is in state IDLE"));
+  CmId* a1 = Resolved();
+  CmId* a2 = Resolved();
+  ConnParam p1, p2;
+  p1.qp_num = 0x51;
+  p2.qp_num = 0x52;
+  ASSERT_TRUE(a1->Connect(p1).ok());
+  Event req = Next(1, EventType::kConnectRequest);
+  ASSERT_TRUE(listener->SetBacklog(1).ok());  // 1 pending fills it
+  ASSERT_TRUE(a2->Connect(p2).ok());
+  Event rej = Next(0, EventType::kRejected);
+  EXPECT_EQ(rej.status, 3);
+  EXPECT_EQ(rej.id, a2);
+  ASSERT_TRUE(req.id->Reject({}).ok());
+  Next(0, EventType::kRejected);
+  for (CmId* x : {a1, a2}) ASSERT_TRUE(ch(0).DestroyId(x).ok());
+  for (CmId* x : {req.id, idle, listener}) ASSERT_TRUE(ch(1).DestroyId(x).ok());
   ExpectEmpty();
 }
 

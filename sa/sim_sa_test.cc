@@ -400,6 +400,68 @@ TEST_F(SimSaTest, JoinWithMgidZeroCreatesAGroupOthersJoinAndLeave) {
   ExpectQuiet();
 }
 
+TEST_F(SimSaTest, SendOnlyNonMemberJoinsAnExistingGroupButCannotCreateOne) {
+  Build(sim::TwoHostsOneSwitch());
+  Host& a = *hosts_[0];
+  Host& b = *hosts_[1];
+  // Not a creator state: a SendOnlyNonMember join of an unknown MGID is refused.
+  McJoin orphan = CreateJoin(b.gid);
+  orphan.mgid = *mad::Gid::Parse("ff12:a01b::77");
+  orphan.join_state = JoinState(JoinState::kSendOnlyNonMember);
+  ASSERT_TRUE(b.client->Join(sched_->Now(), orphan).ok());
+  SaResult refused = Await(*b.client);
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status.message()), HasSubstr("ERR_REQ_INVALID"));
+  EXPECT_EQ(sa_->groups(), 0u);
+
+  ASSERT_TRUE(a.client->Join(sched_->Now(), CreateJoin(a.gid)).ok());
+  SaResult created = Await(*a.client);
+  ASSERT_TRUE(created.status.ok()) << created.status;
+  const McGroup g = *created.group;
+
+  McJoin send_only;
+  send_only.mgid = g.mgid;
+  send_only.port_gid = b.gid;
+  send_only.join_state = JoinState(JoinState::kSendOnlyNonMember);
+  send_only.create = false;
+  ASSERT_TRUE(b.client->Join(sched_->Now(), send_only).ok());
+  SaResult joined = Await(*b.client);
+  ASSERT_TRUE(joined.status.ok()) << joined.status;
+  ASSERT_TRUE(joined.group.has_value());
+  EXPECT_EQ(joined.group->mgid, g.mgid);
+  EXPECT_EQ(joined.group->mlid, g.mlid);
+  EXPECT_EQ(joined.group->qkey, g.qkey);
+  EXPECT_EQ(joined.group->remote_qpn, 0xFFFFFFu);
+  EXPECT_EQ(joined.group->join_state, JoinState(JoinState::kSendOnlyNonMember));
+  EXPECT_EQ(sa_->members(g.mgid), 2u);
+
+  // The SA records b with JoinState SendOnlyNonMember (bit 2) only.
+  McMemberRecord tmpl;
+  tmpl.mgid = g.mgid;
+  tmpl.port_gid = b.gid;
+  ASSERT_TRUE(a.client
+                  ->GetMcMembers(sched_->Now(), tmpl,
+                                 McMemberRecordMask::kMgid | McMemberRecordMask::kPortGid)
+                  .ok());
+  SaResult members = Await(*a.client);
+  ASSERT_TRUE(members.status.ok()) << members.status;
+  ASSERT_EQ(members.members.size(), 1u);
+  EXPECT_EQ(members.members[0].join_state.bits(), JoinState::kSendOnlyNonMember);
+
+  // Its leave does not delete the group (it is no creator); the full member's does.
+  ASSERT_TRUE(b.client
+                  ->Leave(sched_->Now(), g.mgid, b.gid,
+                          JoinState(JoinState::kSendOnlyNonMember))
+                  .ok());
+  EXPECT_TRUE(Await(*b.client).status.ok());
+  EXPECT_EQ(sa_->groups(), 1u);
+  EXPECT_EQ(sa_->members(g.mgid), 1u);
+  ASSERT_TRUE(a.client->Leave(sched_->Now(), g.mgid, a.gid, JoinState(JoinState::kFullMember)).ok());
+  EXPECT_TRUE(Await(*a.client).status.ok());
+  EXPECT_EQ(sa_->groups(), 0u);
+  ExpectQuiet();
+}
+
 TEST_F(SimSaTest, BadJoinsAreRejected) {
   Build(sim::TwoHostsOneSwitch());
   Host& a = *hosts_[0];
