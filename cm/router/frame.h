@@ -58,7 +58,8 @@ struct ClaimFrame {
   uint32_t request = 0;  // echoed in the reply
   uint64_t service_id = 0;
   uint64_t mask = 0;
-  bool reuse = false;
+  bool reuse = false;  // REUSEADDR of the listening id (informational: the
+                       // router refuses another process's overlap either way)
 };
 
 // Not StatusOr<Status>: that type cannot tell a decode error from a value.

@@ -3,8 +3,10 @@
 // machines stay in the processes; the router only routes and checks:
 //
 //   * REQ / SIDR_REQ from the wire go to the process that claimed the
-//     service ID (claims may overlap only when both asked for reuse; the
-//     oldest matching claim wins, as CmEndpoint::MatchListener does);
+//     service ID (claims of two processes never overlap: a second listen is
+//     refused with AlreadyExists, EADDRINUSE, even when both set REUSEADDR,
+//     as the kernel's rdma_listen; one process's own overlapping listens are
+//     its endpoint's business, and the oldest matching claim wins);
 //   * every other CM MAD goes by the comm ID it is addressed to: each client
 //     gets a slot, and its local comm IDs carry the slot in their top
 //     `slot_bits` bits, so the owner is a shift away;

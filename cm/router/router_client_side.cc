@@ -180,12 +180,15 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
     const uint64_t common = claim.mask & c.mask;
     if ((claim.service_id & common) != (c.service_id & common)) continue;
     if (c.slot == slot) continue;  // the process's own endpoint checks its own overlaps
-    if (claim.reuse && c.reuse) continue;
+    // As the kernel's rdma_listen: a second listener on the same service is
+    // refused even when both set REUSEADDR (that option shares a bound port
+    // between ids that do not listen; it never shares a listen).
     ++counters_.claim_conflicts;
     return absl::AlreadyExistsError(absl::StrCat(
         "router: service ID 0x", absl::Hex(claim.service_id), "/0x", absl::Hex(claim.mask),
         " overlaps 0x", absl::Hex(c.service_id), "/0x", absl::Hex(c.mask),
-        " claimed by another process (slot ", c.slot, "); both need reuse to share it"));
+        " that another process listens on (slot ", c.slot,
+        "); a service has one listener per port, REUSEADDR or not (errno EADDRINUSE)"));
   }
   claims_.push_back(Claim{slot, claim.service_id, claim.mask, claim.reuse});
   return absl::OkStatus();

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "cm/cm_testing.h"
@@ -118,6 +119,7 @@ class RouterTest : public ::testing::Test {
       if (router_->PollWire() > 0) moved = true;
       peer_tx_->Drain([&](const mad::ReceivedMad& r) {
         moved = true;
+        peer_rx_.emplace_back(r.data.begin(), r.data.end());
         peer_->HandleMad(sched_->Now(), r.from, r.data);
       });
       for (auto& [slot, c] : clients_) {
@@ -145,6 +147,12 @@ class RouterTest : public ::testing::Test {
             ASSERT_TRUE(c.cm->Rtu(now, e.conn).ok());
           } else if (e.type == CmEventType::kConnectRequest && accept_on_clients_) {
             ASSERT_TRUE(c.cm->Accept(now, e.conn, cm::testing::MakeAccept(next_qpn_++)).ok());
+          } else if (e.type == CmEventType::kSidrRequest && accept_on_clients_) {
+            cm::SidrReplyParams rp;
+            rp.qpn = 0x6000u + slot;  // tells the peer which client answered
+            rp.qkey = 0x01234567;
+            ASSERT_TRUE(c.cm->SidrReply(now, e.conn, rp).ok());
+            ASSERT_TRUE(c.cm->Destroy(now, e.conn).ok());  // as rdma_cm after the reply
           }
         }
       }
@@ -152,12 +160,12 @@ class RouterTest : public ::testing::Test {
       while (peer_->PollEvent(&e)) {
         moved = true;
         peer_events_.push_back(e);
-        if (e.type == CmEventType::kConnectRequest) {
+        if (e.type == CmEventType::kConnectRequest && accept_on_peer_) {
           ASSERT_TRUE(peer_->Accept(now, e.conn, cm::testing::MakeAccept(next_qpn_++)).ok());
         } else if (e.type == CmEventType::kConnectResponse && rtu_on_peer_) {
           ASSERT_TRUE(peer_->Rtu(now, e.conn).ok());
         } else if (e.type == CmEventType::kDisconnected || e.type == CmEventType::kRejected ||
-                   e.type == CmEventType::kUnreachable) {
+                   e.type == CmEventType::kUnreachable || e.type == CmEventType::kSidrReply) {
           // An rdma_cm user destroys the id: DREP for a DREQ, then TimeWait.
           ASSERT_TRUE(peer_->Destroy(now, e.conn).ok());
         }
@@ -234,6 +242,8 @@ class RouterTest : public ::testing::Test {
   std::map<uint8_t, TestClient> clients_;
   std::vector<CmEvent> peer_events_;
   bool accept_on_clients_ = true;
+  bool accept_on_peer_ = true;
+  std::vector<std::vector<uint8_t>> peer_rx_;  // every MAD the peer received
   bool rtu_on_peer_ = true;
   uint32_t next_qpn_ = 0x5000;  // every accepted connection gets its own QPN
 };
@@ -302,21 +312,69 @@ TEST_F(RouterTest, RequestsGoToTheClaimingClientAndConflictsAreRefused) {
   EXPECT_EQ(Count(peer_events_, CmEventType::kUnreachable), 1);
 }
 
-TEST_F(RouterTest, ReuseClaimsShareAndTheOldestWins) {
+TEST_F(RouterTest, ASecondProcessCannotListenOnAClaimedServiceEvenWithReuse) {
   TestClient& a = AddClient();
   TestClient& b = AddClient();
   ASSERT_TRUE(Claim(a, kSid, ~uint64_t{0}, true).ok());
-  EXPECT_EQ(Claim(b, kSid, ~uint64_t{0}, false).code(), absl::StatusCode::kAlreadyExists);
-  ASSERT_TRUE(Claim(b, kSid, ~uint64_t{0}, true).ok());
-  EXPECT_EQ(router_->claim_count(), 2u);
+  // As the kernel's rdma_listen: one listener per service, REUSEADDR or not.
+  for (bool reuse : {false, true}) {
+    absl::Status s = Claim(b, kSid, ~uint64_t{0}, reuse);
+    EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+    EXPECT_NE(s.message().find("EADDRINUSE"), absl::string_view::npos) << s;
+  }
+  EXPECT_EQ(router_->counters().claim_conflicts, 2u);
+  EXPECT_EQ(router_->claim_count(), 1u);
   ASSERT_TRUE(a.cm->Listen(kSid, ~uint64_t{0}, 4, true).ok());
   ASSERT_TRUE(peer_->Connect(sched_->Now(), ToRouterHost(kSid, 0x301)).ok());
   Deliver();
   EXPECT_EQ(Count(a.events, CmEventType::kConnectRequest), 1);
   EXPECT_EQ(Count(b.events, CmEventType::kConnectRequest), 0);
-  // The release of a's claim hands the service to b.
+  // Once a releases its claim, b may listen.
   router_->HandleFrame(a.slot, EncodeClaim(FrameType::kRelease, ClaimFrame{2, kSid, ~uint64_t{0}}));
-  EXPECT_EQ(router_->claim_count(), 1u);
+  EXPECT_EQ(router_->claim_count(), 0u);
+  EXPECT_TRUE(Claim(b, kSid, ~uint64_t{0}, true).ok());
+}
+
+// SIDR_REQ from the wire goes by service ID to the one client that listens
+// on it; the SIDR_REP it sends goes back to the requester; another client
+// (not listening) sees nothing.
+TEST_F(RouterTest, SidrRequestsGoToTheListeningClientByServiceId) {
+  constexpr uint64_t kUdSid = 0x0000000001110000ull | 4791;  // RDMA_PS_UDP port 4791
+  TestClient& bystander = AddClient();
+  TestClient& server = AddClient();
+  ASSERT_TRUE(Claim(server, kUdSid, ~uint64_t{0}, false).ok());
+  ASSERT_TRUE(server.cm->Listen(kUdSid, ~uint64_t{0}, 4, false).ok());
+  ASSERT_TRUE(bystander.cm->Listen(kUdSid + 1, ~uint64_t{0}, 4, false).ok());  // not claimed
+
+  cm::SidrRequestParams p;
+  p.service_id = kUdSid;
+  p.peer.lid = kRouterLid;
+  p.timeout = 10;
+  p.max_retries = 2;
+  p.private_data = {7, 7};
+  auto id = peer_->SidrRequest(sched_->Now(), p);
+  ASSERT_TRUE(id.ok()) << id.status();
+  Deliver();
+  EXPECT_EQ(Count(server.events, CmEventType::kSidrRequest), 1);
+  EXPECT_TRUE(bystander.events.empty());
+  EXPECT_TRUE(bystander.refused.empty() && server.refused.empty());
+  ASSERT_EQ(Count(peer_events_, CmEventType::kSidrReply), 1);
+  for (const CmEvent& e : peer_events_) {
+    if (e.type != CmEventType::kSidrReply) continue;
+    EXPECT_EQ(e.sidr_qpn, 0x6000u + server.slot);  // the listening client answered
+    EXPECT_EQ(e.sidr_qkey, 0x01234567u);
+  }
+  // A service nobody listens on: dropped and counted; the requester times out.
+  p.service_id = kUdSid + 1;
+  const uint64_t unroutable = router_->counters().wire_unroutable;
+  ASSERT_TRUE(peer_->SidrRequest(sched_->Now(), p).ok());
+  Drive();
+  EXPECT_EQ(router_->counters().wire_unroutable, unroutable + 3);  // 1 + 2 retries
+  EXPECT_EQ(Count(peer_events_, CmEventType::kUnreachable), 1);
+  EXPECT_TRUE(bystander.events.empty());
+  EXPECT_EQ(Count(server.events, CmEventType::kSidrRequest), 1);
+  EXPECT_EQ(router_->counters().refused_mads, 0u);
+  ExpectAllEmpty();
 }
 
 TEST_F(RouterTest, AClientSendingForAnotherClientsIdIsRefused) {
@@ -399,6 +457,64 @@ TEST_F(RouterTest, ActiveClientCrashAfterRepRejectsOnTheWire) {
   Drive();
   ExpectAllEmpty();
   EXPECT_EQ(router_->tracked(slot), 0u);
+}
+
+// A client that dies in REQ_SENT (its REQ is on the wire, no REP yet): the
+// router does what cm_destroy_id does from REQ_SENT, REJ reason 4 (timeout)
+// with our CA GUID as ARI, MessageRejected = REQ, RemoteCommID 0; the slot
+// goes back to the pool.
+TEST_F(RouterTest, ActiveClientCrashInReqSentRejectsWithTimeoutAndOurCaGuid) {
+  // Three slots, so the freed one comes back after two more clients.
+  RouterOptions small;
+  small.slot_bits = 2;
+  router_ = std::make_unique<Router>(*wire_, small,
+                                     [this](uint8_t slot, std::span<const uint8_t> f) {
+                                       clients_.at(slot).inbox.emplace_back(f.begin(), f.end());
+                                     });
+  accept_on_peer_ = false;  // the peer has not answered yet when the REJ arrives
+  ASSERT_TRUE(peer_->Listen(kSid, ~uint64_t{0}, 16, false).ok());
+  TestClient& c = AddClient();
+  auto id = c.cm->Connect(sched_->Now(), ToPeer(0x200));
+  ASSERT_TRUE(id.ok());
+  const uint32_t local = *c.cm->LocalCommId(*id);
+  const uint8_t slot = c.slot;
+  cm::OutgoingMad m;
+  ASSERT_TRUE(c.cm->PollTransmit(&m));
+  SendFrame(c, m.to, m.mad);  // the REQ goes to the wire
+  EXPECT_EQ(router_->tracked(slot), 1u);
+  Crash(c);
+  EXPECT_EQ(router_->counters().cleanup_rej, 1u);
+  EXPECT_EQ(router_->client_count(), 0u);
+  EXPECT_EQ(router_->tracked(slot), 0u);
+  Deliver();
+
+  // On the wire: the REQ, then the router's REJ.
+  int rejs = 0;
+  for (const auto& bytes : peer_rx_) {
+    auto msg = w::ParseAnyCm(bytes);
+    ASSERT_TRUE(msg.ok()) << msg.status();
+    const auto* rej = std::get_if<w::RejRepr>(&*msg);
+    if (rej == nullptr) continue;
+    ++rejs;
+    EXPECT_EQ(rej->reason, w::RejReason::kTimeout);
+    EXPECT_EQ(rej->message_rejected, w::RejMessage::kReq);
+    EXPECT_EQ(rej->local_comm_id, local);
+    EXPECT_EQ(rej->remote_comm_id, 0u);
+    ASSERT_TRUE(rej->AriValue().has_value());
+    EXPECT_EQ(*rej->AriValue(), wire_->port().node_guid);
+  }
+  EXPECT_EQ(rejs, 1);
+  // The peer's passive side took the REJ: CONNECT_REQUEST, then REJECTED (4).
+  EXPECT_EQ(Count(peer_events_, CmEventType::kConnectRequest), 1);
+  ASSERT_EQ(Count(peer_events_, CmEventType::kRejected), 1);
+  EXPECT_EQ(peer_events_.back().status, 4);
+  Drive();
+  ExpectAllEmpty();
+  // The slot (and its comm ID range) is handed out again.
+  std::set<uint8_t> seen;
+  for (int i = 0; i < 3; ++i) seen.insert(AddClient().slot);
+  EXPECT_TRUE(seen.contains(slot));
+  EXPECT_EQ(router_->client_count(), 3u);
 }
 
 TEST_F(RouterTest, PassiveClientCrashBeforeAnsweringRejectsTheReq) {
