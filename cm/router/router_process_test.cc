@@ -21,6 +21,7 @@
 #include "cm/cm_testing.h"
 #include "cm/endpoint.h"
 #include "cm/rdma_cm.h"
+#include "cm/uscm_cma.h"
 #include "cm/router/router_transport.h"
 #include "cm/router/server.h"
 #include "cm/runtime.h"
@@ -446,6 +447,64 @@ TEST_F(RouterProcessTest, RouterRestartIsDeviceRemovalOnEveryIdAndANewDeviceReco
   EXPECT_EQ(server_->router().claim_count(), 0u);
   EXPECT_EQ(server_->router().counters().cleanup_dreq, 0u);  // disconnected before exit
   EXPECT_EQ(server_->router().counters().refused_mads, 0u);
+}
+
+// REUSEADDR does not share a listen between processes (as the kernel's
+// rdma_listen): the second process's listen on the same port fails, through
+// the C API, with -1 / EADDRINUSE and a message naming the router.
+TEST_F(RouterProcessTest, SecondListenOnTheSameServiceFailsWithEaddrinuseEvenWithReuseaddr) {
+  LoopThread loop(server_.get());
+  struct Proc {
+    std::unique_ptr<RouterTransport> t;
+    std::unique_ptr<Device> dev;
+    uscm_device* handle = nullptr;
+    uscm_event_channel* ch = nullptr;
+    uscm_cm_id* id = nullptr;
+  };
+  Proc procs[2];
+  uscm_addr addr{};
+  ASSERT_EQ(uscm_parse_addr("10.0.0.1:7471", &addr), 0) << uscm_last_error();  // = kSid
+  for (Proc& p : procs) {
+    auto t = RouterTransport::Connect(path_);
+    ASSERT_TRUE(t.ok()) << t.status();
+    p.t = std::move(*t);
+    DeviceOptions o;
+    o.local_ips.push_back(Address::Ipv4(0x0A000001));
+    auto dev = Device::Create(*p.t, o);
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    p.dev = std::move(*dev);
+    p.handle = uscm_device_wrap(p.dev.get());
+    p.ch = uscm_create_event_channel_on(p.handle);
+    ASSERT_NE(p.ch, nullptr) << uscm_last_error();
+    ASSERT_EQ(uscm_create_id(p.ch, &p.id, nullptr, USCM_PS_TCP), 0) << uscm_last_error();
+    const int one = 1;
+    ASSERT_EQ(uscm_set_option(p.id, USCM_OPTION_ID, USCM_OPTION_ID_REUSEADDR, &one, sizeof one),
+              0)
+        << uscm_last_error();
+    ASSERT_EQ(uscm_bind_addr(p.id, &addr), 0) << uscm_last_error();
+  }
+  ASSERT_NE(procs[0].t->slot(), procs[1].t->slot());
+  ASSERT_EQ(uscm_listen(procs[0].id, 8), 0) << uscm_last_error();
+  errno = 0;
+  EXPECT_EQ(uscm_listen(procs[1].id, 8), -1);
+  EXPECT_EQ(errno, EADDRINUSE);
+  const std::string why = uscm_last_error();
+  EXPECT_NE(why.find("router"), std::string::npos) << why;
+  EXPECT_NE(why.find("another process"), std::string::npos) << why;
+  // After the first listener is destroyed the service is free again.
+  ASSERT_EQ(uscm_destroy_id(procs[0].id), 0) << uscm_last_error();
+  procs[0].id = nullptr;
+  EXPECT_EQ(uscm_listen(procs[1].id, 8), 0) << uscm_last_error();
+  for (Proc& p : procs) {
+    if (p.id != nullptr) {
+      EXPECT_EQ(uscm_destroy_id(p.id), 0) << uscm_last_error();
+    }
+    uscm_destroy_event_channel(p.ch);
+    uscm_device_unwrap_free(p.handle);
+  }
+  loop.Stop();
+  EXPECT_EQ(server_->router().counters().claim_conflicts, 1u);
+  EXPECT_EQ(server_->router().claim_count(), 0u);
 }
 
 TEST_F(RouterProcessTest, HelloIsRequiredAndBadFramesAreRefused) {
