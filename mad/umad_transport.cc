@@ -145,18 +145,41 @@ absl::StatusOr<std::unique_ptr<UmadTransport>> UmadTransport::Open(const UmadOpt
 
   bool kernel_rmpp = false;
   if (options.register_sa) {
-    switch (options.rmpp) {
-      case UmadOptions::Rmpp::kKernel: kernel_rmpp = true; break;
-      case UmadOptions::Rmpp::kNone: kernel_rmpp = false; break;
-      case UmadOptions::Rmpp::kAuto: kernel_rmpp = state->ca_type != "simulator"; break;
+    using Rmpp = UmadOptions::Rmpp;
+    Rmpp mode = options.rmpp;
+    if (mode == Rmpp::kAuto) mode = state->ca_type == "simulator" ? Rmpp::kNone : Rmpp::kUser;
+    if (mode == Rmpp::kUser) {
+      // IBTA 13.6 RMPP done by our agent: the kernel hands every segment over
+      // and sends what we send (ACKs included) as plain MADs.
+      umad_reg_attr attr{};
+      attr.mgmt_class = kSaClass;
+      attr.mgmt_class_version = kClassVersion2;
+      attr.flags = UMAD_USER_RMPP;
+      attr.rmpp_version = 1;
+      uint32_t id = 0;
+      const int err = umad_register2(t->port_id_, &attr, &id);
+      if (err == 0) {
+        t->sa_agent_ = static_cast<int>(id);
+        t->sa_rmpp_mode_ = "user";
+      } else if (options.rmpp == Rmpp::kUser) {
+        return absl::UnavailableError(absl::StrCat(
+            "umad_register2(SA class 0x03 v2, UMAD_USER_RMPP) on ", label, " failed: ",
+            ErrnoText(err), " (a kernel without user RMPP: use Rmpp::kKernel)"));
+      } else {
+        mode = Rmpp::kKernel;  // kAuto on an old kernel
+      }
     }
-    long sa_mask[16 / sizeof(long)] = {};  // client only: responses come by TID
-    errno = 0;
-    t->sa_agent_ = umad_register(t->port_id_, kSaClass, kClassVersion2, kernel_rmpp ? 1 : 0,
-                                 sa_mask);
     if (t->sa_agent_ < 0) {
-      return absl::UnavailableError(absl::StrCat("umad_register(SA class 0x03 v2) on ", label,
-                                                 " failed: ", ErrnoText(errno)));
+      kernel_rmpp = mode == Rmpp::kKernel;
+      long sa_mask[16 / sizeof(long)] = {};  // client only: responses come by TID
+      errno = 0;
+      t->sa_agent_ = umad_register(t->port_id_, kSaClass, kClassVersion2, kernel_rmpp ? 1 : 0,
+                                   sa_mask);
+      if (t->sa_agent_ < 0) {
+        return absl::UnavailableError(absl::StrCat("umad_register(SA class 0x03 v2) on ", label,
+                                                   " failed: ", ErrnoText(errno)));
+      }
+      t->sa_rmpp_mode_ = kernel_rmpp ? "kernel" : "none";
     }
   }
 

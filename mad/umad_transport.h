@@ -54,7 +54,10 @@ struct UmadOptions {
   bool receive_cm = true;
   bool register_sa = true;   // SA client agent (class 0x03 v2)
   enum class Rmpp : uint8_t {
-    kAuto,    // kernel RMPP unless the CA is ibsim's simulator (no RMPP there)
+    kAuto,    // kUser on a real port, falling back to kKernel on a kernel
+              // without UMAD_USER_RMPP; kNone under ibsim (no RMPP there)
+    kUser,    // umad_register2 + UMAD_USER_RMPP: every segment reaches us, our
+              // agent (mad/rmpp_receiver) reassembles, ACKs and times out
     kKernel,  // rmpp_version 1: the kernel reassembles and ACKs SA responses
     kNone,    // rmpp_version 0: raw segments reach the caller
   };
@@ -101,6 +104,8 @@ class UmadTransport final : public Transport {
   // The CM agent's id, and the SA agent's id (-1 if not registered).
   int cm_agent() const { return cm_agent_; }
   int sa_agent() const { return sa_agent_; }
+  // How SA RMPP is done: "user", "kernel", "none", or "" without an SA agent.
+  const std::string& sa_rmpp_mode() const { return sa_rmpp_mode_; }
 
  private:
   UmadTransport() = default;
@@ -123,7 +128,8 @@ class UmadTransport final : public Transport {
   int cm_agent_ = -1;
   int sa_agent_ = -1;
   int issm_fd_ = -1;
-  bool sim_issm_claimed_ = false;  // sim_claim_issm: answer OpenSM's SMInfo polls
+  bool sim_issm_claimed_ = false;
+  std::string sa_rmpp_mode_;  // sim_claim_issm: answer OpenSM's SMInfo polls
   bool simulator_ = false;       // ibsim's umad2sim, detected by hca_type
   std::vector<int> smp_agents_;  // simulator only
   std::vector<SimSmInfoAnswer> sim_sminfo_answers_;  // simulator only, the last few

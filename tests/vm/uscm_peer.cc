@@ -9,8 +9,10 @@
 //   uscm_peer --role server|client|open --device rxe0 --ip A.B.C.D
 //             [--peer-ip A.B.C.D] [--port 7471] [--transport umad|ud]
 //             [--bytes 4096] [--ready-file F] [--qpn-file F] [--peer-ud-qpn N]
-//             [--timeout-ms 20000]
-// --role open only opens the transport and the RC resources (error checks).
+//             [--timeout-ms 20000] [--sa-rmpp auto|user|kernel|none]
+// --role open only opens the transport and the RC resources (error checks);
+// with --sa-rmpp the umad transport also registers an SA agent that way and
+// prints the mode it got (RoCE has no SA, but the registration is the kernel's).
 // RoCE path: no SA; GIDs are the IPv4-mapped addresses (verbs/roce_addressing.h).
 // Prints "ok <step>" lines; on an error "uscm_peer: <message>" and exit 1.
 #include <stdio.h>
@@ -42,7 +44,7 @@ using uscm::mad::Duration;
 constexpr uint32_t kUdQkey = 0x11111;  // below 0x80000000: needs no CAP_NET_RAW
 
 struct Flags {
-  std::string role, device, transport = "umad", ready_file, qpn_file;
+  std::string role, device, transport = "umad", ready_file, qpn_file, sa_rmpp;
   uint32_t ip = 0, peer_ip = 0, peer_ud_qpn = 0;
   uint16_t port = 7471;
   size_t bytes = 4096;
@@ -67,6 +69,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     if (k == "--role") f.role = v;
     else if (k == "--device") f.device = v;
     else if (k == "--transport") f.transport = v;
+    else if (k == "--sa-rmpp") f.sa_rmpp = v;
     else if (k == "--ip") ok = ParseIpv4(v, &f.ip);
     else if (k == "--peer-ip") ok = ParseIpv4(v, &f.peer_ip);
     else if (k == "--port") ok = absl::SimpleAtoi(v, &n) && n > 0 && n < 65536, f.port = n;
@@ -170,8 +173,18 @@ absl::Status Run(const Flags& f) {
     o.ca_name = f.device;
     o.port_num = 1;
     o.register_sa = false;  // RoCE has no SA
+    using Rmpp = uscm::mad::UmadOptions::Rmpp;
+    if (!f.sa_rmpp.empty()) {
+      o.register_sa = true;
+      if (f.sa_rmpp == "auto") o.rmpp = Rmpp::kAuto;
+      else if (f.sa_rmpp == "user") o.rmpp = Rmpp::kUser;
+      else if (f.sa_rmpp == "kernel") o.rmpp = Rmpp::kKernel;
+      else if (f.sa_rmpp == "none") o.rmpp = Rmpp::kNone;
+      else return absl::InvalidArgumentError("--sa-rmpp auto|user|kernel|none");
+    }
     ASSIGN_OR_RETURN(t, uscm::mad::UmadTransport::Open(o));
     printf("ok transport umad cm_agent=%d\n", t->cm_agent());
+    if (o.register_sa) printf("ok sa_agent=%d sa_rmpp=%s\n", t->sa_agent(), t->sa_rmpp_mode().c_str());
     transport = std::move(t);
   } else {
     uscm::verbs::UdOptions o;

@@ -14,6 +14,11 @@ open_as() { # USER TRANSPORT: open the transport and the RC resources on rxe0
 }
 
 check errors-root-opens-umad open_as root umad
+# the SA agent: user RMPP (umad_register2 + UMAD_USER_RMPP) is what kAuto picks on a real kernel
+check_output errors-umad-sa-user-rmpp 'sa_rmpp=user' \
+  "$PEER" --role open --transport umad --device rxe0 --ip 192.168.77.1 --sa-rmpp auto
+check_output errors-umad-sa-kernel-rmpp 'sa_rmpp=kernel' \
+  "$PEER" --role open --transport umad --device rxe0 --ip 192.168.77.1 --sa-rmpp kernel
 check errors-root-opens-ud open_as root ud
 
 # not root, device files at their default mode (0600 root)
