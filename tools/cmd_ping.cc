@@ -73,7 +73,7 @@ int RunPing(int argc, char** argv) {
   int64_t connections = 10, seed = 1, interval_us = 10;
   double loss = 0;
   bool reject = false, ece = false, disconnect = true, verbose = false;
-  int64_t dlid = 0, seconds = 0, timeout_ms = 10000;
+  int64_t dlid = 0, seconds = 0, timeout_ms = 10000, peer_ud_qpn = 0;
   std::string dgid;
   FlagSet flags("ping [options]",
                 "Sets up N CM connections (path query, REQ/REP/RTU with private data) and\n"
@@ -84,7 +84,11 @@ int RunPing(int argc, char** argv) {
   flags.String("fabric", &fabric, "sim, ibsim, umad:<ca>:<port>, ud:<device>:<port> or router:<socket>");
   flags.String("role", &role, "device fabrics: server or client");
   flags.Int("dlid", &dlid, "client: the server's LID (path query by LIDs)", 0, 0xBFFF);
-  flags.String("dgid", &dgid, "client: the server's GID (path query as rdma_cm does)");
+  flags.String("dgid", &dgid, "client: the server's GID (path query as rdma_cm does; on "
+                              "RoCE its IPv4-mapped GID, path without SA)");
+  flags.Int("peer-ud-qpn", &peer_ud_qpn,
+            "client, ud: on RoCE: the server's UD QPN (its listen line prints it)", 0,
+            0xFFFFFF);
   flags.Int("seconds", &seconds, "server: stop after N seconds (0: after -c connections ended)",
             0);
   flags.Int("timeout-ms", &timeout_ms, "device fabrics: limit on each wait (ms)", 1, 3600000);
@@ -124,6 +128,7 @@ int RunPing(int argc, char** argv) {
   pc.verbose = verbose;
   pc.dlid = static_cast<int>(dlid);
   pc.dgid = dgid;
+  pc.peer_ud_qpn = static_cast<uint32_t>(peer_ud_qpn);
   pc.seconds = seconds;
   pc.timeout_ms = timeout_ms;
   if (spec->kind == FabricSpec::Kind::kIbsim) {

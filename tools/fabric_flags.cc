@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -73,6 +74,12 @@ int CountRdmaDevices() {
   return n;
 }
 
+bool IsEthernetPort(const std::string& device, int port) {
+  std::ifstream in(absl::StrCat("/sys/class/infiniband/", device, "/ports/", port, "/link_layer"));
+  std::string layer;
+  return in && std::getline(in, layer) && absl::StartsWith(layer, "Ethernet");
+}
+
 bool UnderUmad2sim() {
   const char* preload = getenv("LD_PRELOAD");
   return preload != nullptr && absl::StrContains(preload, "umad2sim");
@@ -106,8 +113,10 @@ absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(const FabricSp
   }
   std::unique_ptr<mad::Transport> t;
   absl::Status status;
+  const bool roce = !simulated && IsEthernetPort(spec.device, spec.port);
   if (spec.kind == FabricSpec::Kind::kUmad) {
     mad::UmadOptions o;
+    o.register_sa = !roce;  // RoCE has no SA
     o.ca_name = spec.device;
     o.port_num = spec.port;
     o.receive_cm = options.receive_cm;
@@ -127,6 +136,7 @@ absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(const FabricSp
     verbs::UdOptions o;
     o.device = spec.device;
     o.port_num = spec.port;
+    if (roce) o.qkey = kRoceUdQkey;
     auto opened = verbs::UdTransport::Open(o);
     if (opened.ok()) t = std::move(*opened);
     status = opened.status();

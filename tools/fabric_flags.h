@@ -56,6 +56,16 @@ struct RealTransportOptions {
 absl::StatusOr<std::unique_ptr<mad::Transport>> OpenRealTransport(
     const FabricSpec& spec, RealTransportOptions options = {});
 
+// The Q_Key of uscm's own UD QP on a RoCE port (--fabric=ud: on Ethernet):
+// below 0x80000000, so it needs no CAP_NET_RAW; both peers use it, and the
+// client redirects QP1 to the server's UD QP with it (docs/VM.md).
+inline constexpr uint32_t kRoceUdQkey = 0x11111;
+
+// True when /sys/class/infiniband/<device>/ports/<port>/link_layer says
+// Ethernet (RoCE: no SA, no LIDs; OpenRealTransport then skips the SA agent
+// on umad: and gives the ud: QP kRoceUdQkey).
+bool IsEthernetPort(const std::string& device, int port);
+
 // Number of entries in /sys/class/infiniband (0 when the directory is absent).
 int CountRdmaDevices();
 

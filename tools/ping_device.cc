@@ -13,6 +13,8 @@
 #include "tools/real_host.h"
 #include "tools/sim_world.h"
 #include "tools/workload.h"
+#include "verbs/roce_addressing.h"
+#include "verbs/ud_transport.h"
 
 namespace uscm::tools {
 namespace {
@@ -22,7 +24,29 @@ constexpr uint32_t kEceOptions = 0x1;
 
 std::vector<uint8_t> Bytes(absl::string_view s) { return {s.begin(), s.end()}; }
 
-int RunServer(RealHost& host, const PingConfig& c) {
+// What a RoCE port adds (docs/VM.md "How uscm builds the path on RoCE"): the
+// RoceAddressing middleware around the transport (source GID index; QP1
+// redirected to the peer's UD QP on ud:) and the port's GID table.
+struct Roce {
+  verbs::RoceAddressing* addressing = nullptr;  // null: not RoCE
+  std::vector<mad::Gid> gids;
+  uint32_t ud_qpn = 0;  // ud: this process's UD QP
+
+  // The port's first IPv4-mapped GID (RoCE v2).
+  absl::optional<mad::Gid> Ipv4Gid() const {
+    for (const mad::Gid& g : gids) {
+      if (verbs::IsIpv4Mapped(g)) return g;
+    }
+    return absl::nullopt;
+  }
+};
+
+uint32_t Ipv4Of(const mad::Gid& g) {
+  return uint32_t{g.raw[12]} << 24 | uint32_t{g.raw[13]} << 16 | uint32_t{g.raw[14]} << 8 |
+         g.raw[15];
+}
+
+int RunServer(RealHost& host, const PingConfig& c, const Roce& roce) {
   auto listen = host.cm().Listen(c.service_id, ~0ULL, 64, false);
   if (!listen.ok()) return Failure("ping", std::string(listen.status().message()));
   int ended = 0, established = 0, rejected = 0;
@@ -72,9 +96,15 @@ int RunServer(RealHost& host, const PingConfig& c) {
         return;
     }
   };
-  absl::PrintF("uscm ping: server listening on %s:%d LID %d GID %s service 0x%016x\n",
+  std::string extra;
+  if (roce.addressing != nullptr) {
+    auto v4 = roce.Ipv4Gid();
+    absl::StrAppend(&extra, " RoCE GID ", v4 ? v4->ToString() : "(no IPv4 address)");
+  }
+  if (roce.ud_qpn != 0) absl::StrAppend(&extra, " UD QPN ", roce.ud_qpn);
+  absl::PrintF("uscm ping: server listening on %s:%d LID %d GID %s%s service 0x%016x\n",
                host.port().ca_name, host.port().port_num, host.port().lid,
-               host.port().gid.ToString(), c.service_id);
+               host.port().gid.ToString(), extra, c.service_id);
   std::fflush(stdout);
   const mad::Duration limit =
       c.seconds > 0 ? mad::Duration::Seconds(c.seconds) : mad::Duration::Seconds(365 * 86400);
@@ -88,7 +118,37 @@ int RunServer(RealHost& host, const PingConfig& c) {
   return kExitOk;
 }
 
-absl::StatusOr<cm::PathInfo> QueryPath(RealHost& host, const PingConfig& c) {
+// RoCE has no SA: the path comes from the two IPv4-mapped GIDs.
+absl::StatusOr<cm::PathInfo> RocePath(const PingConfig& c, const Roce& roce) {
+  if (c.dgid.empty()) {
+    return absl::InvalidArgumentError(
+        "on a RoCE port (no SA, no LIDs) the client needs the server's IPv4-mapped "
+        "--dgid=::ffff:A.B.C.D (the server's listen line prints its RoCE GID)");
+  }
+  auto dgid = mad::Gid::Parse(c.dgid);
+  if (!dgid.ok()) return dgid.status();
+  if (!verbs::IsIpv4Mapped(*dgid)) {
+    return absl::InvalidArgumentError(absl::StrCat("--dgid=", c.dgid, " is not IPv4-mapped "
+                                                   "(::ffff:A.B.C.D), which RoCE v2 needs"));
+  }
+  auto own = roce.Ipv4Gid();
+  if (!own) {
+    return absl::FailedPreconditionError(
+        "the port's GID table has no IPv4-mapped GID: give its netdev an IPv4 address");
+  }
+  if (roce.ud_qpn != 0) {
+    if (c.peer_ud_qpn == 0) {
+      return absl::InvalidArgumentError(
+          "ud: on a RoCE port QP1 belongs to the kernel: the client needs the server's "
+          "--peer-ud-qpn=N (the server's listen line prints its UD QPN)");
+    }
+    roce.addressing->RedirectQp1(*dgid, c.peer_ud_qpn, kRoceUdQkey);
+  }
+  return verbs::RocePathFromIps(Ipv4Of(*own), Ipv4Of(*dgid));
+}
+
+absl::StatusOr<cm::PathInfo> QueryPath(RealHost& host, const PingConfig& c, const Roce& roce) {
+  if (roce.addressing != nullptr) return RocePath(c, roce);
   sa::PathQuery q;
   if (!c.dgid.empty()) {
     auto dgid = mad::Gid::Parse(c.dgid);
@@ -110,8 +170,8 @@ absl::StatusOr<cm::PathInfo> QueryPath(RealHost& host, const PingConfig& c) {
   return PathFromRecord(result->paths[0]);
 }
 
-int RunClient(RealHost& host, const PingConfig& c) {
-  auto path = QueryPath(host, c);
+int RunClient(RealHost& host, const PingConfig& c, const Roce& roce) {
+  auto path = QueryPath(host, c, roce);
   if (!path.ok()) {
     return Failure("ping", absl::StrCat("path to the server: ", path.status().message()));
   }
@@ -224,9 +284,31 @@ int RunClient(RealHost& host, const PingConfig& c) {
 }  // namespace
 
 int RunPingDevice(const FabricSpec& spec, const PingConfig& config) {
-  auto host = RealHost::Open(spec, RealTransportOptions{});
+  Roce roce;
+  absl::Status wrap_error;
+  RealHost::Wrap wrap;
+  if (spec.kind == FabricSpec::Kind::kUmad || spec.kind == FabricSpec::Kind::kUd) {
+    wrap = [&](mad::Transport& inner) -> std::unique_ptr<mad::Transport> {
+      if (auto* ud = dynamic_cast<verbs::UdTransport*>(&inner)) roce.ud_qpn = ud->qpn();
+      if (inner.port().link_layer != mad::LinkLayer::kEthernet) {
+        roce.ud_qpn = 0;  // InfiniBand: QP1 is reachable, nothing to redirect
+        return nullptr;
+      }
+      auto gids = verbs::ReadGidTable(spec.device, spec.port);
+      if (!gids.ok()) {
+        wrap_error = gids.status();
+        return nullptr;
+      }
+      roce.gids = std::move(*gids);
+      auto r = std::make_unique<verbs::RoceAddressing>(inner, roce.gids);
+      roce.addressing = r.get();
+      return r;
+    };
+  }
+  auto host = RealHost::Open(spec, RealTransportOptions{}, wrap);
   if (!host.ok()) return Failure("ping", std::string(host.status().message()));
-  return config.server ? RunServer(**host, config) : RunClient(**host, config);
+  if (!wrap_error.ok()) return Failure("ping", std::string(wrap_error.message()));
+  return config.server ? RunServer(**host, config, roce) : RunClient(**host, config, roce);
 }
 
 }  // namespace uscm::tools

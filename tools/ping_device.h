@@ -25,6 +25,11 @@ struct PingConfig {
   // Client: the server's LID, or its GID ("" = use the LID).
   int dlid = 0;
   std::string dgid;
+  // Client on a RoCE port (no SA): --dgid is the server's IPv4-mapped GID
+  // (::ffff:a.b.c.d) and the path is built from it and the port's own IPv4
+  // GID (verbs::RocePathFromIps). On ud: the server's UD QPN (its listen line
+  // prints it): the CM's QP1 sends go to that QP instead (RedirectQp1).
+  uint32_t peer_ud_qpn = 0;
   // Server: stop after this long (0 = when `connections` have ended);
   // client: the limit on each wait (path query, connect, disconnect).
   int64_t seconds = 0;
