@@ -1,6 +1,7 @@
 // The C API (cm/uscm_cma.h) over the C++ one (cm/rdma_cm.h).
 #include "cm/uscm_cma.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -8,7 +9,9 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "cm/rdma_cm.h"
+#include "mad/wire/path_record.h"
 
 struct uscm_device {
   uscm::Device* dev;
@@ -181,6 +184,50 @@ bool NullDataWithLength(const char* call, const void* data, uint8_t len) {
   Fail(EINVAL, std::string(call) + ": private_data is NULL but private_data_len is " +
                    std::to_string(len));
   return true;
+}
+
+// RDMA_OPTION_IB_PATH (kernel ucma_set_ib_path): the first entry flagged
+// GMP | PRIMARY | BIDIRECTIONAL, its PathRecord as rdma_cm_events.cc
+// FromRecord reads an SA answer (SGID = this side).
+absl::StatusOr<uscm::cm::PathInfo> IbPathOption(const void* optval, size_t optlen) {
+  constexpr uint32_t kWanted =
+      USCM_PATH_FLAG_GMP | USCM_PATH_FLAG_PRIMARY | USCM_PATH_FLAG_BIDIRECTIONAL;
+  if (optlen == 0 || optlen % sizeof(uscm_path_data) != 0) {
+    return absl::InvalidArgumentError(
+        "set_option(IB_PATH): optlen " + std::to_string(optlen) +
+        " is not a non-zero multiple of sizeof(struct uscm_path_data) = " +
+        std::to_string(sizeof(uscm_path_data)));
+  }
+  const auto* d = static_cast<const uscm_path_data*>(optval);
+  for (size_t i = 0; i < optlen / sizeof(uscm_path_data); ++i) {
+    if (d[i].flags != kWanted) continue;
+    auto r = uscm::mad::wire::PathRecord::Parse(d[i].path_rec);
+    if (!r.ok()) {
+      return absl::InvalidArgumentError("set_option(IB_PATH): entry " + std::to_string(i) +
+                                        ": " + std::string(r.status().message()));
+    }
+    uscm::cm::PathInfo p;
+    p.local_lid = r->slid;
+    p.remote_lid = r->dlid;
+    p.local_gid = r->sgid;
+    p.remote_gid = r->dgid;
+    p.flow_label = r->flow_label;
+    p.packet_rate = r->rate;
+    p.traffic_class = r->tclass;
+    p.hop_limit = r->hop_limit;
+    p.sl = r->sl;
+    p.subnet_local = r->hop_limit <= 1;
+    p.packet_life_time = r->packet_life_time;
+    p.local_ack_timeout = static_cast<uint8_t>(std::min(31, r->packet_life_time + 1));
+    return p;
+  }
+  return absl::InvalidArgumentError(
+      "set_option(IB_PATH): no entry has flags GMP | PRIMARY | BIDIRECTIONAL (0x2b)");
+}
+
+// ucma_get_port: sin_port / sin6_port, or the low 16 bits of an AF_IB SID.
+uint16_t PortOf(const Address& a) {
+  return a.family == Address::Family::kIb ? static_cast<uint16_t>(a.service_id) : a.port;
 }
 
 }  // namespace
@@ -377,11 +424,16 @@ int uscm_set_option(struct uscm_cm_id* id, int level, int optname, const void* o
     o.max_cm_retries = *static_cast<const uint8_t*>(optval);
   } else if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_BACKOFF && need(4)) {
     o.backoff_factor = *static_cast<const uint32_t*>(optval);
+  } else if (level == USCM_OPTION_IB && optname == USCM_OPTION_IB_PATH) {
+    auto path = IbPathOption(optval, optlen);
+    if (!path.ok()) return Fail(path.status());
+    o.ib_path = *path;
   } else {
     return Fail(EINVAL, "set_option: unknown (level " + std::to_string(level) + ", option " +
                             std::to_string(optname) + ") or optlen " + std::to_string(optlen) +
                             " does not match its type (TOS/ACK_TIMEOUT/CM_RETRIES: 1, "
-                            "REUSEADDR/AFONLY: sizeof(int), RESPONSE_TIMEOUT_MS/BACKOFF: 4)");
+                            "REUSEADDR/AFONLY: sizeof(int), RESPONSE_TIMEOUT_MS/BACKOFF: 4, "
+                            "IB_PATH: n * sizeof(struct uscm_path_data))");
   }
   return Result(c->SetOption(o));
 }
@@ -391,6 +443,42 @@ int uscm_join_multicast(struct uscm_cm_id* id, const struct uscm_addr* addr, voi
   auto a = ToAddress(addr, "join_multicast");
   if (!a.ok()) return Fail(a.status());
   return Result(c->JoinMulticast(*a, context));
+}
+
+// rdma_join_multicast_ex (librdmacm cma.c): a reserved comp_mask bit is
+// ENOTSUP; a missing address or join flags, or flags >= RESERVED, EINVAL.
+int uscm_join_multicast_ex(struct uscm_cm_id* id, const struct uscm_cm_join_mc_attr_ex* attr,
+                           void* context) {
+  USCM_ID("join_multicast_ex");
+  if (attr == nullptr) return Fail(EINVAL, "join_multicast_ex: attr is NULL");
+  if (attr->comp_mask >= USCM_CM_JOIN_MC_ATTR_RESERVED) {
+    return Fail(ENOTSUP, "join_multicast_ex: comp_mask 0x" + absl::StrCat(absl::Hex(attr->comp_mask)) +
+                             " has bits beyond USCM_CM_JOIN_MC_ATTR_JOIN_FLAGS");
+  }
+  if (!(attr->comp_mask & USCM_CM_JOIN_MC_ATTR_ADDRESS) || attr->addr == nullptr) {
+    return Fail(EINVAL, "join_multicast_ex: no address (USCM_CM_JOIN_MC_ATTR_ADDRESS and addr)");
+  }
+  if (!(attr->comp_mask & USCM_CM_JOIN_MC_ATTR_JOIN_FLAGS) ||
+      attr->join_flags >= USCM_MC_JOIN_FLAG_RESERVED) {
+    return Fail(EINVAL, "join_multicast_ex: join_flags " + std::to_string(attr->join_flags) +
+                            " not given or not FULLMEMBER (0) / SENDONLY_FULLMEMBER (1)");
+  }
+  auto a = ToAddress(attr->addr, "join_multicast_ex");
+  if (!a.ok()) return Fail(a.status());
+  return Result(c->JoinMulticastEx(*a, context,
+                                   attr->join_flags == USCM_MC_JOIN_FLAG_SENDONLY_FULLMEMBER
+                                       ? uscm::McJoinFlags::kSendOnlyFullMember
+                                       : uscm::McJoinFlags::kFullMember));
+}
+
+uint16_t uscm_get_src_port(struct uscm_cm_id* id) {
+  CmId* c = IdOf(id, "get_src_port");
+  return c == nullptr ? 0 : PortOf(c->GetLocalAddr());
+}
+
+uint16_t uscm_get_dst_port(struct uscm_cm_id* id) {
+  CmId* c = IdOf(id, "get_dst_port");
+  return c == nullptr ? 0 : PortOf(c->GetPeerAddr());
 }
 
 int uscm_leave_multicast(struct uscm_cm_id* id, const struct uscm_addr* addr) {

@@ -142,6 +142,46 @@ struct uscm_qp_attr {
 
 /* Option levels and names (rdma_set_option), plus uscm-only names. */
 enum { USCM_OPTION_ID = 0, USCM_OPTION_IB = 1 };
+/* Level USCM_OPTION_IB (RDMA_OPTION_IB_PATH): optval is an array of
+ * struct uscm_path_data, optlen a non-zero multiple of its size; the first
+ * entry flagged GMP | PRIMARY | BIDIRECTIONAL is used (as the kernel's
+ * ucma_set_ib_path) and replaces the SA query of uscm_resolve_route. Allowed
+ * while the id is idle or ADDR_RESOLVED. */
+enum { USCM_OPTION_IB_PATH = 1 };
+/* struct ibv_path_data (infiniband/sa.h): flags, then one 64-byte SA
+ * PathRecord in wire (network) order, SGID = this side. */
+enum {
+  USCM_PATH_FLAG_GMP = 1 << 0,
+  USCM_PATH_FLAG_PRIMARY = 1 << 1,
+  USCM_PATH_FLAG_ALTERNATE = 1 << 2,
+  USCM_PATH_FLAG_OUTBOUND = 1 << 3,
+  USCM_PATH_FLAG_INBOUND = 1 << 4,
+  USCM_PATH_FLAG_INBOUND_REVERSE = 1 << 5,
+  USCM_PATH_FLAG_BIDIRECTIONAL = (1 << 3) | (1 << 5)
+};
+struct uscm_path_data {
+  uint32_t flags;
+  uint32_t reserved;
+  uint8_t path_rec[64];
+};
+
+/* rdma_join_multicast_ex (enum rdma_cm_join_mc_attr_mask,
+ * enum rdma_cm_mc_join_flags, struct rdma_cm_join_mc_attr_ex). */
+enum uscm_cm_join_mc_attr_mask {
+  USCM_CM_JOIN_MC_ATTR_ADDRESS = 1 << 0,
+  USCM_CM_JOIN_MC_ATTR_JOIN_FLAGS = 1 << 1,
+  USCM_CM_JOIN_MC_ATTR_RESERVED = 1 << 2
+};
+enum uscm_cm_mc_join_flags {
+  USCM_MC_JOIN_FLAG_FULLMEMBER,
+  USCM_MC_JOIN_FLAG_SENDONLY_FULLMEMBER, /* no QP attach, as librdmacm */
+  USCM_MC_JOIN_FLAG_RESERVED
+};
+struct uscm_cm_join_mc_attr_ex {
+  uint32_t comp_mask;  /* USCM_CM_JOIN_MC_ATTR_*: ADDRESS and JOIN_FLAGS required */
+  uint32_t join_flags; /* enum uscm_cm_mc_join_flags */
+  const struct uscm_addr* addr;
+};
 enum {
   USCM_OPTION_ID_TOS = 0,         /* uint8_t */
   USCM_OPTION_ID_REUSEADDR = 1,   /* int */
@@ -183,7 +223,15 @@ int uscm_disconnect(struct uscm_cm_id* id);
 int uscm_set_option(struct uscm_cm_id* id, int level, int optname, const void* optval,
                     size_t optlen);
 int uscm_join_multicast(struct uscm_cm_id* id, const struct uscm_addr* addr, void* context);
+int uscm_join_multicast_ex(struct uscm_cm_id* id, const struct uscm_cm_join_mc_attr_ex* attr,
+                           void* context);
 int uscm_leave_multicast(struct uscm_cm_id* id, const struct uscm_addr* addr);
+/* rdma_get_src_port / rdma_get_dst_port: the IP port, or for AF_IB the low
+ * 16 bits of the service ID (as librdmacm's ucma_get_port). Host order, like
+ * uscm_addr.port (librdmacm returns __be16). 0 when none is known yet; an
+ * unknown id also gives 0, with errno EINVAL and uscm_last_error(). */
+uint16_t uscm_get_src_port(struct uscm_cm_id* id);
+uint16_t uscm_get_dst_port(struct uscm_cm_id* id);
 int uscm_init_qp_attr(struct uscm_cm_id* id, struct uscm_qp_attr* attr, int* mask);
 int uscm_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event** event);
 int uscm_ack_cm_event(struct uscm_cm_event* event);
