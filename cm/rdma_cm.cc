@@ -586,6 +586,7 @@ absl::Status CmId::ResolveRoute(mad::Duration) {
   }
   if (options_.ib_path.has_value()) {
     path_ = *options_.ib_path;
+    path_from_sa_ = false;
     if (options_.tos) path_->traffic_class = *options_.tos;
     state_ = IdState::kRouteResolved;
     device_->Post(this, EventType::kRouteResolved, 0);

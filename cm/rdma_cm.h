@@ -265,6 +265,9 @@ class CmId {
   bool bound_ = false;
   IdOptions options_;
   absl::optional<cm::PathInfo> path_;  // local = this side
+  // The route came from an SA PathRecord (or the path cache), not from the
+  // IB_PATH option nor a REQ: a timeout or a path REJ invalidates it.
+  bool path_from_sa_ = false;
   uint8_t path_mtu_ = 4;
   bool swallow_established_ = false;
   cm::ConnId conn_;
@@ -392,6 +395,9 @@ class Device final : public cm::NodeObserver {
   void OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e);
   void OnSaResult(mad::TimePoint now, sa::SaResult& r);
   void OnMcEvent(sa::McEvent& e);
+  // Drops the cached paths to the id's destination when its SA route proved
+  // wrong (connect timed out, or a REJ reason that blames the path).
+  void InvalidateRoute(CmId* id);
   absl::Status AllocPort(CmId* id);
 
   std::unique_ptr<cm::Node> node_;

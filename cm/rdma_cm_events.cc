@@ -55,6 +55,30 @@ cm::PathInfo Reversed(const cm::PathInfo& in) {
   return p;
 }
 
+// REJ reasons that say the primary path itself is wrong (IBTA Table 112;
+// ../shared/spec/ib-cm-sa-digest.md §3.1): 12 primary remote port GID
+// rejected, 13 primary remote port LID rejected, 14 invalid primary SL,
+// 15 invalid primary traffic class, 16 invalid primary hop limit, 17 invalid
+// primary packet rate, 26 invalid path MTU, 32 invalid primary flow label.
+// The alternate-path reasons (18..23, 33) are not among them: an rdma_cm
+// REQ carries no alternate path, and the cache holds only the primary.
+bool RejBlamesPath(int reason) {
+  using R = cm::RejReason;
+  switch (static_cast<R>(reason)) {
+    case R::kInvalidPrimaryGid:
+    case R::kInvalidPrimaryLid:
+    case R::kInvalidPrimarySl:
+    case R::kInvalidPrimaryTrafficClass:
+    case R::kInvalidPrimaryHopLimit:
+    case R::kInvalidPrimaryPacketRate:
+    case R::kInvalidMtu:
+    case R::kInvalidPrimaryFlowLabel:
+      return true;
+    default:
+      return false;
+  }
+}
+
 AhAttr AhFor(const cm::PathInfo& p) {
   AhAttr a;
   a.dlid = p.remote_lid;
@@ -100,10 +124,17 @@ void Device::OnSaResult(mad::TimePoint, sa::SaResult& r) {
     return;
   }
   id->path_ = FromRecord(r.paths[0]);
+  id->path_from_sa_ = true;
   id->path_mtu_ = static_cast<uint8_t>(r.paths[0].mtu);
   if (id->options_.tos) id->path_->traffic_class = *id->options_.tos;
   id->state_ = IdState::kRouteResolved;
   Post(id, EventType::kRouteResolved, 0);
+}
+
+void Device::InvalidateRoute(CmId* id) {
+  if (!id->path_from_sa_ || !id->path_.has_value()) return;
+  // Every cached path to the destination (any SGID, ServiceID, SL, TClass).
+  node_->path_cache().InvalidateGid(id->path_->remote_gid);
 }
 
 void Device::OnMcEvent(sa::McEvent& m) {
@@ -178,6 +209,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       ev->remote_ece = id->remote_ece_;
       break;
     case T::kRejected:
+      if (RejBlamesPath(e.status)) InvalidateRoute(id);
       if (id->qp_ != nullptr) (void)id->qp_->ToError();
       id->state_ = IdState::kIdle;
       ev->event = EventType::kRejected;
@@ -188,6 +220,10 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       id->state_ = IdState::kIdle;
       ev->event = EventType::kUnreachable;
       if (ev->status == cm::kEtimedout) ev->status = -ETIMEDOUT;
+      // No answer to the REQ / SIDR_REQ at all: the cached path may lead
+      // nowhere (the peer moved, LIDs were reassigned); the next
+      // ResolveRoute to this destination asks the SA again.
+      if (ev->status == -ETIMEDOUT) InvalidateRoute(id);
       ev->ud.private_data = Bytes(e.private_data.bytes());
       by_conn_.erase(it);
       break;
