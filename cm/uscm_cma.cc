@@ -299,9 +299,14 @@ int uscm_create_id(struct uscm_event_channel* channel, struct uscm_cm_id** id, v
 int uscm_destroy_id(struct uscm_cm_id* id) {
   CmId* c = IdOf(id, "destroy_id");
   if (c == nullptr) return -1;
+  // g_mu is held across DestroyId: once `c` is freed another thread may get a
+  // new CmId at the same address (create_id, or a passive id in HandleOf);
+  // the old mapping must be gone before either can look it up, or it would
+  // erase the new id's handle (the next event of that id then carried a
+  // fresh handle: c_api_threads_test).
+  std::lock_guard<std::mutex> lock(g_mu);
   absl::Status s = c->channel()->DestroyId(c);
   if (!s.ok()) return Fail(s);
-  std::lock_guard<std::mutex> lock(g_mu);
   Handles().erase(c);
   delete id;
   return 0;
