@@ -650,7 +650,9 @@ absl::Status CmId::SetOption(const IdOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "set_option(BACKOFF): factor ", o.backoff_factor, " must be 1..16"));
   }
-  if (o.ib_path && state_ != IdState::kAddrResolved && state_ != IdState::kIdle) {
+  // Only a new IB_PATH is bound to the state; other options may change later.
+  if (o.ib_path && o.ib_path != options_.ib_path && state_ != IdState::kAddrResolved &&
+      state_ != IdState::kIdle) {
     return WrongState("set_option(IB_PATH)", state_, "IDLE or ADDR_RESOLVED");
   }
   options_ = o;

@@ -342,6 +342,12 @@ TEST_F(RdmaCmTest, TosBecomesTheTrafficClassOfTheReqOnTheWire) {
   ASSERT_TRUE(b->ResolveRoute().ok());
   Next(0, EventType::kRouteResolved);
   EXPECT_EQ(b->route()->traffic_class, 0x20);
+  // Past ADDR_RESOLVED other options still change; only a new IB_PATH is refused.
+  IdOptions later = b->options();
+  later.ack_timeout = 18;
+  EXPECT_TRUE(b->SetOption(later).ok());
+  later.ib_path->sl = 3;
+  EXPECT_THAT(b->SetOption(later).message(), HasSubstr("set_option(IB_PATH)"));
   ConnParam pb;
   pb.qp_num = 0x32;
   ASSERT_TRUE(b->Connect(pb).ok());
