@@ -587,6 +587,7 @@ absl::Status CmId::ResolveRoute(mad::Duration) {
   if (options_.ib_path.has_value()) {
     path_ = *options_.ib_path;
     path_from_sa_ = false;
+    if (path_->mtu >= 1 && path_->mtu <= 5) path_mtu_ = path_->mtu;  // IB_PATH with an MTU
     if (options_.tos) path_->traffic_class = *options_.tos;
     state_ = IdState::kRouteResolved;
     device_->Post(this, EventType::kRouteResolved, 0);
@@ -697,6 +698,54 @@ absl::Status CmId::SetQp(QpTransitioner* qp) {
   }
   qp_ = qp;
   qpn_ = qp->qp_num();
+  return absl::OkStatus();
+}
+
+void CmId::ClearQp() {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  qp_ = nullptr;
+  for (McJoinState& j : joins_) j.attached = false;  // the QP is gone: nothing to detach
+}
+
+absl::Status CmId::Migrate(EventChannel* to) {
+  std::lock_guard<std::mutex> dlock(device_->node_->mutex());
+  if (to == nullptr) return absl::InvalidArgumentError("migrate_id: channel is null");
+  if (to->device_ != device_) {
+    return absl::InvalidArgumentError(
+        "migrate_id: the channel belongs to another device (port); a channel serves one port");
+  }
+  EventChannel* from = channel_;
+  if (to == from) return absl::OkStatus();
+  std::scoped_lock lock(from->mu_, to->mu_);
+  int retrieved = 0;
+  for (const auto& [e, owned] : from->delivered_) retrieved += e->id == this;
+  if (retrieved > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "migrate_id: ", retrieved,
+        " retrieved event(s) of this id are not acked on its current channel; ack_cm_event "
+        "them first (librdmacm would wait)"));
+  }
+  // Children whose CONNECT_REQUEST is still queued have not reached the user:
+  // they and all their queued events go along.
+  std::vector<CmId*> moving = {this};
+  for (const auto& e : from->queue_) {
+    if (e->listen_id == this && e->id != nullptr && e->id != this) moving.push_back(e->id);
+  }
+  auto moves = [&](const Event* e) {
+    return std::find(moving.begin(), moving.end(), e->id) != moving.end();
+  };
+  for (auto it = from->queue_.begin(); it != from->queue_.end();) {
+    if (!moves(it->get())) {
+      ++it;
+      continue;
+    }
+    uint64_t junk, one = 1;
+    (void)!read(from->fd_, &junk, sizeof junk);
+    to->queue_.push_back(std::move(*it));
+    (void)!write(to->fd_, &one, sizeof one);
+    it = from->queue_.erase(it);
+  }
+  for (CmId* m : moving) m->channel_ = to;
   return absl::OkStatus();
 }
 

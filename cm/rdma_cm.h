@@ -236,6 +236,14 @@ class CmId {
   absl::StatusOr<cm::QpAttributes> InitQpAttr(cm::QpState state) const;
   // Attaches a QP the runtime transitions (rdma_create_qp without the create).
   absl::Status SetQp(QpTransitioner* qp);
+  // Forgets the attached QP (rdma_destroy_qp): the runtime no longer touches it.
+  void ClearQp();
+  // rdma_migrate_id: this id and its queued events (and the queued
+  // CONNECT_REQUESTs of a listener, with their children) move to `to`, which
+  // must belong to the same device. FailedPrecondition (C: EBUSY) while events
+  // of the id retrieved from its current channel are not acked (librdmacm
+  // waits for the acks instead).
+  absl::Status Migrate(EventChannel* to);
 
   Address GetLocalAddr() const;  // rdma_get_local_addr / getname
   Address GetPeerAddr() const;   // rdma_get_peer_addr / getpeer
@@ -324,6 +332,7 @@ class EventChannel {
 
  private:
   friend class Device;
+  friend class CmId;  // Migrate
   explicit EventChannel(Device* device, int fd) : device_(device), fd_(fd) {}
   void Push(std::unique_ptr<Event> e);  // device lock held
 

@@ -316,6 +316,22 @@ int uscm_destroy_id(struct uscm_cm_id* id) {
   CmId* c = IdOf(id, call);    \
   if (c == nullptr) return -1
 
+int uscm_migrate_id(struct uscm_cm_id* id, struct uscm_event_channel* channel) {
+  USCM_ID("migrate_id");
+  if (channel == nullptr) {
+    return Fail(ENOTSUP,
+                "migrate_id: NULL channel (librdmacm's synchronous mode) is not supported; "
+                "pass an event channel");
+  }
+  absl::Status s = c->Migrate(reinterpret_cast<ChannelImpl*>(channel)->ch.get());
+  if (!s.ok()) {
+    return Fail(s.code() == absl::StatusCode::kFailedPrecondition ? EBUSY : EINVAL,
+                std::string(s.message()));
+  }
+  id->channel = channel;
+  return 0;
+}
+
 int uscm_bind_addr(struct uscm_cm_id* id, const struct uscm_addr* addr) {
   USCM_ID("bind_addr");
   auto a = ToAddress(addr, "bind_addr");

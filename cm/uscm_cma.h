@@ -206,6 +206,13 @@ void uscm_destroy_event_channel(struct uscm_event_channel* channel);
 int uscm_create_id(struct uscm_event_channel* channel, struct uscm_cm_id** id, void* context,
                    enum uscm_port_space ps);
 int uscm_destroy_id(struct uscm_cm_id* id);
+/* rdma_migrate_id: the id, its queued events (and for a listener the
+ * queued CONNECT_REQUESTs with their new ids) move to `channel`, which must
+ * be of the same device; id->channel is updated. Differences from librdmacm:
+ * EBUSY (instead of blocking) while events of the id retrieved from its
+ * current channel are not acked; a NULL channel (librdmacm: synchronous
+ * mode) is ENOTSUP. */
+int uscm_migrate_id(struct uscm_cm_id* id, struct uscm_event_channel* channel);
 int uscm_bind_addr(struct uscm_cm_id* id, const struct uscm_addr* addr);
 int uscm_resolve_addr(struct uscm_cm_id* id, const struct uscm_addr* src,
                       const struct uscm_addr* dst, int timeout_ms);
