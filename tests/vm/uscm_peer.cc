@@ -11,14 +11,25 @@
 //             [--bytes 4096] [--ready-file F] [--qpn-file F] [--peer-ud-qpn N]
 //             [--timeout-ms 20000] [--sa-rmpp auto|user|kernel|none]
 // --role open only opens the transport and the RC resources (error checks);
+// --role mcast (RunMulticast below) attaches a real UD QP on --device to an
+// IPv4 multicast group and sends to it from a UD QP on --peer-device:
+//   uscm_peer --role mcast --device rxe0 --ip A.B.C.D --peer-device rxe1
+//             --peer-ip A.B.C.D [--group 239.1.2.3] [--bytes 256]
 // with --sa-rmpp the umad transport also registers an SA agent that way and
 // prints the mode it got (RoCE has no SA, but the registration is the kernel's).
 // RoCE path: no SA; GIDs are the IPv4-mapped addresses (verbs/roce_addressing.h).
 // Prints "ok <step>" lines; on an error "uscm_peer: <message>" and exit 1.
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +41,7 @@
 #include "cm/rdma_cm.h"
 #include "mad/time.h"
 #include "mad/umad_transport.h"
+#include "verbs/qp_transitions.h"
 #include "verbs/rc_resources.h"
 #include "verbs/roce_addressing.h"
 #include "verbs/ud_transport.h"
@@ -45,7 +57,9 @@ constexpr uint32_t kUdQkey = 0x11111;  // below 0x80000000: needs no CAP_NET_RAW
 
 struct Flags {
   std::string role, device, transport = "umad", ready_file, qpn_file, sa_rmpp;
+  std::string peer_device;  // --role mcast: the sender's device
   uint32_t ip = 0, peer_ip = 0, peer_ud_qpn = 0;
+  uint32_t group = 0xEF010203;  // --role mcast: 239.1.2.3
   uint16_t port = 7471;
   size_t bytes = 4096;
   int timeout_ms = 20000;
@@ -78,11 +92,16 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     else if (k == "--ready-file") f.ready_file = v;
     else if (k == "--qpn-file") f.qpn_file = v;
     else if (k == "--peer-ud-qpn") ok = absl::SimpleAtoi(v, &f.peer_ud_qpn) && f.peer_ud_qpn > 1;
+    else if (k == "--peer-device") f.peer_device = v;
+    else if (k == "--group") ok = ParseIpv4(v, &f.group) && (f.group >> 28) == 0xE;
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", k));
     if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value for ", k, ": ", v));
   }
-  if (f.role != "server" && f.role != "client" && f.role != "open") {
-    return absl::InvalidArgumentError("--role server|client|open");
+  if (f.role != "server" && f.role != "client" && f.role != "open" && f.role != "mcast") {
+    return absl::InvalidArgumentError("--role server|client|open|mcast");
+  }
+  if (f.role == "mcast" && (f.peer_device.empty() || f.peer_ip == 0)) {
+    return absl::InvalidArgumentError("--role mcast needs --peer-device and --peer-ip (the sender)");
   }
   if (f.transport != "umad" && f.transport != "ud") {
     return absl::InvalidArgumentError("--transport umad|ud");
@@ -163,7 +182,10 @@ absl::Status ExpectRts(const uscm::verbs::RcResources& res) {
   return absl::OkStatus();
 }
 
+absl::Status RunMulticast(const Flags& f);
+
 absl::Status Run(const Flags& f) {
+  if (f.role == "mcast") return RunMulticast(f);
   const Duration timeout = Duration::Millis(f.timeout_ms);
   // MAD transport
   std::unique_ptr<uscm::mad::Transport> transport;
@@ -331,6 +353,230 @@ absl::Status Run(const Flags& f) {
          static_cast<unsigned long long>(roce.counters().redirected),
          static_cast<unsigned long long>(qp->mtu_capped()));
   return absl::OkStatus();
+}
+
+// ---- --role mcast ----------------------------------------------------------
+// RoCE multicast with a real UD QP. The uscm API's JoinMulticast always asks
+// the SA (MCMemberRecord Set through sa::McManager) and RoCE has no SA, so
+// the API cannot join on RoCE yet (librdmacm/the kernel join RoCE groups
+// without an SA: MGID = ::ffff:<IPv4 group>, an IGMP join on the netdev).
+// This role does what that join would do around the attach the API performs:
+// the IGMP membership on --ip (a socket's IP_ADD_MEMBERSHIP, as the kernel's
+// cma_igmp_send), and the attach / detach through verbs::VerbsQp, the
+// QpTransitioner the runtime calls on MULTICAST_JOIN / leave. Proof that the
+// attach is real: a UD send to the group from --peer-device is not received
+// before the attach, is received (byte for byte, from the sender's QPN) after
+// it, and is not received after the detach.
+
+// One UD QP (RTS, Q_Key kUdpQkey as rdma_cm multicast) with a registered buffer.
+class UdEnd {
+ public:
+  static absl::StatusOr<std::unique_ptr<UdEnd>> Open(const std::string& device, size_t bytes) {
+    std::unique_ptr<UdEnd> u(new UdEnd());
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (list == nullptr) return absl::NotFoundError("ibv_get_device_list failed");
+    for (int i = 0; i < n; ++i) {
+      if (device == ibv_get_device_name(list[i])) u->ctx_ = ibv_open_device(list[i]);
+    }
+    ibv_free_device_list(list);
+    if (u->ctx_ == nullptr) return absl::NotFoundError(absl::StrCat("cannot open ", device));
+    u->buf_.resize(4 * (40 + bytes));
+    if ((u->pd_ = ibv_alloc_pd(u->ctx_)) == nullptr) return absl::InternalError("ibv_alloc_pd");
+    if ((u->cq_ = ibv_create_cq(u->ctx_, 32, nullptr, nullptr, 0)) == nullptr) {
+      return absl::InternalError("ibv_create_cq");
+    }
+    u->mr_ = ibv_reg_mr(u->pd_, u->buf_.data(), u->buf_.size(), IBV_ACCESS_LOCAL_WRITE);
+    if (u->mr_ == nullptr) return absl::InternalError("ibv_reg_mr");
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = u->cq_;
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    ia.qp_type = IBV_QPT_UD;
+    if ((u->qp_ = ibv_create_qp(u->pd_, &ia)) == nullptr) return absl::InternalError("ibv_create_qp(UD)");
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    a.qkey = uscm::kUdpQkey;
+    int rc = ibv_modify_qp(u->qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    if (rc == 0) rc = ibv_modify_qp(u->qp_, &a, IBV_QP_STATE);
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 0;
+    if (rc == 0) rc = ibv_modify_qp(u->qp_, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+    if (rc != 0) return absl::InternalError(absl::StrCat("UD QP to RTS: errno ", rc));
+    return u;
+  }
+  ~UdEnd() {
+    if (ah_) ibv_destroy_ah(ah_);
+    if (qp_) ibv_destroy_qp(qp_);
+    if (mr_) ibv_dereg_mr(mr_);
+    if (cq_) ibv_destroy_cq(cq_);
+    if (pd_) ibv_dealloc_pd(pd_);
+    if (ctx_) ibv_close_device(ctx_);
+  }
+
+  ibv_qp* qp() { return qp_; }
+  std::span<uint8_t> buffer() { return buf_; }
+
+  absl::Status PostRecv(size_t offset, size_t len, uint64_t wr_id) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf_.data() + offset), static_cast<uint32_t>(len),
+                mr_->lkey};
+    ibv_recv_wr wr{}, *bad = nullptr;
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    const int rc = ibv_post_recv(qp_, &wr, &bad);
+    return rc == 0 ? absl::OkStatus() : absl::InternalError(absl::StrCat("ibv_post_recv: ", rc));
+  }
+  // The address handle of the group (RoCE v2: GRH to the IPv4-mapped MGID).
+  absl::Status MakeAh(const uscm::mad::Gid& mgid, uint8_t sgid_index) {
+    ibv_ah_attr a{};
+    a.is_global = 1;
+    std::copy(mgid.raw.begin(), mgid.raw.end(), a.grh.dgid.raw);
+    a.grh.sgid_index = sgid_index;
+    a.grh.hop_limit = 64;
+    a.port_num = 1;
+    ah_ = ibv_create_ah(pd_, &a);
+    return ah_ != nullptr ? absl::OkStatus()
+                          : absl::InternalError(absl::StrCat("ibv_create_ah(", mgid.ToString(),
+                                                             "): errno ", errno));
+  }
+  absl::Status PostSend(size_t offset, size_t len, uint64_t wr_id) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf_.data() + offset), static_cast<uint32_t>(len),
+                mr_->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah_;
+    wr.wr.ud.remote_qpn = uscm::kMulticastQpn;
+    wr.wr.ud.remote_qkey = uscm::kUdpQkey;
+    const int rc = ibv_post_send(qp_, &wr, &bad);
+    return rc == 0 ? absl::OkStatus() : absl::InternalError(absl::StrCat("ibv_post_send: ", rc));
+  }
+  // The next completion within `ms`, or nullopt.
+  absl::StatusOr<absl::optional<ibv_wc>> Poll(int ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+      ibv_wc wc{};
+      const int n = ibv_poll_cq(cq_, 1, &wc);
+      if (n < 0) return absl::InternalError("ibv_poll_cq");
+      if (n == 1) {
+        if (wc.status != IBV_WC_SUCCESS) {
+          return absl::InternalError(absl::StrCat("completion wr_id ", wc.wr_id, ": ",
+                                                  ibv_wc_status_str(wc.status)));
+        }
+        return absl::optional<ibv_wc>(wc);
+      }
+      if (std::chrono::steady_clock::now() >= end) return absl::optional<ibv_wc>();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+ private:
+  UdEnd() = default;
+  ibv_context* ctx_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_mr* mr_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+  ibv_ah* ah_ = nullptr;
+  std::vector<uint8_t> buf_;
+};
+
+absl::Status RunMulticast(const Flags& f) {
+  const size_t b = f.bytes;
+  const int kAbsentMs = 1000;  // how long "not received" waits
+  const uscm::mad::Gid mgid = uscm::verbs::Ipv4MappedGid(f.group);
+  auto ip4 = [](uint32_t host_order) {
+    char t[INET_ADDRSTRLEN] = {0};
+    in_addr a{htonl(host_order)};
+    inet_ntop(AF_INET, &a, t, sizeof t);
+    return std::string(t);
+  };
+  const std::string group = ip4(f.group);
+  ASSIGN_OR_RETURN(rx, UdEnd::Open(f.device, b));
+  ASSIGN_OR_RETURN(tx, UdEnd::Open(f.peer_device, b));
+  ASSIGN_OR_RETURN(gids, uscm::verbs::ReadGidTable(f.peer_device, 1));
+  ASSIGN_OR_RETURN(sgid_index, uscm::verbs::GidIndex(gids, uscm::verbs::Ipv4MappedGid(f.peer_ip)));
+  RETURN_IF_ERROR(tx->MakeAh(mgid, sgid_index));
+  printf("ok ud-qps rx=%s qpn=%u tx=%s qpn=%u mgid=%s\n", f.device.c_str(), rx->qp()->qp_num,
+         f.peer_device.c_str(), tx->qp()->qp_num, mgid.ToString().c_str());
+  for (int i = 0; i < 4; ++i) RETURN_IF_ERROR(rx->PostRecv(i * (40 + b), 40 + b, 100 + i));
+
+  // IGMP membership of the receiving netdev (what the kernel's rdma_cm does
+  // for a RoCE v2 join), held while the socket is open.
+  const int sock = socket(AF_INET, SOCK_DGRAM, 0);
+  if (sock < 0) return absl::InternalError("socket");
+  ip_mreq mreq{};
+  mreq.imr_multiaddr.s_addr = htonl(f.group);
+  mreq.imr_interface.s_addr = htonl(f.ip);
+  if (setsockopt(sock, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof(mreq)) != 0) {
+    close(sock);
+    return absl::InternalError(absl::StrCat("IP_ADD_MEMBERSHIP ", group, ": errno ", errno));
+  }
+  printf("ok ip-membership %s on %s\n", group.c_str(), ip4(f.ip).c_str());
+
+  // Sends pattern `seed` to the group; the send must complete.
+  auto send = [&](uint32_t seed) -> absl::Status {
+    const auto p = Pattern(seed, b);
+    std::copy(p.begin(), p.end(), tx->buffer().begin());
+    RETURN_IF_ERROR(tx->PostSend(0, b, seed));
+    ASSIGN_OR_RETURN(c, tx->Poll(f.timeout_ms));
+    if (!c.has_value() || c->opcode != IBV_WC_SEND) {
+      return absl::DeadlineExceededError("no send completion for the multicast send");
+    }
+    return absl::OkStatus();
+  };
+  auto expect_none = [&](const char* step) -> absl::Status {
+    ASSIGN_OR_RETURN(c, rx->Poll(kAbsentMs));
+    if (c.has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          step, ": received ", c->byte_len, " bytes from QPN ", c->src_qp, "; expected nothing"));
+    }
+    printf("ok %s not-received within %d ms\n", step, kAbsentMs);
+    return absl::OkStatus();
+  };
+
+  absl::Status s = [&]() -> absl::Status {
+    RETURN_IF_ERROR(send(11));
+    RETURN_IF_ERROR(expect_none("before-attach"));
+
+    ASSIGN_OR_RETURN(vqp, uscm::verbs::VerbsQp::Wrap(rx->qp(), {.qkey = uscm::kUdpQkey}));
+    RETURN_IF_ERROR(vqp.AttachMulticast(mgid, 0xFFFF));
+    printf("ok attached attaches=%llu\n", static_cast<unsigned long long>(vqp.counters().attaches));
+    RETURN_IF_ERROR(send(12));
+    ASSIGN_OR_RETURN(c, rx->Poll(f.timeout_ms));
+    if (!c.has_value()) return absl::DeadlineExceededError("after attach: nothing received");
+    if (c->opcode != IBV_WC_RECV || c->byte_len != 40 + b) {
+      return absl::DataLossError(absl::StrCat("after attach: opcode ", c->opcode, ", ",
+                                              c->byte_len, " bytes (want ", 40 + b, ")"));
+    }
+    if (c->src_qp != tx->qp()->qp_num) {
+      return absl::DataLossError(absl::StrCat("after attach: from QPN ", c->src_qp, ", sender is ",
+                                              tx->qp()->qp_num));
+    }
+    const size_t at = (c->wr_id - 100) * (40 + b) + 40;  // after the GRH
+    if (std::string d = Compare(rx->buffer().subspan(at, b), Pattern(12, b)); !d.empty()) {
+      return absl::DataLossError("multicast payload: " + d);
+    }
+    printf("ok mcast-recv bytes=%zu src_qp=%u grh=%d\n", b, c->src_qp,
+           (c->wc_flags & IBV_WC_GRH) ? 1 : 0);
+
+    RETURN_IF_ERROR(vqp.DetachMulticast(mgid, 0xFFFF));
+    printf("ok detached detaches=%llu\n", static_cast<unsigned long long>(vqp.counters().detaches));
+    RETURN_IF_ERROR(send(13));
+    RETURN_IF_ERROR(expect_none("after-detach"));
+    return absl::OkStatus();
+  }();
+  close(sock);
+  return s;
 }
 
 }  // namespace
