@@ -587,6 +587,7 @@ absl::Status CmId::ResolveRoute(mad::Duration) {
   if (options_.ib_path.has_value()) {
     path_ = *options_.ib_path;
     path_from_sa_ = false;
+    if (path_->mtu >= 1 && path_->mtu <= 5) path_mtu_ = path_->mtu;  // IB_PATH with an MTU
     if (options_.tos) path_->traffic_class = *options_.tos;
     state_ = IdState::kRouteResolved;
     device_->Post(this, EventType::kRouteResolved, 0);

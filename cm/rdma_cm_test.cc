@@ -338,6 +338,7 @@ TEST_F(RdmaCmTest, TosBecomesTheTrafficClassOfTheReqOnTheWire) {
   ob.tos = 0x20;
   ob.ib_path = *a->route();
   ob.ib_path->traffic_class = 0;
+  ob.ib_path->mtu = 3;  // 1024, as a RoCE port with a 1500-byte Ethernet MTU
   ASSERT_TRUE(b->SetOption(ob).ok());
   ASSERT_TRUE(b->ResolveRoute().ok());
   Next(0, EventType::kRouteResolved);
@@ -353,6 +354,9 @@ TEST_F(RdmaCmTest, TosBecomesTheTrafficClassOfTheReqOnTheWire) {
   ASSERT_TRUE(b->Connect(pb).ok());
   Event req2 = Next(1, EventType::kConnectRequest);
   EXPECT_EQ(req2.id->route()->traffic_class, 0x20);
+  auto rtr = req2.id->InitQpAttr(cm::QpState::kRtr);  // the REQ's path MTU
+  ASSERT_TRUE(rtr.ok()) << rtr.status();
+  EXPECT_EQ(rtr->path_mtu, 3);
   ASSERT_TRUE(req2.id->Reject({}).ok());
   Next(0, EventType::kRejected);
   for (CmId* x : {a, b}) ASSERT_TRUE(ch(0).DestroyId(x).ok());

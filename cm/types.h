@@ -93,6 +93,9 @@ struct PathInfo {
   bool subnet_local = true;      // false: routed, CM MADs and data carry a GRH
   uint8_t local_ack_timeout = 0; // IBA time code placed in REQ/LAP
   uint8_t packet_life_time = 0;  // IBA time code (SA PathRecord); not on the wire
+  // Path MTU, IBA enum 1..5 (256..4096; ibv_mtu has the same values). 0: not
+  // known (a route from the SA takes the PathRecord's; else the REQ says 2048).
+  uint8_t mtu = 0;
   friend bool operator==(const PathInfo&, const PathInfo&) = default;
 };
 

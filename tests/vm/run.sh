@@ -46,13 +46,22 @@ for g in "$VM"/groups/*.sh; do
   fi
   echo "=== vm group $name ==="
   t0=$EPOCHREALTIME
-  "$g" > "$LOGS/$name.log" 2>&1; rc=$?
+  for attempt in 1 2; do
+    "$g" > "$LOGS/$name.log" 2>&1; rc=$?
+    # checks print PASS/FAIL at the start of a line (pair groups: after "[a] ")
+    lines=$(grep -E '^(\[[ab]\] )?(PASS|FAIL) ' "$LOGS/$name.log" | sed -E 's/^\[([ab])\] (PASS|FAIL) /\2 \1:/')
+    # No check at all: the VM(s) never reached the checks (a boot lost on a loaded
+    # host). Run the group once more; a second time it is a failure.
+    [ -n "$lines" ] && break
+    echo "note: $name ran no check (exit $rc); last lines of its log:"
+    tail -n 15 "$LOGS/$name.log" | sed 's/^/  | /'
+  done
   secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-  # checks print PASS/FAIL at the start of a line (pair groups: after "[a] ")
-  lines=$(grep -E '^(\[[ab]\] )?(PASS|FAIL) ' "$LOGS/$name.log" | sed -E 's/^\[([ab])\] (PASS|FAIL) /\2 \1:/')
   p=$(grep -c '^PASS ' <<<"$lines"); f=$(grep -c '^FAIL ' <<<"$lines")
   [ -n "$lines" ] && printf '%s\n' "$lines"
-  if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+  if [ -z "$lines" ]; then
+    echo "FAIL $name: no check ran, twice (log: $LOGS/$name.log)"; f=1
+  elif [ "$rc" != 0 ] && [ "$f" = 0 ]; then
     echo "FAIL $name: the group ended with status $rc (log: $LOGS/$name.log)"; f=1
     tail -n 25 "$LOGS/$name.log" | sed 's/^/  | /'
   elif [ "$f" != 0 ]; then

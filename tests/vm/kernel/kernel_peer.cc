@@ -197,6 +197,8 @@ absl::StatusOr<CmEvent> Peer::Connect(const Address& dst, const ConnParam& param
   // No SA on RoCE: the path comes from the two IPs (IB_PATH option).
   IdOptions o;
   o.ib_path = verbs::RocePathFromIps(options_.local_ip.ipv4(), dst.ipv4());
+  // The port's active MTU, as rdma_cm puts in its REQ on RoCE (it was 2048).
+  o.ib_path->mtu = static_cast<uint8_t>(rc_->ActiveMtu(options_.port_num));
   s = conn_->SetOption(o);
   if (!s.ok()) return s;
   s = conn_->ResolveAddr(options_.local_ip, dst);

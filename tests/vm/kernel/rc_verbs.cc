@@ -16,6 +16,12 @@ absl::Status Errno(const std::string& what, int err) {
 
 }  // namespace
 
+ibv_mtu RcVerbs::ActiveMtu(uint8_t port_num) const {
+  ibv_port_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  return ibv_query_port(ctx_, port_num, &attr) == 0 ? attr.active_mtu : IBV_MTU_1024;
+}
+
 absl::StatusOr<std::unique_ptr<RcVerbs>> RcVerbs::Open(const std::string& ca_name, int depth) {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);

@@ -33,6 +33,9 @@ class RcVerbs {
   RcVerbs& operator=(const RcVerbs&) = delete;
 
   ibv_qp* qp() const { return qp_; }
+  // The active MTU of port `port_num` (ibv_query_port); IBV_MTU_1024 if the
+  // query fails.
+  ibv_mtu ActiveMtu(uint8_t port_num) const;
   // Registers a zeroed buffer of `size` bytes with `access` (IBV_ACCESS_*).
   absl::StatusOr<RcBuffer*> Register(size_t size, int access);
 
