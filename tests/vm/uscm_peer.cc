@@ -301,6 +301,7 @@ absl::Status Run(const Flags& f) {
                                      uscm::verbs::Ipv4MappedGid(f.peer_ip), 0));
     uscm::IdOptions io;
     io.ib_path = uscm::verbs::RocePathFromIps(f.ip, f.peer_ip);
+    io.ib_path->mtu = static_cast<uint8_t>(res->active_mtu());  // as rdma_cm on RoCE
     RETURN_IF_ERROR(id->SetOption(io));
     RETURN_IF_ERROR(id->ResolveAddr(Address::Ipv4(f.ip), Address::Ipv4(f.peer_ip, f.port)));
     RETURN_IF_ERROR(Expect(*ch, EventType::kAddrResolved, timeout).status());
