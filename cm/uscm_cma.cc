@@ -10,8 +10,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include <infiniband/verbs.h>
+
 #include "cm/rdma_cm.h"
 #include "mad/wire/path_record.h"
+#include "verbs/qp_transitions.h"
+#include "verbs/rc_resources.h"
 
 struct uscm_device {
   uscm::Device* dev;
@@ -32,6 +36,18 @@ absl::flat_hash_map<CmId*, uscm_cm_id*>& Handles() {
   static auto* m = new absl::flat_hash_map<CmId*, uscm_cm_id*>();
   return *m;
 }
+
+// The QP attached to an id (uscm_set_qp / uscm_create_qp), guarded by g_mu.
+struct QpSlot {
+  std::unique_ptr<uscm::QpTransitioner> transitioner;
+  ibv_qp* qp = nullptr;
+  bool owned = false;  // uscm_create_qp: uscm_destroy_qp destroys it
+};
+absl::flat_hash_map<CmId*, QpSlot>& Qps() {
+  static auto* m = new absl::flat_hash_map<CmId*, QpSlot>();
+  return *m;
+}
+const uscm::verbs::VerbsOps* g_verbs_ops = nullptr;  // tests
 
 struct ChannelImpl {
   uscm_event_channel pub;  // first: the C pointer is this struct
@@ -308,6 +324,7 @@ int uscm_destroy_id(struct uscm_cm_id* id) {
   absl::Status s = c->channel()->DestroyId(c);
   if (!s.ok()) return Fail(s);
   Handles().erase(c);
+  Qps().erase(c);  // a QP of uscm_create_qp stays (rdma_destroy_id leaves it too)
   delete id;
   return 0;
 }
@@ -541,6 +558,140 @@ int uscm_init_qp_attr(struct uscm_cm_id* id, struct uscm_qp_attr* attr, int* mas
   return 0;
 }
 
+int uscm_set_qp_ex(struct uscm_cm_id* id, struct ibv_qp* qp, uint8_t sgid_index, int active_mtu) {
+  USCM_ID("set_qp");
+  if (qp == nullptr) return Fail(EINVAL, "set_qp: qp is NULL");
+  if (active_mtu < IBV_MTU_256 || active_mtu > IBV_MTU_4096) {
+    return Fail(EINVAL, "set_qp: active_mtu " + std::to_string(active_mtu) +
+                            " is not an enum ibv_mtu (1 = 256 .. 5 = 4096)");
+  }
+  const bool ud = c->is_ud();
+  if (ud ? qp->qp_type != IBV_QPT_UD : qp->qp_type != IBV_QPT_RC && qp->qp_type != IBV_QPT_UC) {
+    return Fail(EINVAL, "set_qp: QP type " + std::to_string(qp->qp_type) + " does not fit port space 0x" +
+                            absl::StrCat(absl::Hex(static_cast<int>(c->port_space()))) +
+                            (ud ? " (UDP / IPOIB need IBV_QPT_UD)" : " (TCP / IB need IBV_QPT_RC or _UC)"));
+  }
+  if (c->state() == uscm::IdState::kListen) {
+    return Fail(EINVAL, "set_qp: id is in state LISTEN; a QP belongs to an id that connects "
+                        "or to the new id of a CONNECT_REQUEST");
+  }
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto have = Qps().find(c);
+  if (have != Qps().end()) {
+    return Fail(EEXIST, "set_qp: the id already has a QP (QPN 0x" +
+                            absl::StrCat(absl::Hex(have->second.qp->qp_num)) +
+                            "); uscm_destroy_qp first");
+  }
+  const uscm::verbs::VerbsOps ops = g_verbs_ops != nullptr ? *g_verbs_ops : uscm::verbs::VerbsOps{};
+  QpSlot slot;
+  slot.qp = qp;
+  if (ud) {
+    // UD: no path MTU to cap; VerbsQp also attaches multicast groups.
+    uscm::verbs::IbvMapOptions m;
+    m.sgid_index = sgid_index;
+    m.qkey = uscm::kUdpQkey;
+    auto v = uscm::verbs::VerbsQp::Wrap(qp, m, ops);
+    if (!v.ok()) return Fail(EINVAL, "set_qp: " + std::string(v.status().message()));
+    slot.transitioner = std::make_unique<uscm::verbs::VerbsQp>(std::move(*v));
+  } else {
+    auto t = uscm::verbs::RcQpTransitioner::Create(qp, sgid_index,
+                                                   static_cast<ibv_mtu>(active_mtu), ops);
+    if (!t.ok()) return Fail(EINVAL, "set_qp: " + std::string(t.status().message()));
+    slot.transitioner = std::move(*t);
+  }
+  absl::Status s = c->SetQp(slot.transitioner.get());
+  if (!s.ok()) return Fail(s);
+  id->qp = qp;
+  Qps()[c] = std::move(slot);
+  return 0;
+}
+
+int uscm_set_qp(struct uscm_cm_id* id, struct ibv_qp* qp) {
+  USCM_ID("set_qp");
+  if (qp == nullptr) return Fail(EINVAL, "set_qp: qp is NULL");
+  const uint8_t port = c->device()->port().port_num;
+  ibv_port_attr pa{};
+  if (ibv_query_port(qp->context, port, &pa) != 0) {
+    return Fail(errno != 0 ? errno : EINVAL,
+                "set_qp: ibv_query_port(port " + std::to_string(port) + ") failed: " +
+                    strerror(errno) + " (is the QP on the id's device?)");
+  }
+  // The source GID: the id's IPv4-mapped GID (RoCE), else the port's GID.
+  std::vector<uscm::mad::Gid> wanted;
+  const Address local = c->GetLocalAddr();
+  if (local.family == Address::Family::kIpv4) {
+    uscm::mad::Gid g;
+    g.raw[10] = g.raw[11] = 0xFF;
+    std::memcpy(&g.raw[12], &local.ip[12], 4);
+    wanted.push_back(g);
+  }
+  wanted.push_back(c->device()->port().gid);
+  int sgid_index = 0;
+  for (const uscm::mad::Gid& w : wanted) {
+    int found = -1;
+    for (int i = 0; i < pa.gid_tbl_len && found < 0; ++i) {
+      ibv_gid g{};
+      if (ibv_query_gid(qp->context, port, i, &g) == 0 &&
+          std::memcmp(g.raw, w.raw.data(), 16) == 0) {
+        found = i;
+      }
+    }
+    if (found >= 0) {
+      sgid_index = found;
+      break;
+    }
+  }
+  return uscm_set_qp_ex(id, qp, static_cast<uint8_t>(sgid_index), pa.active_mtu);
+}
+
+int uscm_create_qp(struct uscm_cm_id* id, struct ibv_pd* pd, struct ibv_qp_init_attr* qp_init_attr) {
+  USCM_ID("create_qp");
+  if (pd == nullptr || qp_init_attr == nullptr) {
+    return Fail(EINVAL, "create_qp: pd and qp_init_attr must not be NULL (uscm has no default PD)");
+  }
+  const bool ud = c->is_ud();
+  if (ud ? qp_init_attr->qp_type != IBV_QPT_UD
+         : qp_init_attr->qp_type != IBV_QPT_RC && qp_init_attr->qp_type != IBV_QPT_UC) {
+    return Fail(EINVAL, "create_qp: qp_init_attr->qp_type " + std::to_string(qp_init_attr->qp_type) +
+                            " does not fit the port space" +
+                            (ud ? " (UDP / IPOIB need IBV_QPT_UD)" : " (TCP / IB need IBV_QPT_RC or _UC)"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (Qps().contains(c)) return Fail(EEXIST, "create_qp: the id already has a QP; uscm_destroy_qp first");
+  }
+  ibv_qp* qp = ibv_create_qp(pd, qp_init_attr);
+  if (qp == nullptr) {
+    const int err = errno != 0 ? errno : ENOMEM;
+    return Fail(err, std::string("create_qp: ibv_create_qp failed: ") + strerror(err));
+  }
+  if (uscm_set_qp(id, qp) != 0) {
+    const int err = errno;
+    const std::string msg = "create_qp: " + g_last_error;
+    ibv_destroy_qp(qp);
+    return Fail(err, msg);
+  }
+  std::lock_guard<std::mutex> lock(g_mu);
+  Qps()[c].owned = true;
+  return 0;
+}
+
+void uscm_destroy_qp(struct uscm_cm_id* id) {
+  CmId* c = IdOf(id, "destroy_qp");
+  if (c == nullptr) return;
+  c->ClearQp();  // after this the runtime no longer calls the transitioner
+  QpSlot slot;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = Qps().find(c);
+    if (it == Qps().end()) return;
+    slot = std::move(it->second);
+    Qps().erase(it);
+  }
+  id->qp = nullptr;
+  if (slot.owned) ibv_destroy_qp(slot.qp);
+}
+
 int uscm_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event** event) {
   if (channel == nullptr || event == nullptr) {
     return Fail(EINVAL, "get_cm_event: channel and event must not be NULL");
@@ -624,3 +775,7 @@ int uscm_parse_addr(const char* text, struct uscm_addr* addr) {
 
 struct uscm_device* uscm_device_wrap(uscm::Device* dev) { return new uscm_device{dev}; }
 void uscm_device_unwrap_free(struct uscm_device* d) { delete d; }
+void uscm_set_verbs_ops_for_testing(const uscm::verbs::VerbsOps* ops) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_verbs_ops = ops;
+}

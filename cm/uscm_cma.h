@@ -96,11 +96,16 @@ struct uscm_event_channel {
   int fd;
 };
 
+struct ibv_qp;
+struct ibv_pd;
+struct ibv_qp_init_attr;
+
 struct uscm_cm_id {
   void* context;
   struct uscm_event_channel* channel;
   enum uscm_port_space ps;
   void* impl; /* private */
+  struct ibv_qp* qp; /* as rdma_cm_id.qp: set by uscm_create_qp / uscm_set_qp */
 };
 
 struct uscm_cm_event {
@@ -240,6 +245,32 @@ int uscm_leave_multicast(struct uscm_cm_id* id, const struct uscm_addr* addr);
 uint16_t uscm_get_src_port(struct uscm_cm_id* id);
 uint16_t uscm_get_dst_port(struct uscm_cm_id* id);
 int uscm_init_qp_attr(struct uscm_cm_id* id, struct uscm_qp_attr* attr, int* mask);
+/* A verbs QP the CM drives (rdma_create_qp's QP): after these, uscm moves the
+ * QP to INIT / RTR / RTS while connecting or accepting and to ERROR on
+ * REJECTED / DISCONNECTED, attaches it to joined multicast groups (UD), and
+ * conn_param.qp_num may be 0. Call after resolve_addr / resolve_route
+ * (active) or on CONNECT_REQUEST (passive), before connect / accept; one QP
+ * per id. RC, UC and UD QPs (RC/UC for USCM_PS_TCP / USCM_PS_IB, UD for
+ * USCM_PS_UDP / USCM_PS_IPOIB; UD QPs get the Q_Key 0x01234567).
+ *
+ * uscm_set_qp (uscm only): the application created `qp` with libibverbs on the
+ * id's port and keeps owning it (uscm_destroy_qp only detaches it). The
+ * port's active MTU caps the path MTU; the source GID index is the one of the
+ * id's IPv4-mapped GID (RoCE), else of the port's GID, else 0 (ibv_query_port
+ * / ibv_query_gid on qp->context). uscm_set_qp_ex takes both instead
+ * (active_mtu: enum ibv_mtu, 1..5). EEXIST when the id already has a QP,
+ * EINVAL for a NULL qp, a QP type that does not fit the port space, or an id
+ * that listens, is connecting or is past CONNECT_REQUEST. */
+int uscm_set_qp(struct uscm_cm_id* id, struct ibv_qp* qp);
+int uscm_set_qp_ex(struct uscm_cm_id* id, struct ibv_qp* qp, uint8_t sgid_index, int active_mtu);
+/* rdma_create_qp: ibv_create_qp(pd, qp_init_attr) then uscm_set_qp; the QP
+ * is destroyed again when that fails. pd must be given (librdmacm's NULL pd =
+ * the id's default PD has no equivalent). The QP is id->qp. */
+int uscm_create_qp(struct uscm_cm_id* id, struct ibv_pd* pd, struct ibv_qp_init_attr* qp_init_attr);
+/* rdma_destroy_qp: uscm stops driving the QP and id->qp becomes NULL; a QP of
+ * uscm_create_qp is destroyed (ibv_destroy_qp), one of uscm_set_qp is left to
+ * the application. No-op when the id has no QP. */
+void uscm_destroy_qp(struct uscm_cm_id* id);
 int uscm_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event** event);
 int uscm_ack_cm_event(struct uscm_cm_event* event);
 int uscm_getname(struct uscm_cm_id* id, struct uscm_addr* addr);
@@ -256,6 +287,12 @@ class Device;
 }
 struct uscm_device* uscm_device_wrap(uscm::Device* dev);
 void uscm_device_unwrap_free(struct uscm_device* handle);
+/* Tests: the verbs calls (ibv_modify_qp, attach/detach) of QPs attached
+ * afterwards go through `ops` (NULL: the real ones). */
+namespace uscm::verbs {
+struct VerbsOps;
+}
+void uscm_set_verbs_ops_for_testing(const uscm::verbs::VerbsOps* ops);
 #endif
 
 #endif /* USCM_CM_USCM_CMA_H_ */
