@@ -465,6 +465,14 @@ int uscm_set_option(struct uscm_cm_id* id, int level, int optname, const void* o
   } else if (level == USCM_OPTION_IB && optname == USCM_OPTION_IB_PATH) {
     auto path = IbPathOption(optval, optlen);
     if (!path.ok()) return Fail(path.status());
+    // rdma_set_option(IB_PATH) is refused outside ADDR_RESOLVED even with the
+    // same path (the kernel's rdma_set_ib_path); the C++ SetOption only
+    // refuses a changed path, so the C call checks the state itself.
+    const uscm::IdState st = c->state();
+    if (st != uscm::IdState::kIdle && st != uscm::IdState::kAddrResolved) {
+      return Fail(EINVAL, std::string("set_option(IB_PATH): id is in state ") +
+                              uscm::IdStateName(st) + "; expected IDLE or ADDR_RESOLVED");
+    }
     o.ib_path = *path;
   } else {
     return Fail(EINVAL, "set_option: unknown (level " + std::to_string(level) + ", option " +
