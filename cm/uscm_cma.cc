@@ -783,6 +783,7 @@ int uscm_parse_addr(const char* text, struct uscm_addr* addr) {
 
 struct uscm_device* uscm_device_wrap(uscm::Device* dev) { return new uscm_device{dev}; }
 void uscm_device_unwrap_free(struct uscm_device* d) { delete d; }
+int uscm_fail_with(int err, const char* message) { return Fail(err, message); }
 void uscm_set_verbs_ops_for_testing(const uscm::verbs::VerbsOps* ops) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_verbs_ops = ops;

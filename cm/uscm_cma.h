@@ -287,6 +287,9 @@ class Device;
 }
 struct uscm_device* uscm_device_wrap(uscm::Device* dev);
 void uscm_device_unwrap_free(struct uscm_device* handle);
+/* For C entry points in other files (cm/uscm_device.cc): sets errno and the
+ * message uscm_last_error() returns; always -1. */
+int uscm_fail_with(int err, const char* message);
 /* Tests: the verbs calls (ibv_modify_qp, attach/detach) of QPs attached
  * afterwards go through `ops` (NULL: the real ones). */
 namespace uscm::verbs {

@@ -1,0 +1,35 @@
+/* Opening a real port from C (uscm-specific). librdmacm needs no such call:
+ * rdma_create_event_channel opens the kernel's /dev/infiniband/rdma_cm. Here
+ * the CM runs in the process, so the process opens the port: the umad device
+ * (QP1), or, when another process already owns the port's CM class, the
+ * host's uscmd router for that port (docs/ROUTER.md), chosen automatically.
+ * The device then serves uscm_create_event_channel_on(dev) (or becomes the
+ * default with uscm_set_default_device) and runs its own progress thread.
+ *
+ *   struct uscm_device *dev = uscm_device_open("mlx5_0", 1);   NULL, 0: the
+ *   first ACTIVE port
+ *   if (!dev) fprintf(stderr, "%s\n", uscm_last_error());
+ *
+ * Errors (NULL, errno set, uscm_last_error() says what to do): ENODEV no RDMA
+ * device or port; EACCES no permission on /dev/infiniband/umad*; EBUSY the CM
+ * class is taken and no router listens on the port's socket; ENOTSUP a RoCE
+ * port (needs verbs::RoceAddressing: use the C++ API, see tools/fabric_flags.cc). */
+#ifndef USCM_CM_USCM_DEVICE_H_
+#define USCM_CM_USCM_DEVICE_H_
+
+#include "cm/uscm_cma.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct uscm_device* uscm_device_open(const char* ca_name, int port_num);
+/* Stops the progress thread and closes the port. Every id and event channel
+ * of the device must be destroyed first (EBUSY otherwise). 0 or -1. */
+int uscm_device_close(struct uscm_device* dev);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* USCM_CM_USCM_DEVICE_H_ */
