@@ -73,8 +73,8 @@ TEST_F(TwoHostsTest, PortsGetLidsGuidsAndTheSmLid) {
   EXPECT_EQ(p.port_num, 1);
   EXPECT_EQ(p.lid, 2);
   EXPECT_EQ(p.sm_lid, 1);  // the first node (switch1) hosts the SM, as in ibsim
-  EXPECT_EQ(p.node_guid, 0x200000u);
-  EXPECT_EQ(p.gid, mad::Gid::FromParts(0xfe80000000000000ULL, 0x200001));
+  EXPECT_EQ(p.node_guid, 0x100000u);
+  EXPECT_EQ(p.gid, mad::Gid::FromParts(0xfe80000000000000ULL, 0x100001));
   EXPECT_THAT(p.pkeys, ElementsAre(0xFFFF));
   EXPECT_EQ(b_->port().lid, 3);
   EXPECT_EQ(a_->fd(), -1);
@@ -82,7 +82,7 @@ TEST_F(TwoHostsTest, PortsGetLidsGuidsAndTheSmLid) {
   ASSERT_EQ(fabric_->endpoints().size(), 3u);
   EXPECT_EQ(fabric_->FindByLid(1)->node_id, "switch1");
   EXPECT_EQ(fabric_->FindByGid(b_->port().gid)->lid, 3);
-  EXPECT_EQ(fabric_->FindEndpoint("host2", 1)->port_guid, 0x200003u);
+  EXPECT_EQ(fabric_->FindEndpoint("host2", 1)->port_guid, 0x100003u);
   EXPECT_EQ(fabric_->FindByLid(9), nullptr);
 }
 
@@ -528,9 +528,9 @@ TEST(FabricScaleTest, FiveHundredCasBehindSeventeenSwitches) {
   Scheduler s(5);
   std::unique_ptr<Fabric> f = *Fabric::Create(s, *GenerateTopology(500, 17));
   ASSERT_EQ(f->endpoints().size(), 517u);
-  EXPECT_EQ(f->FindByLid(1)->node_id, "S-0000000000100000");  // the core, first in the file
-  const Endpoint* first = f->FindEndpoint("H-0000000000200000", 1);
-  const Endpoint* second = f->FindEndpoint("H-0000000000200002", 1);  // on the next leaf
+  EXPECT_EQ(f->FindByLid(1)->node_id, "S-0000000000200000");  // the core, first in the file
+  const Endpoint* first = f->FindEndpoint("H-0000000000100000", 1);
+  const Endpoint* second = f->FindEndpoint("H-0000000000100002", 1);  // on the next leaf
   ASSERT_NE(first, nullptr);
   ASSERT_NE(second, nullptr);
   EXPECT_EQ(f->Path(first->lid, second->lid)->hops, 4);

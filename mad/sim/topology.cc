@@ -63,8 +63,8 @@ class Parser {
   Topology topo_;
   int open_node_ = -1;   // the record being read
   int ports_left_ = 0;   // ibsim reads at most num_ports port lines
-  uint64_t switch_abs_ = 0x100000, switch_next_ = 0x100000;
-  uint64_t ca_abs_ = 0x200000, ca_next_ = 0x200000;
+  uint64_t switch_abs_ = 0x200000, switch_next_ = 0x200000;  // ibsim 0.10's bases
+  uint64_t ca_abs_ = 0x100000, ca_next_ = 0x100000;
   uint8_t width_ = kWidth4x, speed_ = kSpeedSdr;
   absl::flat_hash_set<uint64_t> guids_;
   struct PendingLink {
@@ -463,8 +463,8 @@ absl::StatusOr<Topology> GenerateTopology(int num_cas, int num_switches) {
                                                    " leaf switches need more than 255 ports a switch"));
   }
   // Ids spell the GUIDs the builder (and ibsim) will assign.
-  auto sw_id = [](int i) { return absl::StrFormat("S-%016x", 0x100000 + i); };
-  auto ca_id = [](int i) { return absl::StrFormat("H-%016x", 0x200000 + 2 * i); };
+  auto sw_id = [](int i) { return absl::StrFormat("S-%016x", 0x200000 + i); };
+  auto ca_id = [](int i) { return absl::StrFormat("H-%016x", 0x100000 + 2 * i); };
   TopologyBuilder b;
   if (num_switches > 1) b.Switch(sw_id(0), leaves, "core");
   const int first_leaf = num_switches > 1 ? 1 : 0;

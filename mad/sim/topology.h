@@ -2,14 +2,12 @@
 // ibsim's extensions), a small builder for tests, and a generator for "N HCAs
 // behind K switches". One file runs on both this simulator and real ibsim.
 //
-// GUIDs are assigned in file order as ibsim does, but from other bases:
-// here switches count up from 0x100000 (one GUID each; port GUID = node
-// GUID) and CAs from 0x200000 (each reserves num_ports + 1; port GUID = node
-// GUID + port number); Debian's ibsim 0.10 starts CAs at 0x100000 and
-// switches at 0x200000 (tests/ibsim:netfile_ibsim_test compares the links,
-// LIDs and GUIDs; its GUID check is disabled until the bases are swapped,
-// which changes every simulated GID and pinned digest). `switchguid=` /
-// `caguid=` lines move the base ('=' absolute, '+' relative), as in ibsim.
+// GUIDs are assigned the way ibsim 0.10 assigns them, so both simulators
+// agree (tests/ibsim:netfile_ibsim_test SamePortGuids): CAs count up from
+// 0x100000 (each reserves num_ports + 1; port GUID = node GUID + port
+// number), switches from 0x200000 (one GUID each; port GUID = node GUID).
+// `switchguid=` / `caguid=` lines move the base ('=' absolute, '+' relative),
+// as in ibsim.
 #ifndef USCM_MAD_SIM_TOPOLOGY_H_
 #define USCM_MAD_SIM_TOPOLOGY_H_
 
@@ -93,8 +91,8 @@ class TopologyBuilder {
   void AddNode(NodeType type, absl::string_view id, int num_ports, absl::string_view desc);
 
   Topology topo_;
-  uint64_t next_switch_guid_ = 0x100000;
-  uint64_t next_ca_guid_ = 0x200000;
+  uint64_t next_switch_guid_ = 0x200000;
+  uint64_t next_ca_guid_ = 0x100000;
   std::string error_;
 };
 

@@ -54,16 +54,16 @@ Hca 	2 "Hca2"
   ASSERT_EQ(t->nodes.size(), 4u);
   const TopoNode& sw2 = t->nodes[1];
   EXPECT_EQ(sw2.type, NodeType::kSwitch);
-  EXPECT_EQ(sw2.node_guid, 0x100001u);
-  EXPECT_EQ(sw2.PortGuid(3), 0x100001u);
+  EXPECT_EQ(sw2.node_guid, 0x200001u);  // ibsim 0.10: switches from 0x200000
+  EXPECT_EQ(sw2.PortGuid(3), 0x200001u);
   EXPECT_EQ(sw2.ports[3].remote_node, 0);
   EXPECT_EQ(sw2.ports[3].remote_port, 3);
   EXPECT_EQ(sw2.ports[1].line, 8);
   const TopoNode& hca2 = t->nodes[3];
   EXPECT_EQ(hca2.type, NodeType::kCa);
   EXPECT_EQ(hca2.num_ports, 2);
-  EXPECT_EQ(hca2.node_guid, 0x200003u);  // Hca1 reserved 0x200000..0x200002
-  EXPECT_EQ(hca2.PortGuid(1), 0x200004u);
+  EXPECT_EQ(hca2.node_guid, 0x100003u);  // CAs from 0x100000; Hca1 reserved ..0x100002
+  EXPECT_EQ(hca2.PortGuid(1), 0x100004u);
   EXPECT_EQ(hca2.ports[2].remote_node, -1);
 }
 

@@ -38,13 +38,13 @@ constexpr char kProbe[] = "tests/ibsim/umad_client";
 // link, so no CA port changes state (uscm peers claim IsSM under ibsim, and
 // OpenSM does not bring such a relinked CA port back to ACTIVE).
 constexpr char kNetFile[] = "tests/topologies/hca6-sw3.net";
-constexpr char kSmNode[] = "H-0000000000200000";
-constexpr char kClientNode[] = "H-0000000000200004";
-constexpr char kServerNode[] = "H-0000000000200002";
+constexpr char kSmNode[] = "H-0000000000100000";
+constexpr char kClientNode[] = "H-0000000000100004";
+constexpr char kServerNode[] = "H-0000000000100002";
 // Generous: the machine may run at load 10+ (one step takes milliseconds).
 constexpr int kStepTimeoutMs = 60000;
-constexpr char kUnlinkHostB[] = "Unlink \"S-0000000000100002\"[1]";
-constexpr char kLinkHostB[] = "Link \"S-0000000000100002\"[1] \"S-0000000000100000\"[2]";
+constexpr char kUnlinkHostB[] = "Unlink \"S-0000000000200002\"[1]";
+constexpr char kLinkHostB[] = "Link \"S-0000000000200002\"[1] \"S-0000000000200000\"[2]";
 
 class CmLinkTest : public ::testing::Test {
  protected:

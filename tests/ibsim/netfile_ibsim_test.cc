@@ -13,7 +13,7 @@
 //     nodes IbsimFabric waited for are ACTIVE (its port probe) with the LID
 //     ibnetdiscover reports;
 //   - the port GUIDs (sim: sim::Endpoint::port_guid, switch port 0 and CA
-//     ports): DISABLED_, see SamePortGuids below.
+//     ports), see SamePortGuids below.
 //
 // Runs at most three ibsim clients at a time (OpenSM, one probe or
 // ibnetdiscover), so the 500-HCA file needs no more than the small ones;
@@ -300,14 +300,11 @@ TEST_P(NetFileTest, SameLinksAndEveryCaPortActive) {
   }
 }
 
-// The GUIDs. mad/sim/topology.h promises ibsim's assignment (switches from
-// 0x100000, CAs from 0x200000), but ibsim 0.10 (Debian ibsim-utils) numbers
-// CAs from 0x100000 and switches from 0x200000 (`ibnetdiscover -p` on
-// ibsim-2hosts.net: sm 0x100001, hostA 0x100003, sw1 0x200000), so every
-// GUID differs. Disabled until mad/sim/topology.cc swaps its two bases (and
-// the generated files' node ids follow); run it with
-// --gtest_also_run_disabled_tests.
-TEST_P(NetFileTest, DISABLED_SamePortGuids) {
+// The GUIDs: ibsim 0.10 (Debian ibsim-utils) numbers CAs from 0x100000 and
+// switches from 0x200000 in file order (`ibnetdiscover -p` on
+// ibsim-2hosts.net: sm 0x100001, hostA 0x100003, sw1 0x200000); mad/sim does
+// the same (it had the two bases swapped until 2026-11-25, found here).
+TEST_P(NetFileTest, SamePortGuids) {
   auto obs = Observe(GetParam());
   ASSERT_TRUE(obs.ok()) << obs.status();
   EXPECT_TRUE((*obs)->sim.guids == (*obs)->ibsim.guids) << Diff((*obs)->sim.guids, (*obs)->ibsim.guids);

@@ -29,9 +29,9 @@ constexpr char kClient[] = "tests/ibsim/sa_query_client";  // runfiles-relative
 constexpr char kProbe[] = "tests/ibsim/umad_client";
 constexpr char kNetFile[] = "tests/topologies/hca6-sw3.net";
 constexpr char kSaquery[] = "/usr/sbin/saquery";
-constexpr char kSmNode[] = "H-0000000000200000";
-const std::vector<std::string> kNodes = {"H-0000000000200002", "H-0000000000200004",
-                                         "H-0000000000200006", "H-0000000000200008"};
+constexpr char kSmNode[] = "H-0000000000100000";
+const std::vector<std::string> kNodes = {"H-0000000000100002", "H-0000000000100004",
+                                         "H-0000000000100006", "H-0000000000100008"};
 constexpr int kRunTimeoutMs = 10000;
 // OpenSM's default SM_Key. With it saquery is a trusted requester and sees the
 // PortGID and JoinState of every MCMemberRecord (untrusted, they read 0).

@@ -204,7 +204,7 @@ absl::Status SoakFabric::Init() {
 }
 
 std::string SoakFabric::host_name(int host) const {
-  return absl::StrFormat("H-%016x", 0x200000 + 2 * host);
+  return absl::StrFormat("H-%016x", 0x100000 + 2 * host);  // GenerateTopology's CA ids
 }
 
 uint16_t SoakFabric::lid(int host) const {
