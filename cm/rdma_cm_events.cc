@@ -31,23 +31,6 @@ int ErrnoFor(const absl::Status& s) {
 }
 
 // The path from this side's point of view, from an SA PathRecord.
-cm::PathInfo FromRecord(const mad::wire::PathRecord& r) {
-  cm::PathInfo p;
-  p.local_lid = r.slid;
-  p.remote_lid = r.dlid;
-  p.local_gid = r.sgid;
-  p.remote_gid = r.dgid;
-  p.flow_label = r.flow_label;
-  p.packet_rate = r.rate;
-  p.traffic_class = r.tclass;
-  p.hop_limit = r.hop_limit;
-  p.sl = r.sl;
-  p.subnet_local = r.hop_limit <= 1;
-  p.packet_life_time = r.packet_life_time;
-  p.local_ack_timeout = static_cast<uint8_t>(std::min(31, r.packet_life_time + 1));
-  return p;
-}
-
 cm::PathInfo Reversed(const cm::PathInfo& in) {
   cm::PathInfo p = in;
   std::swap(p.local_lid, p.remote_lid);
@@ -94,6 +77,24 @@ AhAttr AhFor(const cm::PathInfo& p) {
 
 }  // namespace
 
+cm::PathInfo PathFromRecord(const mad::wire::PathRecord& r) {
+  cm::PathInfo p;
+  p.local_lid = r.slid;
+  p.remote_lid = r.dlid;
+  p.local_gid = r.sgid;
+  p.remote_gid = r.dgid;
+  p.flow_label = r.flow_label;
+  p.packet_rate = r.rate;
+  p.traffic_class = r.tclass;
+  p.hop_limit = r.hop_limit;
+  p.sl = r.sl;
+  p.subnet_local = r.hop_limit <= 1;
+  p.packet_life_time = r.packet_life_time;
+  p.local_ack_timeout = static_cast<uint8_t>(std::min(31, r.packet_life_time + 1));
+  p.mtu = static_cast<uint8_t>(r.mtu);
+  return p;
+}
+
 void Device::OnProgress(mad::TimePoint now) {
   cm::CmEvent e;
   while (node_->cm().PollEvent(&e)) OnCmEvent(now, e);
@@ -123,9 +124,9 @@ void Device::OnSaResult(mad::TimePoint, sa::SaResult& r) {
     Post(id, EventType::kRouteError, ErrnoFor(s), std::string(s.message()));
     return;
   }
-  id->path_ = FromRecord(r.paths[0]);
+  id->path_ = PathFromRecord(r.paths[0]);
   id->path_from_sa_ = true;
-  id->path_mtu_ = static_cast<uint8_t>(r.paths[0].mtu);
+  id->path_mtu_ = id->path_->mtu;
   if (id->options_.tos) id->path_->traffic_class = *id->options_.tos;
   id->state_ = IdState::kRouteResolved;
   Post(id, EventType::kRouteResolved, 0);

@@ -203,8 +203,8 @@ bool NullDataWithLength(const char* call, const void* data, uint8_t len) {
 }
 
 // RDMA_OPTION_IB_PATH (kernel ucma_set_ib_path): the first entry flagged
-// GMP | PRIMARY | BIDIRECTIONAL, its PathRecord as rdma_cm_events.cc
-// FromRecord reads an SA answer (SGID = this side).
+// GMP | PRIMARY | BIDIRECTIONAL, its PathRecord read as an SA answer
+// (PathFromRecord: SGID = this side, the record's MTU included).
 absl::StatusOr<uscm::cm::PathInfo> IbPathOption(const void* optval, size_t optlen) {
   constexpr uint32_t kWanted =
       USCM_PATH_FLAG_GMP | USCM_PATH_FLAG_PRIMARY | USCM_PATH_FLAG_BIDIRECTIONAL;
@@ -222,20 +222,7 @@ absl::StatusOr<uscm::cm::PathInfo> IbPathOption(const void* optval, size_t optle
       return absl::InvalidArgumentError("set_option(IB_PATH): entry " + std::to_string(i) +
                                         ": " + std::string(r.status().message()));
     }
-    uscm::cm::PathInfo p;
-    p.local_lid = r->slid;
-    p.remote_lid = r->dlid;
-    p.local_gid = r->sgid;
-    p.remote_gid = r->dgid;
-    p.flow_label = r->flow_label;
-    p.packet_rate = r->rate;
-    p.traffic_class = r->tclass;
-    p.hop_limit = r->hop_limit;
-    p.sl = r->sl;
-    p.subnet_local = r->hop_limit <= 1;
-    p.packet_life_time = r->packet_life_time;
-    p.local_ack_timeout = static_cast<uint8_t>(std::min(31, r->packet_life_time + 1));
-    return p;
+    return uscm::PathFromRecord(*r);
   }
   return absl::InvalidArgumentError(
       "set_option(IB_PATH): no entry has flags GMP | PRIMARY | BIDIRECTIONAL (0x2b)");
