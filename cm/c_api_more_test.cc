@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cm/rdma_cm.h"
+#include "cm/c_api_testing.h"
 #include "cm/rdma_cm_testing.h"
 #include "cm/uscm_cma.h"
 #include "gtest/gtest.h"
@@ -55,75 +56,29 @@ std::vector<int> StatesOf(uint32_t qpn) {
   return out;
 }
 
-class CApiMoreTest : public ::testing::Test {
+class CApiMoreTest : public testing::CApiSimTest {
  protected:
   void SetUp() override {
-    auto f = testing::SimFabric::Create(/*seed=*/29);
-    ASSERT_TRUE(f.ok()) << f.status();
-    fabric_ = std::move(*f);
-    for (int h = 0; h < 2; ++h) dev_[h] = uscm_device_wrap(fabric_->host(h).device.get());
+    StartFabric(/*seed=*/29);
     for (int i = 0; i < 4; ++i) {
       ch_[i] = uscm_create_event_channel_on(dev_[i % 2]);  // 0, 2: host 0; 1, 3: host 1
       ASSERT_NE(ch_[i], nullptr);
     }
-    ASSERT_EQ(uscm_parse_addr("10.0.0.2:7471", &server_), 0);
   }
   void TearDown() override {
     for (uscm_event_channel* c : ch_) uscm_destroy_event_channel(c);
-    for (uscm_device* d : dev_) uscm_device_unwrap_free(d);
+    CApiSimTest::TearDown();
   }
 
-  Device& Dev(int host) { return *fabric_->host(host).device; }
-
-  static bool Readable(uscm_event_channel* ch) {
-    pollfd p{ch->fd, POLLIN, 0};
-    return poll(&p, 1, 0) == 1;
-  }
-  bool RunUntilEvent(uscm_event_channel* ch, int ms) {
-    sim::Scheduler& s = fabric_->scheduler();
-    return s.RunUntil([ch] { return Readable(ch); }, s.Now() + mad::Duration::Millis(ms)).ok();
-  }
   // The next event on channel c (must be `want`); the caller acks.
-  uscm_cm_event* Next(uscm_event_channel* c, uscm_cm_event_type want) {
-    uscm_cm_event* e = nullptr;
-    EXPECT_TRUE(RunUntilEvent(c, 120000)) << "no " << uscm_event_str(want);
-    EXPECT_EQ(uscm_get_cm_event(c, &e), 0) << uscm_last_error();
-    if (e != nullptr) {
-      EXPECT_EQ(e->event, want) << uscm_event_str(e->event);
-    }
-    return e;
-  }
-  void Ack(uscm_event_channel* c, uscm_cm_event_type want) {
-    uscm_cm_event* e = Next(c, want);
-    if (e != nullptr) {
-      EXPECT_EQ(uscm_ack_cm_event(e), 0);
-    }
-  }
+  uscm_cm_event* Next(uscm_event_channel* c, uscm_cm_event_type want) { return NextOn(c, want); }
+  void Ack(uscm_event_channel* c, uscm_cm_event_type want) { AckOn(c, want); }
   void ExpectQuiet(int ms = 200) {
     for (int i = 0; i < 4; ++i) EXPECT_FALSE(RunUntilEvent(ch_[i], ms)) << "event on channel " << i;
   }
-  static void ExpectError(int rc, int err, const std::string& message) {
-    const int e = errno;
-    EXPECT_EQ(rc, -1);
-    EXPECT_EQ(e, err) << strerror(e) << ": " << uscm_last_error();
-    EXPECT_EQ(std::string(uscm_last_error()).substr(0, message.size()), message);
-  }
+  void ExpectAllEmpty() { ExpectNoCmState(); }
 
-  void ExpectAllEmpty() {
-    fabric_->RunFor(mad::Duration::Seconds(300));  // past TimeWait
-    for (int h = 0; h < 2; ++h) {
-      EXPECT_EQ(Dev(h).id_count(), 0u) << "host " << h;
-      EXPECT_EQ(Dev(h).node().cm().connection_count(), 0u) << "host " << h;
-      EXPECT_EQ(Dev(h).node().cm().listener_count(), 0u) << "host " << h;
-      EXPECT_EQ(Dev(h).node().cm().table_entries(), 0u) << "host " << h;
-      EXPECT_TRUE(Dev(h).node().cm().timers_empty()) << "host " << h;
-    }
-  }
-
-  std::unique_ptr<testing::SimFabric> fabric_;
-  uscm_device* dev_[2] = {nullptr, nullptr};
   uscm_event_channel* ch_[4] = {nullptr, nullptr, nullptr, nullptr};
-  uscm_addr server_{};
 };
 
 // An event queued on the old channel moves with the id; later events go to

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cm/rdma_cm.h"
+#include "cm/c_api_testing.h"
 #include "cm/rdma_cm_testing.h"
 #include "cm/uscm_cma.h"
 #include "gtest/gtest.h"
@@ -22,62 +23,28 @@
 namespace uscm {
 namespace {
 
-class CApiTest : public ::testing::Test {
+class CApiTest : public testing::CApiSimTest {
  protected:
   void SetUp() override {
-    auto f = testing::SimFabric::Create(/*seed=*/23);
-    ASSERT_TRUE(f.ok()) << f.status();
-    fabric_ = std::move(*f);
-    for (int h = 0; h < 2; ++h) dev_[h] = uscm_device_wrap(fabric_->host(h).device.get());
+    StartFabric(/*seed=*/23);
     ch_[0] = uscm_create_event_channel_on(dev_[0]);
     ch_[1] = uscm_create_event_channel_on(dev_[1]);
     ASSERT_NE(ch_[0], nullptr);
     ASSERT_NE(ch_[1], nullptr);
-    ASSERT_EQ(uscm_parse_addr("10.0.0.2:7471", &server_), 0);
   }
   void TearDown() override {
     uscm_destroy_event_channel(ch_[0]);
     uscm_destroy_event_channel(ch_[1]);
-    for (uscm_device* d : dev_) uscm_device_unwrap_free(d);
+    CApiSimTest::TearDown();
   }
 
-  Device& Dev(int host) { return *fabric_->host(host).device; }
-
-  bool RunUntilEvent(uscm_event_channel* ch, int ms) {
-    auto readable = [ch] {
-      pollfd p{ch->fd, POLLIN, 0};
-      return poll(&p, 1, 0) == 1;
-    };
-    sim::Scheduler& s = fabric_->scheduler();
-    return s.RunUntil(readable, s.Now() + mad::Duration::Millis(ms)).ok();
-  }
   // The next event on host h's channel (must be `want`); the caller acks.
-  uscm_cm_event* Next(int h, uscm_cm_event_type want) {
-    uscm_cm_event* e = nullptr;
-    EXPECT_TRUE(RunUntilEvent(ch_[h], 120000)) << "no " << uscm_event_str(want);
-    EXPECT_EQ(uscm_get_cm_event(ch_[h], &e), 0) << uscm_last_error();
-    if (e != nullptr) {
-      EXPECT_EQ(e->event, want) << uscm_event_str(e->event);
-    }
-    return e;
-  }
-  void Ack(int h, uscm_cm_event_type want) {
-    uscm_cm_event* e = Next(h, want);
-    if (e != nullptr) {
-      EXPECT_EQ(uscm_ack_cm_event(e), 0);
-    }
-  }
+  uscm_cm_event* Next(int h, uscm_cm_event_type want) { return NextOn(ch_[h], want); }
+  void Ack(int h, uscm_cm_event_type want) { AckOn(ch_[h], want); }
   // No further event on either side within `ms` of virtual time.
   void ExpectQuiet(int ms = 200) {
     EXPECT_FALSE(RunUntilEvent(ch_[0], ms)) << "unexpected event on host 0";
     EXPECT_FALSE(RunUntilEvent(ch_[1], ms)) << "unexpected event on host 1";
-  }
-  // -1, errno and the start of uscm_last_error().
-  static void ExpectError(int rc, int err, const std::string& message) {
-    const int e = errno;
-    EXPECT_EQ(rc, -1);
-    EXPECT_EQ(e, err) << strerror(e) << ": " << uscm_last_error();
-    EXPECT_EQ(std::string(uscm_last_error()).substr(0, message.size()), message);
   }
 
   uscm_cm_id* Listen(int backlog = 4) {
@@ -99,21 +66,11 @@ class CApiTest : public ::testing::Test {
   }
 
   void ExpectAllEmpty() {
-    fabric_->RunFor(mad::Duration::Seconds(300));  // past TimeWait
-    for (int h = 0; h < 2; ++h) {
-      EXPECT_EQ(Dev(h).id_count(), 0u) << "host " << h;
-      EXPECT_EQ(Dev(h).node().cm().connection_count(), 0u) << "host " << h;
-      EXPECT_EQ(Dev(h).node().cm().listener_count(), 0u) << "host " << h;
-      EXPECT_EQ(Dev(h).node().cm().table_entries(), 0u) << "host " << h;
-      EXPECT_TRUE(Dev(h).node().cm().timers_empty()) << "host " << h;
-    }
+    ExpectNoCmState();
     EXPECT_EQ(fabric_->sa().groups(), 0u);
   }
 
-  std::unique_ptr<testing::SimFabric> fabric_;
-  uscm_device* dev_[2] = {nullptr, nullptr};
   uscm_event_channel* ch_[2] = {nullptr, nullptr};
-  uscm_addr server_{};
 };
 
 // rdma_reject_ece: REJECTED with status 35 (vendor option not supported) and
