@@ -100,7 +100,7 @@ void Device::OnProgress(mad::TimePoint now) {
   while (node_->cm().PollEvent(&e)) OnCmEvent(now, e);
   while (auto r = node_->sa().PollResult()) OnSaResult(now, *r);
   while (auto m = node_->mc().PollEvent()) OnMcEvent(*m);
-  // The transport is gone for good (cm::LosableTransport: the uscmd router
+  // The transport is gone for good (Transport::link_status: the uscmd router
   // exited or restarted). As librdmacm on a device removal, every id gets
   // DEVICE_REMOVAL, status -ENODEV, detail = why; the application destroys
   // its ids and the Device and connects again (docs/ROUTER.md).

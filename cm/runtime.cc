@@ -44,12 +44,11 @@ Node::Node(mad::Transport& transport, const mad::Clock& clock, NodeOptions optio
       agent_(mad::ConfigFor(transport, options.agent), clock.Now()),
       cache_(options.path_cache_capacity),
       sa_(&agent_, sa::SaClientConfig{sa::SaAddressFor(transport.port()), &cache_}),
-      mc_(&agent_, sa::SaClientConfig{sa::SaAddressFor(transport.port()), nullptr}),
-      losable_(dynamic_cast<const LosableTransport*>(&transport)) {}
+      mc_(&agent_, sa::SaClientConfig{sa::SaAddressFor(transport.port()), nullptr}) {}
 
 bool Node::CheckTransportLocked() {
-  if (losable_ == nullptr || !lost_.ok()) return false;
-  absl::Status s = losable_->link_status();
+  if (!lost_.ok()) return false;
+  absl::Status s = transport_.link_status();
   if (s.ok()) return false;
   lost_ = std::move(s);
   ++counters_.transport_lost;

@@ -41,21 +41,7 @@ struct NodeCounters {
   uint64_t received_cm = 0;     // MADs handed to the CM endpoint
   uint64_t received_other = 0;  // MADs handed to the agent
   uint64_t send_errors = 0;     // Transport::Send failures (the MAD is lost; retries cover it)
-  uint64_t transport_lost = 0;  // 1 once a LosableTransport reported its loss
-};
-
-// A transport that can be lost for good while the process runs implements
-// this besides mad::Transport: router::RouterTransport, whose uscmd may exit
-// or restart. The Node looks at it after every drain and failed send and
-// hands the loss to its observer once (Node::TakeTransportLossLocked): the
-// rdma_cm layer turns it into RDMA_CM_EVENT_DEVICE_REMOVAL on every id.
-class LosableTransport {
- public:
-  // OK while the transport works; afterwards why it is gone (for good).
-  virtual absl::Status link_status() const = 0;
-
- protected:
-  ~LosableTransport() = default;
+  uint64_t transport_lost = 0;  // 1 once the transport reported its loss (link_status)
 };
 
 class NodeObserver {
@@ -119,7 +105,7 @@ class Node {
   mad::Transport& transport() { return transport_; }
   const mad::LocalPort& port() const { return transport_.port(); }
   const NodeCounters& counters() const { return counters_; }
-  // OK, or why the transport is gone for good (LosableTransport only).
+  // OK, or why the transport is gone for good (Transport::link_status).
   const absl::Status& transport_status() const { return lost_; }
   // The loss, once (the first call after it happened; lock held): the
   // observer's OnProgress asks for it. Later calls return nullopt.
@@ -140,9 +126,7 @@ class Node {
   std::function<absl::optional<mad::TimePoint>()> extra_deadline_;
   NodeCounters counters_;
   bool kicked_ = false;
-  // The transport as a LosableTransport (null for transports that cannot be
-  // lost), the loss and whether it was handed out.
-  const LosableTransport* losable_ = nullptr;
+  // The transport's loss (Transport::link_status) and whether it was handed out.
   absl::Status lost_;
   bool loss_taken_ = false;
 

@@ -102,6 +102,12 @@ class Transport {
     return absl::OkStatus();
   }
   virtual void ReleaseService(uint64_t service_id, uint64_t mask) {}
+
+  // OK while the transport works; once it is gone for good (cm/router: the
+  // uscmd router exited), why. A Node turns the loss into
+  // RDMA_CM_EVENT_DEVICE_REMOVAL on every id. A transport that owns the port
+  // is never lost this way.
+  virtual absl::Status link_status() const { return absl::OkStatus(); }
 };
 
 }  // namespace uscm::mad

@@ -41,7 +41,7 @@ struct RouterTransportCounters {
   uint64_t refused = 0;  // MADs the router would not send (see last_refusal())
 };
 
-class RouterTransport final : public mad::Transport, public cm::LosableTransport {
+class RouterTransport final : public mad::Transport {
  public:
   // Connects and does the hello / welcome handshake within `timeout`.
   // Unavailable when no router listens at `socket_path`.
@@ -62,8 +62,8 @@ class RouterTransport final : public mad::Transport, public cm::LosableTransport
 
   // OK while the router is there; Unavailable once it closed the socket.
   const absl::Status& status() const { return status_; }
-  // cm::LosableTransport: the same (a Node over this transport turns a loss
-  // into DEVICE_REMOVAL on every rdma_cm id).
+  // mad::Transport: the same (a Node over this transport turns a loss into
+  // DEVICE_REMOVAL on every rdma_cm id).
   absl::Status link_status() const override { return status_; }
   const absl::Status& last_refusal() const { return last_refusal_; }
   uint8_t slot() const { return welcome_.slot; }

@@ -65,6 +65,13 @@ class FaultInjector final : public mad::Transport {
   int fd() const override { return inner_.fd(); }
   const mad::TransportCaps& caps() const override { return caps_; }
   const mad::LocalPort& port() const override { return inner_.port(); }
+  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse) override {
+    return inner_.ClaimService(service_id, mask, reuse);
+  }
+  void ReleaseService(uint64_t service_id, uint64_t mask) override {
+    inner_.ReleaseService(service_id, mask);
+  }
+  absl::Status link_status() const override { return inner_.link_status(); }
 
   // Sends the held MADs that are due (Send and Drain also do this).
   void ReleaseDue();
