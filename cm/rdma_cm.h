@@ -29,7 +29,6 @@
 #include "cm/types.h"
 #include "mad/gid.h"
 #include "mad/time.h"
-#include "mad/wire/path_record.h"
 
 namespace uscm {
 
@@ -353,11 +352,6 @@ struct DeviceOptions {
 // One port: the node plus the id tables and the address table. IP
 // resolution: AddNeighbor(ip, gid, lid) plays the ARP / ND cache; on the
 // simulated fabric every host registers its addresses with the others.
-// A path as the CM uses it, from an SA PathRecord (SGID = this side): the
-// SA's answer to ResolveRoute, and the C API's IB_PATH option. Routed when
-// the hop limit is above 1; LocalAckTimeout = PacketLifeTime + 1 (rdma_cm).
-cm::PathInfo PathFromRecord(const mad::wire::PathRecord& r);
-
 class Device final : public cm::NodeObserver {
  public:
   // Simulation driver on `scheduler`; `has_input` as for cm::SimNode.

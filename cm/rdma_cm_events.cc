@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cm/rdma_cm.h"
+#include "cm/path_from_record.h"
 #include "mad/wire/cma_header.h"
 
 namespace uscm {
@@ -77,23 +78,6 @@ AhAttr AhFor(const cm::PathInfo& p) {
 
 }  // namespace
 
-cm::PathInfo PathFromRecord(const mad::wire::PathRecord& r) {
-  cm::PathInfo p;
-  p.local_lid = r.slid;
-  p.remote_lid = r.dlid;
-  p.local_gid = r.sgid;
-  p.remote_gid = r.dgid;
-  p.flow_label = r.flow_label;
-  p.packet_rate = r.rate;
-  p.traffic_class = r.tclass;
-  p.hop_limit = r.hop_limit;
-  p.sl = r.sl;
-  p.subnet_local = r.hop_limit <= 1;
-  p.packet_life_time = r.packet_life_time;
-  p.local_ack_timeout = static_cast<uint8_t>(std::min(31, r.packet_life_time + 1));
-  p.mtu = static_cast<uint8_t>(r.mtu);
-  return p;
-}
 
 void Device::OnProgress(mad::TimePoint now) {
   cm::CmEvent e;
@@ -124,7 +108,7 @@ void Device::OnSaResult(mad::TimePoint, sa::SaResult& r) {
     Post(id, EventType::kRouteError, ErrnoFor(s), std::string(s.message()));
     return;
   }
-  id->path_ = PathFromRecord(r.paths[0]);
+  id->path_ = cm::PathFromRecord(r.paths[0]);
   id->path_from_sa_ = true;
   id->path_mtu_ = id->path_->mtu;
   if (id->options_.tos) id->path_->traffic_class = *id->options_.tos;

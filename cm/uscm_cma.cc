@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include <infiniband/verbs.h>
 
+#include "cm/path_from_record.h"
 #include "cm/rdma_cm.h"
 #include "mad/wire/path_record.h"
 #include "verbs/qp_transitions.h"
@@ -222,7 +223,7 @@ absl::StatusOr<uscm::cm::PathInfo> IbPathOption(const void* optval, size_t optle
       return absl::InvalidArgumentError("set_option(IB_PATH): entry " + std::to_string(i) +
                                         ": " + std::string(r.status().message()));
     }
-    return uscm::PathFromRecord(*r);
+    return uscm::cm::PathFromRecord(*r);
   }
   return absl::InvalidArgumentError(
       "set_option(IB_PATH): no entry has flags GMP | PRIMARY | BIDIRECTIONAL (0x2b)");

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cm/endpoint.h"
+#include "cm/path_from_record.h"
 #include "mad/agent.h"
 #include "mad/capture/ib_packet.h"
 #include "mad/capture/pcap_writer.h"
@@ -162,9 +163,8 @@ class SimWorld {
   std::vector<std::unique_ptr<SimHost>> hosts_;
 };
 
-// The CM's view of a path the SA returned (rdma_cm's choices: local ACK
-// timeout = packet life time + 1).
-cm::PathInfo PathFromRecord(const mad::wire::PathRecord& r);
+// The CM's view of a path the SA returned (cm/path_from_record.h).
+using cm::PathFromRecord;
 
 // Private data / bytes as text: printable ASCII quoted (trailing zeros cut),
 // anything else as hex.
