@@ -298,7 +298,10 @@ void UmadTransport::AnswerSimulatorSmInfo(const uint8_t* smp, size_t length,
     ++stats_.answered_sminfo;
   }
   constexpr size_t kKept = 16;
-  if (sim_sminfo_answers_.size() == kKept) sim_sminfo_answers_.erase(sim_sminfo_answers_.begin());
+  if (sim_sminfo_answers_.size() == kKept) {
+    if (sim_sminfo_answers_.front().bounced) --sim_sminfo_bounced_;
+    sim_sminfo_answers_.erase(sim_sminfo_answers_.begin());
+  }
   sim_sminfo_answers_.push_back(std::move(a));
 }
 
@@ -311,6 +314,7 @@ bool UmadTransport::NoteBouncedSmInfoAnswer(const uint8_t* mad, size_t length) {
   for (SimSmInfoAnswer& a : sim_sminfo_answers_) {
     const auto* sent = static_cast<const uint8_t*>(umad_get_mad(a.umad.data()));
     if (std::memcmp(sent + 8, mad + 8, 8) != 0) continue;  // TID
+    if (!a.bounced) ++sim_sminfo_bounced_;
     a.bounced = true;
     a.resend_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
     ++stats_.sminfo_answer_bounces;
@@ -322,8 +326,10 @@ bool UmadTransport::NoteBouncedSmInfoAnswer(const uint8_t* mad, size_t length) {
 void UmadTransport::ResendBouncedSmInfoAnswers() {
   const auto now = std::chrono::steady_clock::now();
   for (SimSmInfoAnswer& a : sim_sminfo_answers_) {
-    if (!a.bounced || now < a.resend_at || a.resends >= 600) continue;
+    if (!a.bounced || now < a.resend_at) continue;
     a.bounced = false;
+    --sim_sminfo_bounced_;
+    if (a.resends >= 600) continue;  // a minute of resends: given up
     ++a.resends;
     (void)umad_send(port_id_, a.agent, a.umad.data(), static_cast<int>(kMadSize), 0, 0);
   }
@@ -441,7 +447,7 @@ void UmadTransport::NormalizeSimRmpp(uint8_t* mad, size_t n) {
 size_t UmadTransport::Drain(absl::FunctionRef<void(const ReceivedMad&)> sink, size_t max) {
   size_t n = 0;
   const size_t header = umad_size();
-  if (!sim_sminfo_answers_.empty()) ResendBouncedSmInfoAnswers();
+  if (sim_sminfo_bounced_ > 0) ResendBouncedSmInfoAnswers();  // ibsim, rare
   while (n < max) {
     int length = static_cast<int>(
         simulator_ ? kUmad2simPacket - header : recv_buf_.size() - header);

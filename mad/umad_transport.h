@@ -133,6 +133,7 @@ class UmadTransport final : public Transport {
   bool simulator_ = false;       // ibsim's umad2sim, detected by hca_type
   std::vector<int> smp_agents_;  // simulator only
   std::vector<SimSmInfoAnswer> sim_sminfo_answers_;  // simulator only, the last few
+  int sim_sminfo_bounced_ = 0;  // of those, waiting to be sent again
   TransportCaps caps_;
   LocalPort port_;
   UmadStats stats_;
