@@ -63,9 +63,38 @@ uint64_t Agent::DestKey(const MadAddress& to) {
   return uint64_t{to.lid} << 1;
 }
 
-Duration Agent::AttemptTimeout(int retries) const {
+// Estimates kept for this many destinations at most (an agent talks to the
+// SA and a few peers; a flood of destinations only forgets estimates).
+constexpr size_t kMaxRtoDestinations = 4096;
+
+RtoEstimator& Agent::RtoFor(uint64_t dest) {
+  auto it = rto_.find(dest);
+  if (it != rto_.end()) return it->second;
+  if (rto_.size() >= kMaxRtoDestinations) rto_.erase(rto_.begin());
+  RtoConfig rc;
+  rc.initial = config_.base_timeout;
+  rc.floor = std::min(config_.min_timeout, config_.base_timeout);
+  rc.granularity = config_.tick;
+  rc.ceiling = config_.max_timeout;
+  return rto_.emplace(dest, RtoEstimator(rc)).first->second;
+}
+
+void Agent::SetResponseBound(const MadAddress& to, Duration bound) {
+  RtoFor(DestKey(to)).SetBound(bound);
+}
+
+const RtoEstimator* Agent::Rto(const MadAddress& to) const {
+  auto it = rto_.find(DestKey(to));
+  return it == rto_.end() ? nullptr : &it->second;
+}
+
+Duration Agent::AttemptTimeout(const Request& r) const {
   Duration t = config_.base_timeout;
-  for (int i = 0; i < retries && t < config_.max_timeout; ++i) {
+  if (config_.adaptive_timeout) {
+    auto it = rto_.find(r.dest);
+    if (it != rto_.end()) t = it->second.rto();
+  }
+  for (int i = 0; i < r.retries && t < config_.max_timeout; ++i) {
     t = t * std::max(config_.backoff_factor, 1);
   }
   return std::min(t, config_.max_timeout);
@@ -117,6 +146,8 @@ absl::StatusOr<RequestId> Agent::SendRequest(TimePoint now, const MadAddress& to
   if (d.outstanding < std::max<size_t>(config_.window, 1) && d.waiting.empty()) {
     ++d.outstanding;
     r.started = true;
+    r.in_window = true;
+    r.first_sent = now;
     Transmit(r, now);
   } else {
     d.waiting.push_back(id);
@@ -127,7 +158,16 @@ absl::StatusOr<RequestId> Agent::SendRequest(TimePoint now, const MadAddress& to
 
 void Agent::Transmit(Request& r, TimePoint now) {
   out_.push_back(OutgoingMad{r.to, r.mad});
-  ArmRequest(r, now + AttemptTimeout(r.retries));
+  ArmRequest(r, now + AttemptTimeout(r));
+}
+
+void Agent::Release(Request& r, TimePoint now) {
+  if (!r.in_window) return;
+  r.in_window = false;
+  auto it = destinations_.find(r.dest);
+  if (it == destinations_.end()) return;
+  --it->second.outstanding;
+  StartWaiting(r.dest, now);
 }
 
 absl::Status Agent::SendUntracked(const MadAddress& to, std::span<const uint8_t> mad) {
@@ -186,13 +226,15 @@ bool Agent::Cancel(TimePoint now, RequestId id) {
   wheel_.Cancel(r.rmpp_timer);
   const uint64_t dest = r.dest;
   const bool started = r.started;
+  const bool in_window = r.in_window;
   by_match_.erase(MatchKey(r.mgmt_class, r.tid_low));
   requests_.erase(it);
-  Destination& d = destinations_[dest];
-  if (started) {
-    --d.outstanding;
-  } else {
-    d.waiting.erase(std::find(d.waiting.begin(), d.waiting.end(), id));
+  auto d = destinations_.find(dest);
+  if (d == destinations_.end()) return true;  // retried beside the window
+  if (!started) {
+    d->second.waiting.erase(std::find(d->second.waiting.begin(), d->second.waiting.end(), id));
+  } else if (in_window) {
+    --d->second.outstanding;
   }
   StartWaiting(dest, now);
   return true;
@@ -207,6 +249,8 @@ void Agent::StartWaiting(uint64_t dest, TimePoint now) {
     d.waiting.pop_front();
     Request& r = requests_.at(id);
     r.started = true;
+    r.in_window = true;
+    r.first_sent = now;
     ++d.outstanding;
     Transmit(r, now);
   }
@@ -228,11 +272,14 @@ void Agent::Finish(TimePoint now, RequestId id, absl::Status status, const MadAd
   c.retries = r.retries;
   if (c.status.ok()) ++counters_.completed;
   const uint64_t dest = r.dest;
+  const bool in_window = r.in_window;
   CompletionSink* sink = r.sink;
   by_match_.erase(MatchKey(r.mgmt_class, r.tid_low));
   requests_.erase(it);
-  --destinations_[dest].outstanding;
-  StartWaiting(dest, now);
+  if (in_window) {
+    --destinations_[dest].outstanding;
+    StartWaiting(dest, now);
+  }
   if (sink != nullptr) {
     sink->OnCompletion(now, std::move(c));
   } else {
@@ -320,7 +367,7 @@ void Agent::OnResponse(TimePoint now, const ReceivedMad& mad, const wire::MadHea
       ++r->retries;
       ++counters_.retries;
       r->busy_wait = true;
-      ArmRequest(*r, now + AttemptTimeout(r->retries));
+      ArmRequest(*r, now + AttemptTimeout(*r));
       return;
     }
     ++counters_.timeouts;
@@ -331,13 +378,23 @@ void Agent::OnResponse(TimePoint now, const ReceivedMad& mad, const wire::MadHea
            mad.from, {});
     return;
   }
+  Sample(*r, now);
   Finish(now, r->id, absl::OkStatus(), mad.from,
          std::vector<uint8_t>(mad.data.begin(), mad.data.end()));
+}
+
+void Agent::Sample(const Request& r, TimePoint now) {
+  // Karn's rule: an answer to a retransmitted request (or one that was
+  // answered Busy) cannot be matched to one transmission.
+  if (r.retries != 0) return;
+  ++counters_.rtt_samples;
+  RtoFor(r.dest).AddSample(now - r.first_sent);
 }
 
 void Agent::OnRmppResponse(TimePoint now, Request& r, const ReceivedMad& mad,
                            const wire::RmppHeader& rmpp) {
   if (r.rmpp == nullptr) {
+    Sample(r, now);  // the first segment answers the request
     r.rmpp = std::make_unique<RmppReceiver>(config_.rmpp, &counters_.rmpp, now);
     wheel_.Cancel(r.timer);
     r.rmpp_timer = Arm(TimerKind::kRmppRecv, r.id, r.rmpp->deadline());
@@ -422,7 +479,9 @@ void Agent::Expire(TimePoint now, TimerHandle handle, TimerKind kind, uint64_t i
       if (r.retries < config_.max_retries) {
         ++r.retries;
         ++counters_.retries;
+        if (r.in_window) ++counters_.slots_released;
         Transmit(r, now);
+        Release(r, now);  // may start waiting ones (no insert: `r` stays valid)
         return;
       }
       ++counters_.timeouts;

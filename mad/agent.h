@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
 #include "mad/rmpp_receiver.h"
+#include "mad/rto_estimator.h"
 #include "mad/time.h"
 #include "mad/timer_wheel.h"
 #include "mad/transport.h"
@@ -40,14 +41,22 @@ namespace uscm::mad {
 
 struct AgentConfig {
   // Retransmission: attempt k (k = 0 first) waits
-  // min(base_timeout * backoff_factor^k, max_timeout) for its response.
-  Duration base_timeout = Duration::Millis(1000);
+  // min(rto * backoff_factor^k, max_timeout) for its response, where rto is
+  // the destination's measured retransmission timeout (mad/rto_estimator.h,
+  // RFC 6298) when adaptive_timeout is set, else base_timeout.
+  Duration base_timeout = Duration::Millis(1000);  // also the RTO before any answer
   int max_retries = 3;
   int backoff_factor = 2;
   Duration max_timeout = Duration::Seconds(16);
+  bool adaptive_timeout = true;
+  Duration min_timeout = RtoConfig{}.floor;  // the RTO's floor (its reason there)
+
   // A Busy answer resends after the attempt's timeout interval, consuming one
   // retry (the responder asked us to slow down).
   // Outstanding requests per destination (LID, or GID with a GRH); more wait.
+  // A request that timed out gives its slot to the next waiting one, and its
+  // retransmissions go out beside the window: a lost request does not hold
+  // back the requests behind it for its timeouts.
   size_t window = 4;
   // Check that a response comes from the LID the request went to (off for
   // permissive / GRH destinations).
@@ -74,6 +83,8 @@ struct AgentCounters {
   uint64_t completed = 0;   // requests answered
   uint64_t cancelled = 0;
   uint64_t queued = 0;      // requests that had to wait for the window
+  uint64_t slots_released = 0;  // timed-out requests that gave their window slot up
+  uint64_t rtt_samples = 0;     // answers to first transmissions (RFC 6298 samples)
   RmppCounters rmpp;
 };
 
@@ -132,6 +143,12 @@ class Agent {
                                         CompletionSink* sink = nullptr);
   // Forgets a request (no Completion); false if it is not pending.
   bool Cancel(TimePoint now, RequestId id);
+  // What `to` promises (an answer is due within `bound`, e.g. from an SA's
+  // ClassPortInfo): its RTO never exceeds it. Zero removes the bound.
+  void SetResponseBound(const MadAddress& to, Duration bound);
+  // The retransmission timeout state for `to`, or nullptr if nothing was
+  // measured or bounded for it.
+  const RtoEstimator* Rto(const MadAddress& to) const;
   // Queues a MAD without tracking (a Send, or a response to a request).
   absl::Status SendUntracked(const MadAddress& to, std::span<const uint8_t> mad);
   // Answers with an RMPP transfer: `header` = the 56 bytes of MAD + RMPP + SA
@@ -178,6 +195,8 @@ class Agent {
     Mad mad{};
     uint64_t dest = 0;
     bool started = false;    // sent at least once (not waiting for the window)
+    bool in_window = false;  // holds one of the destination's window slots
+    TimePoint first_sent;
     bool busy_wait = false;  // the timer resends (after Busy) instead of retrying
     int retries = 0;
     TimerHandle timer;
@@ -215,12 +234,15 @@ class Agent {
     return uint64_t{mgmt_class} << 32 | tid_low;
   }
   static uint64_t DestKey(const MadAddress& to);
-  Duration AttemptTimeout(int retries) const;
+  Duration AttemptTimeout(const Request& r) const;
+  RtoEstimator& RtoFor(uint64_t dest);
 
   void Transmit(Request& r, TimePoint now);
   void Finish(TimePoint now, RequestId id, absl::Status status, const MadAddress& from,
               std::vector<uint8_t> response);
-  void Release(Request& r);  // frees the window slot, starts the next waiting
+  // Gives up `r`'s window slot (if it holds one) and starts the next waiting.
+  void Release(Request& r, TimePoint now);
+  void Sample(const Request& r, TimePoint now);  // an RTT sample, by Karn's rule
   void StartWaiting(uint64_t dest, TimePoint now);
   void ArmRequest(Request& r, TimePoint deadline);
   TimerHandle Arm(TimerKind kind, uint64_t id, TimePoint deadline);
@@ -246,6 +268,7 @@ class Agent {
   absl::flat_hash_map<RequestId, Request> requests_;
   absl::flat_hash_map<uint64_t, RequestId> by_match_;  // MatchKey -> request
   absl::flat_hash_map<uint64_t, Destination> destinations_;
+  absl::flat_hash_map<uint64_t, RtoEstimator> rto_;  // DestKey -> estimate (bounded)
   absl::flat_hash_map<uint64_t, Lingering> lingering_;   // id -> finished receive
   absl::flat_hash_map<uint64_t, uint64_t> linger_by_match_;
   absl::flat_hash_map<SendKey, Sender> senders_;

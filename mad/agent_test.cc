@@ -1,5 +1,6 @@
 // The agent in virtual time: exact retransmission timings, window queueing,
-// Busy back-off, matching rules, unsolicited dispatch, malformed input.
+// Busy back-off, matching rules, unsolicited dispatch, malformed input, the
+// measured retransmission timeout and lost requests giving up their slot.
 #include "mad/agent.h"
 
 #include <vector>
@@ -183,6 +184,7 @@ TEST(AgentTest, SetIsAnsweredByGetResp) {
 TEST(AgentTest, WindowQueuesPerDestination) {
   AgentConfig cfg = Fast();
   cfg.window = 2;
+  cfg.adaptive_timeout = false;  // fixed 100 ms attempts: the timings below
   Agent agent(cfg, At(0));
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.SendRequest(At(0), To(kSmLid), Request()).ok());
   ASSERT_TRUE(agent.SendRequest(At(0), To(7), Request()).ok());
@@ -336,6 +338,148 @@ TEST(AgentTest, KernelCoalescedResponseIsDeliveredWhole) {
   EXPECT_TRUE(c->status.ok()) << c->status;
   EXPECT_EQ(c->response, coalesced);
   EXPECT_THAT(DrainOut(agent), IsEmpty()) << "the kernel ACKs, not us";
+}
+
+// ------------------------------------------------ measured timeout (RFC 6298)
+
+AgentConfig Adaptive() {
+  AgentConfig c = Fast();
+  c.base_timeout = Duration::Seconds(1);
+  c.min_timeout = Duration::Millis(10);
+  c.max_timeout = Duration::Seconds(16);
+  return c;
+}
+
+// The one pending request is retransmitted exactly at `ms` (NextDeadline
+// may be early; the wheel never fires early).
+void ExpectRetransmissionAt(Agent& agent, int64_t ms) {
+  agent.OnTimeout(At(ms - 1));
+  EXPECT_THAT(DrainOut(agent), IsEmpty()) << "before " << ms << " ms";
+  agent.OnTimeout(At(ms));
+  EXPECT_EQ(DrainOut(agent).size(), 1u) << "at " << ms << " ms";
+}
+
+// Answers the one request in flight at `at_ms` after it went out.
+void AnswerNext(Agent& agent, int64_t sent_ms, int64_t at_ms) {
+  std::vector<OutgoingMad> out = DrainOut(agent);
+  ASSERT_EQ(out.size(), 1u);
+  agent.OnReceive(At(at_ms), From(kSmLid, Answer(out[0].data)));
+  ASSERT_TRUE(agent.PollCompletion().has_value());
+  (void)sent_ms;
+}
+
+TEST(AgentTest, FirstRequestWaitsTheInitialTimeoutThenTheMeasuredOne) {
+  Agent agent(Adaptive(), At(0));
+  ASSERT_TRUE(agent.SendRequest(At(0), To(kSmLid), Request()).ok());
+  const Mad first = agent.PollTransmit()->data;
+  ExpectRetransmissionAt(agent, 1000);  // no answer measured yet: 1 s
+  ASSERT_TRUE(agent.Cancel(At(1000), 1));
+  ASSERT_TRUE(agent.SendRequest(At(1000), To(kSmLid), Request()).ok());
+  AnswerNext(agent, 1000, 1040);                    // SRTT 40, RTTVAR 20: RTO 120 ms
+  ASSERT_NE(agent.Rto(To(kSmLid)), nullptr);
+  EXPECT_EQ(agent.Rto(To(kSmLid))->rto(), Duration::Millis(120));
+  EXPECT_EQ(agent.counters().rtt_samples, 1u);
+
+  (void)first;
+  ASSERT_TRUE(agent.SendRequest(At(1100), To(kSmLid), Request()).ok());
+  DrainOut(agent);
+  ExpectRetransmissionAt(agent, 1220);  // 1100 + 120
+  ExpectRetransmissionAt(agent, 1460);  // backs off: + 2 x 120
+}
+
+TEST(AgentTest, AnAnswerToARetransmittedRequestIsNoSample) {
+  Agent agent(Adaptive(), At(0));
+  ASSERT_TRUE(agent.SendRequest(At(0), To(kSmLid), Request()).ok());
+  const Mad sent = DrainOut(agent)[0].data;
+  agent.OnTimeout(At(1000));
+  ASSERT_EQ(DrainOut(agent).size(), 1u);
+  agent.OnReceive(At(1005), From(kSmLid, Answer(sent)));  // which transmission? (Karn)
+  ASSERT_TRUE(agent.PollCompletion().has_value());
+  EXPECT_EQ(agent.counters().rtt_samples, 0u);
+  ASSERT_TRUE(agent.SendRequest(At(2000), To(kSmLid), Request()).ok());
+  DrainOut(agent);
+  ExpectRetransmissionAt(agent, 3000);  // still the initial 1 s
+}
+
+TEST(AgentTest, FastAnswersBringTheTimeoutDownToTheFloor) {
+  Agent agent(Adaptive(), At(0));
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(agent.SendRequest(At(i * 10), To(kSmLid), Request()).ok());
+    AnswerNext(agent, i * 10, i * 10);  // answered within the same millisecond
+  }
+  EXPECT_EQ(agent.Rto(To(kSmLid))->rto(), Duration::Millis(10));
+}
+
+TEST(AgentTest, AnAdvertisedResponseTimeBoundsTheFirstTimeout) {
+  Agent agent(Adaptive(), At(0));
+  agent.SetResponseBound(To(kSmLid), Duration::Millis(270));
+  ASSERT_TRUE(agent.SendRequest(At(0), To(kSmLid), Request()).ok());
+  DrainOut(agent);
+  ExpectRetransmissionAt(agent, 270);
+}
+
+TEST(AgentTest, FixedTimeoutWhenNotAdaptive) {
+  AgentConfig cfg = Adaptive();
+  cfg.adaptive_timeout = false;
+  Agent agent(cfg, At(0));
+  ASSERT_TRUE(agent.SendRequest(At(0), To(kSmLid), Request()).ok());
+  AnswerNext(agent, 0, 5);
+  ASSERT_TRUE(agent.SendRequest(At(10), To(kSmLid), Request()).ok());
+  DrainOut(agent);
+  ExpectRetransmissionAt(agent, 1010);
+}
+
+// A lost request must not hold the window: the queries behind it go out at
+// its first timeout, and an unrelated one is answered within its own RTT.
+TEST(AgentTest, ATimedOutRequestGivesItsWindowSlotToTheNextWaiting) {
+  AgentConfig cfg = Adaptive();
+  cfg.window = 1;
+  Agent agent(cfg, At(0));
+  ASSERT_TRUE(agent.SendRequest(At(0), To(kSmLid), Request()).ok());
+  AnswerNext(agent, 0, 2);  // RTO now max(2 + 4 x 1, 10) = 10 ms
+  auto lost = agent.SendRequest(At(100), To(kSmLid), Request(), 1);
+  auto behind = agent.SendRequest(At(100), To(kSmLid), Request(), 2);
+  ASSERT_TRUE(lost.ok() && behind.ok());
+  std::vector<OutgoingMad> first = DrainOut(agent);
+  ASSERT_EQ(first.size(), 1u);  // the window holds one
+  EXPECT_EQ(agent.counters().queued, 1u);
+
+  agent.OnTimeout(At(110));  // the first one's timeout: retried beside the window
+  std::vector<OutgoingMad> out = DrainOut(agent);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].data, first[0].data);  // the retransmission
+  EXPECT_EQ(agent.counters().slots_released, 1u);
+  agent.OnReceive(At(112), From(kSmLid, Answer(out[1].data)));
+  auto done = agent.PollCompletion();
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->cookie, 2u);
+  EXPECT_TRUE(done->status.ok());
+
+  // The retried one still completes, and a third request finds the slot free.
+  agent.OnReceive(At(113), From(kSmLid, Answer(out[0].data)));
+  auto late = agent.PollCompletion();
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(late->cookie, 1u);
+  ASSERT_TRUE(agent.SendRequest(At(120), To(kSmLid), Request(), 3).ok());
+  EXPECT_EQ(DrainOut(agent).size(), 1u);
+  EXPECT_EQ(agent.counters().queued, 1u);
+  EXPECT_EQ(agent.pending_requests(), 1u);
+}
+
+TEST(AgentTest, CancellingARequestRetriedBesideTheWindowKeepsTheCount) {
+  AgentConfig cfg = Adaptive();
+  cfg.window = 1;
+  Agent agent(cfg, At(0));
+  auto a = agent.SendRequest(At(0), To(kSmLid), Request(), 1);
+  ASSERT_TRUE(a.ok());
+  DrainOut(agent);
+  agent.OnTimeout(At(1000));  // retried, slot given up
+  DrainOut(agent);
+  EXPECT_TRUE(agent.Cancel(At(1001), *a));
+  // Two new requests: exactly one fits the window of one.
+  ASSERT_TRUE(agent.SendRequest(At(1002), To(kSmLid), Request(), 2).ok());
+  ASSERT_TRUE(agent.SendRequest(At(1002), To(kSmLid), Request(), 3).ok());
+  EXPECT_EQ(DrainOut(agent).size(), 1u);
 }
 
 }  // namespace
