@@ -1,5 +1,6 @@
 #include "sa/client.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -215,11 +216,26 @@ SaClient::SaClient(mad::Agent* agent, SaClientConfig config)
     : agent_(agent), config_(std::move(config)) {}
 
 absl::StatusOr<uint64_t> SaClient::Start(TimePoint now, Kind kind, std::string what,
-                                         std::span<const uint8_t> mad) {
+                                         std::span<const uint8_t> mad,
+                                         absl::optional<PathCacheKey> cache_key) {
+  // The emitted request (TID still 0) names the query exactly.
+  std::string key;
+  if (config_.coalesce) {
+    key.assign(reinterpret_cast<const char*>(mad.data()), mad.size());
+    auto in_flight = flight_.find(key);
+    if (in_flight != flight_.end()) {
+      const uint64_t id = next_id_++;
+      queries_.at(in_flight->second).waiters.push_back(id);
+      ++counters_.queries;
+      ++counters_.coalesced;
+      return id;
+    }
+  }
   const uint64_t id = next_id_++;
   auto sent = agent_->SendRequest(now, config_.sa, mad, id, this);
   if (!sent.ok()) return sent.status();
-  queries_[id] = Query{kind, std::move(what), absl::nullopt};
+  queries_[id] = Query{kind, std::move(what), std::move(cache_key), key, {}};
+  if (config_.coalesce) flight_[std::move(key)] = id;
   ++counters_.queries;
   return id;
 }
@@ -248,9 +264,7 @@ absl::StatusOr<uint64_t> SaClient::GetPath(TimePoint now, const PathQuery& q) {
   }
   auto mad = EmitRequest(Method::kGet, q.record(), q.mask());
   if (!mad.ok()) return mad.status();
-  auto id = Start(now, Kind::kPath, "path " + q.Describe(), *mad);
-  if (id.ok()) queries_[*id].cache_key = key;
-  return id;
+  return Start(now, Kind::kPath, "path " + q.Describe(), *mad, key);
 }
 
 absl::StatusOr<uint64_t> SaClient::GetPaths(TimePoint now, const PathQuery& q) {
@@ -440,11 +454,25 @@ void SaClient::OnCompletion(TimePoint now, mad::Completion c) {
   if (it == queries_.end()) return;
   Query q = std::move(it->second);
   queries_.erase(it);
+  if (!q.flight_key.empty()) flight_.erase(q.flight_key);
   SaResult r = Convert(q, c);
   if (r.status.ok() && q.cache_key && r.paths.size() == 1) {
     config_.path_cache->Insert(now, *q.cache_key, r.paths[0], config_.path_ttl);
   }
-  results_.push_back(std::move(r));
+  if (r.class_port_info) {
+    // IBA 13.4.6.2: an answer is due within 4.096 us * 2^RespTimeValue plus
+    // the request's and the response's packet lifetimes.
+    const mad::Duration resp =
+        mad::Duration::Nanos(int64_t{4096} << (r.class_port_info->resp_time_value & 0x1F));
+    const mad::Duration life =
+        mad::Duration::Nanos(int64_t{4096} << std::min<int>(config_.sa_packet_life_time, 31));
+    agent_->SetResponseBound(config_.sa, resp + life * 2);
+  }
+  results_.push_back(r);  // first the query that went on the wire, then in order of asking
+  for (uint64_t waiter : q.waiters) {
+    results_.push_back(r);
+    results_.back().id = waiter;
+  }
 }
 
 absl::optional<SaResult> SaClient::PollResult() {

@@ -9,6 +9,13 @@
 // handling apply to each. The client works on any transport: with kernel
 // RMPP (umad) the agent hands over the coalesced GetTable response, otherwise
 // it reassembles the segments itself.
+//
+// Identical queries in flight are coalesced: a query whose request MAD is
+// byte for byte one already on the wire (a burst of connects to one host all
+// asking the same PathRecord) sends nothing; it gets its own id and a copy of
+// the answer, or of the failure, when the one on the wire completes. An
+// answered ClassPortInfo bounds the agent's retransmission timeout for the SA
+// (RespTimeValue plus two packet lifetimes, IBA 13.4.6.2).
 #ifndef USCM_SA_CLIENT_H_
 #define USCM_SA_CLIENT_H_
 
@@ -122,6 +129,12 @@ struct SaClientConfig {
   // Cache PathRecords answered to Get queries that name SGID and DGID.
   PathCache* path_cache = nullptr;
   mad::Duration path_ttl = mad::Duration::Seconds(300);
+  // Send a query identical to one in flight (no coalescing).
+  bool coalesce = true;
+  // The packet lifetime (IBA time code) added twice to the SA's advertised
+  // RespTimeValue for the response bound: 18 (~1.07 s) is OpenSM's default
+  // subnet packet_life_time.
+  uint8_t sa_packet_life_time = 18;
 };
 
 // The SA's address as a port sees it (SM LID / SL, QP1, P_Key 0xFFFF's index).
@@ -130,6 +143,7 @@ mad::MadAddress SaAddressFor(const mad::LocalPort& port);
 struct SaClientCounters {
   uint64_t queries = 0;
   uint64_t cache_hits = 0;
+  uint64_t coalesced = 0;   // answered by an identical query already in flight
   uint64_t sa_errors = 0;   // answered with a non-zero SA status
   uint64_t failures = 0;    // no answer (timeout, busy, RMPP abort)
   uint64_t bad_responses = 0;
@@ -169,10 +183,13 @@ class SaClient : public mad::CompletionSink {
     Kind kind;
     std::string what;  // for error messages
     absl::optional<PathCacheKey> cache_key;
+    std::string flight_key;          // the request MAD, while in flight_
+    std::vector<uint64_t> waiters;   // coalesced queries answered with this one
   };
 
   absl::StatusOr<uint64_t> Start(TimePoint now, Kind kind, std::string what,
-                                 std::span<const uint8_t> mad);
+                                 std::span<const uint8_t> mad,
+                                 absl::optional<PathCacheKey> cache_key = absl::nullopt);
   SaResult Convert(const Query& q, const mad::Completion& c);
   absl::Status SaError(const Query& q, uint16_t status) const;
 
@@ -180,6 +197,7 @@ class SaClient : public mad::CompletionSink {
   SaClientConfig config_;
   uint64_t next_id_ = 1;
   absl::flat_hash_map<uint64_t, Query> queries_;  // by cookie = query id
+  absl::flat_hash_map<std::string, uint64_t> flight_;  // request MAD -> query id
   std::deque<SaResult> results_;
   SaClientCounters counters_;
 };

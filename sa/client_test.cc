@@ -1,5 +1,7 @@
 // The SA client against hand-made SA answers: request bytes, the kernel-RMPP
-// (umad) coalesced table, error mapping, malformed answers.
+// (umad) coalesced table, error mapping, malformed answers, identical queries
+// coalesced in flight, lost queries against unrelated ones, the SA's
+// advertised response time.
 #include "sa/client.h"
 
 #include <vector>
@@ -39,11 +41,26 @@ struct Fixture {
     EXPECT_EQ(o->to.lid, kSmLid);
     return o ? o->data : std::array<uint8_t, 256>{};
   }
-  void Answer(std::span<const uint8_t> bytes) {
+  void Answer(std::span<const uint8_t> bytes, mad::TimePoint at = At(1)) {
     mad::ReceivedMad r;
     r.from.lid = kSmLid;
     r.data = bytes;
-    agent.OnReceive(At(1), r);
+    agent.OnReceive(at, r);
+  }
+  // A GetResp for `request` carrying a PathRecord to DLID `dlid`.
+  void AnswerPath(std::array<uint8_t, 256> request, uint16_t dlid, mad::TimePoint at) {
+    auto m = mad::wire::SaRecordMad<PathRecord>::Parse(request);
+    ASSERT_TRUE(m.ok()) << m.status();
+    m->envelope.method = 0x81;
+    m->record.dlid = dlid;
+    std::array<uint8_t, 256> out{};
+    ASSERT_TRUE(m->Emit(out).ok());
+    Answer(out, at);
+  }
+  mad::MadAddress client_sa() const {
+    mad::MadAddress a;
+    a.lid = kSmLid;
+    return a;
   }
   mad::Agent agent;
   SaClient client;
@@ -214,6 +231,154 @@ TEST(SaClientTest, AgentFailuresNameTheQuery) {
   EXPECT_EQ(r->status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(r->status.message()), HasSubstr("path from fe80::1 to fe80::2"));
   EXPECT_EQ(client.outstanding(), 0u);
+}
+
+// ------------------------------------------------------------ coalescing
+
+TEST(SaClientTest, IdenticalPathQueriesInFlightShareOneMad) {
+  Fixture f;
+  const PathQuery q = PathQuery::RdmaCm(G(2), G(3), 0xFFFF, 0x1060000);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    auto id = f.client.GetPath(At(0), q);
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  auto req = f.Sent();
+  EXPECT_FALSE(f.agent.PollTransmit().has_value()) << "one MAD for five identical queries";
+  EXPECT_EQ(f.client.counters().coalesced, 4u);
+  EXPECT_EQ(f.client.counters().queries, 5u);
+  f.AnswerPath(req, 77, At(1));
+  for (uint64_t id : ids) {
+    auto r = f.client.PollResult();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->id, id);  // in the order asked
+    ASSERT_TRUE(r->status.ok()) << r->status;
+    ASSERT_EQ(r->paths.size(), 1u);
+    EXPECT_EQ(r->paths[0].dlid, 77);
+  }
+  EXPECT_FALSE(f.client.PollResult().has_value());
+  // Once answered, the same query goes on the wire again.
+  ASSERT_TRUE(f.client.GetPath(At(2), q).ok());
+  f.Sent();
+}
+
+TEST(SaClientTest, DifferentQueriesAreNotCoalesced) {
+  Fixture f;
+  ASSERT_TRUE(f.client.GetPath(At(0), PathQuery::RdmaCm(G(2), G(3), 0xFFFF, 1)).ok());
+  ASSERT_TRUE(f.client.GetPath(At(0), PathQuery::RdmaCm(G(2), G(4), 0xFFFF, 1)).ok());
+  ASSERT_TRUE(f.client.GetPath(At(0), PathQuery::RdmaCm(G(2), G(3), 0xFFFF, 2)).ok());
+  f.Sent();
+  f.Sent();
+  f.Sent();
+  EXPECT_EQ(f.client.counters().coalesced, 0u);
+}
+
+TEST(SaClientTest, CoalescedQueriesShareTheFailureToo) {
+  mad::AgentConfig c;
+  c.base_timeout = mad::Duration::Millis(10);
+  c.max_retries = 0;
+  mad::Agent agent(c, At(0));
+  SaClientConfig sc;
+  sc.sa.lid = kSmLid;
+  SaClient client(&agent, sc);
+  const PathQuery q = PathQuery().Sgid(G(1)).Dgid(G(2));
+  ASSERT_TRUE(client.GetPath(At(0), q).ok());
+  ASSERT_TRUE(client.GetPath(At(0), q).ok());
+  agent.OnTimeout(At(10));
+  for (int i = 0; i < 2; ++i) {
+    auto r = client.PollResult();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status.code(), absl::StatusCode::kDeadlineExceeded);
+  }
+  EXPECT_EQ(client.outstanding(), 0u);
+}
+
+TEST(SaClientTest, CoalescingCanBeTurnedOff) {
+  mad::Agent agent(mad::AgentConfig{}, At(0));
+  SaClientConfig sc;
+  sc.sa.lid = kSmLid;
+  sc.coalesce = false;
+  SaClient client(&agent, sc);
+  const PathQuery q = PathQuery().Sgid(G(1)).Dgid(G(2));
+  ASSERT_TRUE(client.GetPath(At(0), q).ok());
+  ASSERT_TRUE(client.GetPath(At(0), q).ok());
+  EXPECT_TRUE(agent.PollTransmit().has_value());
+  EXPECT_TRUE(agent.PollTransmit().has_value());
+}
+
+// ------------------------------------------------- loss against unrelated queries
+
+// The SA answers in 1 ms, so the RTO settles on the 10 ms floor.
+void Prime(Fixture& f) {
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(f.client.GetPath(At(i), PathQuery().Sgid(G(1)).Dgid(G(1000 + i))).ok());
+    f.AnswerPath(f.Sent(), 1, At(i + 1));
+    ASSERT_TRUE(f.client.PollResult().has_value());
+  }
+  ASSERT_EQ(f.agent.Rto(f.client_sa())->rto(), mad::Duration::Millis(10));
+}
+
+TEST(SaClientTest, ALostQueryDoesNotDelayAnUnrelatedOne) {
+  Fixture f;
+  Prime(f);
+  ASSERT_TRUE(f.client.GetPath(At(100), PathQuery().Sgid(G(1)).Dgid(G(50))).ok());
+  f.Sent();  // lost
+  auto other = f.client.GetPath(At(100), PathQuery().Sgid(G(1)).Dgid(G(51)));
+  ASSERT_TRUE(other.ok());
+  f.AnswerPath(f.Sent(), 51, At(101));  // answered within its own RTT
+  auto r = f.client.PollResult();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->id, *other);
+  EXPECT_TRUE(r->status.ok());
+}
+
+// Even a window full of lost queries holds a waiting one back only until the
+// first of them times out (the measured RTO), not for a fixed second.
+TEST(SaClientTest, AWindowOfLostQueriesHoldsTheNextOnlyForOneRto) {
+  Fixture f;
+  Prime(f);
+  for (int i = 0; i < 4; ++i) {  // the agent's window to one destination is 4
+    ASSERT_TRUE(f.client.GetPath(At(100), PathQuery().Sgid(G(1)).Dgid(G(60 + i))).ok());
+    f.Sent();  // lost
+  }
+  auto waiting = f.client.GetPath(At(100), PathQuery().Sgid(G(1)).Dgid(G(70)));
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_FALSE(f.agent.PollTransmit().has_value());
+  f.agent.OnTimeout(At(110));  // 100 + RTO: four retransmissions, and the waiting query
+  std::array<uint8_t, 256> fifth{};
+  for (int i = 0; i < 5; ++i) {
+    auto m = f.Sent();
+    auto rec = PathRecord::Parse(std::span(m).subspan(56, 64));
+    ASSERT_TRUE(rec.ok());
+    if (rec->dgid == G(70)) fifth = m;
+  }
+  f.AnswerPath(fifth, 70, At(111));
+  auto r = f.client.PollResult();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->id, *waiting);
+  EXPECT_TRUE(r->status.ok());
+  EXPECT_EQ(f.agent.counters().slots_released, 4u);
+}
+
+TEST(SaClientTest, TheSasAdvertisedResponseTimeBoundsTheRetransmissionTimeout) {
+  Fixture f;
+  ASSERT_TRUE(f.client.GetClassPortInfo(At(0)).ok());
+  auto req = f.Sent();
+  auto m = mad::wire::SaRecordMad<mad::wire::ClassPortInfo>::Parse(req);
+  ASSERT_TRUE(m.ok()) << m.status();
+  m->envelope.method = 0x81;
+  m->record.resp_time_value = 16;  // 4.096 us * 2^16 = 268.4 ms
+  std::array<uint8_t, 256> out{};
+  ASSERT_TRUE(m->Emit(out).ok());
+  f.Answer(out, At(900));  // a slow answer: the measured RTO alone would be 2.7 s
+  auto r = f.client.PollResult();
+  ASSERT_TRUE(r.has_value() && r->class_port_info.has_value());
+  const mad::RtoEstimator* rto = f.agent.Rto(f.client_sa());
+  ASSERT_NE(rto, nullptr);
+  // 268.435456 ms + 2 x 4.096 us * 2^18 (OpenSM's default packet lifetime).
+  EXPECT_EQ(rto->bound(), mad::Duration::Nanos(268435456 + 2 * 1073741824LL));
+  EXPECT_EQ(rto->rto(), rto->bound());
 }
 
 }  // namespace
