@@ -56,6 +56,7 @@ void Router::RemoveClient(uint8_t slot) {
   if (c == nullptr) return;
   Cleanup(slot, *c);
   LeaveGroupsOf(slot);
+  ForgetPathWaiters(slot);
   std::erase_if(claims_, [slot](const Claim& cl) { return cl.slot == slot; });
   for (uint32_t t : c->tids) {
     auto it = tid_by_router_.find(t);
@@ -156,9 +157,10 @@ void Router::RouteWire(const mad::ReceivedMad& m) {
     return;
   }
   if (!mc_txns_.empty()) RouteWireMcMember(m, low);
+  const size_t waiters = sa_flight_keys_.empty() ? 0 : AnswerPathWaiters(low, m);
   auto it = tid_by_router_.find(low);
   if (it == tid_by_router_.end() || LiveClient(it->second.slot) == nullptr) {
-    ++counters_.wire_unroutable;
+    if (waiters == 0) ++counters_.wire_unroutable;
     return;
   }
   mad_buf_.assign(m.data.begin(), m.data.end());

@@ -14,7 +14,9 @@
 //     router TID of its own on the way out and restores the client's on the
 //     way back (RMPP segments and ACKs reuse the same mapping);
 //   * MCMemberRecord joins and leaves of several clients to one group are
-//     merged into one membership on the wire (router_multicast.cc).
+//     merged into one membership on the wire (router_multicast.cc);
+//   * identical PathRecord Gets of several clients in flight go on the wire
+//     once; every client gets the answer under its own TID (router_sa.cc).
 //
 // A client may only send CM MADs for comm IDs in its range (or answer a
 // REQ / SIDR_REQ the router handed it); anything else is refused, counted and
@@ -34,6 +36,7 @@
 #include <deque>
 #include <functional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -77,6 +80,8 @@ struct RouterCounters {
   uint64_t mc_leaves_merged = 0;  // leaves answered while others hold the group
   uint64_t mc_leaves_for_gone = 0;  // leaves the router sent for departed clients
   uint64_t mc_own_answers = 0;    // SA answers to those leaves (absorbed)
+  uint64_t sa_coalesced = 0;      // PathRecord Gets answered with another client's
+  uint64_t sa_waiter_resends = 0; // a waiting client's retry re-sent the shared query
 };
 
 // Receives every frame for client `slot` (MADs, replies, refusals).
@@ -198,6 +203,21 @@ class Router {
   void HandleRelease(uint8_t slot, const ClaimFrame& claim);
   void Cleanup(uint8_t slot, Client& c);
 
+  // Identical PathRecord Gets of several clients (router_sa.cc).
+  struct SaFlight {
+    uint32_t router_tid = 0;        // the query on the wire
+    mad::MadAddress to;
+    std::vector<uint8_t> mad;       // as sent, router TID in place
+    std::vector<TidEntry> waiters;  // clients answered with it
+  };
+  // True when the query was absorbed into one in flight (nothing else to send).
+  bool CoalescePathQuery(uint8_t slot, uint64_t client_tid, uint32_t router_tid,
+                         const mad::MadAddress& to, std::span<const uint8_t> out);
+  // Gives an answer to every client waiting on the query with `router_tid`;
+  // how many got it.
+  size_t AnswerPathWaiters(uint32_t router_tid, const mad::ReceivedMad& m);
+  void ForgetPathWaiters(uint8_t slot);
+
   // Wire -> client (router.cc).
   void RouteWire(const mad::ReceivedMad& m);
   void RouteWireCm(const mad::ReceivedMad& m);
@@ -218,6 +238,8 @@ class Router {
   absl::flat_hash_map<Mgid, McGroup> mc_groups_;
   absl::flat_hash_map<uint32_t, McTxn> mc_txns_;  // by router TID
   absl::flat_hash_set<uint32_t> own_tids_;        // the router's own leaves
+  absl::flat_hash_map<std::string, SaFlight> sa_flights_;  // query (TID zeroed) + LID
+  absl::flat_hash_map<uint32_t, std::string> sa_flight_keys_;  // by router TID
   std::vector<uint8_t> frame_buf_;
   std::vector<uint8_t> mad_buf_;
   RouterCounters counters_;

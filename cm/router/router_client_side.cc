@@ -165,6 +165,7 @@ void Router::HandleClientOther(uint8_t slot, Client& c, const MadFrame& m) {
       HandleClientMcMember(slot, client_tid, router_tid, m, mad_buf_) == McVerdict::kHandled) {
     return;
   }
+  if (CoalescePathQuery(slot, client_tid, router_tid, m.address, mad_buf_)) return;
   ToWire(m.address, mad_buf_);
 }
 

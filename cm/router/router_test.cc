@@ -606,6 +606,98 @@ TEST_F(RouterTest, SaResponsesGoBackByTidWithTheClientsTidRestored) {
   EXPECT_EQ(router_->counters().wire_unroutable, 1u);
 }
 
+// A PathRecord SubnAdmGet from the "SA"'s point of view: attribute 0x0035.
+std::array<uint8_t, 256> PathRecordGet(uint8_t tid_byte, uint8_t dgid_byte) {
+  std::array<uint8_t, 256> get{};
+  get[0] = 1;
+  get[1] = 0x03;  // SubnAdm
+  get[2] = 2;
+  get[3] = 0x01;  // Get
+  for (int i = 0; i < 8; ++i) get[8 + i] = static_cast<uint8_t>(tid_byte + i);
+  get[16] = 0x00;
+  get[17] = 0x35;  // PathRecord
+  get[56 + 8 + 16 + 15] = dgid_byte;  // DGID's last byte
+  return get;
+}
+
+TEST_F(RouterTest, IdenticalPathQueriesOfSeveralClientsGoOnTheWireOnce) {
+  TestClient& a = AddClient();
+  TestClient& b = AddClient();
+  TestClient& c = AddClient();
+  mad::MadAddress sa;
+  sa.lid = kPeerLid;
+  SendFrame(a, sa, PathRecordGet(0x10, 7));
+  SendFrame(b, sa, PathRecordGet(0x20, 7));  // the same query, b's own TID
+  SendFrame(c, sa, PathRecordGet(0x30, 8));  // another destination
+  ASSERT_TRUE(sched_->RunUntilIdle().ok());
+  std::vector<std::vector<uint8_t>> seen;
+  peer_tx_->Drain([&](const mad::ReceivedMad& r) { seen.emplace_back(r.data.begin(), r.data.end()); });
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(router_->counters().sa_coalesced, 1u);
+
+  // b's retry while a's query is unanswered re-sends the shared query.
+  SendFrame(b, sa, PathRecordGet(0x20, 7));
+  ASSERT_TRUE(sched_->RunUntilIdle().ok());
+  std::vector<std::vector<uint8_t>> again;
+  peer_tx_->Drain([&](const mad::ReceivedMad& r) { again.emplace_back(r.data.begin(), r.data.end()); });
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0], seen[0]);
+  EXPECT_EQ(router_->counters().sa_waiter_resends, 1u);
+
+  std::vector<uint8_t> resp = seen[0];
+  resp[3] = 0x81;
+  resp[60] = 0x5A;
+  mad::MadAddress back;
+  back.lid = kRouterLid;
+  ASSERT_TRUE(peer_tx_->Send(back, resp).ok());
+  ASSERT_TRUE(sched_->RunUntilIdle().ok());
+  router_->PollWire();
+  for (auto [client, tid] : {std::pair<TestClient*, uint8_t>{&a, 0x10}, {&b, 0x20}}) {
+    ASSERT_EQ(client->inbox.size(), 1u);
+    auto mf = DecodeMad(client->inbox.front());
+    ASSERT_TRUE(mf.ok());
+    EXPECT_EQ(mf->mad[8], tid) << "each client gets its own TID back";
+    EXPECT_EQ(mf->mad[15], tid + 7);
+    EXPECT_EQ(mf->mad[60], 0x5A);
+  }
+  EXPECT_TRUE(c.inbox.empty());
+  // Answered: the same query goes on the wire again.
+  SendFrame(b, sa, PathRecordGet(0x40, 7));
+  ASSERT_TRUE(sched_->RunUntilIdle().ok());
+  size_t sent = 0;
+  peer_tx_->Drain([&](const mad::ReceivedMad&) { ++sent; });
+  EXPECT_EQ(sent, 1u);
+}
+
+TEST_F(RouterTest, AWaitingClientsRetryTakesOverTheQueryOfAClientThatLeft) {
+  TestClient& a = AddClient();
+  TestClient& b = AddClient();
+  mad::MadAddress sa;
+  sa.lid = kPeerLid;
+  SendFrame(a, sa, PathRecordGet(0x10, 7));
+  SendFrame(b, sa, PathRecordGet(0x20, 7));
+  ASSERT_TRUE(sched_->RunUntilIdle().ok());
+  peer_tx_->Drain([](const mad::ReceivedMad&) {});
+  Crash(a);
+  SendFrame(b, sa, PathRecordGet(0x20, 7));  // b's retry: now its own query
+  ASSERT_TRUE(sched_->RunUntilIdle().ok());
+  std::vector<std::vector<uint8_t>> seen;
+  peer_tx_->Drain([&](const mad::ReceivedMad& r) { seen.emplace_back(r.data.begin(), r.data.end()); });
+  ASSERT_EQ(seen.size(), 1u);
+  std::vector<uint8_t> resp = seen[0];
+  resp[3] = 0x81;
+  mad::MadAddress back;
+  back.lid = kRouterLid;
+  ASSERT_TRUE(peer_tx_->Send(back, resp).ok());
+  ASSERT_TRUE(sched_->RunUntilIdle().ok());
+  router_->PollWire();
+  ASSERT_EQ(b.inbox.size(), 1u);
+  auto mf = DecodeMad(b.inbox.front());
+  ASSERT_TRUE(mf.ok());
+  EXPECT_EQ(mf->mad[8], 0x20);
+  EXPECT_EQ(router_->counters().wire_unroutable, 0u);
+}
+
 TEST_F(RouterTest, SlotsRunOut) {
   RouterOptions o;
   o.slot_bits = 2;  // 3 clients
