@@ -143,21 +143,15 @@ absl::StatusOr<RequestId> Agent::SendRequest(TimePoint now, const MadAddress& to
   r.dest = DestKey(to);
   by_match_[MatchKey(r.mgmt_class, tid_low)] = id;
   Destination& d = destinations_[r.dest];
-  if (d.outstanding < std::max<size_t>(config_.window, 1) && d.waiting.empty()) {
-    ++d.outstanding;
-    r.started = true;
-    r.in_window = true;
-    r.first_sent = now;
-    Transmit(r, now);
-  } else {
-    d.waiting.push_back(id);
-    ++counters_.queued;
-  }
+  d.waiting.push_back(id);
+  StartWaiting(r.dest, now);
+  if (!r.started) ++counters_.queued;
   return id;
 }
 
 void Agent::Transmit(Request& r, TimePoint now) {
   out_.push_back(OutgoingMad{r.to, r.mad});
+  r.last_sent = now;
   ArmRequest(r, now + AttemptTimeout(r));
 }
 
@@ -166,8 +160,26 @@ void Agent::Release(Request& r, TimePoint now) {
   r.in_window = false;
   auto it = destinations_.find(r.dest);
   if (it == destinations_.end()) return;
-  --it->second.outstanding;
+  std::erase(it->second.slots, r.id);
   StartWaiting(r.dest, now);
+}
+
+bool Agent::PresumedLost(TimePoint now, RequestId id) const {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || !it->second.started) return false;
+  const Request& r = it->second;
+  if (r.retries > 0) return true;
+  const Duration hold = SlotHold(r.dest);
+  return hold != Duration::Max() && now - r.last_sent > hold;
+}
+
+Duration Agent::SlotHold(uint64_t dest) const {
+  auto it = rto_.find(dest);
+  if (!config_.adaptive_timeout || it == rto_.end() || !it->second.has_sample()) {
+    return Duration::Max();  // nothing measured: until the timeout
+  }
+  const RtoEstimator& e = it->second;
+  return std::max(e.srtt() * 2, e.srtt() + e.rttvar() * 4);
 }
 
 absl::Status Agent::SendUntracked(const MadAddress& to, std::span<const uint8_t> mad) {
@@ -234,7 +246,7 @@ bool Agent::Cancel(TimePoint now, RequestId id) {
   if (!started) {
     d->second.waiting.erase(std::find(d->second.waiting.begin(), d->second.waiting.end(), id));
   } else if (in_window) {
-    --d->second.outstanding;
+    std::erase(d->second.slots, id);
   }
   StartWaiting(dest, now);
   return true;
@@ -244,17 +256,30 @@ void Agent::StartWaiting(uint64_t dest, TimePoint now) {
   auto it = destinations_.find(dest);
   if (it == destinations_.end()) return;
   Destination& d = it->second;
-  while (!d.waiting.empty() && d.outstanding < std::max<size_t>(config_.window, 1)) {
+  const size_t window = std::max<size_t>(config_.window, 1);
+  if (!d.waiting.empty() && d.slots.size() >= window) {
+    // Full: requests unanswered for longer than answers take are presumed
+    // lost and give their slots up (their timers still retransmit them).
+    const Duration hold = SlotHold(dest);
+    std::erase_if(d.slots, [&](RequestId held) {
+      Request& h = requests_.at(held);
+      if (hold == Duration::Max() || now - h.last_sent <= hold) return false;
+      h.in_window = false;
+      ++counters_.slots_released;
+      return true;
+    });
+  }
+  while (!d.waiting.empty() && d.slots.size() < window) {
     const RequestId id = d.waiting.front();
     d.waiting.pop_front();
     Request& r = requests_.at(id);
     r.started = true;
     r.in_window = true;
     r.first_sent = now;
-    ++d.outstanding;
+    d.slots.push_back(id);
     Transmit(r, now);
   }
-  if (d.outstanding == 0 && d.waiting.empty()) destinations_.erase(it);
+  if (d.slots.empty() && d.waiting.empty()) destinations_.erase(it);
 }
 
 void Agent::Finish(TimePoint now, RequestId id, absl::Status status, const MadAddress& from,
@@ -277,7 +302,7 @@ void Agent::Finish(TimePoint now, RequestId id, absl::Status status, const MadAd
   by_match_.erase(MatchKey(r.mgmt_class, r.tid_low));
   requests_.erase(it);
   if (in_window) {
-    --destinations_[dest].outstanding;
+    std::erase(destinations_[dest].slots, id);
     StartWaiting(dest, now);
   }
   if (sink != nullptr) {

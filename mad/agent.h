@@ -54,9 +54,12 @@ struct AgentConfig {
   // A Busy answer resends after the attempt's timeout interval, consuming one
   // retry (the responder asked us to slow down).
   // Outstanding requests per destination (LID, or GID with a GRH); more wait.
-  // A request that timed out gives its slot to the next waiting one, and its
+  // A request presumed lost gives its slot to the next waiting one, and its
   // retransmissions go out beside the window: a lost request does not hold
-  // back the requests behind it for its timeouts.
+  // back the requests behind it for its timeouts. Presumed lost: timed out,
+  // or unanswered for longer than the destination's answers take
+  // (max(2 SRTT, SRTT + 4 RTTVAR), the RTO without its floor; RFC 8985's idea:
+  // the floor guards against spurious retransmissions, not against sending).
   size_t window = 4;
   // Check that a response comes from the LID the request went to (off for
   // permissive / GRH destinations).
@@ -146,6 +149,10 @@ class Agent {
   // What `to` promises (an answer is due within `bound`, e.g. from an SA's
   // ClassPortInfo): its RTO never exceeds it. Zero removes the bound.
   void SetResponseBound(const MadAddress& to, Duration bound);
+  // Whether request `id` is presumed lost: retransmitted, or unanswered for
+  // longer than its destination's answers take (see `window`). False for a
+  // request that is not pending or still waits for the window.
+  bool PresumedLost(TimePoint now, RequestId id) const;
   // The retransmission timeout state for `to`, or nullptr if nothing was
   // measured or bounded for it.
   const RtoEstimator* Rto(const MadAddress& to) const;
@@ -197,6 +204,7 @@ class Agent {
     bool started = false;    // sent at least once (not waiting for the window)
     bool in_window = false;  // holds one of the destination's window slots
     TimePoint first_sent;
+    TimePoint last_sent;
     bool busy_wait = false;  // the timer resends (after Busy) instead of retrying
     int retries = 0;
     TimerHandle timer;
@@ -204,7 +212,7 @@ class Agent {
     TimerHandle rmpp_timer;
   };
   struct Destination {
-    size_t outstanding = 0;
+    std::vector<RequestId> slots;  // requests holding the window (at most `window`)
     std::deque<RequestId> waiting;
   };
   // A finished RMPP receive kept for a while so a repeated last segment is
@@ -243,6 +251,8 @@ class Agent {
   // Gives up `r`'s window slot (if it holds one) and starts the next waiting.
   void Release(Request& r, TimePoint now);
   void Sample(const Request& r, TimePoint now);  // an RTT sample, by Karn's rule
+  // How long an unanswered request holds its window slot.
+  Duration SlotHold(uint64_t dest) const;
   void StartWaiting(uint64_t dest, TimePoint now);
   void ArmRequest(Request& r, TimePoint deadline);
   TimerHandle Arm(TimerKind kind, uint64_t id, TimePoint deadline);

@@ -220,21 +220,43 @@ absl::StatusOr<uint64_t> SaClient::Start(TimePoint now, Kind kind, std::string w
                                          absl::optional<PathCacheKey> cache_key) {
   // The emitted request (TID still 0) names the query exactly.
   std::string key;
+  std::vector<uint64_t> inherited;  // a lost query and its waiters, answered with this one
   if (config_.coalesce) {
     key.assign(reinterpret_cast<const char*>(mad.data()), mad.size());
     auto in_flight = flight_.find(key);
     if (in_flight != flight_.end()) {
-      const uint64_t id = next_id_++;
-      queries_.at(in_flight->second).waiters.push_back(id);
-      ++counters_.queries;
-      ++counters_.coalesced;
-      return id;
+      const uint64_t lost_id = in_flight->second;
+      Query& on_wire = queries_.at(lost_id);
+      if (!agent_->PresumedLost(now, on_wire.request)) {
+        const uint64_t id = next_id_++;
+        on_wire.waiters.push_back(id);
+        ++counters_.queries;
+        ++counters_.coalesced;
+        return id;
+      }
+      ++counters_.superseded;
+      inherited.push_back(lost_id);
+      inherited.insert(inherited.end(), on_wire.waiters.begin(), on_wire.waiters.end());
+      agent_->Cancel(now, on_wire.request);
+      queries_.erase(lost_id);
+      flight_.erase(in_flight);
     }
   }
   const uint64_t id = next_id_++;
   auto sent = agent_->SendRequest(now, config_.sa, mad, id, this);
-  if (!sent.ok()) return sent.status();
-  queries_[id] = Query{kind, std::move(what), std::move(cache_key), key, {}};
+  if (!sent.ok()) {
+    for (uint64_t waiter : inherited) {  // they lose their query with this one
+      SaResult r;
+      r.id = waiter;
+      r.status = sent.status();
+      results_.push_back(std::move(r));
+    }
+    return sent.status();
+  }
+  if (!inherited.empty()) ++counters_.coalesced;  // the lost one (its waiters were counted)
+  const size_t older = inherited.size();
+  queries_[id] = Query{kind, std::move(what), std::move(cache_key), *sent, key,
+                       std::move(inherited), older};
   if (config_.coalesce) flight_[std::move(key)] = id;
   ++counters_.queries;
   return id;
@@ -468,10 +490,14 @@ void SaClient::OnCompletion(TimePoint now, mad::Completion c) {
         mad::Duration::Nanos(int64_t{4096} << std::min<int>(config_.sa_packet_life_time, 31));
     agent_->SetResponseBound(config_.sa, resp + life * 2);
   }
-  results_.push_back(r);  // first the query that went on the wire, then in order of asking
-  for (uint64_t waiter : q.waiters) {
+  // In the order the queries were asked.
+  for (size_t i = 0; i <= q.waiters.size(); ++i) {
     results_.push_back(r);
-    results_.back().id = waiter;
+    if (i < q.older) {
+      results_.back().id = q.waiters[i];
+    } else if (i > q.older) {
+      results_.back().id = q.waiters[i - 1];
+    }
   }
 }
 

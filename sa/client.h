@@ -13,7 +13,11 @@
 // Identical queries in flight are coalesced: a query whose request MAD is
 // byte for byte one already on the wire (a burst of connects to one host all
 // asking the same PathRecord) sends nothing; it gets its own id and a copy of
-// the answer, or of the failure, when the one on the wire completes. An
+// the answer, or of the failure, when the one on the wire completes. When the
+// one on the wire is presumed lost (Agent::PresumedLost: unanswered for longer
+// than the SA's answers take), the new query goes on the wire instead, and
+// the lost one and its waiters are answered with it (the lost one is
+// cancelled, so they wait one round trip, not a retransmission timeout). An
 // answered ClassPortInfo bounds the agent's retransmission timeout for the SA
 // (RespTimeValue plus two packet lifetimes, IBA 13.4.6.2).
 #ifndef USCM_SA_CLIENT_H_
@@ -144,6 +148,7 @@ struct SaClientCounters {
   uint64_t queries = 0;
   uint64_t cache_hits = 0;
   uint64_t coalesced = 0;   // answered by an identical query already in flight
+  uint64_t superseded = 0;  // queries presumed lost whose waiters moved to a new one
   uint64_t sa_errors = 0;   // answered with a non-zero SA status
   uint64_t failures = 0;    // no answer (timeout, busy, RMPP abort)
   uint64_t bad_responses = 0;
@@ -183,8 +188,12 @@ class SaClient : public mad::CompletionSink {
     Kind kind;
     std::string what;  // for error messages
     absl::optional<PathCacheKey> cache_key;
+    mad::RequestId request = 0;      // the agent's
     std::string flight_key;          // the request MAD, while in flight_
-    std::vector<uint64_t> waiters;   // coalesced queries answered with this one
+    // Coalesced queries answered with this one: first `older` queries asked
+    // before it (a superseded lost query and its waiters), then later ones.
+    std::vector<uint64_t> waiters;
+    size_t older = 0;
   };
 
   absl::StatusOr<uint64_t> Start(TimePoint now, Kind kind, std::string what,

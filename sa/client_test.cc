@@ -66,6 +66,10 @@ struct Fixture {
   SaClient client;
 };
 
+uint32_t TidLow(const std::array<uint8_t, 256>& m) {
+  return uint32_t{m[12]} << 24 | uint32_t{m[13]} << 16 | uint32_t{m[14]} << 8 | m[15];
+}
+
 uint64_t Mask(const std::array<uint8_t, 256>& m) {
   uint64_t v = 0;
   for (int i = 48; i < 56; ++i) v = v << 8 | m[i];
@@ -359,6 +363,36 @@ TEST(SaClientTest, AWindowOfLostQueriesHoldsTheNextOnlyForOneRto) {
   EXPECT_EQ(r->id, *waiting);
   EXPECT_TRUE(r->status.ok());
   EXPECT_EQ(f.agent.counters().slots_released, 4u);
+}
+
+// A query presumed lost (unanswered for longer than the SA's answers take)
+// is not waited on: the next identical query goes on the wire, and the lost
+// one and its waiters are answered with it.
+TEST(SaClientTest, AnIdenticalQueryAfterAPresumedLossGoesOnTheWireForAll) {
+  Fixture f;
+  Prime(f);  // answers take 1 ms
+  const PathQuery q = PathQuery::RdmaCm(G(2), G(3), 0xFFFF, 1);
+  auto first = f.client.GetPath(At(100), q);
+  const auto lost = f.Sent();
+  auto second = f.client.GetPath(At(101), q);  // within the answer time: waits
+  EXPECT_FALSE(f.agent.PollTransmit().has_value());
+  auto third = f.client.GetPath(At(104), q);  // 4 ms unanswered: presumed lost
+  ASSERT_TRUE(first.ok() && second.ok() && third.ok());
+  const auto fresh = f.Sent();
+  EXPECT_NE(TidLow(fresh), TidLow(lost));
+  EXPECT_EQ(f.client.counters().superseded, 1u);
+  EXPECT_EQ(f.client.counters().coalesced, 2u);
+  f.AnswerPath(fresh, 9, At(105));
+  for (uint64_t id : {*first, *second, *third}) {
+    auto r = f.client.PollResult();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->id, id);
+    ASSERT_TRUE(r->status.ok());
+    EXPECT_EQ(r->paths[0].dlid, 9);
+  }
+  f.AnswerPath(lost, 9, At(106));  // the late answer to the cancelled one
+  EXPECT_FALSE(f.client.PollResult().has_value());
+  EXPECT_EQ(f.agent.pending_requests(), 0u);
 }
 
 TEST(SaClientTest, TheSasAdvertisedResponseTimeBoundsTheRetransmissionTimeout) {
