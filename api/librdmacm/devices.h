@@ -1,0 +1,33 @@
+// The process's RDMA devices, as librdmacm keeps them: each device opened once
+// (ibv_open_device) on first use and kept for the life of the process, so
+// rdma_get_devices and every id->verbs hand out the same ibv_context
+// pointers; one PD per device, allocated on first use and shared by every id
+// on that device (id->pd), freed when its last user releases it.
+#ifndef USCM_API_LIBRDMACM_DEVICES_H_
+#define USCM_API_LIBRDMACM_DEVICES_H_
+
+#include <infiniband/verbs.h>
+
+namespace uscm::librdmacm {
+
+// Lists and opens the devices the first time (later calls reuse them). 0, or
+// -1 with errno ENODEV when libibverbs lists no device (librdmacm's
+// ucma_init) or none could be opened. `call` names the caller for
+// USCM_DEBUG.
+int EnsureDevices(const char* call);
+
+// Open devices (contexts of EnsureDevices); 0 before it succeeded.
+int OpenDeviceCount();
+
+// The shared PD of the device `verbs` (one of the kept contexts), allocated on
+// first use; each call takes a reference. NULL with errno: EINVAL for a
+// NULL context, ENODEV for a context this library did not open, or what
+// ibv_alloc_pd set.
+ibv_pd* AcquireSharedPd(ibv_context* verbs);
+// Drops a reference of AcquireSharedPd; the PD is deallocated with the last.
+// 0, or -1 with errno EINVAL when `verbs` holds no reference.
+int ReleaseSharedPd(ibv_context* verbs);
+
+}  // namespace uscm::librdmacm
+
+#endif  // USCM_API_LIBRDMACM_DEVICES_H_

@@ -1,0 +1,163 @@
+// rdma_create_event_channel, rdma_destroy_event_channel, rdma_get_cm_event,
+// rdma_ack_cm_event over an eventfd. See event_channel.h.
+#include "api/librdmacm/event_channel.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <deque>
+#include <mutex>
+#include <new>
+
+#include "api/librdmacm/devices.h"
+#include "api/librdmacm/fail.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+static_assert(offsetof(rdma_conn_param, private_data) == offsetof(rdma_ud_param, private_data));
+static_assert(offsetof(rdma_conn_param, private_data_len) ==
+              offsetof(rdma_ud_param, private_data_len));
+
+// One queued or retrieved event. `pub` first: the program's rdma_cm_event*
+// is a pointer to it (standard layout, so the two convert).
+struct Event {
+  rdma_cm_event pub;
+  uint8_t private_data[kMaxEventPrivateData];
+};
+
+struct ChannelState {
+  std::mutex mu;
+  std::deque<Event*> queue;  // oldest first
+};
+
+// `pub` first, as for Event.
+struct Channel {
+  rdma_event_channel pub;
+  ChannelState* state;
+};
+
+static_assert(offsetof(Event, pub) == 0);
+static_assert(offsetof(Channel, pub) == 0);
+
+Channel* FromPublic(rdma_event_channel* channel) { return reinterpret_cast<Channel*>(channel); }
+
+}  // namespace
+
+int QueueEvent(rdma_event_channel* channel, const rdma_cm_event& event, const void* private_data,
+               size_t private_data_len) {
+  if (channel == nullptr) return Fail(EINVAL, "queue event", "NULL channel");
+  if (private_data_len > kMaxEventPrivateData) {
+    return Fail(EINVAL, "queue event", "private data longer than 256 bytes");
+  }
+  Event* e = new (std::nothrow) Event{};
+  if (e == nullptr) return Fail(ENOMEM, "queue event", "out of memory");
+  e->pub = event;
+  if (private_data_len > 0) {
+    memcpy(e->private_data, private_data, private_data_len);
+    e->pub.param.conn.private_data = e->private_data;
+    e->pub.param.conn.private_data_len = static_cast<uint8_t>(private_data_len);
+  }
+  Channel* ch = FromPublic(channel);
+  std::lock_guard<std::mutex> lock(ch->state->mu);
+  // Queue first, then count it: a reader that got a count finds the event.
+  ch->state->queue.push_back(e);
+  if (eventfd_write(ch->pub.fd, 1) != 0) {
+    int err = errno;
+    ch->state->queue.pop_back();
+    delete e;
+    return Fail(err, "queue event", "eventfd_write failed");
+  }
+  return 0;
+}
+
+int QueuedEvents(rdma_event_channel* channel) {
+  if (channel == nullptr) return -1;
+  Channel* ch = FromPublic(channel);
+  std::lock_guard<std::mutex> lock(ch->state->mu);
+  return static_cast<int>(ch->state->queue.size());
+}
+
+}  // namespace uscm::librdmacm
+
+using uscm::librdmacm::Channel;
+using uscm::librdmacm::ChannelState;
+using uscm::librdmacm::Event;
+using uscm::librdmacm::Fail;
+using uscm::librdmacm::FromPublic;
+
+namespace uscm::librdmacm {
+
+rdma_event_channel* NewEventChannel() {
+  Channel* ch = new (std::nothrow) Channel{};
+  ChannelState* state = new (std::nothrow) ChannelState;
+  if (ch == nullptr || state == nullptr) {
+    delete ch;
+    delete state;
+    Fail(ENOMEM, "rdma_create_event_channel", "out of memory");
+    return nullptr;
+  }
+  // Blocking, as /dev/infiniband/rdma_cm is opened: the program may set
+  // O_NONBLOCK itself with fcntl.
+  ch->pub.fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+  if (ch->pub.fd < 0) {
+    int err = errno;
+    delete state;
+    delete ch;
+    Fail(err, "rdma_create_event_channel", "eventfd failed");
+    return nullptr;
+  }
+  ch->state = state;
+  return &ch->pub;
+}
+
+}  // namespace uscm::librdmacm
+
+// As librdmacm: NULL with errno ENODEV when there is no RDMA device.
+extern "C" rdma_event_channel* rdma_create_event_channel(void) {
+  if (uscm::librdmacm::EnsureDevices("rdma_create_event_channel") != 0) return nullptr;
+  return uscm::librdmacm::NewEventChannel();
+}
+
+// Events still queued are freed with the channel; retrieved ones stay valid
+// until acked (rdma_ack_cm_event does not touch the channel).
+extern "C" void rdma_destroy_event_channel(rdma_event_channel* channel) {
+  if (channel == nullptr) return;
+  Channel* ch = FromPublic(channel);
+  for (Event* e : ch->state->queue) delete e;
+  close(ch->pub.fd);
+  delete ch->state;
+  delete ch;
+}
+
+extern "C" int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
+  if (channel == nullptr) return Fail(EINVAL, "rdma_get_cm_event", "NULL channel");
+  if (event == nullptr) return Fail(EINVAL, "rdma_get_cm_event", "NULL event");
+  Channel* ch = FromPublic(channel);
+  // One count per queued event: blocks (or EAGAIN with O_NONBLOCK) while none.
+  eventfd_t one;
+  if (eventfd_read(ch->pub.fd, &one) != 0) {
+    // EAGAIN is the normal answer of a non-blocking loop: not printed.
+    if (errno == EAGAIN) return -1;
+    return Fail(errno, "rdma_get_cm_event", "reading the channel's eventfd failed");
+  }
+  std::lock_guard<std::mutex> lock(ch->state->mu);
+  if (ch->state->queue.empty()) {
+    // Only if something else wrote to the program's fd.
+    return Fail(EAGAIN, "rdma_get_cm_event", "channel fd counted an event that was not queued");
+  }
+  Event* e = ch->state->queue.front();
+  ch->state->queue.pop_front();
+  *event = &e->pub;
+  return 0;
+}
+
+extern "C" int rdma_ack_cm_event(rdma_cm_event* event) {
+  if (event == nullptr) return Fail(EINVAL, "rdma_ack_cm_event", "NULL event");
+  delete reinterpret_cast<Event*>(event);
+  return 0;
+}

@@ -1,0 +1,41 @@
+// The drop-in's rdma_event_channel: `fd` is an eventfd (EFD_SEMAPHORE) that
+// counts the queued, not yet retrieved events, so the fd is readable exactly
+// while events are queued; rdma_get_cm_event reads one count (blocking unless
+// the program set O_NONBLOCK, then -1/EAGAIN) and takes the oldest event.
+//
+// rdma_create_event_channel fails as librdmacm's does when the machine has no
+// RDMA device (-1/ENODEV; programs such as rping then print "No RDMA devices
+// were detected"). NewEventChannel is the same channel without that check;
+// QueueEvent is how the CM side hands an event to a program's channel. With
+// the two, tests exercise the fd with no device.
+#ifndef USCM_API_LIBRDMACM_EVENT_CHANNEL_H_
+#define USCM_API_LIBRDMACM_EVENT_CHANNEL_H_
+
+#include <rdma/rdma_cma.h>
+#include <stddef.h>
+
+namespace uscm::librdmacm {
+
+// Most private data an event carries (REQ after the CMA header: 56; REP: 196;
+// REJ: 148; SIDR: 216 for AF_IB).
+inline constexpr size_t kMaxEventPrivateData = 256;
+
+// A channel as rdma_create_event_channel makes it, whether or not there is
+// an RDMA device; NULL with errno (ENOMEM, or eventfd's error).
+rdma_event_channel* NewEventChannel();
+
+// Copies `event` onto `channel`'s queue, with a copy of `private_data_len`
+// bytes of private data as param.conn.private_data / private_data_len (the
+// same bytes as param.ud's: both structs start with these two fields); 0
+// bytes leaves the event's own fields as given. 0, or -1 with errno: EINVAL
+// (NULL channel, more than kMaxEventPrivateData bytes), ENOMEM, or what
+// writing the eventfd failed with.
+int QueueEvent(rdma_event_channel* channel, const rdma_cm_event& event, const void* private_data,
+               size_t private_data_len);
+
+// Events queued and not yet retrieved; -1 for a NULL channel.
+int QueuedEvents(rdma_event_channel* channel);
+
+}  // namespace uscm::librdmacm
+
+#endif  // USCM_API_LIBRDMACM_EVENT_CHANNEL_H_
