@@ -1,0 +1,188 @@
+// The event channel's fd with no device: a channel of NewEventChannel
+// (rdma_create_event_channel without its device check), events queued
+// through QueueEvent (the CM side's entry point), read back in order through
+// rdma_get_cm_event.
+#include "api/librdmacm/event_channel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+bool Readable(int fd, int timeout_ms = 0) {
+  pollfd p = {fd, POLLIN, 0};
+  int n = poll(&p, 1, timeout_ms);
+  EXPECT_GE(n, 0);
+  return n == 1 && (p.revents & POLLIN);
+}
+
+rdma_cm_event EventOf(rdma_cm_event_type type, int status = 0) {
+  rdma_cm_event e = {};
+  e.event = type;
+  e.status = status;
+  return e;
+}
+
+class EventChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    channel_ = NewEventChannel();
+    ASSERT_NE(channel_, nullptr) << strerror(errno);
+    ASSERT_GE(channel_->fd, 0);
+  }
+  void TearDown() override { rdma_destroy_event_channel(channel_); }
+  void SetNonBlocking() {
+    int flags = fcntl(channel_->fd, F_GETFL);
+    ASSERT_GE(flags, 0);
+    ASSERT_EQ(fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK), 0);
+  }
+
+  rdma_event_channel* channel_ = nullptr;
+};
+
+TEST_F(EventChannelTest, BlockingByDefault) {
+  int flags = fcntl(channel_->fd, F_GETFL);
+  ASSERT_GE(flags, 0);
+  EXPECT_EQ(flags & O_NONBLOCK, 0);
+}
+
+TEST_F(EventChannelTest, ReadableExactlyWhileEventsAreQueued) {
+  EXPECT_FALSE(Readable(channel_->fd));
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ADDR_RESOLVED), nullptr, 0), 0);
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ROUTE_RESOLVED), nullptr, 0), 0);
+  EXPECT_EQ(QueuedEvents(channel_), 2);
+  EXPECT_TRUE(Readable(channel_->fd));
+
+  rdma_cm_event* first = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(channel_, &first), 0);
+  EXPECT_EQ(first->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+  EXPECT_TRUE(Readable(channel_->fd)) << "one event still queued";
+
+  rdma_cm_event* second = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(channel_, &second), 0);
+  EXPECT_EQ(second->event, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  EXPECT_FALSE(Readable(channel_->fd)) << "retrieved, not acked: no longer queued";
+  EXPECT_EQ(QueuedEvents(channel_), 0);
+
+  EXPECT_EQ(rdma_ack_cm_event(first), 0);
+  EXPECT_EQ(rdma_ack_cm_event(second), 0);
+  EXPECT_FALSE(Readable(channel_->fd));
+}
+
+TEST_F(EventChannelTest, NonBlockingGetIsEagainWhenEmpty) {
+  SetNonBlocking();
+  rdma_cm_event* event = nullptr;
+  errno = 0;
+  EXPECT_EQ(rdma_get_cm_event(channel_, &event), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_EQ(event, nullptr);
+
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_REJECTED, 28), nullptr, 0), 0);
+  ASSERT_EQ(rdma_get_cm_event(channel_, &event), 0);
+  EXPECT_EQ(event->event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(event->status, 28);
+  EXPECT_EQ(rdma_ack_cm_event(event), 0);
+
+  errno = 0;
+  EXPECT_EQ(rdma_get_cm_event(channel_, &event), -1);
+  EXPECT_EQ(errno, EAGAIN);
+}
+
+TEST_F(EventChannelTest, BlockingGetWaitsForTheEvent) {
+  std::atomic<bool> got{false};
+  rdma_cm_event* event = nullptr;
+  std::thread reader([&] {
+    EXPECT_EQ(rdma_get_cm_event(channel_, &event), 0);
+    got = true;
+  });
+  usleep(50 * 1000);
+  EXPECT_FALSE(got) << "rdma_get_cm_event returned with nothing queued";
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ESTABLISHED), nullptr, 0), 0);
+  reader.join();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(event->event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(rdma_ack_cm_event(event), 0);
+}
+
+TEST_F(EventChannelTest, EpollReportsTheFd) {
+  SetNonBlocking();
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  epoll_event want = {};
+  want.events = EPOLLIN;
+  want.data.u64 = 7;
+  ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, channel_->fd, &want), 0);
+  epoll_event got[2];
+  EXPECT_EQ(epoll_wait(ep, got, 2, 0), 0);
+
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_DISCONNECTED), nullptr, 0), 0);
+  ASSERT_EQ(epoll_wait(ep, got, 2, 1000), 1);
+  EXPECT_EQ(got[0].data.u64, 7u);
+  EXPECT_TRUE(got[0].events & EPOLLIN);
+
+  rdma_cm_event* event = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(channel_, &event), 0);
+  EXPECT_EQ(epoll_wait(ep, got, 2, 0), 0);
+  EXPECT_EQ(rdma_ack_cm_event(event), 0);
+  close(ep);
+}
+
+TEST_F(EventChannelTest, PrivateDataIsCopiedWithTheEvent) {
+  uint8_t data[148];
+  for (size_t i = 0; i < sizeof(data); ++i) data[i] = static_cast<uint8_t>(i);
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_REJECTED, 28), data, sizeof(data)), 0);
+  memset(data, 0xEE, sizeof(data));  // the event keeps its own copy
+
+  rdma_cm_event* event = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(channel_, &event), 0);
+  ASSERT_EQ(event->param.conn.private_data_len, 148);
+  const auto* got = static_cast<const uint8_t*>(event->param.conn.private_data);
+  for (size_t i = 0; i < 148; ++i) ASSERT_EQ(got[i], i) << "byte " << i;
+  EXPECT_EQ(event->param.ud.private_data, event->param.conn.private_data);
+  EXPECT_EQ(rdma_ack_cm_event(event), 0);
+}
+
+TEST_F(EventChannelTest, RetrievedEventOutlivesItsChannel) {
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_TIMEWAIT_EXIT), nullptr, 0), 0);
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ADDR_CHANGE), nullptr, 0), 0);
+  rdma_cm_event* event = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(channel_, &event), 0);
+  rdma_destroy_event_channel(channel_);  // frees the still queued ADDR_CHANGE
+  channel_ = NewEventChannel();
+  ASSERT_NE(channel_, nullptr);
+  EXPECT_EQ(event->event, RDMA_CM_EVENT_TIMEWAIT_EXIT);
+  EXPECT_EQ(rdma_ack_cm_event(event), 0);
+}
+
+TEST_F(EventChannelTest, ArgumentErrors) {
+  rdma_cm_event* event = nullptr;
+  errno = 0;
+  EXPECT_EQ(rdma_get_cm_event(nullptr, &event), -1);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(rdma_get_cm_event(channel_, nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(rdma_ack_cm_event(nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  uint8_t big[kMaxEventPrivateData + 1] = {};
+  errno = 0;
+  EXPECT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_REJECTED), big, sizeof(big)), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(QueuedEvents(channel_), 0);
+  EXPECT_FALSE(Readable(channel_->fd));
+}
+
+}  // namespace
+}  // namespace uscm::librdmacm
