@@ -1,15 +1,36 @@
 #!/bin/bash
 # Compares the exports of the drop-in librdmacm.so.1 ($1) with the system's
-# librdmacm.so.1 ($2): every defined dynamic symbol (objdump -T, all but
-# *UND*) as "name version-node". Fails listing what only one side has.
+# librdmacm.so.1 ($2), failing with what only one side has:
+#  - every exported function (objdump -T: defined, global or weak, DF) as
+#    "name version-node";
+#  - the version nodes the library defines (objdump -p "Version
+#    definitions");
+#  - nothing else global: no defined global/weak dynamic symbol besides those
+#    functions and the version nodes' own *ABS* symbols (which GNU ld emits
+#    and LLD does not).
 set -euo pipefail
 
 ours="$1"
 theirs="$2"
 
-# "name version" per defined dynamic symbol, sorted.
+# "name version" per exported function, sorted.
 exports() {
-  objdump -T "$1" | awk '/^[0-9a-f]+ / && $0 !~ /\*UND\*/ { print $NF, $(NF-1) }' | sort -u
+  objdump -T "$1" | awk '/^[0-9a-f]+ +[gw] +DF / && $0 !~ /\*UND\*/ { print $NF, $(NF-1) }' |
+    sort -u
+}
+
+# Defined global or weak dynamic symbols that are neither functions nor a
+# version node's *ABS* symbol.
+others() {
+  objdump -T "$1" |
+    awk '/^[0-9a-f]+ +[gw]/ && $0 !~ /\*UND\*/ && $0 !~ / DF / &&
+         !($0 ~ /\*ABS\*/ && $NF == $(NF-1)) { print }'
+}
+
+# The version nodes the library defines (not the soname's base entry).
+nodes() {
+  objdump -p "$1" | awk '/^Version definitions:/ { on = 1; next } on && NF == 0 { on = 0 }
+                         on && $1 ~ /^[0-9]+$/ && $2 != "0x01" { print $4 }' | sort -u
 }
 
 # Prints the differences of two export lists (files); 0 when equal.
@@ -45,14 +66,31 @@ if ! grep -q '^rdma_get_src_port RDMACM_1.0$' <<< "$out"; then
   exit 1
 fi
 
-functions="$(grep -vc '^RDMACM_[0-9.]* RDMACM_' "$tmp/theirs" || true)"
+functions="$(wc -l < "$tmp/theirs")"
 if [[ "$functions" -lt 60 ]]; then
   echo "FAIL: only $functions exports read from $theirs"
   exit 1
 fi
 
+failed=0
 if ! compare "$tmp/ours" "$tmp/theirs" "$ours" "$theirs"; then
-  echo "FAIL: export lists differ"
-  exit 1
+  echo "FAIL: exported functions differ"
+  failed=1
 fi
-echo "PASS: $(wc -l < "$tmp/ours") exports (${functions} functions + version nodes) equal, names and versions"
+nodes "$ours" > "$tmp/ours_nodes"
+nodes "$theirs" > "$tmp/theirs_nodes"
+if ! compare "$tmp/ours_nodes" "$tmp/theirs_nodes" "$ours" "$theirs"; then
+  echo "FAIL: version definitions differ"
+  failed=1
+fi
+if [[ "$(wc -l < "$tmp/theirs_nodes")" -lt 4 ]]; then
+  echo "FAIL: read only $(wc -l < "$tmp/theirs_nodes") version nodes from $theirs"
+  failed=1
+fi
+extra="$(others "$ours")"
+if [[ -n "$extra" ]]; then
+  printf 'FAIL: other global symbols exported by %s:\n%s\n' "$ours" "$extra"
+  failed=1
+fi
+(( failed )) && exit 1
+echo "PASS: ${functions} functions equal (name and version node), version nodes $(tr '\n' ' ' < "$tmp/ours_nodes")equal, nothing else global"
