@@ -1,8 +1,7 @@
-// The rdma_cm_id calls of the drop-in. Done: rdma_event_str,
-// rdma_get_src_port / rdma_get_dst_port. Not done yet (docs/API.md "Drop-in
-// librdmacm"): everything that needs an id. With no RDMA device they fail as
-// librdmacm does there, -1/ENODEV (its ucma_init); with a device, -1/ENOSYS
-// until they are built over the uscm C API.
+// rdma_event_str, rdma_get_src_port / rdma_get_dst_port, and the calls that
+// are not done yet (docs/API.md "Drop-in librdmacm"): with no RDMA device
+// they fail as librdmacm does there, -1/ENODEV (its ucma_init); with a
+// device, -1/ENOSYS. The id calls that work are in ids.cc.
 #include <endian.h>
 #include <errno.h>
 #include <infiniband/ib.h>
@@ -89,21 +88,11 @@ __be16 rdma_get_dst_port(rdma_cm_id* id) { return PortOf(&id->route.addr.dst_add
 
 // ---- Not done yet: ENODEV without a device, else ENOSYS. ----
 
-int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
-                   rdma_port_space ps) {
-  return NotDone("rdma_create_id");
-}
 int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
                    ibv_qp_init_attr* qp_init_attr) {
   return NotDone("rdma_create_ep");
 }
 void rdma_destroy_ep(rdma_cm_id* id) { NotDone("rdma_destroy_ep"); }
-int rdma_destroy_id(rdma_cm_id* id) { return NotDone("rdma_destroy_id"); }
-int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) { return NotDone("rdma_bind_addr"); }
-int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, int timeout_ms) {
-  return NotDone("rdma_resolve_addr");
-}
-int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) { return NotDone("rdma_resolve_route"); }
 int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
   return NotDone("rdma_create_qp");
 }
@@ -111,19 +100,7 @@ int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* qp_init_attr) {
   return NotDone("rdma_create_qp_ex");
 }
 void rdma_destroy_qp(rdma_cm_id* id) { NotDone("rdma_destroy_qp"); }
-int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) { return NotDone("rdma_connect"); }
-int rdma_establish(rdma_cm_id* id) { return NotDone("rdma_establish"); }
-int rdma_listen(rdma_cm_id* id, int backlog) { return NotDone("rdma_listen"); }
 int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) { return NotDone("rdma_get_request"); }
-int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) { return NotDone("rdma_accept"); }
-int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
-  return NotDone("rdma_reject");
-}
-int rdma_reject_ece(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
-  return NotDone("rdma_reject_ece");
-}
-int rdma_notify(rdma_cm_id* id, ibv_event_type event) { return NotDone("rdma_notify"); }
-int rdma_disconnect(rdma_cm_id* id) { return NotDone("rdma_disconnect"); }
 int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
   return NotDone("rdma_join_multicast");
 }
@@ -131,17 +108,9 @@ int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* mc_join_attr
   return NotDone("rdma_join_multicast_ex");
 }
 int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) { return NotDone("rdma_leave_multicast"); }
-int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t optlen) {
-  return NotDone("rdma_set_option");
-}
 int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
   return NotDone("rdma_migrate_id");
 }
-int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
-  return NotDone("rdma_init_qp_attr");
-}
-int rdma_set_local_ece(rdma_cm_id* id, ibv_ece* ece) { return NotDone("rdma_set_local_ece"); }
-int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) { return NotDone("rdma_get_remote_ece"); }
 int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
   return NotDone("rdma_create_srq");
 }

@@ -95,10 +95,12 @@ TEST(Devices, SharedPdArgumentErrors) {
   EXPECT_EQ(errno, EINVAL);
 }
 
-// No device: librdmacm's ENODEV; a device: ENOSYS (not implemented yet).
-TEST(IdCalls, FailCleanly) {
+// No device: librdmacm's ENODEV from every id call, no crash. (With a device
+// the id calls open a uscm port: ids_test covers them on a simulated one.)
+TEST(IdCalls, FailCleanlyWithoutADevice) {
   const bool no_device = SystemDeviceCount() == 0;
-  const int want = no_device ? ENODEV : ENOSYS;
+  if (!no_device) GTEST_SKIP() << "this machine has an RDMA device";
+  const int want = ENODEV;
   errno = 0;
   rdma_event_channel* channel = rdma_create_event_channel();
   if (no_device) {

@@ -71,6 +71,14 @@ int OpenDeviceCount() {
   return static_cast<int>(d.open.size());
 }
 
+std::vector<ibv_context*> OpenContexts() {
+  Devices& d = TheDevices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  std::vector<ibv_context*> out;
+  for (const Device& dev : d.open) out.push_back(dev.verbs);
+  return out;
+}
+
 ibv_pd* AcquireSharedPd(ibv_context* verbs) {
   if (verbs == nullptr) {
     Fail(EINVAL, "shared PD", "NULL verbs context");

@@ -8,6 +8,8 @@
 
 #include <infiniband/verbs.h>
 
+#include <vector>
+
 namespace uscm::librdmacm {
 
 // Lists and opens the devices the first time (later calls reuse them). 0, or
@@ -18,6 +20,8 @@ int EnsureDevices(const char* call);
 
 // Open devices (contexts of EnsureDevices); 0 before it succeeded.
 int OpenDeviceCount();
+// The kept contexts, in ibv_get_device_list order (empty before EnsureDevices).
+std::vector<ibv_context*> OpenContexts();
 
 // The shared PD of the device `verbs` (one of the kept contexts), allocated on
 // first use; each call takes a reference. NULL with errno: EINVAL for a

@@ -28,7 +28,14 @@ static_assert(offsetof(rdma_conn_param, private_data_len) ==
 struct Event {
   rdma_cm_event pub;
   uint8_t private_data[kMaxEventPrivateData];
+  void (*on_ack)(void*);
+  void* on_ack_arg;
 };
+
+void Release(Event* e) {
+  if (e->on_ack != nullptr) e->on_ack(e->on_ack_arg);
+  delete e;
+}
 
 struct ChannelState {
   std::mutex mu;
@@ -50,6 +57,12 @@ Channel* FromPublic(rdma_event_channel* channel) { return reinterpret_cast<Chann
 
 int QueueEvent(rdma_event_channel* channel, const rdma_cm_event& event, const void* private_data,
                size_t private_data_len) {
+  return QueueEventWithAck(channel, event, private_data, private_data_len, nullptr, nullptr);
+}
+
+int QueueEventWithAck(rdma_event_channel* channel, const rdma_cm_event& event,
+                      const void* private_data, size_t private_data_len, void (*on_ack)(void*),
+                      void* arg) {
   if (channel == nullptr) return Fail(EINVAL, "queue event", "NULL channel");
   if (private_data_len > kMaxEventPrivateData) {
     return Fail(EINVAL, "queue event", "private data longer than 256 bytes");
@@ -57,6 +70,8 @@ int QueueEvent(rdma_event_channel* channel, const rdma_cm_event& event, const vo
   Event* e = new (std::nothrow) Event{};
   if (e == nullptr) return Fail(ENOMEM, "queue event", "out of memory");
   e->pub = event;
+  e->on_ack = on_ack;
+  e->on_ack_arg = arg;
   if (private_data_len > 0) {
     memcpy(e->private_data, private_data, private_data_len);
     e->pub.param.conn.private_data = e->private_data;
@@ -69,7 +84,7 @@ int QueueEvent(rdma_event_channel* channel, const rdma_cm_event& event, const vo
   if (eventfd_write(ch->pub.fd, 1) != 0) {
     int err = errno;
     ch->state->queue.pop_back();
-    delete e;
+    delete e;  // not queued: no on_ack
     return Fail(err, "queue event", "eventfd_write failed");
   }
   return 0;
@@ -128,7 +143,7 @@ extern "C" rdma_event_channel* rdma_create_event_channel(void) {
 extern "C" void rdma_destroy_event_channel(rdma_event_channel* channel) {
   if (channel == nullptr) return;
   Channel* ch = FromPublic(channel);
-  for (Event* e : ch->state->queue) delete e;
+  for (Event* e : ch->state->queue) uscm::librdmacm::Release(e);
   close(ch->pub.fd);
   delete ch->state;
   delete ch;
@@ -158,6 +173,6 @@ extern "C" int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
 
 extern "C" int rdma_ack_cm_event(rdma_cm_event* event) {
   if (event == nullptr) return Fail(EINVAL, "rdma_ack_cm_event", "NULL event");
-  delete reinterpret_cast<Event*>(event);
+  uscm::librdmacm::Release(reinterpret_cast<Event*>(event));
   return 0;
 }

@@ -33,6 +33,13 @@ rdma_event_channel* NewEventChannel();
 int QueueEvent(rdma_event_channel* channel, const rdma_cm_event& event, const void* private_data,
                size_t private_data_len);
 
+// As QueueEvent; rdma_ack_cm_event (or destroying the channel while the
+// event is still queued) then calls on_ack(arg) once: the id layer counts an
+// id's unacked events with it (rdma_destroy_id waits for them).
+int QueueEventWithAck(rdma_event_channel* channel, const rdma_cm_event& event,
+                      const void* private_data, size_t private_data_len, void (*on_ack)(void*),
+                      void* arg);
+
 // Events queued and not yet retrieved; -1 for a NULL channel.
 int QueuedEvents(rdma_event_channel* channel);
 

@@ -1,0 +1,608 @@
+// The rdma_cm_id calls over the uscm C API. See ids.h.
+#include "api/librdmacm/ids.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <infiniband/ib.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "api/librdmacm/devices.h"
+#include "api/librdmacm/event_channel.h"
+#include "api/librdmacm/fail.h"
+#include "cm/uscm_cma.h"
+#include "cm/uscm_device.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+// What rdma_destroy_id waits on: events of the id handed to the program and
+// not yet acked.
+struct IdState {
+  uscm_cm_id* uid = nullptr;
+  bool holds_pd = false;
+  std::mutex mu;
+  std::condition_variable acked;
+  int unacked = 0;
+};
+
+// `pub` first: the program's rdma_cm_id* points at it (standard layout).
+struct Id {
+  rdma_cm_id pub;
+  IdState* state;
+};
+static_assert(offsetof(Id, pub) == 0);
+
+struct Backend {
+  uscm_device* dev = nullptr;
+  uscm_event_channel* channel = nullptr;
+  ibv_context* verbs = nullptr;  // NULL for a simulated device
+  uint8_t port_num = 0;
+  bool testing = false;
+};
+
+// Guards the backend, the id tables and the translation of events (the pump
+// and rdma_destroy_id's uscm_destroy_id never overlap).
+std::mutex g_mu;
+Backend g_backend;
+
+std::unordered_map<uscm_cm_id*, Id*>& ByUscmId() {
+  static auto* m = new std::unordered_map<uscm_cm_id*, Id*>;
+  return *m;
+}
+std::unordered_map<rdma_cm_id*, Id*>& ByPublic() {
+  static auto* m = new std::unordered_map<rdma_cm_id*, Id*>;
+  return *m;
+}
+
+// A failed uscm_* call: its errno, and with USCM_DEBUG its detailed message.
+int UscmFailed(const char* call) {
+  int err = errno;
+  return Fail(err, call, uscm_last_error());
+}
+
+int PumpEventsLocked();
+
+void ForwardLoop(uscm_event_channel* channel) {
+  for (;;) {
+    pollfd p = {channel->fd, POLLIN, 0};
+    if (poll(&p, 1, -1) < 0 && errno != EINTR) return;
+    std::lock_guard<std::mutex> lock(g_mu);
+    PumpEventsLocked();
+  }
+}
+
+// The first ACTIVE port of the kept devices that uscm_device_open accepts.
+int EnsureBackendLocked(const char* call) {
+  if (g_backend.dev != nullptr) return 0;
+  if (EnsureDevices(call) != 0) return -1;
+  int err = ENODEV;
+  std::string why = "no ACTIVE port on any RDMA device";
+  for (ibv_context* verbs : OpenContexts()) {
+    ibv_device_attr dattr;
+    if (ibv_query_device(verbs, &dattr) != 0) continue;
+    for (int port = 1; port <= dattr.phys_port_cnt; ++port) {
+      ibv_port_attr pattr;
+      if (ibv_query_port(verbs, port, &pattr) != 0 || pattr.state != IBV_PORT_ACTIVE) continue;
+      uscm_device* dev = uscm_device_open(ibv_get_device_name(verbs->device), port);
+      if (dev == nullptr) {
+        err = errno;
+        why = uscm_last_error();
+        continue;
+      }
+      uscm_event_channel* channel = uscm_create_event_channel_on(dev);
+      if (channel == nullptr) {
+        err = errno;
+        why = uscm_last_error();
+        uscm_device_close(dev);
+        continue;
+      }
+      g_backend = Backend{dev, channel, verbs, static_cast<uint8_t>(port), false};
+      std::thread(ForwardLoop, channel).detach();  // for the life of the process
+      return 0;
+    }
+  }
+  return Fail(err, call, why.c_str());
+}
+
+Id* FindLocked(rdma_cm_id* pub) {
+  auto it = ByPublic().find(pub);
+  return it == ByPublic().end() ? nullptr : it->second;
+}
+
+bool IsUd(rdma_port_space ps) { return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB; }
+
+// ---- address and attribute conversions ----
+
+int ToUscmAddr(const sockaddr* sa, uscm_addr* a) {
+  memset(a, 0, sizeof(*a));
+  switch (sa->sa_family) {
+    case AF_INET: {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+      a->family = USCM_AF_INET;
+      memcpy(&a->ip[12], &in->sin_addr, 4);
+      a->port = ntohs(in->sin_port);
+      return 0;
+    }
+    case AF_INET6: {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+      a->family = USCM_AF_INET6;
+      memcpy(a->ip, &in6->sin6_addr, 16);
+      a->port = ntohs(in6->sin6_port);
+      return 0;
+    }
+    case AF_IB: {
+      const auto* ib = reinterpret_cast<const sockaddr_ib*>(sa);
+      a->family = USCM_AF_IB;
+      memcpy(a->gid, &ib->sib_addr, 16);
+      a->pkey = be16toh(ib->sib_pkey);
+      a->service_id = be64toh(ib->sib_sid);
+      a->service_mask = be64toh(ib->sib_sid_mask);
+      a->port = static_cast<uint16_t>(a->service_id);
+      return 0;
+    }
+    default:
+      return -1;
+  }
+}
+
+void ToSockaddr(const uscm_addr& a, sockaddr_storage* out) {
+  memset(out, 0, sizeof(*out));
+  switch (a.family) {
+    case USCM_AF_INET: {
+      auto* in = reinterpret_cast<sockaddr_in*>(out);
+      in->sin_family = AF_INET;
+      in->sin_port = htons(a.port);
+      memcpy(&in->sin_addr, &a.ip[12], 4);
+      break;
+    }
+    case USCM_AF_INET6: {
+      auto* in6 = reinterpret_cast<sockaddr_in6*>(out);
+      in6->sin6_family = AF_INET6;
+      in6->sin6_port = htons(a.port);
+      memcpy(&in6->sin6_addr, a.ip, 16);
+      break;
+    }
+    case USCM_AF_IB: {
+      auto* ib = reinterpret_cast<sockaddr_ib*>(out);
+      ib->sib_family = AF_IB;
+      ib->sib_pkey = htobe16(a.pkey);
+      memcpy(&ib->sib_addr, a.gid, 16);
+      ib->sib_sid = htobe64(a.service_id);
+      ib->sib_sid_mask = htobe64(a.service_mask);
+      break;
+    }
+    default:
+      break;  // AF_UNSPEC: all zero
+  }
+}
+
+bool IsWildcard(const uscm_addr& a) {
+  static const uint8_t kZero[16] = {};
+  return a.family == USCM_AF_IB ? memcmp(a.gid, kZero, 16) == 0 : memcmp(a.ip, kZero, 16) == 0;
+}
+
+void ToIbvAh(const uscm_ah_attr& in, ibv_ah_attr* out) {
+  memset(out, 0, sizeof(*out));
+  memcpy(out->grh.dgid.raw, in.dgid, 16);
+  out->grh.flow_label = in.flow_label;
+  out->grh.hop_limit = in.hop_limit;
+  out->grh.traffic_class = in.traffic_class;
+  out->is_global = in.is_global;
+  out->dlid = in.dlid;
+  out->sl = in.sl;
+  out->static_rate = in.static_rate;
+  out->port_num = in.port_num;
+}
+
+uscm_conn_param ToUscmParam(const rdma_conn_param& p) {
+  uscm_conn_param u = {};
+  u.private_data = p.private_data;
+  u.private_data_len = p.private_data_len;
+  u.responder_resources = p.responder_resources;
+  u.initiator_depth = p.initiator_depth;
+  u.flow_control = p.flow_control;
+  u.retry_count = p.retry_count;
+  u.rnr_retry_count = p.rnr_retry_count;
+  u.srq = p.srq;
+  u.qp_num = p.qp_num;
+  return u;
+}
+
+// ---- ids ----
+
+// The route addresses as uscm knows them now.
+void FillAddrs(Id* id) {
+  uscm_addr a;
+  if (uscm_getname(id->state->uid, &a) == 0) ToSockaddr(a, &id->pub.route.addr.src_storage);
+  if (uscm_getpeer(id->state->uid, &a) == 0) ToSockaddr(a, &id->pub.route.addr.dst_storage);
+}
+
+// id->verbs, port_num and the shared PD, once the id has its port.
+void AttachDevice(Id* id) {
+  if (id->pub.port_num != 0) return;
+  id->pub.verbs = g_backend.verbs;
+  id->pub.port_num = g_backend.port_num;
+  if (g_backend.verbs != nullptr) {
+    id->pub.pd = AcquireSharedPd(g_backend.verbs);
+    id->state->holds_pd = id->pub.pd != nullptr;
+  }
+}
+
+void AttachAndFill(Id* id) {
+  AttachDevice(id);
+  FillAddrs(id);
+}
+
+Id* NewId(uscm_cm_id* uid, rdma_event_channel* channel, void* context, rdma_port_space ps) {
+  auto* id = new Id{};
+  id->state = new IdState;
+  id->state->uid = uid;
+  id->pub.channel = channel;
+  id->pub.context = context;
+  id->pub.ps = ps;
+  id->pub.qp_type = IsUd(ps) ? IBV_QPT_UD : IBV_QPT_RC;
+  ByUscmId()[uid] = id;
+  ByPublic()[&id->pub] = id;
+  return id;
+}
+
+void OnAck(void* arg) {
+  auto* state = static_cast<IdState*>(arg);
+  std::lock_guard<std::mutex> lock(state->mu);
+  --state->unacked;
+  state->acked.notify_all();
+}
+
+// One uscm event to the program's channel.
+void Forward(const uscm_cm_event& ue) {
+  Id* listen = nullptr;
+  if (ue.listen_id != nullptr) {
+    auto it = ByUscmId().find(ue.listen_id);
+    if (it != ByUscmId().end()) listen = it->second;
+  }
+  Id* id = nullptr;
+  auto it = ByUscmId().find(ue.id);
+  if (it != ByUscmId().end()) {
+    id = it->second;
+  } else if (ue.event == USCM_CM_EVENT_CONNECT_REQUEST && listen != nullptr) {
+    // The new passive id: the listener's channel, context and port space.
+    id = NewId(ue.id, listen->pub.channel, listen->pub.context, listen->pub.ps);
+    AttachDevice(id);
+    FillAddrs(id);
+  }
+  if (id == nullptr) {
+    Fail(EINVAL, "event", "event for an id the drop-in does not know: dropped");
+    return;
+  }
+  switch (ue.event) {
+    case USCM_CM_EVENT_ADDR_RESOLVED:
+      AttachDevice(id);
+      FillAddrs(id);
+      break;
+    case USCM_CM_EVENT_ROUTE_RESOLVED:
+    case USCM_CM_EVENT_CONNECT_RESPONSE:
+    case USCM_CM_EVENT_ESTABLISHED:
+      FillAddrs(id);
+      break;
+    default:
+      break;
+  }
+
+  rdma_cm_event ev = {};
+  ev.id = &id->pub;
+  ev.listen_id = listen != nullptr ? &listen->pub : nullptr;
+  ev.event = static_cast<rdma_cm_event_type>(ue.event);
+  ev.status = ue.status;
+  const void* data;
+  size_t len;
+  if (IsUd(id->pub.ps)) {
+    ToIbvAh(ue.param.ud.ah_attr, &ev.param.ud.ah_attr);
+    ev.param.ud.qp_num = ue.param.ud.qp_num;
+    ev.param.ud.qkey = ue.param.ud.qkey;
+    data = ue.param.ud.private_data;
+    len = ue.param.ud.private_data_len;
+  } else {
+    const uscm_conn_param& c = ue.param.conn;
+    ev.param.conn.responder_resources = c.responder_resources;
+    ev.param.conn.initiator_depth = c.initiator_depth;
+    ev.param.conn.flow_control = c.flow_control;
+    ev.param.conn.retry_count = c.retry_count;
+    ev.param.conn.rnr_retry_count = c.rnr_retry_count;
+    ev.param.conn.srq = c.srq;
+    ev.param.conn.qp_num = c.qp_num;
+    data = c.private_data;
+    len = c.private_data_len;
+    if (ue.event == USCM_CM_EVENT_CONNECT_RESPONSE) {
+      // The kernel reports the peer's QPN here (the REP's); uscm's event
+      // carries the local one, so take it from the RTR attributes.
+      uscm_qp_attr rtr = {};
+      rtr.qp_state = USCM_QPS_RTR;
+      int mask = 0;
+      if (uscm_init_qp_attr(id->state->uid, &rtr, &mask) == 0) {
+        ev.param.conn.qp_num = rtr.dest_qp_num;
+      }
+    }
+  }
+  if (data == nullptr) len = 0;
+  {
+    std::lock_guard<std::mutex> lock(id->state->mu);
+    ++id->state->unacked;
+  }
+  if (QueueEventWithAck(id->pub.channel, ev, data, len, OnAck, id->state) != 0) {
+    OnAck(id->state);  // not queued (errno and USCM_DEBUG said why)
+  }
+}
+
+int PumpEventsLocked() {
+  if (g_backend.channel == nullptr) return Fail(ENODEV, "pump", "no backend");
+  int moved = 0;
+  for (;;) {
+    // Only what is queued now: on a real device uscm_get_cm_event would wait.
+    pollfd p = {g_backend.channel->fd, POLLIN, 0};
+    if (poll(&p, 1, 0) != 1) break;
+    uscm_cm_event* ue = nullptr;
+    if (uscm_get_cm_event(g_backend.channel, &ue) != 0) {
+      if (errno == EAGAIN) break;
+      return UscmFailed("pump");
+    }
+    Forward(*ue);
+    uscm_ack_cm_event(ue);
+    ++moved;
+  }
+  return moved;
+}
+
+// Runs `op` on the id's uscm id after the common checks; `after` (may be
+// null) runs under the lock when op succeeded.
+template <typename Op>
+int WithId(const char* call, rdma_cm_id* pub, Op op, void (*after)(Id*) = nullptr) {
+  uscm_cm_id* uid;
+  Id* id;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (EnsureBackendLocked(call) != 0) return -1;
+    id = FindLocked(pub);
+    if (id == nullptr) return Fail(EINVAL, call, "not an id of rdma_create_id (or destroyed)");
+    uid = id->state->uid;
+  }
+  if (op(uid) != 0) return UscmFailed(call);
+  if (after != nullptr) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    after(id);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int UseDeviceForTesting(uscm_device* dev) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_backend.dev != nullptr) return Fail(EBUSY, "test backend", "a backend is in use");
+  uscm_event_channel* channel = uscm_create_event_channel_on(dev);
+  if (channel == nullptr) return UscmFailed("test backend");
+  g_backend = Backend{dev, channel, nullptr, 1, true};
+  return 0;
+}
+
+void ResetBackendForTesting() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_backend.testing) return;
+  uscm_destroy_event_channel(g_backend.channel);
+  g_backend = Backend{};
+}
+
+uscm_event_channel* BackendChannel() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_backend.channel;
+}
+
+int PumpEvents() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return PumpEventsLocked();
+}
+
+}  // namespace uscm::librdmacm
+
+using uscm::librdmacm::Fail;
+
+extern "C" {
+
+int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
+                   rdma_port_space ps) {
+  using namespace uscm::librdmacm;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (EnsureBackendLocked("rdma_create_id") != 0) return -1;
+  if (id == nullptr) return Fail(EINVAL, "rdma_create_id", "id is NULL");
+  if (channel == nullptr) {
+    return Fail(ENOSYS, "rdma_create_id", "synchronous mode (NULL channel) is not done yet");
+  }
+  uscm_cm_id* uid = nullptr;
+  if (uscm_create_id(g_backend.channel, &uid, nullptr, static_cast<uscm_port_space>(ps)) != 0) {
+    return UscmFailed("rdma_create_id");
+  }
+  *id = &NewId(uid, channel, context, ps)->pub;
+  return 0;
+}
+
+// As librdmacm: waits until every event of the id handed to the program is
+// acked.
+int rdma_destroy_id(rdma_cm_id* pub) {
+  using namespace uscm::librdmacm;
+  Id* id;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (EnsureBackendLocked("rdma_destroy_id") != 0) return -1;
+    id = FindLocked(pub);
+    if (id == nullptr) {
+      return Fail(EINVAL, "rdma_destroy_id", "not an id of rdma_create_id (or destroyed)");
+    }
+  }
+  {
+    std::unique_lock<std::mutex> lock(id->state->mu);
+    id->state->acked.wait(lock, [&] { return id->state->unacked == 0; });
+  }
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (uscm_destroy_id(id->state->uid) != 0) return UscmFailed("rdma_destroy_id");
+  ByUscmId().erase(id->state->uid);
+  ByPublic().erase(&id->pub);
+  if (id->state->holds_pd) ReleaseSharedPd(id->pub.verbs);
+  delete id->state;
+  delete id;
+  return 0;
+}
+
+int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
+  using namespace uscm::librdmacm;
+  uscm_addr a;
+  if (addr == nullptr || ToUscmAddr(addr, &a) != 0) {
+    return Fail(EINVAL, "rdma_bind_addr", "address is NULL or not AF_INET / AF_INET6 / AF_IB");
+  }
+  // A wildcard bind leaves the id without a device, as in librdmacm.
+  void (*after)(Id*) = IsWildcard(a) ? &FillAddrs : &AttachAndFill;
+  return WithId(
+      "rdma_bind_addr", id, [&](uscm_cm_id* uid) { return uscm_bind_addr(uid, &a); }, after);
+}
+
+int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, int timeout_ms) {
+  using namespace uscm::librdmacm;
+  uscm_addr src, dst;
+  if (dst_addr == nullptr || ToUscmAddr(dst_addr, &dst) != 0) {
+    return Fail(EINVAL, "rdma_resolve_addr", "destination is NULL or of an unknown family");
+  }
+  if (src_addr != nullptr && ToUscmAddr(src_addr, &src) != 0) {
+    return Fail(EINVAL, "rdma_resolve_addr", "source address of an unknown family");
+  }
+  int rc = WithId("rdma_resolve_addr", id, [&](uscm_cm_id* uid) {
+    return uscm_resolve_addr(uid, src_addr != nullptr ? &src : nullptr, &dst, timeout_ms);
+  });
+  // As librdmacm: the destination shows in id->route at once.
+  if (rc == 0) ToSockaddr(dst, &id->route.addr.dst_storage);
+  return rc;
+}
+
+int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
+  return uscm::librdmacm::WithId("rdma_resolve_route", id, [&](uscm_cm_id* uid) {
+    return uscm_resolve_route(uid, timeout_ms);
+  });
+}
+
+int rdma_listen(rdma_cm_id* id, int backlog) {
+  return uscm::librdmacm::WithId("rdma_listen", id,
+                                 [&](uscm_cm_id* uid) { return uscm_listen(uid, backlog); });
+}
+
+int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
+  return uscm::librdmacm::WithId("rdma_connect", id, [&](uscm_cm_id* uid) {
+    if (conn_param == nullptr) return uscm_connect(uid, nullptr);
+    uscm_conn_param p = uscm::librdmacm::ToUscmParam(*conn_param);
+    return uscm_connect(uid, &p);
+  });
+}
+
+int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
+  return uscm::librdmacm::WithId("rdma_accept", id, [&](uscm_cm_id* uid) {
+    if (conn_param == nullptr) return uscm_accept(uid, nullptr);
+    uscm_conn_param p = uscm::librdmacm::ToUscmParam(*conn_param);
+    return uscm_accept(uid, &p);
+  });
+}
+
+int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+  return uscm::librdmacm::WithId("rdma_reject", id, [&](uscm_cm_id* uid) {
+    return uscm_reject(uid, private_data, private_data_len);
+  });
+}
+
+int rdma_reject_ece(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+  return uscm::librdmacm::WithId("rdma_reject_ece", id, [&](uscm_cm_id* uid) {
+    return uscm_reject_ece(uid, private_data, private_data_len);
+  });
+}
+
+int rdma_establish(rdma_cm_id* id) {
+  return uscm::librdmacm::WithId("rdma_establish", id,
+                                 [&](uscm_cm_id* uid) { return uscm_establish(uid); });
+}
+
+int rdma_notify(rdma_cm_id* id, ibv_event_type event) {
+  return uscm::librdmacm::WithId("rdma_notify", id,
+                                 [&](uscm_cm_id* uid) { return uscm_notify(uid); });
+}
+
+int rdma_disconnect(rdma_cm_id* id) {
+  return uscm::librdmacm::WithId("rdma_disconnect", id,
+                                 [&](uscm_cm_id* uid) { return uscm_disconnect(uid); });
+}
+
+// Level and option numbers are librdmacm's, and struct ibv_path_data is
+// struct uscm_path_data: passed through.
+int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t optlen) {
+  return uscm::librdmacm::WithId("rdma_set_option", id, [&](uscm_cm_id* uid) {
+    return uscm_set_option(uid, level, optname, optval, optlen);
+  });
+}
+
+int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
+  if (qp_attr == nullptr || qp_attr_mask == nullptr) {
+    return Fail(EINVAL, "rdma_init_qp_attr", "qp_attr or qp_attr_mask is NULL");
+  }
+  uscm_qp_attr a = {};
+  a.qp_state = static_cast<uscm_qp_state>(qp_attr->qp_state);  // INIT / RTR / RTS: same values
+  int mask = 0;
+  int rc = uscm::librdmacm::WithId(
+      "rdma_init_qp_attr", id, [&](uscm_cm_id* uid) { return uscm_init_qp_attr(uid, &a, &mask); });
+  if (rc != 0) return rc;
+  qp_attr->qp_access_flags = a.qp_access_flags;
+  qp_attr->pkey_index = a.pkey_index;
+  qp_attr->port_num = a.port_num;
+  uscm::librdmacm::ToIbvAh(a.ah_attr, &qp_attr->ah_attr);
+  qp_attr->path_mtu = static_cast<ibv_mtu>(a.path_mtu);
+  qp_attr->dest_qp_num = a.dest_qp_num;
+  qp_attr->rq_psn = a.rq_psn;
+  qp_attr->sq_psn = a.sq_psn;
+  qp_attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+  qp_attr->max_rd_atomic = a.max_rd_atomic;
+  qp_attr->min_rnr_timer = a.min_rnr_timer;
+  qp_attr->timeout = a.timeout;
+  qp_attr->retry_cnt = a.retry_cnt;
+  qp_attr->rnr_retry = a.rnr_retry;
+  *qp_attr_mask = mask;
+  return 0;
+}
+
+// librdmacm's checks: not once the id has a QP, a vendor ID, no comp_mask.
+int rdma_set_local_ece(rdma_cm_id* id, ibv_ece* ece) {
+  if (id == nullptr || id->qp != nullptr || ece == nullptr || ece->vendor_id == 0 ||
+      ece->comp_mask != 0) {
+    return Fail(EINVAL, "rdma_set_local_ece",
+                "needs an id without QP and an ece with vendor_id and no comp_mask");
+  }
+  uscm_ece e = {ece->vendor_id, ece->options};
+  return uscm::librdmacm::WithId("rdma_set_local_ece", id,
+                                 [&](uscm_cm_id* uid) { return uscm_set_local_ece(uid, &e); });
+}
+
+int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) {
+  if (ece == nullptr) return Fail(EINVAL, "rdma_get_remote_ece", "ece is NULL");
+  uscm_ece e = {};
+  int rc = uscm::librdmacm::WithId("rdma_get_remote_ece", id,
+                                   [&](uscm_cm_id* uid) { return uscm_get_remote_ece(uid, &e); });
+  if (rc != 0) return rc;
+  ece->vendor_id = e.vendor_id;
+  ece->options = e.options;
+  ece->comp_mask = 0;
+  return 0;
+}
+
+}  // extern "C"

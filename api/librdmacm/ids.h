@@ -1,0 +1,43 @@
+// The rdma_cm_id calls of the drop-in over the uscm C API (cm/uscm_cma.h).
+//
+// One uscm port serves the process (the "backend"): the first ACTIVE
+// InfiniBand port of the devices rdma_get_devices opens, through
+// uscm_device_open (umad, or the host's uscmd). Its uscm event channel is
+// drained by a forwarding thread that turns each uscm event into the
+// program's rdma_cm_event (its rdma_cm_id, listen_id, status, param.conn /
+// param.ud with a copy of the private data) on the id's own channel.
+//
+// Done: asynchronous mode (an event channel given to rdma_create_id) with
+// programs that bring their own QP (conn_param.qp_num, rdma_init_qp_attr,
+// rdma_establish): create_id, destroy_id (waits until the id's events are
+// acked), bind_addr, resolve_addr, resolve_route, listen, connect, accept,
+// reject, reject_ece, set_local_ece, get_remote_ece, establish, notify,
+// disconnect, set_option, init_qp_attr. Not done (ENOSYS): see cma.cc.
+//
+// Tests swap the backend for a simulated uscm device (UseDeviceForTesting)
+// and move its events by hand (PumpEvents).
+#ifndef USCM_API_LIBRDMACM_IDS_H_
+#define USCM_API_LIBRDMACM_IDS_H_
+
+#include <infiniband/verbs.h>
+
+#include "cm/uscm_cma.h"
+
+namespace uscm::librdmacm {
+
+// Makes `dev` the backend (no verbs context: id->verbs and id->pd stay NULL;
+// port_num 1) with no forwarding thread. 0, or -1 with errno EBUSY when a
+// backend is already in use.
+int UseDeviceForTesting(uscm_device* dev);
+// Drops the backend of UseDeviceForTesting (every id must be destroyed).
+void ResetBackendForTesting();
+// The backend's uscm channel (NULL without a backend).
+uscm_event_channel* BackendChannel();
+
+// Moves every event queued on the backend's uscm channel to the programs'
+// channels; the number moved, or -1 with errno.
+int PumpEvents();
+
+}  // namespace uscm::librdmacm
+
+#endif  // USCM_API_LIBRDMACM_IDS_H_

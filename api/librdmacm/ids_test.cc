@@ -1,0 +1,386 @@
+// The drop-in's id calls on the simulated two-host fabric of
+// cm/uscm_sim_c.h: the drop-in (host 0, 10.0.0.1) as its process's backend,
+// a peer through the uscm C API on host 1 (10.0.0.2). Events of the backend
+// are moved to the program's channel with PumpEvents (no forwarding thread).
+#include "api/librdmacm/ids.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "api/librdmacm/event_channel.h"
+#include "cm/uscm_cma.h"
+#include "cm/uscm_sim_c.h"
+#include "gtest/gtest.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+sockaddr_in Ipv4(const char* ip, uint16_t port) {
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  return a;
+}
+
+std::string IpOf(const sockaddr* sa) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, text, sizeof(text));
+  }
+  return text;
+}
+
+std::string DataOf(const void* data, size_t len) {
+  return data == nullptr ? "" : std::string(static_cast<const char*>(data), len);
+}
+
+class IdsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    sim_ = uscm_sim_create(13);
+    ASSERT_NE(sim_, nullptr);
+    ASSERT_EQ(UseDeviceForTesting(uscm_sim_device(sim_, 0)), 0) << strerror(errno);
+    peer_ch_ = uscm_create_event_channel_on(uscm_sim_device(sim_, 1));
+    ASSERT_NE(peer_ch_, nullptr);
+  }
+  static void TearDownTestSuite() {
+    uscm_destroy_event_channel(peer_ch_);
+    ResetBackendForTesting();
+    uscm_sim_destroy(sim_);
+  }
+
+  void SetUp() override {
+    ch_ = NewEventChannel();
+    ASSERT_NE(ch_, nullptr);
+    int flags = fcntl(ch_->fd, F_GETFL);
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, flags | O_NONBLOCK), 0);
+  }
+  void TearDown() override {
+    EXPECT_EQ(QueuedEvents(ch_), 0) << "events left on the program's channel";
+    rdma_destroy_event_channel(ch_);
+  }
+
+  // The next event on the program's channel, running the fabric until the
+  // backend has one when none is queued.
+  rdma_cm_event* Next(rdma_cm_event_type want) {
+    if (QueuedEvents(ch_) == 0) {
+      EXPECT_EQ(uscm_sim_run_until_event(sim_, BackendChannel(), 120000), 0)
+          << "no event for the drop-in; want " << rdma_event_str(want);
+      EXPECT_GT(PumpEvents(), 0);
+    }
+    rdma_cm_event* e = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
+    if (e != nullptr) {
+      EXPECT_EQ(e->event, want) << rdma_event_str(e->event) << " status " << e->status;
+    }
+    return e;
+  }
+
+  uscm_cm_event* PeerNext(uscm_cm_event_type want) {
+    EXPECT_EQ(uscm_sim_run_until_event(sim_, peer_ch_, 120000), 0)
+        << "no event for the peer; want " << uscm_event_str(want);
+    uscm_cm_event* e = nullptr;
+    EXPECT_EQ(uscm_get_cm_event(peer_ch_, &e), 0) << uscm_last_error();
+    if (e != nullptr) {
+      EXPECT_EQ(e->event, want) << uscm_event_str(e->event) << " status " << e->status;
+    }
+    return e;
+  }
+
+  // A peer id on host 1 connected (REQ sent) to the drop-in at 10.0.0.1:port.
+  uscm_cm_id* PeerConnect(uint16_t port, uint32_t qp_num, const char* data) {
+    uscm_cm_id* peer = nullptr;
+    EXPECT_EQ(uscm_create_id(peer_ch_, &peer, nullptr, USCM_PS_TCP), 0);
+    uscm_addr dst;
+    EXPECT_EQ(uscm_parse_addr(("10.0.0.1:" + std::to_string(port)).c_str(), &dst), 0);
+    EXPECT_EQ(uscm_resolve_addr(peer, nullptr, &dst, 2000), 0) << uscm_last_error();
+    uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_ADDR_RESOLVED));
+    EXPECT_EQ(uscm_resolve_route(peer, 2000), 0) << uscm_last_error();
+    uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_ROUTE_RESOLVED));
+    uscm_conn_param p = {};
+    p.private_data = data;
+    p.private_data_len = static_cast<uint8_t>(strlen(data));
+    p.responder_resources = 1;
+    p.initiator_depth = 1;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    p.qp_num = qp_num;
+    EXPECT_EQ(uscm_connect(peer, &p), 0) << uscm_last_error();
+    return peer;
+  }
+
+  // A drop-in listener on 10.0.0.1:port.
+  rdma_cm_id* Listen(uint16_t port, void* context) {
+    rdma_cm_id* listener = nullptr;
+    EXPECT_EQ(rdma_create_id(ch_, &listener, context, RDMA_PS_TCP), 0) << strerror(errno);
+    sockaddr_in addr = Ipv4("10.0.0.1", port);
+    EXPECT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)), 0) << strerror(errno);
+    EXPECT_EQ(listener->port_num, 1) << "bound to a device address: the id has its port";
+    EXPECT_EQ(ntohs(rdma_get_src_port(listener)), port);
+    EXPECT_EQ(rdma_listen(listener, 8), 0) << strerror(errno);
+    return listener;
+  }
+
+  static uscm_sim* sim_;
+  static uscm_event_channel* peer_ch_;
+  rdma_event_channel* ch_ = nullptr;
+};
+
+uscm_sim* IdsTest::sim_ = nullptr;
+uscm_event_channel* IdsTest::peer_ch_ = nullptr;
+
+// Active drop-in, program-owned QP (cmtime's way): resolve, connect with a
+// QPN, CONNECT_RESPONSE, rdma_init_qp_attr, rdma_establish, disconnect.
+TEST_F(IdsTest, ActiveSideWithItsOwnQp) {
+  uscm_cm_id* listener = nullptr;
+  ASSERT_EQ(uscm_create_id(peer_ch_, &listener, nullptr, USCM_PS_TCP), 0);
+  uscm_addr here;
+  ASSERT_EQ(uscm_parse_addr("10.0.0.2:7471", &here), 0);
+  ASSERT_EQ(uscm_bind_addr(listener, &here), 0);
+  ASSERT_EQ(uscm_listen(listener, 8), 0);
+
+  int ctx = 0;
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, &ctx, RDMA_PS_TCP), 0) << strerror(errno);
+  EXPECT_EQ(id->channel, ch_);
+  EXPECT_EQ(id->context, &ctx);
+  EXPECT_EQ(id->ps, RDMA_PS_TCP);
+  EXPECT_EQ(id->qp_type, IBV_QPT_RC);
+  EXPECT_EQ(id->verbs, nullptr);  // the simulated device has no verbs context
+  EXPECT_EQ(id->port_num, 0);
+
+  sockaddr_in dst = Ipv4("10.0.0.2", 7471);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
+  EXPECT_EQ(ntohs(rdma_get_dst_port(id)), 7471) << "the destination shows at once";
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_ADDR_RESOLVED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->id, id);
+  EXPECT_EQ(e->listen_id, nullptr);
+  EXPECT_EQ(e->status, 0);
+  EXPECT_EQ(id->port_num, 1);
+  EXPECT_EQ(IpOf(&id->route.addr.src_addr), "10.0.0.1");
+  EXPECT_EQ(IpOf(&id->route.addr.dst_addr), "10.0.0.2");
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  e = Next(RDMA_CM_EVENT_ROUTE_RESOLVED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  rdma_conn_param param = {};
+  param.private_data = "hello";
+  param.private_data_len = 5;
+  param.responder_resources = 1;
+  param.initiator_depth = 1;
+  param.retry_count = 7;
+  param.rnr_retry_count = 7;
+  param.qp_num = 0x1234;
+  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(pe->param.conn.qp_num, 0x1234u);
+  EXPECT_EQ(DataOf(pe->param.conn.private_data, 5), "hello");
+  uscm_cm_id* passive = pe->id;
+  uscm_conn_param answer = {};
+  answer.private_data = "world";
+  answer.private_data_len = 5;
+  answer.responder_resources = 1;
+  answer.initiator_depth = 1;
+  answer.qp_num = 0x5678;
+  ASSERT_EQ(uscm_accept(passive, &answer), 0) << uscm_last_error();
+  uscm_ack_cm_event(pe);
+
+  e = Next(RDMA_CM_EVENT_CONNECT_RESPONSE);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->param.conn.qp_num, 0x5678u) << "the peer's QPN, as the kernel reports it";
+  ASSERT_GE(e->param.conn.private_data_len, 5);
+  EXPECT_EQ(DataOf(e->param.conn.private_data, 5), "world");
+
+  // The attributes a program moves its own QP with.
+  ibv_qp_attr attr = {};
+  int mask = 0;
+  attr.qp_state = IBV_QPS_INIT;
+  ASSERT_EQ(rdma_init_qp_attr(id, &attr, &mask), 0) << strerror(errno);
+  EXPECT_TRUE(mask & IBV_QP_PORT);
+  EXPECT_EQ(attr.port_num, 1);
+  attr = {};
+  attr.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(rdma_init_qp_attr(id, &attr, &mask), 0) << strerror(errno);
+  EXPECT_TRUE(mask & IBV_QP_DEST_QPN);
+  EXPECT_TRUE(mask & IBV_QP_AV);
+  EXPECT_EQ(attr.dest_qp_num, 0x5678u);
+  EXPECT_NE(attr.ah_attr.dlid, 0);
+  attr = {};
+  attr.qp_state = IBV_QPS_RTS;
+  ASSERT_EQ(rdma_init_qp_attr(id, &attr, &mask), 0) << strerror(errno);
+  EXPECT_TRUE(mask & IBV_QP_SQ_PSN);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  ASSERT_EQ(rdma_establish(id), 0) << strerror(errno);
+  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_ESTABLISHED));
+
+  ASSERT_EQ(rdma_disconnect(id), 0) << strerror(errno);
+  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_DISCONNECTED));
+  e = Next(RDMA_CM_EVENT_DISCONNECTED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
+  EXPECT_EQ(uscm_destroy_id(passive), 0) << uscm_last_error();
+  EXPECT_EQ(uscm_destroy_id(listener), 0) << uscm_last_error();
+}
+
+// Passive drop-in: CONNECT_REQUEST on a new id that carries the listener's
+// channel and context, listen_id set, the request's QPN and private data.
+TEST_F(IdsTest, PassiveSideAcceptsOnANewId) {
+  int lctx = 0;
+  rdma_cm_id* listener = Listen(7000, &lctx);
+  uscm_cm_id* peer = PeerConnect(7000, 0x42, "req");
+
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->listen_id, listener);
+  rdma_cm_id* id = e->id;
+  ASSERT_NE(id, nullptr);
+  EXPECT_NE(id, listener);
+  EXPECT_EQ(id->context, &lctx);
+  EXPECT_EQ(id->channel, ch_);
+  EXPECT_EQ(id->ps, RDMA_PS_TCP);
+  EXPECT_EQ(id->port_num, 1);
+  EXPECT_EQ(e->param.conn.qp_num, 0x42u);
+  ASSERT_GE(e->param.conn.private_data_len, 3);
+  EXPECT_EQ(DataOf(e->param.conn.private_data, 3), "req");
+  EXPECT_EQ(ntohs(rdma_get_src_port(id)), 7000);
+  EXPECT_EQ(IpOf(&id->route.addr.dst_addr), "10.0.0.2");
+
+  rdma_conn_param param = {};
+  param.responder_resources = 1;
+  param.initiator_depth = 1;
+  param.qp_num = 0x99;
+  ASSERT_EQ(rdma_accept(id, &param), 0) << strerror(errno);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_RESPONSE);
+  ASSERT_NE(pe, nullptr);
+  uscm_qp_attr rtr = {};
+  rtr.qp_state = USCM_QPS_RTR;
+  int mask = 0;
+  ASSERT_EQ(uscm_init_qp_attr(peer, &rtr, &mask), 0) << uscm_last_error();
+  EXPECT_EQ(rtr.dest_qp_num, 0x99u) << "the QPN given to rdma_accept";
+  uscm_ack_cm_event(pe);
+  ASSERT_EQ(uscm_establish(peer), 0) << uscm_last_error();
+  e = Next(RDMA_CM_EVENT_ESTABLISHED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->id, id);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  ASSERT_EQ(uscm_disconnect(peer), 0) << uscm_last_error();
+  e = Next(RDMA_CM_EVENT_DISCONNECTED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->id, id);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_DISCONNECTED));
+
+  EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(listener), 0) << strerror(errno);
+  EXPECT_EQ(uscm_destroy_id(peer), 0) << uscm_last_error();
+}
+
+// rdma_reject with private data: the peer's REJECTED carries it, status 28
+// (consumer reject).
+TEST_F(IdsTest, RejectCarriesPrivateData) {
+  rdma_cm_id* listener = Listen(7001, nullptr);
+  uscm_cm_id* peer = PeerConnect(7001, 0x43, "please");
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(e, nullptr);
+  rdma_cm_id* id = e->id;
+  uint8_t data[148];
+  for (size_t i = 0; i < sizeof(data); ++i) data[i] = static_cast<uint8_t>(i + 1);
+  ASSERT_EQ(rdma_reject(id, data, sizeof(data)), 0) << strerror(errno);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_REJECTED);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(pe->status, 28);
+  ASSERT_EQ(pe->param.conn.private_data_len, 148);
+  EXPECT_EQ(memcmp(pe->param.conn.private_data, data, 148), 0);
+  uscm_ack_cm_event(pe);
+
+  EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(listener), 0) << strerror(errno);
+  EXPECT_EQ(uscm_destroy_id(peer), 0) << uscm_last_error();
+}
+
+// rdma_destroy_id waits, as librdmacm's, until the id's events are acked.
+TEST_F(IdsTest, DestroyIdWaitsForTheAck) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = Ipv4("10.0.0.2", 7002);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_ADDR_RESOLVED);
+  ASSERT_NE(e, nullptr);
+
+  std::atomic<bool> destroyed{false};
+  std::thread destroyer([&] {
+    EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
+    destroyed = true;
+  });
+  usleep(50 * 1000);
+  EXPECT_FALSE(destroyed) << "rdma_destroy_id returned with an event not acked";
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  destroyer.join();
+  EXPECT_TRUE(destroyed);
+}
+
+TEST_F(IdsTest, Errors) {
+  rdma_cm_id* id = nullptr;
+  errno = 0;
+  EXPECT_EQ(rdma_create_id(nullptr, &id, nullptr, RDMA_PS_TCP), -1);
+  EXPECT_EQ(errno, ENOSYS) << "synchronous mode is not done yet";
+  errno = 0;
+  EXPECT_EQ(rdma_create_id(ch_, nullptr, nullptr, RDMA_PS_TCP), -1);
+  EXPECT_EQ(errno, EINVAL);
+
+  rdma_cm_id not_ours = {};
+  errno = 0;
+  EXPECT_EQ(rdma_connect(&not_ours, nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(rdma_destroy_id(&not_ours), -1);
+  EXPECT_EQ(errno, EINVAL);
+
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  errno = 0;
+  EXPECT_EQ(rdma_bind_addr(id, nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  // uscm's own checks come through with their errno.
+  errno = 0;
+  EXPECT_EQ(rdma_connect(id, nullptr), -1) << "connect before the route is resolved";
+  EXPECT_EQ(errno, EINVAL);
+  ibv_ece ece = {0, 0, 0};
+  errno = 0;
+  EXPECT_EQ(rdma_set_local_ece(id, &ece), -1) << "vendor_id 0";
+  EXPECT_EQ(errno, EINVAL);
+  ece.vendor_id = 0x15b3;
+  ece.options = 7;
+  EXPECT_EQ(rdma_set_local_ece(id, &ece), 0) << strerror(errno);
+  int reuse = 1;
+  EXPECT_EQ(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &reuse, sizeof(reuse)), 0)
+      << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+}  // namespace
+}  // namespace uscm::librdmacm
