@@ -101,13 +101,6 @@ int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* qp_init_attr) {
 }
 void rdma_destroy_qp(rdma_cm_id* id) { NotDone("rdma_destroy_qp"); }
 int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) { return NotDone("rdma_get_request"); }
-int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
-  return NotDone("rdma_join_multicast");
-}
-int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* mc_join_attr, void* context) {
-  return NotDone("rdma_join_multicast_ex");
-}
-int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) { return NotDone("rdma_leave_multicast"); }
 int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
   return NotDone("rdma_migrate_id");
 }

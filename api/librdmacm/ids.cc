@@ -306,12 +306,20 @@ void Forward(const uscm_cm_event& ue) {
   ev.status = ue.status;
   const void* data;
   size_t len;
-  if (IsUd(id->pub.ps)) {
+  const bool multicast =
+      ue.event == USCM_CM_EVENT_MULTICAST_JOIN || ue.event == USCM_CM_EVENT_MULTICAST_ERROR;
+  if (IsUd(id->pub.ps) || multicast) {
     ToIbvAh(ue.param.ud.ah_attr, &ev.param.ud.ah_attr);
     ev.param.ud.qp_num = ue.param.ud.qp_num;
     ev.param.ud.qkey = ue.param.ud.qkey;
     data = ue.param.ud.private_data;
     len = ue.param.ud.private_data_len;
+    if (multicast) {
+      // As librdmacm: private_data is the join's context, not data.
+      ev.param.ud.private_data = data;
+      data = nullptr;
+      len = 0;
+    }
   } else {
     const uscm_conn_param& c = ue.param.conn;
     ev.param.conn.responder_resources = c.responder_resources;
@@ -603,6 +611,43 @@ int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) {
   ece->options = e.options;
   ece->comp_mask = 0;
   return 0;
+}
+
+// Join flags, mask bits and the MULTICAST_JOIN event (ah_attr of the group,
+// QPN 0xFFFFFF, private_data = the join's context) are librdmacm's; uscm
+// checks the arguments as librdmacm does.
+int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
+  uscm_addr a;
+  if (addr == nullptr || uscm::librdmacm::ToUscmAddr(addr, &a) != 0) {
+    return Fail(EINVAL, "rdma_join_multicast", "address is NULL or of an unknown family");
+  }
+  return uscm::librdmacm::WithId("rdma_join_multicast", id, [&](uscm_cm_id* uid) {
+    return uscm_join_multicast(uid, &a, context);
+  });
+}
+
+int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* mc_join_attr, void* context) {
+  if (mc_join_attr == nullptr) return Fail(EINVAL, "rdma_join_multicast_ex", "attr is NULL");
+  uscm_addr a;
+  uscm_cm_join_mc_attr_ex attr = {mc_join_attr->comp_mask, mc_join_attr->join_flags, nullptr};
+  if (mc_join_attr->addr != nullptr) {
+    if (uscm::librdmacm::ToUscmAddr(mc_join_attr->addr, &a) != 0) {
+      return Fail(EINVAL, "rdma_join_multicast_ex", "address of an unknown family");
+    }
+    attr.addr = &a;
+  }
+  return uscm::librdmacm::WithId("rdma_join_multicast_ex", id, [&](uscm_cm_id* uid) {
+    return uscm_join_multicast_ex(uid, &attr, context);
+  });
+}
+
+int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
+  uscm_addr a;
+  if (addr == nullptr || uscm::librdmacm::ToUscmAddr(addr, &a) != 0) {
+    return Fail(EINVAL, "rdma_leave_multicast", "address is NULL or of an unknown family");
+  }
+  return uscm::librdmacm::WithId("rdma_leave_multicast", id,
+                                 [&](uscm_cm_id* uid) { return uscm_leave_multicast(uid, &a); });
 }
 
 }  // extern "C"

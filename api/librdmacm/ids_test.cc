@@ -344,6 +344,58 @@ TEST_F(IdsTest, DestroyIdWaitsForTheAck) {
   EXPECT_TRUE(destroyed);
 }
 
+// rdma_join_multicast / _ex and rdma_leave_multicast on a UD id: the
+// MULTICAST_JOIN event carries the group's address vector, the multicast QPN
+// and the join's context as private_data (librdmacm's convention).
+TEST_F(IdsTest, JoinAndLeaveMulticast) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_UDP), 0) << strerror(errno);
+  EXPECT_EQ(id->qp_type, IBV_QPT_UD);
+  sockaddr_in peer = Ipv4("10.0.0.2", 0);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&peer), 2000), 0);
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_ADDR_RESOLVED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  sockaddr_in group = Ipv4("239.7.7.8", 0);
+  rdma_cm_join_mc_attr_ex attr = {};
+  attr.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS |
+                   RDMA_CM_JOIN_MC_ATTR_RESERVED;
+  attr.join_flags = RDMA_MC_JOIN_FLAG_FULLMEMBER;
+  attr.addr = reinterpret_cast<sockaddr*>(&group);
+  errno = 0;
+  EXPECT_EQ(rdma_join_multicast_ex(id, &attr, nullptr), -1);
+  EXPECT_EQ(errno, ENOTSUP) << "a reserved comp_mask bit, as librdmacm";
+
+  int ctx = 0;
+  ASSERT_EQ(rdma_join_multicast(id, reinterpret_cast<sockaddr*>(&group), &ctx), 0)
+      << strerror(errno);
+  e = Next(RDMA_CM_EVENT_MULTICAST_JOIN);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->id, id);
+  EXPECT_EQ(e->status, 0);
+  EXPECT_EQ(e->param.ud.private_data, &ctx);
+  EXPECT_EQ(e->param.ud.qp_num, 0xFFFFFFu);
+  EXPECT_GE(e->param.ud.ah_attr.dlid, 0xC000);
+  EXPECT_EQ(e->param.ud.ah_attr.grh.dgid.raw[0], 0xFF);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  EXPECT_EQ(rdma_leave_multicast(id, reinterpret_cast<sockaddr*>(&group)), 0) << strerror(errno);
+  errno = 0;
+  EXPECT_EQ(rdma_leave_multicast(id, reinterpret_cast<sockaddr*>(&group)), -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL);
+
+  attr.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+  attr.join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+  ASSERT_EQ(rdma_join_multicast_ex(id, &attr, &ctx), 0) << strerror(errno);
+  e = Next(RDMA_CM_EVENT_MULTICAST_JOIN);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->param.ud.private_data, &ctx);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  EXPECT_EQ(rdma_leave_multicast(id, reinterpret_cast<sockaddr*>(&group)), 0) << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
+}
+
 TEST_F(IdsTest, Errors) {
   rdma_cm_id* id = nullptr;
   errno = 0;
