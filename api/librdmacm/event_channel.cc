@@ -3,6 +3,7 @@
 #include "api/librdmacm/event_channel.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -95,6 +96,39 @@ int QueuedEvents(rdma_event_channel* channel) {
   Channel* ch = FromPublic(channel);
   std::lock_guard<std::mutex> lock(ch->state->mu);
   return static_cast<int>(ch->state->queue.size());
+}
+
+int CountEvents(rdma_event_channel* channel, EventMatch match, const void* arg) {
+  Channel* ch = FromPublic(channel);
+  std::lock_guard<std::mutex> lock(ch->state->mu);
+  int n = 0;
+  for (const Event* e : ch->state->queue) n += match(e->pub, arg) ? 1 : 0;
+  return n;
+}
+
+int MoveEvents(rdma_event_channel* from, rdma_event_channel* to, EventMatch match,
+               const void* arg) {
+  if (from == to) return 0;
+  Channel* src = FromPublic(from);
+  Channel* dst = FromPublic(to);
+  std::scoped_lock lock(src->state->mu, dst->state->mu);
+  int moved = 0;
+  for (auto it = src->state->queue.begin(); it != src->state->queue.end();) {
+    if (!match((*it)->pub, arg)) {
+      ++it;
+      continue;
+    }
+    // Take its count from `from` without blocking; none left means a reader
+    // has counted it already: it stays.
+    pollfd p = {src->pub.fd, POLLIN, 0};
+    eventfd_t one;
+    if (poll(&p, 1, 0) != 1 || eventfd_read(src->pub.fd, &one) != 0) break;
+    dst->state->queue.push_back(*it);
+    it = src->state->queue.erase(it);
+    eventfd_write(dst->pub.fd, 1);
+    ++moved;
+  }
+  return moved;
 }
 
 }  // namespace uscm::librdmacm

@@ -43,6 +43,15 @@ int QueueEventWithAck(rdma_event_channel* channel, const rdma_cm_event& event,
 // Events queued and not yet retrieved; -1 for a NULL channel.
 int QueuedEvents(rdma_event_channel* channel);
 
+// Queued events `match` accepts, on `channel`.
+using EventMatch = bool (*)(const rdma_cm_event& event, const void* arg);
+int CountEvents(rdma_event_channel* channel, EventMatch match, const void* arg);
+
+// Moves the queued events `match` accepts from `from` to the end of `to`, in
+// their order (rdma_migrate_id); the number moved. An event a reader of
+// `from` has already counted stays (the rest move).
+int MoveEvents(rdma_event_channel* from, rdma_event_channel* to, EventMatch match, const void* arg);
+
 }  // namespace uscm::librdmacm
 
 #endif  // USCM_API_LIBRDMACM_EVENT_CHANNEL_H_

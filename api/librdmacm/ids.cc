@@ -31,6 +31,9 @@ namespace {
 struct IdState {
   uscm_cm_id* uid = nullptr;
   bool holds_pd = false;
+  // Synchronous mode (rdma_create_id with a NULL channel): the id has a
+  // private channel and the calls wait for their event (id->event).
+  bool sync = false;
   std::mutex mu;
   std::condition_variable acked;
   int unacked = 0;
@@ -55,6 +58,8 @@ struct Backend {
 // and rdma_destroy_id's uscm_destroy_id never overlap).
 std::mutex g_mu;
 Backend g_backend;
+void (*g_driver)(void*) = nullptr;  // SetDriverForTesting
+void* g_driver_arg = nullptr;
 
 std::unordered_map<uscm_cm_id*, Id*>& ByUscmId() {
   static auto* m = new std::unordered_map<uscm_cm_id*, Id*>;
@@ -276,8 +281,19 @@ void Forward(const uscm_cm_event& ue) {
   if (it != ByUscmId().end()) {
     id = it->second;
   } else if (ue.event == USCM_CM_EVENT_CONNECT_REQUEST && listen != nullptr) {
-    // The new passive id: the listener's channel, context and port space.
-    id = NewId(ue.id, listen->pub.channel, listen->pub.context, listen->pub.ps);
+    // The new passive id: the listener's channel, context and port space;
+    // a synchronous listener's new id is synchronous, on a channel of its
+    // own (librdmacm migrates it to one).
+    rdma_event_channel* channel = listen->pub.channel;
+    if (listen->state->sync) {
+      channel = NewEventChannel();
+      if (channel == nullptr) {
+        Fail(errno, "event", "no channel for the new id: CONNECT_REQUEST dropped");
+        return;
+      }
+    }
+    id = NewId(ue.id, channel, listen->pub.context, listen->pub.ps);
+    id->state->sync = listen->state->sync;
     AttachDevice(id);
     FillAddrs(id);
   }
@@ -347,7 +363,11 @@ void Forward(const uscm_cm_event& ue) {
     std::lock_guard<std::mutex> lock(id->state->mu);
     ++id->state->unacked;
   }
-  if (QueueEventWithAck(id->pub.channel, ev, data, len, OnAck, id->state) != 0) {
+  // A CONNECT_REQUEST is reported on the listener's channel.
+  rdma_event_channel* target = ue.event == USCM_CM_EVENT_CONNECT_REQUEST && listen != nullptr
+                                   ? listen->pub.channel
+                                   : id->pub.channel;
+  if (QueueEventWithAck(target, ev, data, len, OnAck, id->state) != 0) {
     OnAck(id->state);  // not queued (errno and USCM_DEBUG said why)
   }
 }
@@ -392,7 +412,51 @@ int WithId(const char* call, rdma_cm_id* pub, Op op, void (*after)(Id*) = nullpt
   return 0;
 }
 
+// The next event on `channel` (blocking; under a test driver, the driver runs
+// the fabric until one is queued).
+int WaitEvent(rdma_event_channel* channel, rdma_cm_event** event) {
+  void (*driver)(void*);
+  void* arg;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    driver = g_driver;
+    arg = g_driver_arg;
+  }
+  while (driver != nullptr && QueuedEvents(channel) == 0) driver(arg);
+  return rdma_get_cm_event(channel, event);
+}
+
+// librdmacm's ucma_complete: in synchronous mode, wait for the id's event,
+// keep it in id->event (acked by the next call or rdma_destroy_id) and
+// turn a failure into errno (REJECTED: ECONNREFUSED).
+int Complete(rdma_cm_id* pub, const char* call) {
+  Id* id;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    id = FindLocked(pub);
+  }
+  if (id == nullptr || !id->state->sync) return 0;
+  if (pub->event != nullptr) {
+    rdma_ack_cm_event(pub->event);
+    pub->event = nullptr;
+  }
+  if (WaitEvent(pub->channel, &pub->event) != 0) return -1;
+  const rdma_cm_event& e = *pub->event;
+  if (e.status == 0) return 0;
+  if (e.event == RDMA_CM_EVENT_REJECTED) return Fail(ECONNREFUSED, call, "REJECTED");
+  return Fail(e.status < 0 ? -e.status : e.status, call, rdma_event_str(e.event));
+}
+
+bool OfId(const rdma_cm_event& e, const void* id) { return e.id == id || e.listen_id == id; }
+bool OwnEvent(const rdma_cm_event& e, const void* id) { return e.id == id; }
+
 }  // namespace
+
+void SetDriverForTesting(void (*drive)(void*), void* arg) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_driver = drive;
+  g_driver_arg = arg;
+}
 
 int UseDeviceForTesting(uscm_device* dev) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -432,14 +496,20 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
   std::lock_guard<std::mutex> lock(g_mu);
   if (EnsureBackendLocked("rdma_create_id") != 0) return -1;
   if (id == nullptr) return Fail(EINVAL, "rdma_create_id", "id is NULL");
-  if (channel == nullptr) {
-    return Fail(ENOSYS, "rdma_create_id", "synchronous mode (NULL channel) is not done yet");
+  const bool sync = channel == nullptr;
+  if (sync) {
+    channel = NewEventChannel();  // the id's own: its calls wait on it
+    if (channel == nullptr) return -1;
   }
   uscm_cm_id* uid = nullptr;
   if (uscm_create_id(g_backend.channel, &uid, nullptr, static_cast<uscm_port_space>(ps)) != 0) {
-    return UscmFailed("rdma_create_id");
+    int rc = UscmFailed("rdma_create_id");
+    if (sync) rdma_destroy_event_channel(channel);
+    return rc;
   }
-  *id = &NewId(uid, channel, context, ps)->pub;
+  Id* created = NewId(uid, channel, context, ps);
+  created->state->sync = sync;
+  *id = &created->pub;
   return 0;
 }
 
@@ -456,6 +526,10 @@ int rdma_destroy_id(rdma_cm_id* pub) {
       return Fail(EINVAL, "rdma_destroy_id", "not an id of rdma_create_id (or destroyed)");
     }
   }
+  if (pub->event != nullptr) {  // synchronous mode's last event
+    rdma_ack_cm_event(pub->event);
+    pub->event = nullptr;
+  }
   {
     std::unique_lock<std::mutex> lock(id->state->mu);
     id->state->acked.wait(lock, [&] { return id->state->unacked == 0; });
@@ -465,6 +539,7 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   ByUscmId().erase(id->state->uid);
   ByPublic().erase(&id->pub);
   if (id->state->holds_pd) ReleaseSharedPd(id->pub.verbs);
+  if (id->state->sync) rdma_destroy_event_channel(id->pub.channel);
   delete id->state;
   delete id;
   return 0;
@@ -494,15 +569,19 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   int rc = WithId("rdma_resolve_addr", id, [&](uscm_cm_id* uid) {
     return uscm_resolve_addr(uid, src_addr != nullptr ? &src : nullptr, &dst, timeout_ms);
   });
+  if (rc != 0) return rc;
   // As librdmacm: the destination shows in id->route at once.
-  if (rc == 0) ToSockaddr(dst, &id->route.addr.dst_storage);
-  return rc;
+  ToSockaddr(dst, &id->route.addr.dst_storage);
+  return Complete(id, "rdma_resolve_addr");
 }
 
 int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
-  return uscm::librdmacm::WithId("rdma_resolve_route", id, [&](uscm_cm_id* uid) {
-    return uscm_resolve_route(uid, timeout_ms);
-  });
+  if (uscm::librdmacm::WithId("rdma_resolve_route", id, [&](uscm_cm_id* uid) {
+        return uscm_resolve_route(uid, timeout_ms);
+      }) != 0) {
+    return -1;
+  }
+  return uscm::librdmacm::Complete(id, "rdma_resolve_route");
 }
 
 int rdma_listen(rdma_cm_id* id, int backlog) {
@@ -511,19 +590,25 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
 }
 
 int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
-  return uscm::librdmacm::WithId("rdma_connect", id, [&](uscm_cm_id* uid) {
-    if (conn_param == nullptr) return uscm_connect(uid, nullptr);
-    uscm_conn_param p = uscm::librdmacm::ToUscmParam(*conn_param);
-    return uscm_connect(uid, &p);
-  });
+  if (uscm::librdmacm::WithId("rdma_connect", id, [&](uscm_cm_id* uid) {
+        if (conn_param == nullptr) return uscm_connect(uid, nullptr);
+        uscm_conn_param p = uscm::librdmacm::ToUscmParam(*conn_param);
+        return uscm_connect(uid, &p);
+      }) != 0) {
+    return -1;
+  }
+  return uscm::librdmacm::Complete(id, "rdma_connect");
 }
 
 int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
-  return uscm::librdmacm::WithId("rdma_accept", id, [&](uscm_cm_id* uid) {
-    if (conn_param == nullptr) return uscm_accept(uid, nullptr);
-    uscm_conn_param p = uscm::librdmacm::ToUscmParam(*conn_param);
-    return uscm_accept(uid, &p);
-  });
+  if (uscm::librdmacm::WithId("rdma_accept", id, [&](uscm_cm_id* uid) {
+        if (conn_param == nullptr) return uscm_accept(uid, nullptr);
+        uscm_conn_param p = uscm::librdmacm::ToUscmParam(*conn_param);
+        return uscm_accept(uid, &p);
+      }) != 0) {
+    return -1;
+  }
+  return uscm::librdmacm::Complete(id, "rdma_accept");
 }
 
 int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
@@ -549,8 +634,11 @@ int rdma_notify(rdma_cm_id* id, ibv_event_type event) {
 }
 
 int rdma_disconnect(rdma_cm_id* id) {
-  return uscm::librdmacm::WithId("rdma_disconnect", id,
-                                 [&](uscm_cm_id* uid) { return uscm_disconnect(uid); });
+  if (uscm::librdmacm::WithId("rdma_disconnect", id,
+                              [&](uscm_cm_id* uid) { return uscm_disconnect(uid); }) != 0) {
+    return -1;
+  }
+  return uscm::librdmacm::Complete(id, "rdma_disconnect");
 }
 
 // Level and option numbers are librdmacm's, and struct ibv_path_data is
@@ -621,9 +709,12 @@ int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
   if (addr == nullptr || uscm::librdmacm::ToUscmAddr(addr, &a) != 0) {
     return Fail(EINVAL, "rdma_join_multicast", "address is NULL or of an unknown family");
   }
-  return uscm::librdmacm::WithId("rdma_join_multicast", id, [&](uscm_cm_id* uid) {
-    return uscm_join_multicast(uid, &a, context);
-  });
+  if (uscm::librdmacm::WithId("rdma_join_multicast", id, [&](uscm_cm_id* uid) {
+        return uscm_join_multicast(uid, &a, context);
+      }) != 0) {
+    return -1;
+  }
+  return uscm::librdmacm::Complete(id, "rdma_join_multicast");
 }
 
 int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* mc_join_attr, void* context) {
@@ -636,9 +727,12 @@ int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* mc_join_attr
     }
     attr.addr = &a;
   }
-  return uscm::librdmacm::WithId("rdma_join_multicast_ex", id, [&](uscm_cm_id* uid) {
-    return uscm_join_multicast_ex(uid, &attr, context);
-  });
+  if (uscm::librdmacm::WithId("rdma_join_multicast_ex", id, [&](uscm_cm_id* uid) {
+        return uscm_join_multicast_ex(uid, &attr, context);
+      }) != 0) {
+    return -1;
+  }
+  return uscm::librdmacm::Complete(id, "rdma_join_multicast_ex");
 }
 
 int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
@@ -648,6 +742,126 @@ int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
   }
   return uscm::librdmacm::WithId("rdma_leave_multicast", id,
                                  [&](uscm_cm_id* uid) { return uscm_leave_multicast(uid, &a); });
+}
+
+// A synchronous listener's next connection request: the new id (itself
+// synchronous) with the CONNECT_REQUEST in (*id)->event, as librdmacm.
+int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) {
+  using namespace uscm::librdmacm;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (EnsureBackendLocked("rdma_get_request") != 0) return -1;
+    Id* l = FindLocked(listen);
+    if (l == nullptr || !l->state->sync) {
+      return Fail(EINVAL, "rdma_get_request",
+                  "not a synchronous id (rdma_create_id, NULL channel)");
+    }
+  }
+  if (id == nullptr) return Fail(EINVAL, "rdma_get_request", "id is NULL");
+  if (listen->event != nullptr) {
+    rdma_ack_cm_event(listen->event);
+    listen->event = nullptr;
+  }
+  rdma_cm_event* event = nullptr;
+  if (WaitEvent(listen->channel, &event) != 0) return -1;
+  int err = 0;
+  if (event->event == RDMA_CM_EVENT_REJECTED) {
+    err = ECONNREFUSED;
+  } else if (event->status != 0) {
+    err = -event->status;
+  } else if (event->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+    err = EINVAL;
+  }
+  if (err != 0) {
+    listen->event = event;
+    return Fail(err, "rdma_get_request", rdma_event_str(event->event));
+  }
+  *id = event->id;
+  (*id)->event = event;
+  return 0;
+}
+
+// rdma_create_id (synchronous) + bind (RAI_PASSIVE) or resolve_addr and
+// resolve_route (2000 ms each), as librdmacm. Creating the QP from
+// qp_init_attr is not done yet: a non-NULL qp_init_attr is ENOSYS.
+int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
+                   ibv_qp_init_attr* qp_init_attr) {
+  using namespace uscm::librdmacm;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (EnsureBackendLocked("rdma_create_ep") != 0) return -1;
+  }
+  if (id == nullptr || res == nullptr) return Fail(EINVAL, "rdma_create_ep", "id or res is NULL");
+  if (qp_init_attr != nullptr) {
+    return Fail(ENOSYS, "rdma_create_ep", "creating the QP (qp_init_attr) is not done yet");
+  }
+  rdma_cm_id* cm_id = nullptr;
+  if (rdma_create_id(nullptr, &cm_id, nullptr, static_cast<rdma_port_space>(res->ai_port_space)) !=
+      0) {
+    return -1;
+  }
+  cm_id->qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
+  int rc;
+  if (res->ai_flags & RAI_PASSIVE) {
+    rc = rdma_bind_addr(cm_id, res->ai_src_addr);
+    if (rc == 0 && pd != nullptr) cm_id->pd = pd;
+  } else {
+    rc = rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000);
+    if (rc == 0) rc = rdma_resolve_route(cm_id, 2000);
+  }
+  if (rc != 0) {
+    int err = errno;
+    rdma_destroy_id(cm_id);
+    errno = err;
+    return -1;
+  }
+  *id = cm_id;
+  return 0;
+}
+
+void rdma_destroy_ep(rdma_cm_id* id) { rdma_destroy_id(id); }
+
+// The id's queued events (and a listener's queued CONNECT_REQUESTs) move to
+// `channel`, NULL making the id synchronous; then, as librdmacm, waits until
+// the id's events retrieved from the old channel are acked.
+int rdma_migrate_id(rdma_cm_id* pub, rdma_event_channel* channel) {
+  using namespace uscm::librdmacm;
+  Id* id;
+  rdma_event_channel* old;
+  bool was_sync;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (EnsureBackendLocked("rdma_migrate_id") != 0) return -1;
+    id = FindLocked(pub);
+    if (id == nullptr) {
+      return Fail(EINVAL, "rdma_migrate_id", "not an id of rdma_create_id (or destroyed)");
+    }
+    if (channel == nullptr && id->state->sync) {
+      return Fail(EINVAL, "rdma_migrate_id", "the id is synchronous already");
+    }
+    const bool sync = channel == nullptr;
+    if (sync) {
+      channel = NewEventChannel();
+      if (channel == nullptr) return -1;
+    }
+    old = pub->channel;
+    was_sync = id->state->sync;
+    // Under g_mu: the forwarder queues nothing meanwhile.
+    MoveEvents(old, channel, OfId, pub);
+    pub->channel = channel;
+    id->state->sync = sync;
+  }
+  if (was_sync) {
+    if (pub->event != nullptr) {
+      rdma_ack_cm_event(pub->event);
+      pub->event = nullptr;
+    }
+    rdma_destroy_event_channel(old);  // frees what could not move
+  }
+  std::unique_lock<std::mutex> lock(id->state->mu);
+  id->state->acked.wait(
+      lock, [&] { return id->state->unacked <= CountEvents(pub->channel, OwnEvent, pub); });
+  return 0;
 }
 
 }  // extern "C"

@@ -7,12 +7,15 @@
 // program's rdma_cm_event (its rdma_cm_id, listen_id, status, param.conn /
 // param.ud with a copy of the private data) on the id's own channel.
 //
-// Done: asynchronous mode (an event channel given to rdma_create_id) with
-// programs that bring their own QP (conn_param.qp_num, rdma_init_qp_attr,
-// rdma_establish): create_id, destroy_id (waits until the id's events are
-// acked), bind_addr, resolve_addr, resolve_route, listen, connect, accept,
-// reject, reject_ece, set_local_ece, get_remote_ece, establish, notify,
-// disconnect, set_option, init_qp_attr. Not done (ENOSYS): see cma.cc.
+// Done, for programs that bring their own QP (conn_param.qp_num,
+// rdma_init_qp_attr, rdma_establish), in asynchronous mode (a channel given
+// to rdma_create_id) and synchronous mode (NULL channel: the calls wait for
+// their event, as librdmacm's ucma_complete): create_id, destroy_id (waits
+// until the id's events are acked), bind_addr, resolve_addr, resolve_route,
+// listen, get_request, connect, accept, reject, reject_ece, set_local_ece,
+// get_remote_ece, establish, notify, disconnect, set_option, init_qp_attr,
+// join_multicast(_ex), leave_multicast, migrate_id, create_ep (without
+// qp_init_attr), destroy_ep. Not done (ENOSYS): see cma.cc.
 //
 // Tests swap the backend for a simulated uscm device (UseDeviceForTesting)
 // and move its events by hand (PumpEvents).
@@ -33,6 +36,11 @@ int UseDeviceForTesting(uscm_device* dev);
 void ResetBackendForTesting();
 // The backend's uscm channel (NULL without a backend).
 uscm_event_channel* BackendChannel();
+
+// Synchronous calls wait by calling `drive(arg)` until their channel has an
+// event (tests: run the simulated fabric, then PumpEvents); NULL: block on
+// the channel's fd (the forwarding thread fills it).
+void SetDriverForTesting(void (*drive)(void*), void* arg);
 
 // Moves every event queued on the backend's uscm channel to the programs'
 // channels; the number moved, or -1 with errno.

@@ -1,143 +1,24 @@
-// The drop-in's id calls on the simulated two-host fabric of
-// cm/uscm_sim_c.h: the drop-in (host 0, 10.0.0.1) as its process's backend,
-// a peer through the uscm C API on host 1 (10.0.0.2). Events of the backend
-// are moved to the program's channel with PumpEvents (no forwarding thread).
+// The drop-in's id calls in asynchronous mode on the simulated fabric
+// (ids_testing.h): the drop-in on host 0 against the uscm C API on host 1.
 #include "api/librdmacm/ids.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <string>
 #include <thread>
 
 #include "api/librdmacm/event_channel.h"
+#include "api/librdmacm/ids_testing.h"
 #include "cm/uscm_cma.h"
-#include "cm/uscm_sim_c.h"
 #include "gtest/gtest.h"
 
 namespace uscm::librdmacm {
 namespace {
-
-sockaddr_in Ipv4(const char* ip, uint16_t port) {
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  inet_pton(AF_INET, ip, &a.sin_addr);
-  return a;
-}
-
-std::string IpOf(const sockaddr* sa) {
-  char text[INET6_ADDRSTRLEN] = {};
-  if (sa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, text, sizeof(text));
-  }
-  return text;
-}
-
-std::string DataOf(const void* data, size_t len) {
-  return data == nullptr ? "" : std::string(static_cast<const char*>(data), len);
-}
-
-class IdsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    sim_ = uscm_sim_create(13);
-    ASSERT_NE(sim_, nullptr);
-    ASSERT_EQ(UseDeviceForTesting(uscm_sim_device(sim_, 0)), 0) << strerror(errno);
-    peer_ch_ = uscm_create_event_channel_on(uscm_sim_device(sim_, 1));
-    ASSERT_NE(peer_ch_, nullptr);
-  }
-  static void TearDownTestSuite() {
-    uscm_destroy_event_channel(peer_ch_);
-    ResetBackendForTesting();
-    uscm_sim_destroy(sim_);
-  }
-
-  void SetUp() override {
-    ch_ = NewEventChannel();
-    ASSERT_NE(ch_, nullptr);
-    int flags = fcntl(ch_->fd, F_GETFL);
-    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, flags | O_NONBLOCK), 0);
-  }
-  void TearDown() override {
-    EXPECT_EQ(QueuedEvents(ch_), 0) << "events left on the program's channel";
-    rdma_destroy_event_channel(ch_);
-  }
-
-  // The next event on the program's channel, running the fabric until the
-  // backend has one when none is queued.
-  rdma_cm_event* Next(rdma_cm_event_type want) {
-    if (QueuedEvents(ch_) == 0) {
-      EXPECT_EQ(uscm_sim_run_until_event(sim_, BackendChannel(), 120000), 0)
-          << "no event for the drop-in; want " << rdma_event_str(want);
-      EXPECT_GT(PumpEvents(), 0);
-    }
-    rdma_cm_event* e = nullptr;
-    EXPECT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
-    if (e != nullptr) {
-      EXPECT_EQ(e->event, want) << rdma_event_str(e->event) << " status " << e->status;
-    }
-    return e;
-  }
-
-  uscm_cm_event* PeerNext(uscm_cm_event_type want) {
-    EXPECT_EQ(uscm_sim_run_until_event(sim_, peer_ch_, 120000), 0)
-        << "no event for the peer; want " << uscm_event_str(want);
-    uscm_cm_event* e = nullptr;
-    EXPECT_EQ(uscm_get_cm_event(peer_ch_, &e), 0) << uscm_last_error();
-    if (e != nullptr) {
-      EXPECT_EQ(e->event, want) << uscm_event_str(e->event) << " status " << e->status;
-    }
-    return e;
-  }
-
-  // A peer id on host 1 connected (REQ sent) to the drop-in at 10.0.0.1:port.
-  uscm_cm_id* PeerConnect(uint16_t port, uint32_t qp_num, const char* data) {
-    uscm_cm_id* peer = nullptr;
-    EXPECT_EQ(uscm_create_id(peer_ch_, &peer, nullptr, USCM_PS_TCP), 0);
-    uscm_addr dst;
-    EXPECT_EQ(uscm_parse_addr(("10.0.0.1:" + std::to_string(port)).c_str(), &dst), 0);
-    EXPECT_EQ(uscm_resolve_addr(peer, nullptr, &dst, 2000), 0) << uscm_last_error();
-    uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_ADDR_RESOLVED));
-    EXPECT_EQ(uscm_resolve_route(peer, 2000), 0) << uscm_last_error();
-    uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_ROUTE_RESOLVED));
-    uscm_conn_param p = {};
-    p.private_data = data;
-    p.private_data_len = static_cast<uint8_t>(strlen(data));
-    p.responder_resources = 1;
-    p.initiator_depth = 1;
-    p.retry_count = 7;
-    p.rnr_retry_count = 7;
-    p.qp_num = qp_num;
-    EXPECT_EQ(uscm_connect(peer, &p), 0) << uscm_last_error();
-    return peer;
-  }
-
-  // A drop-in listener on 10.0.0.1:port.
-  rdma_cm_id* Listen(uint16_t port, void* context) {
-    rdma_cm_id* listener = nullptr;
-    EXPECT_EQ(rdma_create_id(ch_, &listener, context, RDMA_PS_TCP), 0) << strerror(errno);
-    sockaddr_in addr = Ipv4("10.0.0.1", port);
-    EXPECT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)), 0) << strerror(errno);
-    EXPECT_EQ(listener->port_num, 1) << "bound to a device address: the id has its port";
-    EXPECT_EQ(ntohs(rdma_get_src_port(listener)), port);
-    EXPECT_EQ(rdma_listen(listener, 8), 0) << strerror(errno);
-    return listener;
-  }
-
-  static uscm_sim* sim_;
-  static uscm_event_channel* peer_ch_;
-  rdma_event_channel* ch_ = nullptr;
-};
-
-uscm_sim* IdsTest::sim_ = nullptr;
-uscm_event_channel* IdsTest::peer_ch_ = nullptr;
 
 // Active drop-in, program-owned QP (cmtime's way): resolve, connect with a
 // QPN, CONNECT_RESPONSE, rdma_init_qp_attr, rdma_establish, disconnect.
@@ -232,9 +113,13 @@ TEST_F(IdsTest, ActiveSideWithItsOwnQp) {
   uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_ESTABLISHED));
 
   ASSERT_EQ(rdma_disconnect(id), 0) << strerror(errno);
-  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_DISCONNECTED));
+  pe = PeerNext(USCM_CM_EVENT_DISCONNECTED);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(uscm_disconnect(passive), 0) << uscm_last_error();  // DREP
+  uscm_ack_cm_event(pe);
   e = Next(RDMA_CM_EVENT_DISCONNECTED);
   ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->status, 0) << "the peer's DREP came back";
   EXPECT_EQ(rdma_ack_cm_event(e), 0);
 
   EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
@@ -290,8 +175,12 @@ TEST_F(IdsTest, PassiveSideAcceptsOnANewId) {
   e = Next(RDMA_CM_EVENT_DISCONNECTED);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->id, id);
+  EXPECT_EQ(rdma_disconnect(id), 0) << strerror(errno);  // DREP
   EXPECT_EQ(rdma_ack_cm_event(e), 0);
-  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_DISCONNECTED));
+  uscm_cm_event* done = PeerNext(USCM_CM_EVENT_DISCONNECTED);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->status, 0) << "the drop-in's DREP came back";
+  uscm_ack_cm_event(done);
 
   EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
   EXPECT_EQ(rdma_destroy_id(listener), 0) << strerror(errno);
@@ -398,9 +287,6 @@ TEST_F(IdsTest, JoinAndLeaveMulticast) {
 
 TEST_F(IdsTest, Errors) {
   rdma_cm_id* id = nullptr;
-  errno = 0;
-  EXPECT_EQ(rdma_create_id(nullptr, &id, nullptr, RDMA_PS_TCP), -1);
-  EXPECT_EQ(errno, ENOSYS) << "synchronous mode is not done yet";
   errno = 0;
   EXPECT_EQ(rdma_create_id(ch_, nullptr, nullptr, RDMA_PS_TCP), -1);
   EXPECT_EQ(errno, EINVAL);
