@@ -70,7 +70,10 @@ constexpr size_t kMaxRtoDestinations = 4096;
 RtoEstimator& Agent::RtoFor(uint64_t dest) {
   auto it = rto_.find(dest);
   if (it != rto_.end()) return it->second;
-  if (rto_.size() >= kMaxRtoDestinations) rto_.erase(rto_.begin());
+  if (rto_.size() >= kMaxRtoDestinations) {
+    newest_answered_.erase(rto_.begin()->first);
+    rto_.erase(rto_.begin());
+  }
   RtoConfig rc;
   rc.initial = config_.base_timeout;
   rc.floor = std::min(config_.min_timeout, config_.base_timeout);
@@ -169,17 +172,20 @@ bool Agent::PresumedLost(TimePoint now, RequestId id) const {
   if (it == requests_.end() || !it->second.started) return false;
   const Request& r = it->second;
   if (r.retries > 0) return true;
-  const Duration hold = SlotHold(r.dest);
-  return hold != Duration::Max() && now - r.last_sent > hold;
+  auto est = rto_.find(r.dest);
+  if (!config_.adaptive_timeout || est == rto_.end() || !est->second.has_sample()) return false;
+  const RtoEstimator& e = est->second;
+  return now - r.last_sent > std::max(e.srtt() * 2, e.srtt() + e.rttvar() * 4);
 }
 
-Duration Agent::SlotHold(uint64_t dest) const {
-  auto it = rto_.find(dest);
-  if (!config_.adaptive_timeout || it == rto_.end() || !it->second.has_sample()) {
-    return Duration::Max();  // nothing measured: until the timeout
-  }
-  const RtoEstimator& e = it->second;
-  return std::max(e.srtt() * 2, e.srtt() + e.rttvar() * 4);
+bool Agent::LostByLaterAnswer(const Request& r, TimePoint now) const {
+  if (!config_.adaptive_timeout) return false;
+  auto answered = newest_answered_.find(r.dest);
+  if (answered == newest_answered_.end() || !(r.last_sent < answered->second)) return false;
+  auto it = rto_.find(r.dest);
+  if (it == rto_.end() || !it->second.has_sample()) return false;
+  const Duration srtt = it->second.srtt();
+  return now - r.last_sent > srtt + srtt / 4;  // RFC 8985: RTT + reo_wnd (min_RTT / 4)
 }
 
 absl::Status Agent::SendUntracked(const MadAddress& to, std::span<const uint8_t> mad) {
@@ -257,13 +263,12 @@ void Agent::StartWaiting(uint64_t dest, TimePoint now) {
   if (it == destinations_.end()) return;
   Destination& d = it->second;
   const size_t window = std::max<size_t>(config_.window, 1);
-  if (!d.waiting.empty() && d.slots.size() >= window) {
+  if (d.waiting.size() > window - std::min(window, d.slots.size())) {
     // Full: requests unanswered for longer than answers take are presumed
     // lost and give their slots up (their timers still retransmit them).
-    const Duration hold = SlotHold(dest);
     std::erase_if(d.slots, [&](RequestId held) {
       Request& h = requests_.at(held);
-      if (hold == Duration::Max() || now - h.last_sent <= hold) return false;
+      if (!LostByLaterAnswer(h, now)) return false;
       h.in_window = false;
       ++counters_.slots_released;
       return true;
@@ -409,11 +414,16 @@ void Agent::OnResponse(TimePoint now, const ReceivedMad& mad, const wire::MadHea
 }
 
 void Agent::Sample(const Request& r, TimePoint now) {
+  // RACK's evidence: the answer proves what was sent up to its request's
+  // first transmission arrived (the earliest it can answer).
+  RtoEstimator& estimate = RtoFor(r.dest);  // bounds newest_answered_ with rto_
+  TimePoint& newest = newest_answered_[r.dest];
+  if (newest < r.first_sent) newest = r.first_sent;
   // Karn's rule: an answer to a retransmitted request (or one that was
   // answered Busy) cannot be matched to one transmission.
   if (r.retries != 0) return;
   ++counters_.rtt_samples;
-  RtoFor(r.dest).AddSample(now - r.first_sent);
+  estimate.AddSample(now - r.first_sent);
 }
 
 void Agent::OnRmppResponse(TimePoint now, Request& r, const ReceivedMad& mad,

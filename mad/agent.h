@@ -57,9 +57,9 @@ struct AgentConfig {
   // A request presumed lost gives its slot to the next waiting one, and its
   // retransmissions go out beside the window: a lost request does not hold
   // back the requests behind it for its timeouts. Presumed lost: timed out,
-  // or unanswered for longer than the destination's answers take
-  // (max(2 SRTT, SRTT + 4 RTTVAR), the RTO without its floor; RFC 8985's idea:
-  // the floor guards against spurious retransmissions, not against sending).
+  // or (RACK, RFC 8985 6.2) a request sent after it was answered and it has
+  // waited longer than SRTT + SRTT/4. A slow responder answering in order
+  // gives no such evidence, so the window still paces it.
   size_t window = 4;
   // Check that a response comes from the LID the request went to (off for
   // permissive / GRH destinations).
@@ -150,8 +150,10 @@ class Agent {
   // ClassPortInfo): its RTO never exceeds it. Zero removes the bound.
   void SetResponseBound(const MadAddress& to, Duration bound);
   // Whether request `id` is presumed lost: retransmitted, or unanswered for
-  // longer than its destination's answers take (see `window`). False for a
-  // request that is not pending or still waits for the window.
+  // longer than its destination's answers take (max(2 SRTT, SRTT + 4 RTTVAR),
+  // the RTO without its floor: the floor guards against retransmitting, not
+  // against asking again). False for a request that is not pending or still
+  // waits for the window. The SA client uses it to stop waiting on a query.
   bool PresumedLost(TimePoint now, RequestId id) const;
   // The retransmission timeout state for `to`, or nullptr if nothing was
   // measured or bounded for it.
@@ -251,8 +253,8 @@ class Agent {
   // Gives up `r`'s window slot (if it holds one) and starts the next waiting.
   void Release(Request& r, TimePoint now);
   void Sample(const Request& r, TimePoint now);  // an RTT sample, by Karn's rule
-  // How long an unanswered request holds its window slot.
-  Duration SlotHold(uint64_t dest) const;
+  // RACK's loss rule for the window (see `window`).
+  bool LostByLaterAnswer(const Request& r, TimePoint now) const;
   void StartWaiting(uint64_t dest, TimePoint now);
   void ArmRequest(Request& r, TimePoint deadline);
   TimerHandle Arm(TimerKind kind, uint64_t id, TimePoint deadline);
@@ -279,6 +281,8 @@ class Agent {
   absl::flat_hash_map<uint64_t, RequestId> by_match_;  // MatchKey -> request
   absl::flat_hash_map<uint64_t, Destination> destinations_;
   absl::flat_hash_map<uint64_t, RtoEstimator> rto_;  // DestKey -> estimate (bounded)
+  // DestKey -> when the latest-sent answered request went out (RACK).
+  absl::flat_hash_map<uint64_t, TimePoint> newest_answered_;
   absl::flat_hash_map<uint64_t, Lingering> lingering_;   // id -> finished receive
   absl::flat_hash_map<uint64_t, uint64_t> linger_by_match_;
   absl::flat_hash_map<SendKey, Sender> senders_;

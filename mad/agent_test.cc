@@ -482,5 +482,54 @@ TEST(AgentTest, CancellingARequestRetriedBesideTheWindowKeepsTheCount) {
   EXPECT_EQ(DrainOut(agent).size(), 1u);
 }
 
+// RACK (RFC 8985): a later request answered is evidence that an earlier one
+// still unanswered after SRTT + SRTT/4 was lost; its slot goes to the next.
+TEST(AgentTest, ALaterAnswerReleasesTheSlotOfAnEarlierLostRequest) {
+  AgentConfig cfg = Adaptive();
+  cfg.window = 2;
+  Agent agent(cfg, At(0));
+  ASSERT_TRUE(agent.SendRequest(At(0), To(kSmLid), Request()).ok());
+  AnswerNext(agent, 0, 2);  // SRTT 2 ms
+  ASSERT_TRUE(agent.SendRequest(At(100), To(kSmLid), Request(), 1).ok());  // lost
+  const Mad lost = DrainOut(agent)[0].data;
+  ASSERT_TRUE(agent.SendRequest(At(101), To(kSmLid), Request(), 2).ok());
+  const Mad answered = DrainOut(agent)[0].data;
+  ASSERT_TRUE(agent.SendRequest(At(101), To(kSmLid), Request(), 3).ok());
+  ASSERT_TRUE(agent.SendRequest(At(101), To(kSmLid), Request(), 4).ok());
+  EXPECT_THAT(DrainOut(agent), IsEmpty());  // the window of 2 is full
+  agent.OnReceive(At(103), From(kSmLid, Answer(answered)));
+  std::vector<OutgoingMad> out = DrainOut(agent);
+  // One into the answered request's slot, one into the lost one's.
+  ASSERT_EQ(out.size(), 2u) << "both waiting requests go out at once";
+  EXPECT_NE(out[0].data, lost);
+  EXPECT_NE(out[1].data, lost);
+  EXPECT_EQ(agent.counters().slots_released, 1u);
+  // The lost one still waits for its own timeout (RTO 10 ms) to be resent.
+  agent.OnTimeout(At(109));
+  EXPECT_THAT(DrainOut(agent), IsEmpty());
+  agent.OnTimeout(At(110));
+  std::vector<OutgoingMad> retry = DrainOut(agent);
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0].data, lost);
+}
+
+// A slow responder answering in order gives no such evidence: the window
+// paces the requests until an answer or a timeout.
+TEST(AgentTest, ASlowResponderKeepsTheWindow) {
+  AgentConfig cfg = Adaptive();
+  cfg.window = 1;
+  Agent agent(cfg, At(0));
+  ASSERT_TRUE(agent.SendRequest(At(0), To(kSmLid), Request()).ok());
+  AnswerNext(agent, 0, 2);
+  ASSERT_TRUE(agent.SendRequest(At(100), To(kSmLid), Request(), 1).ok());
+  const Mad slow = DrainOut(agent)[0].data;
+  ASSERT_TRUE(agent.SendRequest(At(105), To(kSmLid), Request(), 2).ok());
+  ASSERT_TRUE(agent.SendRequest(At(108), To(kSmLid), Request(), 3).ok());
+  EXPECT_THAT(DrainOut(agent), IsEmpty());
+  agent.OnReceive(At(108), From(kSmLid, Answer(slow)));
+  EXPECT_EQ(DrainOut(agent).size(), 1u);  // one answer, one slot
+  EXPECT_EQ(agent.counters().slots_released, 0u);
+}
+
 }  // namespace
 }  // namespace uscm::mad

@@ -190,6 +190,11 @@ int RunPing(int argc, char** argv) {
   }
   absl::PrintF("%.0f connections/s (%d in %.3f ms of virtual time)\n",
                secs > 0 ? ok / secs : 0.0, ok, r->elapsed.millis());
+  absl::PrintF(
+      "SA: %d path queries, %d on the wire, %d coalesced (%d onto a query presumed lost), "
+      "%d retries; RTO %s (SRTT %s, RTTVAR %s)\n",
+      r->sa_queries, r->sa_on_wire, r->sa_coalesced, r->sa_superseded, r->sa_retries,
+      r->sa_rto.ToString(), r->sa_srtt.ToString(), r->sa_rttvar.ToString());
   return failed == 0 ? kExitOk : kExitFailure;
 }
 

@@ -72,7 +72,23 @@ class Workload {
     r.fabric_sent = c.sent;
     r.fabric_dropped = c.total_dropped();
     r.fabric_duplicated = c.duplicated;
-    for (auto& h : hosts) r.sa_retries += h->agent().counters().retries;
+    for (auto& h : hosts) {
+      const mad::AgentCounters& ac = h->agent().counters();
+      const sa::SaClientCounters& sc = h->sa().counters();
+      r.sa_retries += ac.retries;
+      r.sa_queries += sc.queries;
+      r.sa_coalesced += sc.coalesced;
+      r.sa_superseded += sc.superseded;
+      r.sa_slots_released += ac.slots_released;
+      r.sa_on_wire += sc.queries - sc.coalesced + sc.superseded;
+    }
+    if (!hosts.empty()) {
+      if (const mad::RtoEstimator* e = hosts[0]->agent().Rto(sa::SaAddressFor(hosts[0]->port()))) {
+        r.sa_rto = e->rto();
+        r.sa_srtt = e->srtt();
+        r.sa_rttvar = e->rttvar();
+      }
+    }
     return r;
   }
 

@@ -48,6 +48,16 @@ struct WorkloadResult {
   uint64_t fabric_dropped = 0;
   uint64_t fabric_duplicated = 0;
   uint64_t sa_retries = 0;  // agent retransmissions of SA queries, all hosts
+  // SA client figures, all hosts (sa/client.h, mad/agent.h).
+  uint64_t sa_queries = 0;
+  uint64_t sa_on_wire = 0;     // agent requests sent (first transmissions)
+  uint64_t sa_coalesced = 0;
+  uint64_t sa_superseded = 0;
+  uint64_t sa_slots_released = 0;
+  // The first host's retransmission timeout toward the SA at the end.
+  mad::Duration sa_rto;
+  mad::Duration sa_srtt;
+  mad::Duration sa_rttvar;
 };
 
 // `progress(settled, total)` is called as connections settle.
