@@ -74,6 +74,7 @@ int Fail(const absl::Status& s) {
       err = s.message().find("not acked") != absl::string_view::npos ? EBUSY : EINVAL;
       break;
     case absl::StatusCode::kAlreadyExists: err = EADDRINUSE; break;
+    case absl::StatusCode::kPermissionDenied: err = EACCES; break;  // uscmd: port < 1024
     case absl::StatusCode::kNotFound: err = s.message().find("leave") == 0 ? EADDRNOTAVAIL : ENOENT; break;
     case absl::StatusCode::kUnavailable: err = EAGAIN; break;
     case absl::StatusCode::kResourceExhausted: err = ENOMEM; break;

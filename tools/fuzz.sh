@@ -17,7 +17,10 @@ BAZEL_FLAGS="${BAZEL_FLAGS:-}"
 cd "$(dirname "$0")/.."
 
 TARGETS=(req mra rej rep rtu dreq drep sidr_req sidr_rep lap apr any_cm cma_header
-         rmpp path_record mcmember_record service_record class_port_info)
+         rmpp path_record mcmember_record service_record class_port_info
+         # uscmd's privilege boundary (cm/router/fuzz): the frame decoders, and a
+         # whole router fed by three clients and the wire (slower).
+         router:frame_decoder router:router_frame)
 WORK="${FUZZ_WORKDIR:-$(mktemp -d /tmp/uscm-fuzz.XXXXXX)}"
 mkdir -p "$WORK"
 
@@ -27,13 +30,17 @@ $BAZEL build $BAZEL_FLAGS //mad/wire/fuzz:any_cm_fuzzer >"$WORK/build-default.lo
 PLAIN_BIN="$($BAZEL info $BAZEL_FLAGS bazel-bin 2>/dev/null)"
 "$PLAIN_BIN/mad/wire/fuzz/any_cm_fuzzer" --write_seeds "$WORK/seeds" >/dev/null
 
-$BAZEL build $BAZEL_FLAGS --config=fuzz //mad/wire/fuzz:all >"$WORK/build-fuzz.log" 2>&1 ||
+$BAZEL build $BAZEL_FLAGS --config=fuzz //mad/wire/fuzz:all //cm/router/fuzz:all \
+  >"$WORK/build-fuzz.log" 2>&1 ||
   { echo "fuzz build failed; see $WORK/build-fuzz.log"; exit 1; }
-FUZZ_BIN="$($BAZEL info $BAZEL_FLAGS --config=fuzz bazel-bin 2>/dev/null)/mad/wire/fuzz"
+FUZZ_OUT="$($BAZEL info $BAZEL_FLAGS --config=fuzz bazel-bin 2>/dev/null)"
 
 printf '%-20s %12s  %-6s %10s %8s\n' target iterations result exec/s cov
 failed=0
-for t in "${TARGETS[@]}"; do
+for target in "${TARGETS[@]}"; do
+  t="${target#router:}"
+  FUZZ_BIN="$FUZZ_OUT/mad/wire/fuzz"
+  [[ "$target" == router:* ]] && FUZZ_BIN="$FUZZ_OUT/cm/router/fuzz"
   corpus="$WORK/corpus-$t"
   mkdir -p "$corpus"
   log="$WORK/$t.log"

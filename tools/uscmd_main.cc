@@ -21,12 +21,16 @@
 namespace {
 
 constexpr char kUsage[] =
-    "Usage: uscmd [--ca NAME] [--port N] [--socket PATH] [--slot-bits B] [--sim-issm]\n"
+    "Usage: uscmd [--ca NAME] [--port N] [--socket PATH] [--socket-mode OCTAL] [--slot-bits B]\n"
+    "             [--sim-issm]\n"
     "\n"
     "The uscm MAD router: owns the port's QP1 (CM class 0x07, SA class 0x03)\n"
     "and routes MADs to the uscm processes of this host, which connect to\n"
     "PATH (default /tmp/uscmd-<ca>-<port>.sock). B bits of every comm ID name\n"
     "the process: up to 2^B - 1 processes (default 8: 255).\n"
+    "--socket-mode: the socket file's mode (default 0666: any local user, as\n"
+    "/dev/infiniband/rdma_cm; 0660 with a group restricts it). A live uscmd's\n"
+    "socket is never replaced.\n"
     "--sim-issm: under ibsim (LD_PRELOAD=libumad2sim.so) claim IsSM, without\n"
     "which ibsim hands this node's unsolicited CM MADs to no one.\n";
 
@@ -42,6 +46,7 @@ int main(int argc, char** argv) {
   uscm::mad::UmadOptions umad;
   std::string socket_path;
   int slot_bits = 8;
+  uint32_t socket_mode = 0666;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -60,6 +65,12 @@ int main(int argc, char** argv) {
       umad.sim_claim_issm = true;
     } else if (a == "--socket" && has_value) {
       socket_path = argv[++i];
+    } else if (a == "--socket-mode" && has_value) {
+      if (!absl::numbers_internal::safe_strtou32_base(argv[++i], &socket_mode, 8) ||
+          socket_mode > 0777) {
+        std::fprintf(stderr, "uscmd: --socket-mode %s: an octal mode 0..0777\n", argv[i]);
+        return 2;
+      }
     } else if (a == "--slot-bits" && has_value) {
       if (!absl::SimpleAtoi(argv[++i], &slot_bits) || slot_bits < 1 || slot_bits > 8) {
         std::fprintf(stderr, "uscmd: --slot-bits %s: must be 1..8\n", argv[i]);
@@ -81,6 +92,7 @@ int main(int argc, char** argv) {
   }
   uscm::router::ServerOptions options;
   options.socket_path = socket_path;
+  options.socket_mode = socket_mode;
   options.router.slot_bits = static_cast<uint8_t>(slot_bits);
   auto server = uscm::router::Server::Create(**wire, options);
   if (!server.ok()) {

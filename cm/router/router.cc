@@ -27,13 +27,14 @@ size_t Router::tracked(uint8_t slot) const {
   return c.conns.size() + c.pending_reqs.size() + c.pending_sidr.size();
 }
 
-absl::StatusOr<Welcome> Router::AddClient() {
+absl::StatusOr<Welcome> Router::AddClient(const ClientCredentials& creds) {
   const size_t n = clients_.size();
   for (size_t i = 0; i < n - 1; ++i) {
     const size_t slot = 1 + (next_slot_ - 1 + i) % (n - 1);
     if (clients_[slot].live) continue;
     clients_[slot] = Client{};
     clients_[slot].live = true;
+    clients_[slot].creds = creds;
     next_slot_ = static_cast<uint8_t>(1 + slot % (n - 1));
     ++live_clients_;
     ++counters_.clients_accepted;

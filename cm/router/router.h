@@ -72,6 +72,7 @@ struct RouterCounters {
   uint64_t wire_unroutable = 0;   // no listener / owner / TID for a wire MAD
   uint64_t claims = 0;
   uint64_t claim_conflicts = 0;
+  uint64_t claims_denied = 0;     // a port below 1024 without CAP_NET_BIND_SERVICE
   uint64_t cleanup_rej = 0;       // sent for a client that went away
   uint64_t cleanup_dreq = 0;
   uint64_t untracked = 0;         // a client's tracking table was full
@@ -82,6 +83,17 @@ struct RouterCounters {
   uint64_t mc_own_answers = 0;    // SA answers to those leaves (absorbed)
   uint64_t sa_coalesced = 0;      // PathRecord Gets answered with another client's
   uint64_t sa_waiter_resends = 0; // a waiting client's retry re-sent the shared query
+};
+
+// Who a client is, from its socket's peer credentials (Server). In-process
+// clients (tests) are trusted.
+struct ClientCredentials {
+  uint32_t uid = 0;
+  uint32_t pid = 0;
+  // CAP_NET_BIND_SERVICE in the peer's effective set (or uid 0): as in the
+  // kernel's rdma_cm (cma_get_port), a listen on a port below 1024 of an
+  // IP port space needs it.
+  bool may_bind_privileged_ports = true;
 };
 
 // Receives every frame for client `slot` (MADs, replies, refusals).
@@ -98,7 +110,7 @@ class Router {
   // when every slot is taken. Slots are handed out round-robin so a freed
   // slot is reused as late as possible (stray answers to a dead client's
   // connections then meet no one).
-  absl::StatusOr<Welcome> AddClient();
+  absl::StatusOr<Welcome> AddClient(const ClientCredentials& creds = {});
   // The client went away (socket closed): REJ / DREQ its connections,
   // drop its claims, TIDs and range.
   void RemoveClient(uint8_t slot);
@@ -137,6 +149,7 @@ class Router {
   using PeerKey = std::pair<uint32_t, uint16_t>;  // (peer's comm / request ID, peer LID)
   struct Client {
     bool live = false;
+    ClientCredentials creds;
     absl::flat_hash_map<uint32_t, Track> conns;  // by our local comm ID
     absl::flat_hash_map<PeerKey, PendingReq> pending_reqs;
     absl::flat_hash_set<PeerKey> pending_sidr;

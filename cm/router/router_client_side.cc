@@ -177,6 +177,19 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
                                                    " has bits outside mask 0x",
                                                    absl::Hex(claim.mask)));
   }
+  // An rdma_cm IP port space service ID: 0x0000000001 | port space (8 bits)
+  // << 16 | port (IBA A3.2.2, rdma_cm's RDMA_IB_IP_PS_MASK).
+  constexpr uint64_t kIpPsMask = 0xFFFFFFFFFF000000ULL;
+  constexpr uint64_t kIpPs = 0x0000000001000000ULL;
+  const uint16_t port = static_cast<uint16_t>(claim.service_id);
+  if ((claim.service_id & kIpPsMask) == kIpPs && (claim.mask & 0xFFFF) == 0xFFFF &&
+      port != 0 && port < 1024 && !clients_[slot].creds.may_bind_privileged_ports) {
+    ++counters_.claims_denied;
+    return absl::PermissionDeniedError(absl::StrCat(
+        "router: listening on port ", port, " (below 1024) needs CAP_NET_BIND_SERVICE, as in "
+        "the kernel's rdma_cm; uid ", clients_[slot].creds.uid, " (pid ",
+        clients_[slot].creds.pid, ") does not have it (errno EACCES)"));
+  }
   for (const Claim& c : claims_) {
     const uint64_t common = claim.mask & c.mask;
     if ((claim.service_id & common) != (c.service_id & common)) continue;

@@ -6,10 +6,16 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <linux/capability.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -538,6 +544,84 @@ TEST_F(RouterProcessTest, OpenOwnerOrRouterFallsBackOnlyWhenThePortIsTaken) {
   EXPECT_EQ(nobody.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(nobody.status().message().find("CM class already registered"),
             absl::string_view::npos);
+}
+
+// ------------------------------------------------ the privilege boundary
+
+TEST_F(RouterProcessTest, ASecondRouterLeavesALiveOnesSocketAlone) {
+  LoopThread loop(server_.get());
+  ServerOptions o;
+  o.socket_path = path_;
+  o.pump = [this] { return Pump(); };
+  auto second = Server::Create(*wire_, o);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists) << second.status();
+  EXPECT_NE(second.status().message().find("another uscmd is serving"), absl::string_view::npos);
+  // The first one still serves its socket.
+  auto t = RouterTransport::Connect(path_);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE((*t)->ClaimService(kSid, ~uint64_t{0}, false).ok());
+}
+
+TEST_F(RouterProcessTest, TheSocketModeIsDeliberateAndAStaleSocketIsReplaced) {
+  struct stat st {};
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+  // A dead router's socket file: bound, then closed without unlink.
+  const std::string stale = dir_ + "/stale.sock";
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, stale.data(), stale.size());
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  close(fd);
+  ServerOptions o;
+  o.socket_path = stale;
+  o.socket_mode = 0660;
+  o.pump = [this] { return Pump(); };
+  auto s = Server::Create(*wire_, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(stat(stale.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+}
+
+// Drops CAP_NET_BIND_SERVICE from this process's effective set.
+bool DropNetBindService() {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &hdr, data) != 0) return false;
+  data[0].effective &= ~(1u << CAP_NET_BIND_SERVICE);
+  return syscall(SYS_capset, &hdr, data) == 0;
+}
+
+// As the kernel's rdma_cm: a listen below port 1024 needs
+// CAP_NET_BIND_SERVICE, which the router reads from the peer's credentials.
+TEST_F(RouterProcessTest, APortBelow1024NeedsCapNetBindServiceFromThePeer) {
+  LoopThread loop(server_.get());
+  constexpr uint64_t kPort80 = 0x0000000001060000ull | 80;
+  constexpr uint64_t kPort8080 = 0x0000000001060000ull | 8080;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!DropNetBindService()) _exit(3);
+    auto t = RouterTransport::Connect(path_);
+    if (!t.ok()) _exit(4);
+    absl::Status low = (*t)->ClaimService(kPort80, ~uint64_t{0}, false);
+    if (low.code() != absl::StatusCode::kPermissionDenied) _exit(5);
+    if (low.message().find("CAP_NET_BIND_SERVICE") == absl::string_view::npos) _exit(6);
+    if (!(*t)->ClaimService(kPort8080, ~uint64_t{0}, false).ok()) _exit(7);
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "3 capset, 4 connect, 5/6 port 80 allowed, 7 port 8080 refused";
+  // This process (root in CI, with the capability) may.
+  auto t = RouterTransport::Connect(path_);
+  ASSERT_TRUE(t.ok()) << t.status();
+  if (geteuid() == 0) {
+    EXPECT_TRUE((*t)->ClaimService(kPort80, ~uint64_t{0}, false).ok());
+  }
+  loop.Stop();
+  EXPECT_EQ(server_->router().counters().claims_denied, 1u);
 }
 
 }  // namespace

@@ -4,9 +4,12 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +21,35 @@ constexpr int kSocketBuffer = 4 << 20;
 
 absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// Whether a router answers on `path` (connect succeeds): then it is live and
+// its socket must not be unlinked. ECONNREFUSED / ENOENT: stale or absent.
+bool LiveRouterAt(const sockaddr_un& addr) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool live = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return live;
+}
+
+// CAP_NET_BIND_SERVICE (bit 10) in the effective set of `pid`, from
+// /proc/<pid>/status (read at accept, while the peer holds the connection).
+bool HasNetBindService(pid_t pid) {
+  std::FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/status").c_str(), "r");
+  if (f == nullptr) return false;
+  char line[256];
+  uint64_t caps = 0;
+  bool found = false;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "CapEff: %" SCNx64, &caps) == 1) {
+      found = true;
+      break;
+    }
+  }
+  std::fclose(f);
+  constexpr int kCapNetBindService = 10;
+  return found && (caps >> kCapNetBindService & 1) != 0;
 }
 
 }  // namespace
@@ -47,9 +79,20 @@ absl::Status Server::Init() {
   std::memcpy(addr.sun_path, options_.socket_path.data(), options_.socket_path.size());
   listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return Errno("socket(AF_UNIX, SOCK_SEQPACKET)");
+  if (LiveRouterAt(addr)) {
+    const int fd = listen_fd_;
+    listen_fd_ = -1;  // not ours: the destructor must not unlink it
+    close(fd);
+    return absl::AlreadyExistsError(absl::StrCat(
+        "another uscmd is serving ", options_.socket_path,
+        "; stop it first, or give this one another --socket"));
+  }
   unlink(options_.socket_path.c_str());  // a stale socket of a dead router
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     return Errno(absl::StrCat("bind(", options_.socket_path, ")"));
+  }
+  if (chmod(options_.socket_path.c_str(), options_.socket_mode) != 0) {
+    return Errno(absl::StrCat("chmod(", options_.socket_path, ")"));
   }
   if (listen(listen_fd_, 128) != 0) return Errno("listen");
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -135,7 +178,19 @@ void Server::Accept() {
       close(fd);
       continue;
     }
-    conns_[fd] = Conn{};
+    Conn c;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+      c.creds.uid = cred.uid;
+      c.creds.pid = static_cast<uint32_t>(cred.pid);
+      c.creds.may_bind_privileged_ports = HasNetBindService(cred.pid);
+    } else {
+      ++counters_.no_credentials;
+      c.creds.uid = UINT32_MAX;
+      c.creds.may_bind_privileged_ports = false;
+    }
+    conns_[fd] = c;
     ++counters_.accepted;
   }
 }
@@ -164,7 +219,7 @@ void Server::ReadClient(int fd) {
       CloseClient(fd);
       return;
     }
-    auto wl = router_->AddClient();
+    auto wl = router_->AddClient(c.creds);
     if (!wl.ok()) {
       auto f = EncodeRefused(wl.status());
       (void)!send(fd, f.data(), f.size(), MSG_DONTWAIT | MSG_NOSIGNAL);

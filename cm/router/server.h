@@ -26,7 +26,15 @@
 namespace uscm::router {
 
 struct ServerOptions {
-  std::string socket_path;  // a stale socket file there is replaced
+  // A stale socket file there (no router answers on it) is replaced; a live
+  // router's socket is never touched (Create fails with AlreadyExists).
+  std::string socket_path;
+  // The socket file's mode. 0666: any local user may connect, as any user may
+  // open /dev/infiniband/rdma_cm; the router is the boundary (each client
+  // only sends for its own comm IDs and TIDs, listens below port 1024 need
+  // CAP_NET_BIND_SERVICE from the peer credentials). 0660 plus a group
+  // (chown by the service manager) restricts it to that group.
+  uint32_t socket_mode = 0666;
   RouterOptions router;
   // For a transport without an fd: advances it (delivers MADs that are due)
   // and returns how long the loop may sleep before calling it again.
@@ -36,6 +44,7 @@ struct ServerOptions {
 struct ServerCounters {
   uint64_t accepted = 0;         // socket connections
   uint64_t bad_hello = 0;        // first frame was not a hello
+  uint64_t no_credentials = 0;   // SO_PEERCRED failed: treated as unprivileged
   uint64_t dropped_to_client = 0;  // client socket full: the MAD is lost (retries cover it)
 };
 
@@ -74,6 +83,7 @@ class Server {
   int stop_fd_ = -1;
   struct Conn {
     uint8_t slot = 0;  // 0 until the hello
+    ClientCredentials creds;  // SO_PEERCRED at accept
   };
   absl::flat_hash_map<int, Conn> conns_;     // by fd
   absl::flat_hash_map<uint8_t, int> by_slot_;
