@@ -10,6 +10,7 @@ int RunPing(int argc, char** argv);
 int RunSaquery(int argc, char** argv);
 int RunSim(int argc, char** argv);
 int RunDump(int argc, char** argv);
+int RunExec(int argc, char** argv);
 
 }  // namespace uscm::tools
 

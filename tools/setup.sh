@@ -15,6 +15,8 @@ PACKAGES=(
   qemu-system-x86 busybox-static cpio kmod iproute2 ibverbs-providers rdmacm-utils xz-utils
   # independent decoder for the wire cross-check, plotting, misc
   tshark python3 gnuplot-nox valgrind
+  # tools/install.sh test: a C program built with `pkg-config --cflags --libs uscm`
+  pkg-config
 )
 
 missing=()

@@ -25,6 +25,8 @@ constexpr char kUsage[] =
     "  sim       research runs on the simulated fabric: loss/duplication/delay\n"
     "            sweeps, CSV and PNG plots, reproducible by seed\n"
     "  dump      decode a capture file, or capture live from a transport\n"
+    "  exec      run an unmodified rdma_cm program on uscm (its librdmacm.so.1,\n"
+    "            a uscmd per active port): uscm exec -- rping -s\n"
     "\n"
     "Fabrics (--fabric): sim (default), ibsim, umad:<ca>:<port>, ud:<device>:<port>\n"
     "Run 'uscm <command> --help' for a command's options.\n"
@@ -50,7 +52,7 @@ int main(int argc, char** argv) {
   static constexpr Command kCommands[] = {
       {"demo", uscm::tools::RunDemo},       {"ping", uscm::tools::RunPing},
       {"saquery", uscm::tools::RunSaquery}, {"sim", uscm::tools::RunSim},
-      {"dump", uscm::tools::RunDump},
+      {"dump", uscm::tools::RunDump},       {"exec", uscm::tools::RunExec},
   };
   // Internal: the port probe --fabric=ibsim runs on each node (not listed).
   if (std::strcmp(cmd, "ibsim-port") == 0) return uscm::tools::RunIbsimPortProbe();

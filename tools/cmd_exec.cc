@@ -1,0 +1,240 @@
+// uscm exec: runs an unmodified rdma_cm program on uscm's drop-in
+// librdmacm.so.1 (api/librdmacm).
+//
+//   uscm exec [--libdir DIR] [--no-uscmd] -- PROGRAM [ARGS...]
+//
+// 1. Finds the drop-in: --libdir, $USCM_LIBDIR, <bindir>/../lib/uscm (an
+//    installed tree, tools/install.sh), <bindir>/../api/librdmacm (bazel-bin).
+// 2. For every ACTIVE RDMA port without a live uscmd, starts one (the port's
+//    router, docs/ROUTER.md) in the background and waits until its socket
+//    answers, so that several programs share the port: the first program
+//    would otherwise own the port's CM class and lock the others out. A uscmd
+//    that cannot start (no permission on /dev/infiniband/umad*, the kernel's
+//    ib_cm owns the CM class) is reported and skipped; the program then owns
+//    the port itself, as one process alone may.
+// 3. Puts the drop-in first on LD_LIBRARY_PATH and execs PROGRAM.
+//
+// The uscmd it starts keeps running after PROGRAM exits (a router on demand,
+// as a socket-activated service would be); its log is /tmp/uscmd-<ca>-<port>.log.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "cm/router/router_transport.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+
+namespace uscm::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kUsage[] =
+    "Usage: uscm exec [--libdir DIR] [--no-uscmd] -- PROGRAM [ARGS...]\n"
+    "\n"
+    "Runs an unmodified rdma_cm program (rping, ucmatose, ib_send_bw -R, ...) on\n"
+    "uscm: its librdmacm.so.1 first on LD_LIBRARY_PATH, and a uscmd router\n"
+    "started for every active RDMA port that has none, so several programs\n"
+    "share a port. The uscmd keeps running afterwards (log in\n"
+    "/tmp/uscmd-<ca>-<port>.log; stop it with kill).\n"
+    "\n"
+    "Options:\n"
+    "  --libdir DIR   where librdmacm.so.1 is (default: $USCM_LIBDIR, else next to\n"
+    "                 this uscm: ../lib/uscm or ../api/librdmacm)\n"
+    "  --no-uscmd     start no router (the program owns the port itself)\n";
+
+std::string SelfDir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+bool HasLibrary(const fs::path& dir) {
+  std::error_code ec;
+  return fs::exists(dir / "librdmacm.so.1", ec);
+}
+
+// The drop-in's directory, or "" with `looked` listing where it looked.
+std::string FindLibdir(const std::string& given, std::string* looked) {
+  std::vector<fs::path> candidates;
+  if (!given.empty()) {
+    candidates.push_back(given);
+  } else {
+    if (const char* env = std::getenv("USCM_LIBDIR"); env != nullptr && *env != '\0') {
+      candidates.push_back(env);
+    }
+    const fs::path bin = SelfDir();
+    candidates.push_back(bin / ".." / "lib" / "uscm");
+    candidates.push_back(bin / ".." / "api" / "librdmacm");
+  }
+  for (const fs::path& c : candidates) {
+    absl::StrAppend(looked, looked->empty() ? "" : ", ", c.lexically_normal().string());
+    if (HasLibrary(c)) return fs::absolute(c).lexically_normal().string();
+  }
+  return "";
+}
+
+struct ActivePort {
+  std::string ca;
+  int port = 0;
+};
+
+std::vector<ActivePort> ActivePorts() {
+  std::vector<ActivePort> out;
+  std::error_code ec;
+  for (const auto& dev : fs::directory_iterator("/sys/class/infiniband", ec)) {
+    std::error_code ec2;
+    for (const auto& p : fs::directory_iterator(dev.path() / "ports", ec2)) {
+      std::ifstream state(p.path() / "state");
+      std::string line;
+      std::getline(state, line);
+      int n = 0;
+      if (line.find("ACTIVE") == std::string::npos) continue;
+      if (!absl::SimpleAtoi(p.path().filename().string(), &n)) continue;
+      out.push_back(ActivePort{dev.path().filename().string(), n});
+    }
+  }
+  return out;
+}
+
+bool RouterAnswers(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return false;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+std::string LastLine(const std::string& file) {
+  std::ifstream in(file);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+// Starts uscmd for `p` in its own session; true once its socket answers.
+bool StartRouter(const std::string& uscmd, const ActivePort& p) {
+  const std::string socket = router::DefaultRouterSocket(p.ca, p.port);
+  const std::string log = absl::StrCat("/tmp/uscmd-", p.ca, "-", p.port, ".log");
+  const std::string port = std::to_string(p.port);
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    setsid();
+    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (out >= 0) {
+      dup2(out, STDOUT_FILENO);
+      dup2(out, STDERR_FILENO);
+    }
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    execl(uscmd.c_str(), uscmd.c_str(), "--ca", p.ca.c_str(), "--port", port.c_str(),
+          "--socket", socket.c_str(), static_cast<char*>(nullptr));
+    std::fprintf(stderr, "uscm exec: cannot run %s: %s\n", uscmd.c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  // Ready when the socket answers; failed when uscmd exits first.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (RouterAnswers(socket)) return true;
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      std::fprintf(stderr, "uscm exec: no uscmd for %s port %d (%s); the program owns the port\n",
+                   p.ca.c_str(), p.port, LastLine(log).c_str());
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::fprintf(stderr, "uscm exec: uscmd for %s port %d did not answer on %s within 10 s (see %s)\n",
+               p.ca.c_str(), p.port, socket.c_str(), log.c_str());
+  kill(pid, SIGTERM);
+  return false;
+}
+
+}  // namespace
+
+int RunExec(int argc, char** argv) {
+  std::string libdir_flag;
+  bool start_uscmd = true;
+  int i = 0;
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return kExitOk;
+    }
+    if (a == "--no-uscmd") {
+      start_uscmd = false;
+    } else if (a == "--libdir" && i + 1 < argc) {
+      libdir_flag = argv[++i];
+    } else if (absl::StartsWith(a, "--libdir=")) {
+      libdir_flag = std::string(absl::StripPrefix(a, "--libdir="));
+    } else if (absl::StartsWith(a, "-")) {
+      std::fprintf(stderr, "uscm exec: unknown option %s\n\n%s", a.c_str(), kUsage);
+      return kExitUsage;
+    } else {
+      break;  // the program, without "--"
+    }
+  }
+  if (i >= argc) {
+    std::fprintf(stderr, "uscm exec: no program to run\n\n%s", kUsage);
+    return kExitUsage;
+  }
+  std::string looked;
+  const std::string libdir = FindLibdir(libdir_flag, &looked);
+  if (libdir.empty()) {
+    std::fprintf(stderr,
+                 "uscm exec: no librdmacm.so.1 in %s; install uscm (tools/install.sh), build "
+                 "//api/librdmacm:librdmacm.so.1, or pass --libdir\n",
+                 looked.c_str());
+    return kExitFailure;
+  }
+  if (start_uscmd) {
+    const std::string uscmd = (fs::path(SelfDir()) / "uscmd").string();
+    for (const ActivePort& p : ActivePorts()) {
+      if (RouterAnswers(router::DefaultRouterSocket(p.ca, p.port))) continue;
+      if (access(uscmd.c_str(), X_OK) != 0) {
+        std::fprintf(stderr, "uscm exec: no uscmd next to uscm (%s); the program owns %s port %d\n",
+                     uscmd.c_str(), p.ca.c_str(), p.port);
+        continue;
+      }
+      StartRouter(uscmd, p);
+    }
+  }
+  const char* old = std::getenv("LD_LIBRARY_PATH");
+  const std::string path = old != nullptr && *old != '\0' ? absl::StrCat(libdir, ":", old) : libdir;
+  setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+  execvp(argv[i], argv + i);
+  std::fprintf(stderr, "uscm exec: cannot run %s: %s\n", argv[i], std::strerror(errno));
+  return 127;
+}
+
+}  // namespace uscm::tools
