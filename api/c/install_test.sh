@@ -26,7 +26,11 @@ int main(void) {
 C
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 flags=$(pkg-config --cflags --libs uscm)
-gcc -o "$TEST_TMPDIR/prog" "$TEST_TMPDIR/prog.c" $flags
+# Under --config=asan the installed library is instrumented: the program
+# must bring the sanitizer runtimes first.
+san=""
+ldd "$prefix/lib/libuscm.so.0" | grep -q libasan && san="-fsanitize=address,undefined"
+gcc $san -o "$TEST_TMPDIR/prog" "$TEST_TMPDIR/prog.c" $flags
 "$TEST_TMPDIR/prog" | tee "$TEST_TMPDIR/prog.out"
 grep -q "errno $(python3 -c 'import errno; print(errno.ENODEV)')" "$TEST_TMPDIR/prog.out"
 
