@@ -2,6 +2,8 @@
 # Installs every Debian 12 package uscm needs to build, test and run (idempotent).
 # Called by tools/demo.sh and tests/run.sh; safe to run by hand as root.
 set -euo pipefail
+# shellcheck source=tools/quiet.sh
+source "$(dirname "$0")/quiet.sh"
 
 PACKAGES=(
   # build
@@ -24,13 +26,13 @@ for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}" >&2
+  echo "setup: ${#missing[@]} Debian packages to install: ${missing[*]}" >&2
   if [[ $(id -u) -ne 0 ]]; then
     echo "setup: need root to install packages (run as root or: sudo $0)" >&2
     exit 1
   fi
   export DEBIAN_FRONTEND=noninteractive
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_install() { apt-get update && apt-get install -y --no-install-recommends "$@"; }
+  quiet_step "$USCM_LOG_DIR/setup.log" "setup: apt-get install" apt_install "${missing[@]}"
 fi
