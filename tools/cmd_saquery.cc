@@ -1,5 +1,5 @@
 // `uscm saquery`: PathRecord and MCMemberRecord queries, printed the way
-// infiniband-diags' saquery prints them.
+// infiniband-diags' saquery prints them (tools/saquery_format.h).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -11,50 +11,11 @@
 #include "tools/fabric_flags.h"
 #include "tools/ibsim_tool.h"
 #include "tools/real_host.h"
+#include "tools/saquery_format.h"
 #include "tools/sim_world.h"
 
 namespace uscm::tools {
 namespace {
-
-void Row(const char* name, const std::string& value) {
-  std::string dots = name;
-  dots.resize(24, '.');
-  absl::PrintF("\t\t%s%s\n", dots, value);
-}
-
-void PrintPath(const mad::wire::PathRecord& p) {
-  absl::PrintF("PathRecord dump:\n");
-  Row("service_id", absl::StrFormat("0x%016X", p.service_id));
-  Row("dgid", p.dgid.ToString());
-  Row("sgid", p.sgid.ToString());
-  Row("dlid", absl::StrFormat("%d", p.dlid));
-  Row("slid", absl::StrFormat("%d", p.slid));
-  Row("hop_flow_raw", absl::StrFormat("0x%X", (p.raw_traffic ? 1u << 31 : 0) |
-                                                  (p.flow_label << 8) | p.hop_limit));
-  Row("tclass", absl::StrFormat("0x%X", p.tclass));
-  Row("num_path_revers", absl::StrFormat("0x%X", (p.reversible ? 0x80 : 0) | p.numb_path));
-  Row("pkey", absl::StrFormat("0x%04X", p.pkey));
-  Row("qos_class", absl::StrFormat("0x%X", p.qos_class));
-  Row("sl", absl::StrFormat("0x%X", p.sl));
-  Row("mtu", absl::StrFormat("0x%X", static_cast<int>(p.mtu)));
-  Row("rate", absl::StrFormat("0x%X", p.rate));
-  Row("pkt_life", absl::StrFormat("0x%X", p.packet_life_time));
-  Row("preference", absl::StrFormat("0x%X", p.preference));
-}
-
-void PrintMember(const mad::wire::McMemberRecord& m) {
-  absl::PrintF("MCMemberRecord member dump:\n");
-  Row("MGID", m.mgid.ToString());
-  Row("Mlid", absl::StrFormat("0x%X", m.mlid));
-  Row("PortGid", m.port_gid.ToString());
-  Row("qkey", absl::StrFormat("0x%X", m.qkey));
-  Row("mtu", absl::StrFormat("0x%X", static_cast<int>(m.mtu)));
-  Row("pkey", absl::StrFormat("0x%X", m.pkey));
-  Row("rate", absl::StrFormat("0x%X", m.rate));
-  Row("SL", absl::StrFormat("0x%X", m.sl));
-  Row("scope", absl::StrFormat("0x%X", static_cast<int>(m.scope)));
-  Row("JoinState", absl::StrFormat("0x%X", m.join_state.bits()));
-}
 
 struct Query {
   bool paths = true;  // PR, else MCMR
@@ -62,8 +23,8 @@ struct Query {
 };
 
 void Print(const sa::SaResult& r) {
-  for (const auto& p : r.paths) PrintPath(p);
-  for (const auto& m : r.members) PrintMember(m);
+  for (const auto& p : r.paths) std::fputs(FormatPathRecord(p).c_str(), stdout);
+  for (const auto& m : r.members) std::fputs(FormatMcMemberRecord(m).c_str(), stdout);
 }
 
 // The queries through the SA client of a RealHost (a device, or umad on an
