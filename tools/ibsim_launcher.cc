@@ -157,7 +157,8 @@ absl::StatusOr<ProcessResult> Child::Wait(int timeout_ms) {
 
 absl::StatusOr<Child> IbsimFabric::SpawnRaw(const std::string& label,
                                             const std::vector<std::string>& argv,
-                                            const std::vector<std::string>& extra_env) {
+                                            const std::vector<std::string>& extra_env,
+                                            int stdin_fd) {
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   const int n = ++spawned_;
   const std::string out = absl::StrCat(dir_, "/", label, "-", n, ".out");
@@ -192,7 +193,7 @@ absl::StatusOr<Child> IbsimFabric::SpawnRaw(const std::string& label,
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the parent died before prctl
     if (chdir(dir_.c_str()) != 0) _exit(126);
-    const int in = open("/dev/null", O_RDONLY);
+    const int in = stdin_fd >= 0 ? stdin_fd : open("/dev/null", O_RDONLY);
     const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (in < 0 || o < 0 || e < 0) _exit(126);
@@ -207,20 +208,23 @@ absl::StatusOr<Child> IbsimFabric::SpawnRaw(const std::string& label,
   return Child(pid, out, err, absl::StrCat(label, "[", absl::StrJoin(argv, " "), "]"));
 }
 
-std::vector<std::string> IbsimFabric::Environment(const std::string& node) const {
-  return {absl::StrCat("LD_PRELOAD=", kUmad2simLibrary),
-          absl::StrCat("IBSIM_SOCKNAME=", sockname_), absl::StrCat("SIM_HOST=", node)};
+std::vector<std::string> IbsimFabric::Environment(const std::string& node, bool issm) const {
+  std::vector<std::string> env = {absl::StrCat("LD_PRELOAD=", kUmad2simLibrary),
+                                  absl::StrCat("IBSIM_SOCKNAME=", sockname_),
+                                  absl::StrCat("SIM_HOST=", node)};
+  if (issm) env.push_back("SIM_SET_ISSM=1");
+  return env;
 }
 
 absl::StatusOr<Child> IbsimFabric::Spawn(const std::string& node,
-                                         const std::vector<std::string>& argv) {
-  return SpawnRaw(node, argv, Environment(node));
+                                         const std::vector<std::string>& argv, bool issm) {
+  return SpawnRaw(node, argv, Environment(node, issm));
 }
 
 absl::StatusOr<ProcessResult> IbsimFabric::Run(const std::string& node,
                                                const std::vector<std::string>& argv,
-                                               int timeout_ms) {
-  auto c = Spawn(node, argv);
+                                               int timeout_ms, bool issm) {
+  auto c = Spawn(node, argv, issm);
   if (!c.ok()) return c.status();
   return c->Wait(timeout_ms);
 }
@@ -247,7 +251,9 @@ absl::Status IbsimFabric::WaitUntilActive(const IbsimOptions& options) {
             absl::StrCat(ibsim_->Running() ? "opensm" : "ibsim", " exited during start-up", LogTail()));
       }
       // umad2sim snapshots the port at start-up: every probe is a new process.
-      auto r = Run(node, options.port_probe, 10000);
+      std::vector<std::string> probe = {options.port_probe};
+      probe.insert(probe.end(), options.port_probe_args.begin(), options.port_probe_args.end());
+      auto r = Run(node, probe, 10000);
       if (r.ok() && r->exit_code == 0) {
         auto kv = ParseKeyValues(r->out);
         last[node] = absl::StrCat("state=", kv["state"], " lid=", kv["lid"]);
@@ -256,6 +262,12 @@ absl::Status IbsimFabric::WaitUntilActive(const IbsimOptions& options) {
           lids_[node] = lid;
           break;
         }
+      } else if (r.ok() && (r->exit_code == 126 || r->exit_code == 127)) {
+        // The probe could not be started (a relative path outside Bazel's
+        // runfiles, say): waiting longer will not help.
+        return absl::FailedPreconditionError(absl::StrCat(
+            "port probe ", options.port_probe, " could not be run (exit ", r->exit_code,
+            "): ", r->err));
       } else {
         last[node] = r.ok() ? absl::StrCat("probe exit ", r->exit_code, ": ", r->err)
                             : std::string(r.status().message());
@@ -280,6 +292,9 @@ absl::StatusOr<std::unique_ptr<IbsimFabric>> IbsimFabric::Start(const IbsimOptio
           bin, " not found; install ibsim-utils, libumad2sim0 and opensm (tools/setup.sh)"));
     }
   }
+  if (!options.net_file.empty() && access(options.net_file.c_str(), R_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("net file ", options.net_file, " not readable"));
+  }
   if (options.port_probe.empty()) return absl::InvalidArgumentError("no port probe");
   std::unique_ptr<IbsimFabric> f(new IbsimFabric());
   const char* tmp = getenv("TEST_TMPDIR");
@@ -289,21 +304,36 @@ absl::StatusOr<std::unique_ptr<IbsimFabric>> IbsimFabric::Start(const IbsimOptio
   }
   f->dir_ = templ;
   static int instance = 0;
-  f->sockname_ = absl::StrCat("uscm-tool-", getpid(), "-", ++instance, "-",
+  f->sockname_ = absl::StrCat("uscm-", getpid(), "-", ++instance, "-",
                               std::filesystem::path(templ).filename().string());
 
   IbsimOptions opts = options;
-  opts.port_probe[0] = AbsolutePath(opts.port_probe[0]);
-  const std::string net_file = f->dir_ + "/fabric.net";
-  {
-    std::ofstream net(net_file);
+  opts.port_probe = AbsolutePath(opts.port_probe);
+  if (opts.net_file.empty()) {  // the topology as text: into the fabric's directory
+    opts.net_file = f->dir_ + "/fabric.net";
+    std::ofstream net(opts.net_file);
     net << opts.net_text;
-    if (!net.flush()) return absl::InternalError(absl::StrCat("cannot write ", net_file));
+    if (!net.flush()) return absl::InternalError(absl::StrCat("cannot write ", opts.net_file));
+  } else {
+    opts.net_file = AbsolutePath(opts.net_file);
   }
 
   // -s: start the fabric at once; -n: no console (ibsim spins on stdin EOF).
-  auto ibsim = f->SpawnRaw("ibsim", {opts.ibsim, "-s", "-n", net_file},
-                           {absl::StrCat("IBSIM_SOCKNAME=", f->sockname_)});
+  // With a console, ibsim reads commands from a pipe the fabric keeps open.
+  int console_read = -1;
+  if (opts.console) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+    }
+    console_read = fds[0];
+    f->console_fd_ = fds[1];
+  }
+  std::vector<std::string> ibsim_argv = {opts.ibsim, "-s", "-n", opts.net_file};
+  if (opts.console) ibsim_argv.erase(ibsim_argv.begin() + 2);
+  auto ibsim = f->SpawnRaw("ibsim", ibsim_argv, {absl::StrCat("IBSIM_SOCKNAME=", f->sockname_)},
+                           console_read);
+  if (console_read >= 0) close(console_read);
   if (!ibsim.ok()) return ibsim.status();
   f->ibsim_ = std::make_unique<Child>(std::move(*ibsim));
   if (auto s = f->ibsim_->WaitForLine("Network simulator ready", 5000); !s.ok()) {
@@ -311,7 +341,7 @@ absl::StatusOr<std::unique_ptr<IbsimFabric>> IbsimFabric::Start(const IbsimOptio
         absl::StrCat("ibsim did not start: ", s.status().message(), f->LogTail()));
   }
 
-  std::vector<std::string> env = f->Environment(opts.sm_node);
+  std::vector<std::string> env = f->Environment(opts.sm_node, false);
   env.push_back(absl::StrCat("OSM_TMP_DIR=", f->dir_));
   env.push_back(absl::StrCat("OSM_CACHE_DIR=", f->dir_));
   auto osm = f->SpawnRaw("opensm", {opts.opensm, "-f", f->dir_ + "/opensm.log"}, env);
@@ -326,10 +356,63 @@ IbsimFabric::~IbsimFabric() {
   // OpenSM first: it is ibsim's client.
   opensm_.reset();
   ibsim_.reset();
+  if (console_fd_ >= 0) close(console_fd_);
   if (getenv("USCM_IBSIM_KEEP") == nullptr && !dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
+}
+
+absl::Status IbsimFabric::SendConsoleCommand(const std::string& command, int timeout_ms) {
+  if (console_fd_ < 0) {
+    return absl::FailedPreconditionError("ibsim runs without a console; set IbsimOptions::console");
+  }
+  if (command.find('\n') != std::string::npos) {
+    return absl::InvalidArgumentError("one console command per call (no newline)");
+  }
+  // ibsim echoes comment lines: the marker proves the command before it ran.
+  const std::string marker = absl::StrCat("# uscm-console-", ++console_commands_);
+  const size_t before = ibsim_->Stdout().size();
+  const std::string text = absl::StrCat(command, "\n", marker, "\n");
+  if (write(console_fd_, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    return absl::InternalError(absl::StrCat("write to ibsim's console: ", strerror(errno)));
+  }
+  const int64_t deadline = NowMs() + timeout_ms;
+  for (;;) {
+    const std::string out = ibsim_->Stdout();
+    const size_t end = out.find(marker, before);
+    if (end != std::string::npos) {
+      // Between the prompt that took the command and the marker: ibsim's
+      // own messages about it, "# ..." when it refused.
+      const std::string reply(out.substr(before, end - before));
+      for (absl::string_view line : absl::StrSplit(reply, '\n')) {
+        const size_t hash = line.find("# ");
+        if (hash != absl::string_view::npos) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("ibsim refused '", command, "': ", line.substr(hash)));
+        }
+      }
+      return absl::OkStatus();
+    }
+    if (!ibsim_->Running()) {
+      return absl::FailedPreconditionError(absl::StrCat("ibsim exited", LogTail()));
+    }
+    if (NowMs() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "ibsim did not process '", command, "' within ", timeout_ms, " ms", LogTail()));
+    }
+    SleepMs(10);
+  }
+}
+
+absl::Status IbsimFabric::RequestSweep() {
+  if (opensm_ == nullptr || !opensm_->Running()) {
+    return absl::FailedPreconditionError(absl::StrCat("OpenSM is not running", LogTail()));
+  }
+  if (kill(opensm_->pid(), SIGHUP) != 0) {
+    return absl::InternalError(absl::StrCat("kill(SIGHUP) OpenSM: ", strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace uscm::tools

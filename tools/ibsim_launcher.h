@@ -1,9 +1,8 @@
-// A private simulated InfiniBand subnet for `uscm <cmd> --fabric=ibsim`:
-// ibsim on a net file plus an unmodified OpenSM, and helpers that run
-// programs (the uscm binary itself, re-executed) on chosen ibsim nodes under
-// LD_PRELOAD=libumad2sim.so. The same design as the test harness
-// tests/ibsim/ibsim_fabric.h (which stays testonly and separate); this copy
-// is what the installed command uses, with its own net file built in.
+// A private simulated InfiniBand subnet: ibsim on a net file plus an
+// unmodified OpenSM, and helpers that run programs on chosen ibsim nodes under
+// LD_PRELOAD=libumad2sim.so. The one launcher for `uscm <cmd> --fabric=ibsim`
+// (its own net file built in) and for the tests (tests/ibsim/ibsim_fabric.h
+// names these types in uscm::tests).
 //
 // Isolation: every fabric has its own IBSIM_SOCKNAME (ibsim's abstract Unix
 // socket names) and its own temporary directory (OpenSM's cache and log,
@@ -42,16 +41,23 @@ inline constexpr char kIbsimNetFile[] =
 inline constexpr char kIbsimFabric[] = "umad:ibsim0:1";
 
 struct IbsimOptions {
-  std::string net_text = kIbsimNetFile;  // ibsim topology (ibnetdiscover format)
-  std::string sm_node = "sm";            // node OpenSM attaches to (SIM_HOST)
+  // ibsim topology (ibnetdiscover format): the file `net_file`, or when that
+  // is empty `net_text` (written into the fabric's directory).
+  std::string net_file;
+  std::string net_text = kIbsimNetFile;
+  std::string sm_node = "sm";  // node OpenSM attaches to (SIM_HOST)
   // Wait until these nodes' ports are ACTIVE.
   std::vector<std::string> nodes = {"hostA", "hostB"};
-  // argv that, run on a node, prints "state=N" and "lid=N" lines
-  // (`uscm ibsim-port`).
-  std::vector<std::string> port_probe;
+  // A program that, run as `<port_probe> <port_probe_args...>` on a node,
+  // prints "state=N" and "lid=N" lines (`uscm ibsim-port`,
+  // `tests/ibsim/umad_client port`).
+  std::string port_probe;
+  std::vector<std::string> port_probe_args = {"port"};
   int start_timeout_ms = 20000;
   std::string ibsim = "/usr/bin/ibsim";
   std::string opensm = "/usr/sbin/opensm";
+  // Run ibsim with its console on a pipe (SendConsoleCommand) instead of -n.
+  bool console = false;
 };
 
 struct ProcessResult {
@@ -97,15 +103,19 @@ class IbsimFabric {
   IbsimFabric(const IbsimFabric&) = delete;
   IbsimFabric& operator=(const IbsimFabric&) = delete;
 
-  // Starts `argv` on `node` (SIM_HOST) with the umad2sim environment. uscm
-  // receives unsolicited CM MADs through UmadOptions::sim_claim_issm, not
-  // SIM_SET_ISSM=1 (see mad/umad_transport.h).
-  absl::StatusOr<Child> Spawn(const std::string& node, const std::vector<std::string>& argv);
+  // Starts `argv` on `node` (SIM_HOST) with the umad2sim environment. `issm`
+  // sets SIM_SET_ISSM=1: ibsim hands unsolicited QP1 MADs (every CM request)
+  // only to IsSM clients. Beware: the flag is set at connect time, before the
+  // program registers any agent, and OpenSM's SMInfo poll arriving in that
+  // window crashes umad2sim. uscm programs use UmadOptions::sim_claim_issm
+  // (umad_client --issm) instead and pass issm=false.
+  absl::StatusOr<Child> Spawn(const std::string& node, const std::vector<std::string>& argv,
+                              bool issm = false);
   // Spawn + Wait.
   absl::StatusOr<ProcessResult> Run(const std::string& node, const std::vector<std::string>& argv,
-                                    int timeout_ms);
+                                    int timeout_ms, bool issm = false);
   // The environment Spawn adds, for the log and for scripts.
-  std::vector<std::string> Environment(const std::string& node) const;
+  std::vector<std::string> Environment(const std::string& node, bool issm = false) const;
 
   const std::string& dir() const { return dir_; }
   const std::string& sockname() const { return sockname_; }
@@ -115,10 +125,20 @@ class IbsimFabric {
   // USCM_IBSIM_KEEP=1 in the environment keeps dir() after the run.
   std::string LogTail() const;
 
+  // Runs one ibsim console command (IbsimOptions::console), e.g.
+  // `Unlink "hostB"[1]` or `Link "hostB"[1] "sw1"[3]`, and returns once ibsim
+  // has processed it (it echoes a comment line sent after the command). The
+  // console reports errors as "# ..." lines; they are returned as an error.
+  absl::Status SendConsoleCommand(const std::string& command, int timeout_ms = 10000);
+  // Asks OpenSM for a heavy sweep now (SIGHUP), e.g. after a Link: ibsim
+  // drops the port-change trap while OpenSM represses traps, and the periodic
+  // light sweep does not bring a relinked CA port from INIT to ACTIVE.
+  absl::Status RequestSweep();
+
  private:
   IbsimFabric() = default;
   absl::StatusOr<Child> SpawnRaw(const std::string& label, const std::vector<std::string>& argv,
-                                 const std::vector<std::string>& extra_env);
+                                 const std::vector<std::string>& extra_env, int stdin_fd = -1);
   absl::Status WaitUntilActive(const IbsimOptions& options);
 
   std::string dir_;
@@ -127,6 +147,8 @@ class IbsimFabric {
   std::unique_ptr<Child> opensm_;
   std::map<std::string, int> lids_;
   int spawned_ = 0;
+  int console_fd_ = -1;  // write end of ibsim's stdin (IbsimOptions::console)
+  int console_commands_ = 0;
 };
 
 }  // namespace uscm::tools

@@ -28,7 +28,8 @@ absl::StatusOr<std::unique_ptr<IbsimFabric>> StartToolFabric(const char* command
   auto self = SelfExecutable();
   if (!self.ok()) return self.status();
   IbsimOptions o;
-  o.port_probe = {*self, "ibsim-port"};
+  o.port_probe = *self;
+  o.port_probe_args = {"ibsim-port"};
   o.start_timeout_ms = 60000;  // OpenSM's first sweep; generous on a loaded box
   absl::FPrintF(stderr, "uscm %s: starting ibsim + OpenSM (nodes sm, hostA, hostB, switch sw1)\n",
                 command);

@@ -62,7 +62,8 @@ TEST(UscmIbsimTest, PingReject) {
 // hostB ACTIVE (IbsimFabric::Start waits for that).
 std::unique_ptr<IbsimFabric> StartFabric() {
   IbsimOptions o;
-  o.port_probe = {kUscm, "ibsim-port"};
+  o.port_probe = kUscm;
+  o.port_probe_args = {"ibsim-port"};
   o.start_timeout_ms = 60000;
   auto fabric = IbsimFabric::Start(o);
   EXPECT_TRUE(fabric.ok()) << fabric.status();
@@ -170,7 +171,8 @@ TEST(UscmIbsimTest, DemoStory) {
 // it to a capture that `uscm dump FILE` decodes.
 TEST(UscmIbsimTest, DumpLiveSeesTheRequest) {
   IbsimOptions o;
-  o.port_probe = {kUscm, "ibsim-port"};
+  o.port_probe = kUscm;
+  o.port_probe_args = {"ibsim-port"};
   o.start_timeout_ms = 60000;
   auto fabric = IbsimFabric::Start(o);
   ASSERT_TRUE(fabric.ok()) << fabric.status();

@@ -1,137 +1,21 @@
-// A private simulated InfiniBand subnet for tests: ibsim on a net file plus
-// an unmodified OpenSM, and helpers that run programs on chosen ibsim nodes
-// under LD_PRELOAD=libumad2sim.so.
-//
-// Isolation: every fabric has its own IBSIM_SOCKNAME (ibsim's abstract Unix
-// socket names) and its own temporary directory (OpenSM's cache and log,
-// umad2sim's per-process fake sysfs, the children's stdout/stderr), so several
-// fabrics can run at once. ibsim serves at most 10 clients: OpenSM is one,
-// and every running child is one more.
-//
-// Teardown: every child runs in its own process group with
-// PR_SET_PDEATHSIG=SIGKILL. The destructor sends SIGTERM then SIGKILL to each
-// group and reaps it; if the test process dies instead, the kernel kills the
-// children. Nothing is left running either way.
+// The tests' names for the ibsim launcher, tools/ibsim_launcher.h (one
+// implementation for the tests and `uscm --fabric=ibsim`): a private ibsim +
+// OpenSM subnet and helpers that run programs on its nodes under umad2sim.
+// Tests set IbsimOptions::net_file, sm_node, nodes and port_probe
+// (tests/ibsim/umad_client, run as `umad_client port`).
 #ifndef USCM_TESTS_IBSIM_IBSIM_FABRIC_H_
 #define USCM_TESTS_IBSIM_IBSIM_FABRIC_H_
 
-#include <sys/types.h>
-
-#include <map>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
+#include "tools/ibsim_launcher.h"
 
 namespace uscm::tests {
 
-inline constexpr char kUmad2simLibrary[] = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so";
-
-struct IbsimOptions {
-  std::string net_file;              // ibsim topology (ibnetdiscover format)
-  std::string sm_node;               // node OpenSM attaches to (SIM_HOST)
-  std::vector<std::string> nodes;    // wait until these nodes' ports are ACTIVE
-  // A program that, run as `<port_probe> port` on a node, prints "state=N"
-  // and "lid=N" lines (tests/ibsim:umad_client).
-  std::string port_probe;
-  int start_timeout_ms = 20000;
-  std::string ibsim = "/usr/bin/ibsim";
-  std::string opensm = "/usr/sbin/opensm";
-  // Run ibsim with its console on a pipe (SendConsoleCommand) instead of -n.
-  bool console = false;
-};
-
-struct ProcessResult {
-  int exit_code = -1;   // exit status, or 128 + signal
-  std::string out;      // stdout
-  std::string err;      // stderr
-};
-
-// Parses "key=value" lines.
-std::map<std::string, std::string> ParseKeyValues(const std::string& text);
-
-// A started process in its own process group; killed (group-wide) and reaped
-// on destruction.
-class Child {
- public:
-  Child(pid_t pid, std::string out_path, std::string err_path, std::string label);
-  ~Child();
-  Child(Child&& other) noexcept;
-  Child& operator=(Child&&) = delete;
-  Child(const Child&) = delete;
-
-  pid_t pid() const { return pid_; }
-  // Polls the child's stdout until a line starting with `prefix` appears.
-  absl::StatusOr<std::string> WaitForLine(const std::string& prefix, int timeout_ms);
-  // Waits for the exit; kills the group and fails after `timeout_ms`.
-  absl::StatusOr<ProcessResult> Wait(int timeout_ms);
-  bool Running();
-  std::string Stdout() const;
-  std::string Stderr() const;
-  void Kill();
-
- private:
-  pid_t pid_ = -1;
-  int status_ = 0;
-  bool reaped_ = false;
-  std::string out_path_, err_path_, label_;
-};
-
-class IbsimFabric {
- public:
-  static absl::StatusOr<std::unique_ptr<IbsimFabric>> Start(const IbsimOptions& options);
-  ~IbsimFabric();
-  IbsimFabric(const IbsimFabric&) = delete;
-  IbsimFabric& operator=(const IbsimFabric&) = delete;
-
-  // Starts `argv` on `node` (SIM_HOST) with the umad2sim environment. `issm`
-  // sets SIM_SET_ISSM=1: ibsim hands unsolicited QP1 MADs (every CM request)
-  // only to IsSM clients. Beware: the flag is set at connect time, before the
-  // program registers any agent, and OpenSM's SMInfo poll arriving in that
-  // window crashes umad2sim. uscm programs use UmadOptions::sim_claim_issm
-  // (umad_client --issm) instead and pass issm=false.
-  absl::StatusOr<Child> Spawn(const std::string& node, const std::vector<std::string>& argv,
-                              bool issm = false);
-  // Spawn + Wait.
-  absl::StatusOr<ProcessResult> Run(const std::string& node, const std::vector<std::string>& argv,
-                                    int timeout_ms, bool issm = false);
-  // The environment Spawn adds, for the log and for scripts.
-  std::vector<std::string> Environment(const std::string& node, bool issm) const;
-
-  const std::string& dir() const { return dir_; }
-  const std::string& sockname() const { return sockname_; }
-  // The LID each waited-for node got from OpenSM.
-  const std::map<std::string, int>& lids() const { return lids_; }
-  // Last lines of ibsim's and OpenSM's logs, for failure messages.
-  std::string LogTail() const;
-
-  // Runs one ibsim console command (IbsimOptions::console), e.g.
-  // `Unlink "hostB"[1]` or `Link "hostB"[1] "sw1"[3]`, and returns once ibsim
-  // has processed it (it echoes a comment line sent after the command). The
-  // console reports errors as "# ..." lines; they are returned as an error.
-  absl::Status SendConsoleCommand(const std::string& command, int timeout_ms = 10000);
-  // Asks OpenSM for a heavy sweep now (SIGHUP), e.g. after a Link: ibsim
-  // drops the port-change trap while OpenSM represses traps, and the periodic
-  // light sweep does not bring a relinked CA port from INIT to ACTIVE.
-  absl::Status RequestSweep();
-
- private:
-  IbsimFabric() = default;
-  absl::StatusOr<Child> SpawnRaw(const std::string& label, const std::vector<std::string>& argv,
-                                 const std::vector<std::string>& extra_env, int stdin_fd = -1);
-  absl::Status WaitUntilActive(const IbsimOptions& options);
-
-  std::string dir_;
-  std::string sockname_;
-  std::unique_ptr<Child> ibsim_;
-  std::unique_ptr<Child> opensm_;
-  std::map<std::string, int> lids_;
-  int spawned_ = 0;
-  int console_fd_ = -1;  // write end of ibsim's stdin (IbsimOptions::console)
-  int console_commands_ = 0;
-};
+using ::uscm::tools::Child;
+using ::uscm::tools::IbsimFabric;
+using ::uscm::tools::IbsimOptions;
+using ::uscm::tools::kUmad2simLibrary;
+using ::uscm::tools::ParseKeyValues;
+using ::uscm::tools::ProcessResult;
 
 }  // namespace uscm::tests
 
