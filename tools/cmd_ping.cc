@@ -37,6 +37,7 @@ int RunPingIbsim(const PingConfig& c) {
       c.disconnect ? "--disconnect" : "--no-disconnect",
       c.verbose ? "--verbose" : "--no-verbose",
       absl::StrCat("--timeout-ms=", c.timeout_ms),
+      absl::StrCat("--window=", c.window),
   };
   std::vector<std::string> server_argv = common;
   server_argv.push_back("--role=server");
@@ -73,7 +74,7 @@ int RunPing(int argc, char** argv) {
   int64_t connections = 10, seed = 1, interval_us = 10;
   double loss = 0;
   bool reject = false, ece = false, disconnect = true, verbose = false;
-  int64_t dlid = 0, seconds = 0, timeout_ms = 10000, peer_ud_qpn = 0;
+  int64_t dlid = 0, seconds = 0, timeout_ms = 10000, peer_ud_qpn = 0, window = 1;
   std::string dgid;
   FlagSet flags("ping [options]",
                 "Sets up N CM connections (path query, REQ/REP/RTU with private data) and\n"
@@ -93,6 +94,10 @@ int RunPing(int argc, char** argv) {
             0);
   flags.Int("timeout-ms", &timeout_ms, "device fabrics: limit on each wait (ms)", 1, 3600000);
   flags.Int("connections", &connections, "number of connections (-c of ucmatose)", 1, 1000000);
+  flags.Int("window", &window,
+            "client, device fabrics and ibsim: connections in flight at once (cmtime starts "
+            "all -c at once)",
+            1, 1024);
   flags.String("private-data", &private_data, "REQ private data (at most 92 bytes)");
   flags.Bool("reject", &reject, "the server rejects every connection (REJ 28)");
   flags.Bool("ece", &ece, "carry ECE in REQ and REP");
@@ -131,6 +136,7 @@ int RunPing(int argc, char** argv) {
   pc.peer_ud_qpn = static_cast<uint32_t>(peer_ud_qpn);
   pc.seconds = seconds;
   pc.timeout_ms = timeout_ms;
+  pc.window = static_cast<int>(window);
   if (spec->kind == FabricSpec::Kind::kIbsim) {
     if (!role.empty()) return UsageError("ping", "--role is for device fabrics; ibsim runs both");
     return RunPingIbsim(pc);
@@ -146,6 +152,10 @@ int RunPing(int argc, char** argv) {
     return RunPingDevice(*spec, pc);
   }
   if (!role.empty()) return UsageError("ping", "--role is for device fabrics; sim runs both");
+  if (window != 1) {
+    return UsageError("ping", "--window is for device fabrics and ibsim; on sim connections "
+                              "start every --interval-us");
+  }
   SimWorldOptions wo;
   wo.seed = static_cast<uint64_t>(seed);
   wo.link.loss = loss;

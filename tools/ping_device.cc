@@ -179,90 +179,126 @@ int RunClient(RealHost& host, const PingConfig& c, const Roce& roce) {
                host.port().port_num, path->local_lid, path->remote_lid, c.connections,
                c.connections == 1 ? "" : "s", c.reject ? ", server rejects" : "",
                c.ece ? ", ECE" : "");
-  enum class Phase { kIdle, kConnecting, kDone, kDisconnecting };
-  Phase phase = Phase::kIdle;
-  cm::ConnId conn;
-  bool good = false;
-  std::string why;
-  host.on_cm_event = [&](mad::TimePoint now, const cm::CmEvent& e) {
-    switch (e.type) {
-      case cm::CmEventType::kConnectResponse:
-        if (auto s = host.cm().Rtu(now, e.conn); !s.ok()) why = std::string(s.message());
-        return;
-      case cm::CmEventType::kEstablished:
-        good = !c.reject;
-        if (c.reject) why = "established although the server should reject";
-        phase = Phase::kDone;
-        return;
-      case cm::CmEventType::kRejected:
-        good = c.reject;
-        if (!c.reject) why = absl::StrCat("rejected, reason ", e.status);
-        (void)host.cm().Destroy(now, e.conn);
-        phase = Phase::kDone;
-        return;
-      case cm::CmEventType::kDisconnected:
-        (void)host.cm().Destroy(now, e.conn);
-        if (phase == Phase::kDisconnecting) phase = Phase::kIdle;
-        return;
-      case cm::CmEventType::kTimewaitExit:
-      case cm::CmEventType::kMraReceived:
-        return;
-      default:
-        why = absl::StrCat("CM event ", cm::CmEventTypeName(e.type), " status ", e.status);
-        (void)host.cm().Destroy(now, e.conn);
-        phase = Phase::kDone;
-        return;
-    }
+  // Up to `window` connections in flight (cmtime starts them all at once);
+  // each is REQ -> REP -> RTU (or REJ), then DREQ -> DREP with --disconnect.
+  struct Flight {
+    int index = 0;
+    cm::ConnId conn;
+    mad::TimePoint t0;
+    bool disconnecting = false;
   };
+  std::vector<Flight> flights;
   std::vector<double> times;
-  int ok = 0, failed = 0;
-  const mad::TimePoint start = host.Now();
-  const mad::Duration wait = mad::Duration::Millis(c.timeout_ms);
-  for (int i = 0; i < c.connections; ++i) {
-    cm::ConnectParams p;
-    p.service_id = c.service_id;
-    p.primary = *path;
-    p.qpn = static_cast<uint32_t>(0x100000 + i) & 0xFFFFFF;
-    p.starting_psn = 0x1000;
-    p.responder_resources = 4;
-    p.initiator_depth = 4;
-    p.private_data = Bytes(c.private_data);
-    if (c.ece) p.ece = cm::Ece{kEceVendor, kEceOptions};
-    good = false;
-    why.clear();
-    const mad::TimePoint t0 = host.Now();
-    auto id = host.cm().Connect(t0, p);
-    if (!id.ok()) return Failure("ping", std::string(id.status().message()));
-    conn = *id;
-    phase = Phase::kConnecting;
-    host.Kick();
-    absl::Status s = host.RunUntil([&] { return phase == Phase::kDone; }, wait,
-                                   absl::StrCat("connection ", i));
-    const double us = (host.Now() - t0).micros();
-    if (!s.ok()) why = std::string(s.message());
+  int ok = 0, failed = 0, ended = 0;
+  std::string why;  // the last failure
+  const auto find = [&](cm::ConnId id) {
+    return std::find_if(flights.begin(), flights.end(),
+                        [&](const Flight& f) { return f.conn == id; });
+  };
+  // Counts a connection's outcome when its setup ends (ESTABLISHED, REJ, error).
+  const auto outcome = [&](const Flight& f, mad::TimePoint now, bool good,
+                           const std::string& what) {
+    const double us = (now - f.t0).micros();
     if (c.verbose) {
-      absl::PrintF("  #%-5d %-12s %10.1f us%s\n", i, good ? (c.reject ? "rejected" : "established")
-                                                         : "failed",
-                   us, why.empty() ? "" : "  " + why);
+      absl::PrintF("  #%-5d %-12s %10.1f us%s\n", f.index,
+                   good ? (c.reject ? "rejected" : "established") : "failed", us,
+                   what.empty() ? "" : "  " + what);
     }
     if (good) {
       ++ok;
       times.push_back(us);
     } else {
       ++failed;
-      if (!s.ok()) break;  // the server is gone: do not wait N times
+      why = what;
     }
-    if (good && !c.reject && c.disconnect) {
-      phase = Phase::kDisconnecting;
-      if (auto d = host.cm().Disconnect(host.Now(), conn, Bytes("bye")); !d.ok()) {
-        return Failure("ping", std::string(d.message()));
+  };
+  const auto finish = [&](std::vector<Flight>::iterator it) {
+    flights.erase(it);
+    ++ended;
+  };
+  host.on_cm_event = [&](mad::TimePoint now, const cm::CmEvent& e) {
+    auto it = find(e.conn);
+    switch (e.type) {
+      case cm::CmEventType::kConnectResponse:
+        if (auto s = host.cm().Rtu(now, e.conn); !s.ok() && it != flights.end()) {
+          outcome(*it, now, false, std::string(s.message()));
+          (void)host.cm().Destroy(now, e.conn);
+          finish(it);
+        }
+        return;
+      case cm::CmEventType::kEstablished:
+        if (it == flights.end()) return;
+        outcome(*it, now, !c.reject,
+                c.reject ? "established although the server should reject" : "");
+        if (!c.reject && c.disconnect) {
+          if (auto d = host.cm().Disconnect(now, e.conn, Bytes("bye")); d.ok()) {
+            it->disconnecting = true;
+            return;
+          }
+        }
+        finish(it);
+        return;
+      case cm::CmEventType::kRejected:
+        (void)host.cm().Destroy(now, e.conn);
+        if (it == flights.end()) return;
+        outcome(*it, now, c.reject, c.reject ? "" : absl::StrCat("rejected, reason ", e.status));
+        finish(it);
+        return;
+      case cm::CmEventType::kDisconnected:
+        (void)host.cm().Destroy(now, e.conn);
+        if (it != flights.end() && it->disconnecting) finish(it);
+        return;
+      case cm::CmEventType::kTimewaitExit:
+      case cm::CmEventType::kMraReceived:
+        return;
+      default:
+        (void)host.cm().Destroy(now, e.conn);
+        if (it == flights.end()) return;
+        if (!it->disconnecting) {
+          outcome(*it, now, false,
+                  absl::StrCat("CM event ", cm::CmEventTypeName(e.type), " status ", e.status));
+        }
+        finish(it);
+        return;
+    }
+  };
+  const mad::TimePoint start = host.Now();
+  const mad::Duration wait = mad::Duration::Millis(c.timeout_ms);
+  const int window = std::max(1, c.window);
+  int next = 0;
+  while (ended < c.connections) {
+    while (static_cast<int>(flights.size()) < window && next < c.connections) {
+      cm::ConnectParams p;
+      p.service_id = c.service_id;
+      p.primary = *path;
+      p.qpn = static_cast<uint32_t>(0x100000 + next) & 0xFFFFFF;
+      p.starting_psn = 0x1000;
+      p.responder_resources = 4;
+      p.initiator_depth = 4;
+      p.private_data = Bytes(c.private_data);
+      if (c.ece) p.ece = cm::Ece{kEceVendor, kEceOptions};
+      Flight f;
+      f.index = next++;
+      f.t0 = host.Now();
+      auto id = host.cm().Connect(f.t0, p);
+      if (!id.ok()) return Failure("ping", std::string(id.status().message()));
+      f.conn = *id;
+      flights.push_back(f);
+    }
+    host.Kick();
+    const int before = ended;
+    absl::Status s = host.RunUntil([&] { return ended > before; }, wait,
+                                   absl::StrCat("connection ", flights.front().index));
+    if (!s.ok()) {
+      // Nothing ended within --timeout-ms: the server is gone; do not wait
+      // again for every connection left.
+      for (const Flight& f : flights) {
+        if (f.disconnecting) {
+          return Failure("ping", absl::StrCat("disconnect ", f.index, ": ", s.message()));
+        }
+        outcome(f, host.Now(), false, std::string(s.message()));
       }
-      host.Kick();
-      if (auto d = host.RunUntil([&] { return phase == Phase::kIdle; }, wait,
-                                 absl::StrCat("disconnect ", i));
-          !d.ok()) {
-        return Failure("ping", std::string(d.message()));
-      }
+      break;
     }
   }
   const double secs = (host.Now() - start).seconds();
@@ -274,9 +310,11 @@ int RunClient(RealHost& host, const PingConfig& c, const Roce& roce) {
   }
   absl::PrintF("%.0f connections/s (%d in %.3f ms, %s)\n", secs > 0 ? ok / secs : 0.0, ok,
                secs * 1e3,
-               c.reject       ? "REQ + REJ, one at a time"
-               : c.disconnect ? "connect + disconnect, one at a time"
-                              : "connect only, one at a time");
+               absl::StrCat(c.reject       ? "REQ + REJ"
+                            : c.disconnect ? "connect + disconnect"
+                                           : "connect only",
+                            c.window <= 1 ? ", one at a time"
+                                          : absl::StrCat(", up to ", c.window, " in flight")));
   if (failed != 0 && !why.empty()) return Failure("ping", why);
   return failed == 0 ? kExitOk : kExitFailure;
 }

@@ -34,6 +34,9 @@ struct PingConfig {
   // client: the limit on each wait (path query, connect, disconnect).
   int64_t seconds = 0;
   int64_t timeout_ms = 10000;
+  // Client: connections in flight at once (cmtime starts all of them at once;
+  // 1 = one after another).
+  int window = 1;
 };
 
 // Runs the server or the client; returns the exit code (0 ok, 1 failure).

@@ -51,6 +51,16 @@ TEST(UscmIbsimTest, PingConnectsAndDisconnects) {
   EXPECT_THAT(r.output, Not(HasSubstr("ERR: received data size")));
 }
 
+// --window=N: N connections in flight, as cmtime runs them; every one is
+// set up and torn down, and the summary says how they ran.
+TEST(UscmIbsimTest, PingWindow) {
+  Result r = RunUscm("ping --fabric=ibsim -c 24 --window=6 --ece");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("24 established, 0 failed")) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("connect + disconnect, up to 6 in flight")) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("server: 24 established, 0 rejected, 24 ended")) << r.output;
+}
+
 TEST(UscmIbsimTest, PingReject) {
   Result r = RunUscm("ping --fabric=ibsim -c 3 --reject");
   ASSERT_EQ(r.exit_code, 0) << r.output;

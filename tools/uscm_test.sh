@@ -41,6 +41,8 @@ fi
 check ping-no-role 2 "a device fabric needs --role=server or --role=client" -- "$U" ping --fabric=umad:mlx5_0:1
 check ping-client-no-peer 2 "the client needs the server's --dlid=LID or --dgid=GID" -- "$U" ping --fabric=umad:mlx5_0:1 --role=client
 check ping-ibsim-role 2 "--role is for device fabrics; ibsim runs both" -- "$U" ping --fabric=ibsim --role=server
+check ping-window-sim 2 "--window is for device fabrics and ibsim" -- "$U" ping --window=4
+check ping-window-range 2 "window" -- "$U" ping --fabric=ibsim --window=0
 check dump-live-sim 2 "--live needs a device fabric" -- "$U" dump --live --fabric=sim
 check dump-live-file 2 "--live takes no FILE" -- "$U" dump --live --fabric=umad:mlx5_0:1 x.pcap
 check saquery-topology-device 2 "--topology is for --fabric=sim" -- "$U" saquery --fabric=umad:mlx5_0:1 --topology=x.net
