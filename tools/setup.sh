@@ -19,6 +19,8 @@ PACKAGES=(
   tshark python3 gnuplot-nox valgrind
   # tools/install.sh test: a C program built with `pkg-config --cflags --libs uscm`
   pkg-config
+  # JSON (tshark -T json in the wire cross-check)
+  nlohmann-json3-dev
 )
 
 missing=()

@@ -16,7 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "mad/capture/json.h"
+#include "nlohmann/json.hpp"
 #include "mad/capture/pcap_reader.h"
 #include "mad/capture/pcap_writer.h"
 
@@ -24,6 +24,11 @@ extern char** environ;
 
 namespace uscm::mad::capture {
 namespace {
+
+// Document order matters: a field's occurrences across subtrees are listed in
+// tree order. (tshark 4.0's --no-duplicate-keys already merged repeated keys
+// of one object into an array.)
+using Json = nlohmann::ordered_json;
 
 // CM private-data heuristics that take over frames (wire notes, Q7). One flag
 // per protocol: tshark 4.0 silently ignores comma-separated lists.
@@ -124,61 +129,74 @@ std::string TempDir() {
   return tmp != nullptr ? tmp : "/tmp";
 }
 
+// A non-negative integer (tshark writes offsets, lengths and masks as JSON
+// numbers; a 64-bit mask may exceed int64).
+absl::optional<int64_t> NonNegative(const Json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    return u <= uint64_t{INT64_MAX} ? absl::optional<int64_t>(static_cast<int64_t>(u))
+                                    : absl::nullopt;
+  }
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return v.get<int64_t>();
+  return absl::nullopt;
+}
+
+bool IsRawEntry(const Json& v) { return v.is_array() && v.size() >= 4 && v[0].is_string(); }
+
 // One X_raw entry: [hex, offset, length, bitmask, ftype].
-absl::Status ReadRaw(const JsonValue& raw, TsharkField& f) {
-  if (!raw.is_array() || raw.size() < 4 || !raw.items()[0].is_string()) {
+absl::Status ReadRaw(const Json& raw, TsharkField& f) {
+  if (!IsRawEntry(raw)) {
     return absl::InvalidArgumentError(
         absl::StrCat("tshark JSON: ", f.name, "_raw is not [hex, offset, length, mask, type]"));
   }
-  absl::optional<int64_t> off = raw.items()[1].AsInt64();
-  absl::optional<int64_t> len = raw.items()[2].AsInt64();
-  absl::optional<int64_t> mask = raw.items()[3].AsInt64();
-  if (!off || !len || !mask || *off < 0 || *len < 0 || *mask < 0) {
+  absl::optional<int64_t> off = NonNegative(raw[1]);
+  absl::optional<int64_t> len = NonNegative(raw[2]);
+  absl::optional<int64_t> mask = NonNegative(raw[3]);
+  if (!off || !len || !mask) {
     return absl::InvalidArgumentError(
         absl::StrCat("tshark JSON: ", f.name, "_raw has a bad offset, length or mask"));
   }
-  f.raw_hex = raw.items()[0].text();
+  f.raw_hex = raw[0].get<std::string>();
   f.frame_offset = *off;
   f.length = *len;
   f.mask = static_cast<uint64_t>(*mask);
   return absl::OkStatus();
 }
 
-bool IsRawEntry(const JsonValue& v) {
-  return v.is_array() && v.size() >= 4 && v.items()[0].is_string();
-}
-
 // Collects every named field under `node`, in tree order.
-absl::Status Flatten(const JsonValue& node, std::map<std::string, std::vector<TsharkField>,
-                                                     std::less<>>& out) {
+absl::Status Flatten(const Json& node,
+                     std::map<std::string, std::vector<TsharkField>, std::less<>>& out) {
   if (node.is_array()) {
-    for (const JsonValue& item : node.items()) {
+    for (const Json& item : node) {
       if (absl::Status s = Flatten(item, out); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
   if (!node.is_object()) return absl::OkStatus();
-  for (size_t i = 0; i < node.size(); ++i) {
-    const std::string& key = node.keys()[i];
-    const JsonValue& value = node.items()[i];
+  for (const auto& [key, value] : node.items()) {
     if (absl::EndsWith(key, "_raw")) continue;  // read with its field below
     // A field's value is a string, or (repeated) an array of strings.
-    std::vector<const JsonValue*> shows;
+    std::vector<const Json*> shows;
     if (value.is_string()) {
       shows.push_back(&value);
-    } else if (value.is_array() && value.size() > 0 && value.items()[0].is_string()) {
-      for (const JsonValue& v : value.items()) shows.push_back(&v);
+    } else if (value.is_array() && !value.empty() && value[0].is_string()) {
+      for (const Json& v : value) {
+        if (!v.is_string()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("tshark JSON: ", key, " mixes strings and other values"));
+        }
+        shows.push_back(&v);
+      }
     } else {
       if (absl::Status s = Flatten(value, out); !s.ok()) return s;
       continue;
     }
-    const JsonValue* raw = node.Find(absl::StrCat(key, "_raw"));
-    std::vector<const JsonValue*> raws;
-    if (raw != nullptr) {
+    std::vector<const Json*> raws;
+    if (auto raw = node.find(absl::StrCat(key, "_raw")); raw != node.end()) {
       if (IsRawEntry(*raw)) {
-        raws.push_back(raw);
+        raws.push_back(&*raw);
       } else if (raw->is_array()) {
-        for (const JsonValue& r : raw->items()) raws.push_back(&r);
+        for (const Json& r : *raw) raws.push_back(&r);
       }
       if (raws.size() != shows.size()) {
         return absl::InvalidArgumentError(
@@ -190,7 +208,7 @@ absl::Status Flatten(const JsonValue& node, std::map<std::string, std::vector<Ts
     for (size_t k = 0; k < shows.size(); ++k) {
       TsharkField f;
       f.name = key;
-      f.show = shows[k]->text();
+      f.show = shows[k]->get<std::string>();
       if (!raws.empty()) {
         if (absl::Status s = ReadRaw(*raws[k], f); !s.ok()) return s;
       }
@@ -198,6 +216,16 @@ absl::Status Flatten(const JsonValue& node, std::map<std::string, std::vector<Ts
     }
   }
   return absl::OkStatus();
+}
+
+// nlohmann's parser reports errors by exception; this is the one place one
+// can be thrown, and it becomes a Status here.
+absl::StatusOr<Json> ParseDocument(absl::string_view text) {
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("tshark JSON: ", e.what()));
+  }
 }
 
 }  // namespace
@@ -240,16 +268,22 @@ std::vector<std::string> TsharkArguments(const TsharkOptions& options) {
 absl::StatusOr<std::vector<TsharkFrame>> ParseTsharkJson(
     absl::string_view json, std::span<const int64_t> packet_starts,
     std::span<const int64_t> mad_starts) {
-  absl::StatusOr<JsonValue> doc = ParseJson(json);
+  absl::StatusOr<Json> doc = ParseDocument(json);
   if (!doc.ok()) return doc.status();
   if (!doc->is_array()) {
     return absl::InvalidArgumentError("tshark JSON: top level is not an array of frames");
   }
   std::vector<TsharkFrame> frames;
-  for (const JsonValue& packet : doc->items()) {
-    const JsonValue* source = packet.Find("_source");
-    const JsonValue* layers = source != nullptr ? source->Find("layers") : nullptr;
-    if (layers == nullptr || !layers->is_object()) {
+  for (const Json& packet : *doc) {
+    const Json* layers = nullptr;
+    if (packet.is_object()) {
+      auto source = packet.find("_source");
+      if (source != packet.end() && source->is_object()) {
+        auto l = source->find("layers");
+        if (l != source->end() && l->is_object()) layers = &*l;
+      }
+    }
+    if (layers == nullptr) {
       return absl::InvalidArgumentError("tshark JSON: a frame has no _source.layers object");
     }
     TsharkFrame frame;
