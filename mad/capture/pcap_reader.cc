@@ -24,6 +24,7 @@ uint32_t Be32(const uint8_t* p) {
 uint16_t Be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
 
 absl::Status RecordError(size_t index, const std::string& what) {
+  if (index == kNoRecordIndex) return absl::InvalidArgumentError(what);
   return absl::InvalidArgumentError(absl::StrCat("pcap record ", index + 1, ": ", what));
 }
 
@@ -95,6 +96,23 @@ absl::StatusOr<std::pair<size_t, size_t>> SkipErfHeader(std::span<const uint8_t>
 
 }  // namespace
 
+absl::StatusOr<std::pair<size_t, size_t>> LocateIbPacket(CaptureLinkType link,
+                                                         std::span<const uint8_t> record,
+                                                         size_t index) {
+  switch (link) {
+    case CaptureLinkType::kErf:
+      return SkipErfHeader(record, index);
+    case CaptureLinkType::kExportedPdu: {
+      absl::StatusOr<size_t> off = SkipExportedPduTags(record, index);
+      if (!off.ok()) return off.status();
+      return std::make_pair(*off, record.size() - *off);
+    }
+    case CaptureLinkType::kEthernet:
+      break;
+  }
+  return std::make_pair(size_t{0}, record.size());  // the whole frame (roce_frame.h)
+}
+
 absl::StatusOr<PcapContents> ReadPcap(std::span<const uint8_t> file) {
   if (file.size() < kPcapFileHeaderSize) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -162,22 +180,10 @@ absl::StatusOr<PcapContents> ReadPcap(std::span<const uint8_t> file) {
     r.time = TimePoint::FromNanos(int64_t{seconds} * 1000000000 +
                                   int64_t{fraction} * (nanos ? 1 : 1000));
     r.original_length = u32(h + 12);
-    size_t len = 0;
-    if (out.link_type == CaptureLinkType::kEthernet) {
-      r.packet_offset = 0;  // the whole frame (see roce_frame.h)
-      len = data.size();
-    } else if (out.link_type == CaptureLinkType::kErf) {
-      absl::StatusOr<std::pair<size_t, size_t>> erf = SkipErfHeader(data, index);
-      if (!erf.ok()) return erf.status();
-      r.packet_offset = erf->first;
-      len = erf->second;
-    } else {
-      absl::StatusOr<size_t> off = SkipExportedPduTags(data, index);
-      if (!off.ok()) return off.status();
-      r.packet_offset = *off;
-      len = data.size() - *off;
-    }
-    const auto packet = data.subspan(r.packet_offset, len);
+    absl::StatusOr<std::pair<size_t, size_t>> where = LocateIbPacket(out.link_type, data, index);
+    if (!where.ok()) return where.status();
+    r.packet_offset = where->first;
+    const auto packet = data.subspan(where->first, where->second);
     r.packet.assign(packet.begin(), packet.end());
     out.records.push_back(std::move(r));
   }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,15 @@ struct PcapContents {
 };
 
 absl::StatusOr<PcapContents> ReadPcap(std::span<const uint8_t> file);
+
+// Where the packet sits in one record of `link`: (offset, length) after the
+// exported-PDU tags or the ERF header and its extensions; an Ethernet record
+// is the whole frame. `index` (from 0) names the record in errors
+// (kNoRecordIndex: none). Also used on records libpcap reads (frame_decode.h).
+inline constexpr size_t kNoRecordIndex = SIZE_MAX;
+absl::StatusOr<std::pair<size_t, size_t>> LocateIbPacket(CaptureLinkType link,
+                                                         std::span<const uint8_t> record,
+                                                         size_t index);
 absl::StatusOr<PcapContents> ReadPcapFile(const std::string& path);
 
 }  // namespace uscm::mad::capture
