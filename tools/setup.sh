@@ -9,6 +9,8 @@ PACKAGES=(
   # build
   bazel-bootstrap g++ clang-14 libclang-rt-14-dev lld-14
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # pcap / pcapng files and live netdev capture (uscm dump)
+  libpcap-dev
   # RDMA userspace: verbs, umad, libibmad (benchmark baseline)
   rdma-core libibverbs-dev libibumad-dev libibmad-dev librdmacm-dev ibverbs-utils
   # simulated InfiniBand fabric with a real SA
