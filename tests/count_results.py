@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Sums test cases over every test target under a bazel-testlogs directory.
 
+Usage: count_results.py TESTLOGS [//pkg:target ...]; with targets, only
+their results count (the targets of this run, not logs an earlier run left).
 Prints "PASSED FAILED". A test target without test cases (a script test) counts
 as one case, passed or failed by its own result. A target that left a test.log
 but no readable test.xml (killed on timeout, crashed before writing it) counts
@@ -29,9 +31,13 @@ def count_xml(xml: pathlib.Path) -> tuple:
     return passed, failed
 
 
-def main(root: str) -> None:
+def main(root: str, targets: list) -> None:
+    # "//pkg/sub:name" -> "pkg/sub/name", the target's directory under root.
+    only = {t.lstrip("/").replace(":", "/") for t in targets}
     passed = failed = 0
     for log in pathlib.Path(root).rglob("test.log"):
+        if only and str(log.parent.relative_to(root)) not in only:
+            continue  # not in this run (e.g. left by a target since deleted)
         # run_N_of_M/ are left by an earlier `--runs_per_test` run (tests/run.sh
         # never asks for one); the target's own test.log is the latest result.
         if log.parent.name.startswith("run_") and "_of_" in log.parent.name:
@@ -51,4 +57,4 @@ def main(root: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])
