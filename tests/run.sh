@@ -23,7 +23,8 @@ problems=$(mktemp)
 for cfg in "${configs[@]}"; do
   label=${cfg:-native}
   echo "=== bazel test ${label} ==="
-  out=$USCM_LOG_DIR/test-${label}.log
+  name=${cfg#--config=}
+  out=$USCM_LOG_DIR/test-${name:-native}.log
   # shellcheck disable=SC2086
   quiet_run "$out" "bazel test ${cfg:+$cfg }--keep_going ${patterns[*]}" \
     bazel test $cfg --keep_going "${patterns[@]}" || rc=1

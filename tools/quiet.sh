@@ -8,7 +8,7 @@ mkdir -p "$USCM_LOG_DIR"
 # quiet_run LOG WHAT CMD...: runs CMD with stdout and stderr in LOG (overwritten),
 # prints "WHAT (log: LOG) ... done, Ns" (or "exit N") on stderr; returns CMD's status.
 quiet_run() {
-  local log=$1 what=$2 t0=$SECONDS rc=0 pid line
+  local log=$1 what=$2 t0=$SECONDS rc=0 pid line room
   shift 2
   local head="${what} (log: ${log}) ..."
   if [[ -t 2 ]]; then
@@ -17,7 +17,9 @@ quiet_run() {
     while kill -0 "$pid" 2>/dev/null; do
       # bazel's progress lines look like "[123 / 456] Compiling foo.cc; 2s ..."
       line=$(grep -aoE '^\[[0-9,]+ / [0-9,]+\][^;]*' "$log" 2>/dev/null | tail -n 1)
-      printf '\r\033[K%s %s' "$head" "${line:0:$((${COLUMNS:-100} - ${#head} - 2))}" >&2
+      room=$((${COLUMNS:-100} - ${#head} - 2))
+      ((room > 0)) || room=0
+      printf '\r\033[K%s %s' "$head" "${line:0:room}" >&2
       sleep 1
     done
     wait "$pid" || rc=$?
