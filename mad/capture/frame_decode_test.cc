@@ -105,6 +105,30 @@ TEST(FrameDecodeTest, TruncatedMadFramesAreErrors) {
   EXPECT_FALSE(DecodeFrame(kLinkTypeExportedPdu, ib).ok());
 }
 
+// Garbage is an error or "not a MAD", never a crash (run under ASan): every
+// byte of each framing set to 0x00, 0xFF and its complement, and every prefix.
+TEST(FrameDecodeTest, MutatedFramesNeverCrash) {
+  const std::vector<std::pair<uint32_t, std::vector<uint8_t>>> frames = {
+      {kLinkTypeEthernet, t::RoceV2(Req(), true, 2)},
+      {kLinkTypeEthernet, t::RoceV1(Req())},
+      {kLinkTypeLinuxSll, std::vector<uint8_t>(t::RoceV2(Req()))},
+      {kLinkTypeErf, t::ErfRecord(Req(), 3, 4)},
+      {kLinkTypeExportedPdu, t::ExportedPduRecord(Req(), 3, 4)}};
+  int decoded = 0;
+  for (const auto& [link, frame] : frames) {
+    for (size_t i = 0; i < frame.size(); ++i) {
+      for (int v : {0x00, 0xFF, frame[i] ^ 0xFF}) {
+        std::vector<uint8_t> m = frame;
+        m[i] = static_cast<uint8_t>(v);
+        decoded += DecodeFrame(link, m).ok();
+      }
+      const std::vector<uint8_t> prefix(frame.begin(), frame.begin() + static_cast<long>(i));
+      decoded += DecodeFrame(link, prefix).ok();
+    }
+  }
+  EXPECT_GT(decoded, 0);
+}
+
 TEST(FrameDecodeTest, UnknownLinkTypeSaysWhichAreKnown) {
   absl::StatusOr<DecodedFrame> d = DecodeFrame(147, t::Arp());
   ASSERT_FALSE(d.ok());

@@ -33,7 +33,9 @@ struct Interface {
       for (int i = 9; i < exp && i < 28; ++i) div *= 10;
       ns = static_cast<int64_t>(t / div);
     }
-    return ns + offset_s * 1000000000;
+    // Unsigned arithmetic: a garbage if_tsoffset wraps instead of overflowing.
+    return static_cast<int64_t>(static_cast<uint64_t>(ns) +
+                                static_cast<uint64_t>(offset_s) * 1000000000u);
   }
 };
 

@@ -52,6 +52,21 @@ TEST(PcapngReaderTest, EveryTruncationIsAnErrorOrAShorterFile) {
   }
 }
 
+// Every byte set to 0x00, 0xFF and its complement: an error or packets,
+// never a crash (run under ASan).
+TEST(PcapngReaderTest, MutatedFilesNeverCrash) {
+  const t::Bytes file = t::PcapngFile(Mixed(), true);
+  int ok = 0;
+  for (size_t i = 0; i < file.size(); ++i) {
+    for (int v : {0x00, 0xFF, file[i] ^ 0xFF}) {
+      t::Bytes m = file;
+      m[i] = static_cast<uint8_t>(v);
+      ok += ReadPcapng(m).ok();
+    }
+  }
+  EXPECT_GT(ok, 0);
+}
+
 TEST(PcapngReaderTest, NotPcapng) {
   const t::Bytes pcap = t::PcapFile(1, {{1, 0, t::Arp()}}, true);
   EXPECT_FALSE(IsPcapng(pcap));
