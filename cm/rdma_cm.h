@@ -287,6 +287,10 @@ class CmId {
   cm::Ece remote_ece_;
   QpTransitioner* qp_ = nullptr;
   uint32_t qpn_ = 0;
+  // The REP's QPN (active side), which CONNECT_RESPONSE and ESTABLISHED
+  // report as the kernel's rdma_cm does (cma_set_rep_event_data); 0 on a
+  // passive id (the kernel's ESTABLISHED after an RTU has no parameters).
+  uint32_t remote_qpn_ = 0;
   std::vector<uint8_t> rep_private_data_;  // held for ESTABLISHED
   bool ud_reply_pending_ = false;
   struct McJoinState {

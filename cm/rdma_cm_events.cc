@@ -190,7 +190,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       id->state_ = IdState::kEstablished;
       ev->event = EventType::kEstablished;
       ev->conn.private_data = id->rep_private_data_;
-      ev->conn.qp_num = id->qpn_;
+      ev->conn.qp_num = id->remote_qpn_;
       ev->remote_ece = id->remote_ece_;
       break;
     case T::kRejected:
@@ -244,6 +244,8 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
 void Device::OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e) {
   id->rep_private_data_ = Bytes(e.private_data.bytes());
   id->remote_ece_ = e.remote_ece;
+  absl::StatusOr<cm::QpAttributes> rtr = node_->cm().GetQpAttributes(id->conn_, cm::QpState::kRtr);
+  id->remote_qpn_ = rtr.ok() ? rtr->dest_qpn : 0;  // the REP's QPN
   if (id->qp_ == nullptr) {
     // External QP: the user reads RTR / RTS attributes, moves the QP, then
     // calls Establish (librdmacm without an rdma_cm QP).
@@ -251,7 +253,7 @@ void Device::OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e) {
     auto ev = std::make_unique<Event>();
     ev->event = EventType::kConnectResponse;
     ev->conn.private_data = id->rep_private_data_;
-    ev->conn.qp_num = id->qpn_;
+    ev->conn.qp_num = id->remote_qpn_;
     ev->remote_ece = e.remote_ece;
     PostEvent(id, std::move(ev));
     return;

@@ -114,11 +114,13 @@ TEST_F(RdmaCmTest, FullFlowOverTcpPortSpace) {
   // External QP mode: CONNECT_RESPONSE, attributes, establish.
   Event resp = Next(0, EventType::kConnectResponse);
   EXPECT_EQ(resp.conn.private_data, Fill(196, 9));
+  EXPECT_EQ(resp.conn.qp_num, 0x202u) << "the REP's QPN, as the kernel (not the local 0x101)";
   auto rtr = a->InitQpAttr(cm::QpState::kRtr);
   ASSERT_TRUE(rtr.ok()) << rtr.status();
   EXPECT_EQ(rtr->dest_qpn, 0x202u);
   ASSERT_TRUE(a->Establish().ok());
-  Next(1, EventType::kEstablished);
+  Event est = Next(1, EventType::kEstablished);
+  EXPECT_EQ(est.conn.qp_num, 0u) << "the kernel's passive ESTABLISHED has no parameters";
   EXPECT_EQ(a->state(), IdState::kEstablished);
 
   ASSERT_TRUE(a->Disconnect().ok());
@@ -166,6 +168,7 @@ TEST_F(RdmaCmTest, AttachedQpIsTransitionedAndBothSidesSeeEstablished) {
   Event est = Next(0, EventType::kEstablished);
   EXPECT_EQ(est.conn.private_data.size(), kRepPrivateData);  // the whole REP field
   EXPECT_EQ(est.conn.private_data[2], 3);
+  EXPECT_EQ(est.conn.qp_num, 0x400u) << "the peer's QPN, as the kernel's cma_set_rep_event_data";
   Next(1, EventType::kEstablished);
   EXPECT_THAT(qa.states, ElementsAre(cm::QpState::kInit, cm::QpState::kRtr, cm::QpState::kRts));
   EXPECT_THAT(qb.states, ElementsAre(cm::QpState::kInit, cm::QpState::kRtr, cm::QpState::kRts));

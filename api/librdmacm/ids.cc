@@ -347,16 +347,6 @@ void Forward(const uscm_cm_event& ue) {
     ev.param.conn.qp_num = c.qp_num;
     data = c.private_data;
     len = c.private_data_len;
-    if (ue.event == USCM_CM_EVENT_CONNECT_RESPONSE) {
-      // The kernel reports the peer's QPN here (the REP's); uscm's event
-      // carries the local one, so take it from the RTR attributes.
-      uscm_qp_attr rtr = {};
-      rtr.qp_state = USCM_QPS_RTR;
-      int mask = 0;
-      if (uscm_init_qp_attr(id->state->uid, &rtr, &mask) == 0) {
-        ev.param.conn.qp_num = rtr.dest_qp_num;
-      }
-    }
   }
   if (data == nullptr) len = 0;
   {
