@@ -360,6 +360,35 @@ std::string Device::IpKey(const Address& a) {
          (a.family == Address::Family::kIpv4 ? "4" : "6");
 }
 
+mad::Gid RoceGidOf(const Address& ip) {
+  mad::Gid g;
+  if (ip.family == Address::Family::kIpv6) {
+    g.raw = ip.ip;
+    return g;
+  }
+  g.raw[10] = 0xFF;
+  g.raw[11] = 0xFF;
+  for (int i = 12; i < 16; ++i) g.raw[i] = ip.ip[i];
+  return g;
+}
+
+cm::PathInfo RocePath(const Address& local, const Address& remote, uint8_t mtu, uint8_t tos) {
+  cm::PathInfo p;
+  p.local_lid = mad::kPermissiveLid;
+  p.remote_lid = mad::kPermissiveLid;
+  p.local_gid = RoceGidOf(local);
+  p.remote_gid = RoceGidOf(remote);
+  const bool link_local = remote.family == Address::Family::kIpv6 && remote.ip[0] == 0xFE &&
+                          (remote.ip[1] & 0xC0) == 0x80;
+  p.hop_limit = link_local ? 1 : 64;
+  p.subnet_local = true;  // the GRH comes from the Ethernet link layer
+  p.traffic_class = tos;
+  p.local_ack_timeout = 19;
+  p.packet_life_time = 18;
+  p.mtu = mtu >= 1 && mtu <= 5 ? mtu : 3;
+  return p;
+}
+
 absl::Status Device::AddNeighbor(const Address& ip, const mad::Gid& gid, uint16_t lid) {
   if (!ip.is_ip()) return absl::InvalidArgumentError("add_neighbor: not an IP address");
   std::lock_guard<std::mutex> lock(node_->mutex());
@@ -566,6 +595,15 @@ absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address
   }
   peer_ = dst;
   auto it = device_->neighbors_.find(Device::IpKey(dst));
+  if (it == device_->neighbors_.end() && device_->options_.roce) {
+    // RoCE: the destination's GID is its IP (the kernel resolves the MAC
+    // when the address handle or the QP's RTR is built).
+    peer_.gid = RoceGidOf(dst);
+    peer_.lid = mad::kPermissiveLid;
+    state_ = IdState::kAddrResolved;
+    device_->Post(this, EventType::kAddrResolved, 0);
+    return absl::OkStatus();
+  }
   if (it == device_->neighbors_.end()) {
     device_->Post(this, EventType::kAddrError, -EHOSTUNREACH,
                   absl::StrCat("no neighbour entry for ", dst.ToString(),
@@ -589,6 +627,15 @@ absl::Status CmId::ResolveRoute(mad::Duration) {
     path_from_sa_ = false;
     if (path_->mtu >= 1 && path_->mtu <= 5) path_mtu_ = path_->mtu;  // IB_PATH with an MTU
     if (options_.tos) path_->traffic_class = *options_.tos;
+    state_ = IdState::kRouteResolved;
+    device_->Post(this, EventType::kRouteResolved, 0);
+    return absl::OkStatus();
+  }
+  if (device_->options_.roce && local_.is_ip() && peer_.is_ip()) {
+    // No SA on RoCE: the path from the two IPs.
+    path_ = RocePath(local_, peer_, device_->options_.roce_path_mtu, options_.tos.value_or(0));
+    path_from_sa_ = false;
+    path_mtu_ = path_->mtu;
     state_ = IdState::kRouteResolved;
     device_->Post(this, EventType::kRouteResolved, 0);
     return absl::OkStatus();

@@ -351,7 +351,23 @@ struct DeviceOptions {
   cm::NodeOptions node;
   // The IP addresses of this port (the rdma_cm IPoIB interface addresses).
   std::vector<Address> local_ips;
+  // A RoCE port, where uscm has neither ARP nor an SA: addresses are GIDs of
+  // the IPs themselves (RoCE v2: IPv4 a.b.c.d is ::ffff:a.b.c.d, IPv6 the
+  // address). A destination without a neighbour entry resolves to its GID
+  // with the permissive LID, and resolve_route without IB_PATH builds the path
+  // from the two GIDs as the kernel's rdma_cm does on RoCE (RocePath).
+  bool roce = false;
+  // RoCE: the path MTU (IBA enum 1..5: the port's active MTU, as rdma_cm).
+  uint8_t roce_path_mtu = 3;
 };
+
+// The GID of an IP address on a RoCE v2 port (IPv4-mapped for IPv4).
+mad::Gid RoceGidOf(const Address& ip);
+// The path between two IPs on a RoCE port without SA, as the kernel's
+// rdma_cm builds it (cma_resolve_iboe_route): GIDs of the IPs, permissive
+// LIDs, hop limit 64 (IPv6 link-local: 1), local ACK timeout 19, packet
+// lifetime 18, `mtu`; `tos` as traffic class.
+cm::PathInfo RocePath(const Address& local, const Address& remote, uint8_t mtu, uint8_t tos);
 
 // One port: the node plus the id tables and the address table. IP
 // resolution: AddNeighbor(ip, gid, lid) plays the ARP / ND cache; on the

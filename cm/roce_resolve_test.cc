@@ -1,0 +1,93 @@
+// RoCE address and route resolution without ARP or SA (DeviceOptions::roce):
+// the destination's GID is its IP, the path comes from the two IPs.
+#include <memory>
+
+#include "cm/rdma_cm.h"
+#include "cm/rdma_cm_testing.h"
+#include "gtest/gtest.h"
+
+namespace uscm {
+namespace {
+
+class RoceResolveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto f = testing::SimFabric::Create(/*seed=*/5);
+    ASSERT_TRUE(f.ok()) << f.status();
+    f_ = std::move(*f);
+    DeviceOptions o;
+    o.roce = true;
+    o.roce_path_mtu = 3;  // 1024: a 1500-byte Ethernet MTU
+    o.local_ips = {*Address::Parse("192.168.78.1"), *Address::Parse("fd00::1")};
+    auto dev = Device::CreateSimulated(f_->scheduler(), *f_->host(0).qp1, [] { return false; }, o);
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    dev_ = std::move(*dev);
+    auto ch = dev_->CreateEventChannel();
+    ASSERT_TRUE(ch.ok()) << ch.status();
+    ch_ = std::move(*ch);
+  }
+  void TearDown() override {
+    ch_.reset();
+    dev_.reset();
+  }
+
+  Event Next(EventType want) {
+    absl::StatusOr<Event*> e = ch_->GetEvent();
+    EXPECT_TRUE(e.ok()) << e.status();
+    if (!e.ok()) return Event{};
+    Event copy = **e;
+    EXPECT_EQ(copy.event, want) << EventTypeName(copy.event) << " " << copy.detail;
+    EXPECT_TRUE(ch_->AckEvent(*e).ok());
+    return copy;
+  }
+
+  std::unique_ptr<testing::SimFabric> f_;
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<EventChannel> ch_;
+};
+
+TEST_F(RoceResolveTest, Ipv4PathFromTheAddressesWithoutSa) {
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  IdOptions o = id->options();
+  o.tos = 0x20;
+  ASSERT_TRUE(id->SetOption(o).ok());
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.2:7174")).ok());
+  Next(EventType::kAddrResolved);
+  EXPECT_EQ(id->GetPeerAddr().gid.ToString(), "::ffff:192.168.78.2");
+  EXPECT_EQ(id->GetPeerAddr().lid, 0xFFFF);
+  EXPECT_EQ(id->GetLocalAddr().ToString().rfind("192.168.78.1:", 0), 0u);
+  ASSERT_TRUE(id->ResolveRoute().ok());
+  Next(EventType::kRouteResolved);
+  ASSERT_TRUE(id->route().has_value());
+  const cm::PathInfo p = *id->route();
+  EXPECT_EQ(p.local_gid.ToString(), "::ffff:192.168.78.1");
+  EXPECT_EQ(p.remote_gid.ToString(), "::ffff:192.168.78.2");
+  EXPECT_EQ(p.local_lid, 0xFFFF);
+  EXPECT_EQ(p.remote_lid, 0xFFFF);
+  EXPECT_EQ(p.hop_limit, 64);
+  EXPECT_EQ(p.traffic_class, 0x20);
+  EXPECT_EQ(p.mtu, 3);
+  EXPECT_EQ(p.local_ack_timeout, 19);
+  EXPECT_EQ(f_->sa().counters().requests, 0u) << "no SA on RoCE";
+  ASSERT_TRUE(ch_->DestroyId(id).ok());
+}
+
+TEST_F(RoceResolveTest, Ipv6GidIsTheAddress) {
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("[fd00::2]:7174")).ok());
+  Next(EventType::kAddrResolved);
+  EXPECT_EQ(id->GetPeerAddr().gid.ToString(), "fd00::2");
+  ASSERT_TRUE(id->ResolveRoute().ok());
+  Next(EventType::kRouteResolved);
+  EXPECT_EQ(id->route()->local_gid.ToString(), "fd00::1");
+  ASSERT_TRUE(ch_->DestroyId(id).ok());
+}
+
+TEST(RocePathTest, LinkLocalIpv6StaysOnTheLink) {
+  cm::PathInfo p = RocePath(*Address::Parse("fe80::1"), *Address::Parse("fe80::2"), 9, 0);
+  EXPECT_EQ(p.hop_limit, 1);
+  EXPECT_EQ(p.mtu, 3) << "an MTU that is no IBA enum becomes 1024";
+}
+
+}  // namespace
+}  // namespace uscm
