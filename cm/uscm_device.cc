@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <infiniband/umad.h>
+#include <infiniband/verbs.h>
 #include <string.h>
 
 #include <memory>
@@ -15,11 +16,13 @@
 #include "cm/rdma_cm.h"
 #include "cm/router/router_transport.h"
 #include "mad/umad_transport.h"
+#include "verbs/roce_addressing.h"
 
 namespace {
 
 struct OpenedDevice {
   std::unique_ptr<uscm::mad::Transport> transport;
+  std::unique_ptr<uscm::verbs::RoceAddressing> roce;  // RoCE: wraps `transport`
   std::unique_ptr<uscm::Device> device;  // destroyed before its transport
 };
 
@@ -44,6 +47,49 @@ uscm_device* Failed(int err, const std::string& message) {
   return nullptr;
 }
 
+// The port's IP addresses as its RoCE GID table shows them: IPv4 for every
+// ::ffff:a.b.c.d GID, IPv6 for every other GID but the fe80:: ones.
+std::vector<uscm::Address> IpsOfGids(const std::vector<uscm::mad::Gid>& gids) {
+  std::vector<uscm::Address> ips;
+  for (const uscm::mad::Gid& g : gids) {
+    if (g.is_zero()) continue;
+    uscm::Address a;
+    if (uscm::verbs::IsIpv4Mapped(g)) {
+      a.family = uscm::Address::Family::kIpv4;
+      for (int i = 12; i < 16; ++i) a.ip[i] = g.raw[i];
+    } else if (g.raw[0] == 0xFE && (g.raw[1] & 0xC0) == 0x80) {
+      continue;  // link-local: from the MAC, no address of the netdev
+    } else {
+      a.family = uscm::Address::Family::kIpv6;
+      a.ip = g.raw;
+    }
+    bool seen = false;
+    for (const uscm::Address& b : ips) seen |= b.SameHost(a);
+    if (!seen) ips.push_back(a);
+  }
+  return ips;
+}
+
+// The port's active MTU (IBA enum), as rdma_cm puts it in the REQ on RoCE;
+// 3 (1024) when libibverbs cannot tell.
+uint8_t ActiveMtu(const std::string& ca, int port) {
+  uint8_t mtu = 3;
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  for (int i = 0; list != nullptr && i < n; ++i) {
+    if (ca != ibv_get_device_name(list[i])) continue;
+    if (ibv_context* ctx = ibv_open_device(list[i])) {
+      ibv_port_attr pa;
+      if (ibv_query_port(ctx, static_cast<uint8_t>(port), &pa) == 0) {
+        mtu = static_cast<uint8_t>(pa.active_mtu);
+      }
+      ibv_close_device(ctx);
+    }
+  }
+  if (list != nullptr) ibv_free_device_list(list);
+  return mtu;
+}
+
 }  // namespace
 
 extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_num) {
@@ -60,15 +106,25 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
   const int port = p.portnum;
   const bool ethernet = strcmp(p.link_layer, "Ethernet") == 0;
   umad_release_port(&p);
+  uscm::DeviceOptions options;
+  std::vector<uscm::mad::Gid> gids;
   if (ethernet) {
-    return Failed(ENOTSUP, absl::StrCat("device_open: ", ca, ":", port,
-                                        " is a RoCE port; its GIDs and GRH need "
-                                        "verbs::RoceAddressing: use the C++ API "
-                                        "(tools/fabric_flags.cc shows how)"));
+    // RoCE: no SA, no ARP in uscm. Addresses and paths come from the port's
+    // GID table (the netdev's IPs), MADs leave from the GID of the
+    // destination's family (RoceAddressing).
+    absl::StatusOr<std::vector<uscm::mad::Gid>> table = uscm::verbs::ReadGidTable(ca, port);
+    if (!table.ok()) {
+      return Failed(ENODEV, absl::StrCat("device_open: ", table.status().message()));
+    }
+    gids = std::move(*table);
+    options.local_ips = IpsOfGids(gids);
+    options.roce = true;
+    options.roce_path_mtu = ActiveMtu(ca, port);
   }
   uscm::mad::UmadOptions o;
   o.ca_name = ca;
   o.port_num = port;
+  o.register_sa = !ethernet;  // no SA on RoCE
   // Another process owns the CM class (EINVAL from umad_register): the host's
   // uscmd for this port, as the tools do (docs/ROUTER.md).
   auto transport = uscm::router::OpenOwnerOrRouter(
@@ -84,7 +140,12 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
   }
   auto opened = std::make_unique<OpenedDevice>();
   opened->transport = std::move(*transport);
-  auto device = uscm::Device::Create(*opened->transport, uscm::DeviceOptions{});
+  uscm::mad::Transport* t = opened->transport.get();
+  if (ethernet) {
+    opened->roce = std::make_unique<uscm::verbs::RoceAddressing>(*t, gids);
+    t = opened->roce.get();
+  }
+  auto device = uscm::Device::Create(*t, options);
   if (!device.ok()) {
     return Failed(ErrnoFor(device.status()),
                   absl::StrCat("device_open: ", device.status().message()));

@@ -12,8 +12,14 @@
  *
  * Errors (NULL, errno set, uscm_last_error() says what to do): ENODEV no RDMA
  * device or port; EACCES no permission on /dev/infiniband/umad*; EBUSY the CM
- * class is taken and no router listens on the port's socket; ENOTSUP a RoCE
- * port (needs verbs::RoceAddressing: use the C++ API, see tools/fabric_flags.cc). */
+ * class is taken and no router listens on the port's socket.
+ *
+ * A RoCE port works without SA and without ARP in uscm: the port's IPs are
+ * read from its GID table (::ffff:a.b.c.d and global IPv6 GIDs, sysfs), a
+ * destination IP resolves to its own GID, resolve_route builds the path from
+ * the two IPs with the port's active MTU (DeviceOptions::roce), and MADs are
+ * sent from the GID of the destination's family (verbs::RoceAddressing).
+ * The GID table is read once, at open. */
 #ifndef USCM_CM_USCM_DEVICE_H_
 #define USCM_CM_USCM_DEVICE_H_
 
