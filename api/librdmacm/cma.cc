@@ -88,13 +88,6 @@ __be16 rdma_get_dst_port(rdma_cm_id* id) { return PortOf(&id->route.addr.dst_add
 
 // ---- Not done yet: ENODEV without a device, else ENOSYS. ----
 
-int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
-  return NotDone("rdma_create_qp");
-}
-int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* qp_init_attr) {
-  return NotDone("rdma_create_qp_ex");
-}
-void rdma_destroy_qp(rdma_cm_id* id) { NotDone("rdma_destroy_qp"); }
 int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
   return NotDone("rdma_create_srq");
 }

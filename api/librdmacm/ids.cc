@@ -474,6 +474,16 @@ int PumpEvents() {
   return PumpEventsLocked();
 }
 
+uscm_cm_id* UscmIdOf(rdma_cm_id* pub, const char* call) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  Id* id = FindLocked(pub);
+  if (id == nullptr) {
+    Fail(EINVAL, call, "not an id of rdma_create_id (or destroyed)");
+    return nullptr;
+  }
+  return id->state->uid;
+}
+
 }  // namespace uscm::librdmacm
 
 using uscm::librdmacm::Fail;

@@ -23,6 +23,7 @@
 #define USCM_API_LIBRDMACM_IDS_H_
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 #include "cm/uscm_cma.h"
 
@@ -41,6 +42,10 @@ uscm_event_channel* BackendChannel();
 // event (tests: run the simulated fabric, then PumpEvents); NULL: block on
 // the channel's fd (the forwarding thread fills it).
 void SetDriverForTesting(void (*drive)(void*), void* arg);
+
+// The uscm id behind a program's id; NULL with errno EINVAL (and USCM_DEBUG
+// naming `call`) for an id this library did not create or already destroyed.
+uscm_cm_id* UscmIdOf(rdma_cm_id* id, const char* call);
 
 // Moves every event queued on the backend's uscm channel to the programs'
 // channels; the number moved, or -1 with errno.

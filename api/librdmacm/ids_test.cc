@@ -320,5 +320,31 @@ TEST_F(IdsTest, Errors) {
   EXPECT_EQ(rdma_destroy_id(id), 0);
 }
 
+// rdma_create_qp's checks before any verbs call (QP creation itself runs in
+// the VM lane: tests/vm/groups/60-dropin-rping.sh).
+TEST_F(IdsTest, CreateQpNeedsAnIdWithADevice) {
+  ibv_qp_init_attr attr = {};
+  attr.qp_type = IBV_QPT_RC;
+  rdma_cm_id not_ours = {};
+  errno = 0;
+  EXPECT_EQ(rdma_create_qp(&not_ours, nullptr, &attr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  errno = 0;
+  EXPECT_EQ(rdma_create_qp(id, nullptr, nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(rdma_create_qp(id, nullptr, &attr), -1) << "no device: the simulated backend has none";
+  EXPECT_EQ(errno, EINVAL);
+  ibv_qp_init_attr_ex ex = {};
+  errno = 0;
+  EXPECT_EQ(rdma_create_qp_ex(id, &ex), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(id->qp, nullptr);
+  rdma_destroy_qp(id);  // no QP: nothing happens
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
 }  // namespace
 }  // namespace uscm::librdmacm

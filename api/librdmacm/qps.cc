@@ -1,0 +1,223 @@
+// rdma_create_qp, rdma_create_qp_ex, rdma_destroy_qp as librdmacm
+// (cma.c: rdma_create_qp_ex, ucma_create_cqs, ucma_init_conn_qp,
+// ucma_init_ud_qp): the QP is created on the id's device, with the id's
+// shared PD when none is given, with a CQ and completion channel of its own
+// for each CQ the program leaves out, moved to INIT (UD: on to RTS with the
+// port space's Q_Key), and handed to the uscm CM (uscm_set_qp), which moves
+// an RC QP to RTR / RTS while connecting or accepting and to ERROR on
+// REJECTED / DISCONNECTED.
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <string.h>
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "api/librdmacm/fail.h"
+#include "api/librdmacm/ids.h"
+#include "cm/uscm_cma.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+// librdmacm's RDMA_UDP_QKEY, the Q_Key of RDMA_PS_UDP (and of uscm's UD ids).
+constexpr uint32_t kUdpQkey = 0x01234567;
+
+// What rdma_destroy_qp undoes besides the QP: the CQs (and their channels)
+// rdma_create_qp made because the program gave none.
+struct Made {
+  ibv_cq* send_cq = nullptr;
+  ibv_comp_channel* send_channel = nullptr;
+  ibv_cq* recv_cq = nullptr;
+  ibv_comp_channel* recv_channel = nullptr;
+};
+
+std::mutex g_qp_mu;
+std::unordered_map<rdma_cm_id*, Made>& MadeByQp() {
+  static auto* m = new std::unordered_map<rdma_cm_id*, Made>;
+  return *m;
+}
+
+void DestroyCq(ibv_cq*& cq, ibv_comp_channel*& channel) {
+  if (cq != nullptr) ibv_destroy_cq(cq);
+  if (channel != nullptr) ibv_destroy_comp_channel(channel);
+  cq = nullptr;
+  channel = nullptr;
+}
+
+// A CQ with its own completion channel, `cqe` entries (at least 1).
+int MakeCq(ibv_context* verbs, uint32_t cqe, ibv_cq** cq, ibv_comp_channel** channel,
+           const char* call) {
+  *channel = ibv_create_comp_channel(verbs);
+  if (*channel == nullptr) return Fail(errno != 0 ? errno : ENOMEM, call, "ibv_create_comp_channel failed");
+  *cq = ibv_create_cq(verbs, cqe > 0 ? static_cast<int>(cqe) : 1, nullptr, *channel, 0);
+  if (*cq == nullptr) {
+    int err = errno != 0 ? errno : ENOMEM;
+    ibv_destroy_comp_channel(*channel);
+    *channel = nullptr;
+    return Fail(err, call, "ibv_create_cq failed");
+  }
+  return 0;
+}
+
+// librdmacm's ucma_init_conn_qp / ucma_init_ud_qp: INIT with the CM's
+// attributes (pkey index, port, access flags); UD on to RTR and RTS.
+int MoveToInit(uscm_cm_id* uid, rdma_cm_id* id, ibv_qp* qp, const char* call) {
+  ibv_qp_attr attr = {};
+  int mask = 0;
+  attr.qp_state = IBV_QPS_INIT;
+  if (rdma_init_qp_attr(id, &attr, &mask) != 0) return -1;
+  const bool ud = qp->qp_type == IBV_QPT_UD;
+  if (ud) {
+    attr.qkey = kUdpQkey;
+    mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+  }
+  if (int rc = ibv_modify_qp(qp, &attr, mask); rc != 0) {
+    return Fail(rc, call, "ibv_modify_qp to INIT failed");
+  }
+  if (!ud) return 0;
+  memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_RTR;
+  if (int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE); rc != 0) {
+    return Fail(rc, call, "ibv_modify_qp of the UD QP to RTR failed");
+  }
+  attr.qp_state = IBV_QPS_RTS;
+  attr.sq_psn = 0;
+  if (int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN); rc != 0) {
+    return Fail(rc, call, "ibv_modify_qp of the UD QP to RTS failed");
+  }
+  (void)uid;
+  return 0;
+}
+
+// The common part of rdma_create_qp and rdma_create_qp_ex; `attr` has its
+// PD (IBV_QP_INIT_ATTR_PD) and CQs filled here.
+int CreateQp(rdma_cm_id* id, ibv_qp_init_attr_ex* attr, const char* call) {
+  uscm_cm_id* uid = UscmIdOf(id, call);
+  if (uid == nullptr) return -1;
+  if (id->qp != nullptr) return Fail(EINVAL, call, "the id has a QP already (rdma_destroy_qp first)");
+  if (id->verbs == nullptr) {
+    return Fail(EINVAL, call,
+                "the id has no device yet: resolve the address (active side) or use the id of "
+                "a CONNECT_REQUEST (passive side) first");
+  }
+  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == nullptr) {
+    attr->pd = id->pd;
+    attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
+  }
+  if (attr->pd == nullptr) return Fail(EINVAL, call, "no PD given and the id has none");
+  if (attr->pd->context != id->verbs) {
+    return Fail(EINVAL, call, "the PD is of another device than the id (pd->context != id->verbs)");
+  }
+  Made made;
+  if (attr->send_cq == nullptr) {
+    if (MakeCq(id->verbs, attr->cap.max_send_wr, &made.send_cq, &made.send_channel, call) != 0) {
+      return -1;
+    }
+    attr->send_cq = made.send_cq;
+  }
+  if (attr->recv_cq == nullptr) {
+    if (MakeCq(id->verbs, attr->cap.max_recv_wr, &made.recv_cq, &made.recv_channel, call) != 0) {
+      int err = errno;
+      DestroyCq(made.send_cq, made.send_channel);
+      errno = err;
+      return -1;
+    }
+    attr->recv_cq = made.recv_cq;
+  }
+  ibv_qp* qp = ibv_create_qp_ex(id->verbs, attr);
+  int rc = 0;
+  if (qp == nullptr) {
+    rc = Fail(errno != 0 ? errno : ENOMEM, call, "ibv_create_qp failed");
+  } else if (MoveToInit(uid, id, qp, call) != 0) {
+    rc = -1;
+  } else if (uscm_set_qp(uid, qp) != 0) {
+    rc = Fail(errno, call, uscm_last_error());
+  }
+  if (rc != 0) {
+    int err = errno;
+    if (qp != nullptr) ibv_destroy_qp(qp);
+    DestroyCq(made.send_cq, made.send_channel);
+    DestroyCq(made.recv_cq, made.recv_channel);
+    errno = err;
+    return -1;
+  }
+  id->qp = qp;
+  id->send_cq = attr->send_cq;
+  id->recv_cq = attr->recv_cq;
+  id->send_cq_channel = made.send_channel;
+  id->recv_cq_channel = made.recv_channel;
+  std::lock_guard<std::mutex> lock(g_qp_mu);
+  MadeByQp()[id] = made;
+  return 0;
+}
+
+}  // namespace
+}  // namespace uscm::librdmacm
+
+extern "C" {
+
+int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* qp_init_attr) {
+  if (id == nullptr || qp_init_attr == nullptr) {
+    return uscm::librdmacm::Fail(EINVAL, "rdma_create_qp_ex", "id or qp_init_attr is NULL");
+  }
+  ibv_qp_init_attr_ex attr = *qp_init_attr;
+  int rc = uscm::librdmacm::CreateQp(id, &attr, "rdma_create_qp_ex");
+  if (rc == 0) {
+    // As librdmacm: the program's struct shows the CQs and the capabilities.
+    qp_init_attr->send_cq = attr.send_cq;
+    qp_init_attr->recv_cq = attr.recv_cq;
+    qp_init_attr->pd = attr.pd;
+    qp_init_attr->comp_mask = attr.comp_mask;
+    qp_init_attr->cap = attr.cap;
+  }
+  return rc;
+}
+
+int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+  if (id == nullptr || qp_init_attr == nullptr) {
+    return uscm::librdmacm::Fail(EINVAL, "rdma_create_qp", "id or qp_init_attr is NULL");
+  }
+  ibv_qp_init_attr_ex attr = {};
+  memcpy(&attr, qp_init_attr, sizeof(*qp_init_attr));  // the leading fields are the same
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = pd;
+  int rc = uscm::librdmacm::CreateQp(id, &attr, "rdma_create_qp");
+  if (rc == 0) {
+    qp_init_attr->send_cq = attr.send_cq;
+    qp_init_attr->recv_cq = attr.recv_cq;
+    qp_init_attr->cap = attr.cap;
+  }
+  return rc;
+}
+
+// The QP, and the CQs and channels rdma_create_qp made; id->qp and the CQ
+// fields become NULL.
+void rdma_destroy_qp(rdma_cm_id* id) {
+  using namespace uscm::librdmacm;
+  if (id == nullptr || id->qp == nullptr) return;
+  if (uscm_cm_id* uid = UscmIdOf(id, "rdma_destroy_qp"); uid != nullptr) {
+    uscm_destroy_qp(uid);  // the CM stops driving it (a QP of uscm_set_qp stays)
+  }
+  ibv_destroy_qp(id->qp);
+  id->qp = nullptr;
+  Made made;
+  {
+    std::lock_guard<std::mutex> lock(g_qp_mu);
+    auto it = MadeByQp().find(id);
+    if (it != MadeByQp().end()) {
+      made = it->second;
+      MadeByQp().erase(it);
+    }
+  }
+  DestroyCq(made.send_cq, made.send_channel);
+  DestroyCq(made.recv_cq, made.recv_channel);
+  id->send_cq = nullptr;
+  id->recv_cq = nullptr;
+  id->send_cq_channel = nullptr;
+  id->recv_cq_channel = nullptr;
+}
+
+}  // extern "C"
