@@ -6,9 +6,11 @@
 #include <infiniband/ib.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <condition_variable>
@@ -269,6 +271,14 @@ void OnAck(void* arg) {
   state->acked.notify_all();
 }
 
+// Once a connection ended, uscm stops driving the id's QP: it moved it to
+// ERROR already, and programs destroy the QP with ibv_destroy_qp (rping
+// does) while a late DREP or DREQ could still make the CM touch it. The QP
+// itself stays the program's (id->qp), as with librdmacm.
+void DetachQp(uscm_cm_id* uid) {
+  if (uid->qp != nullptr) uscm_destroy_qp(uid);  // of uscm_set_qp: only detached
+}
+
 // One uscm event to the program's channel.
 void Forward(const uscm_cm_event& ue) {
   Id* listen = nullptr;
@@ -310,6 +320,12 @@ void Forward(const uscm_cm_event& ue) {
     case USCM_CM_EVENT_CONNECT_RESPONSE:
     case USCM_CM_EVENT_ESTABLISHED:
       FillAddrs(id);
+      break;
+    case USCM_CM_EVENT_DISCONNECTED:
+    case USCM_CM_EVENT_REJECTED:
+    case USCM_CM_EVENT_UNREACHABLE:
+    case USCM_CM_EVENT_CONNECT_ERROR:
+      DetachQp(ue.id);
       break;
     default:
       break;
@@ -538,6 +554,7 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   if (uscm_destroy_id(id->state->uid) != 0) return UscmFailed("rdma_destroy_id");
   ByUscmId().erase(id->state->uid);
   ByPublic().erase(&id->pub);
+  ForgetQp(&id->pub);
   if (id->state->holds_pd) ReleaseSharedPd(id->pub.verbs);
   if (id->state->sync) rdma_destroy_event_channel(id->pub.channel);
   delete id->state;
@@ -584,9 +601,26 @@ int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
   return uscm::librdmacm::Complete(id, "rdma_resolve_route");
 }
 
+// With USCM_DEBUG, says where it listens: what a script waits for before
+// starting a client (the kernel's listeners show in `rdma resource`).
 int rdma_listen(rdma_cm_id* id, int backlog) {
-  return uscm::librdmacm::WithId("rdma_listen", id,
-                                 [&](uscm_cm_id* uid) { return uscm_listen(uid, backlog); });
+  using namespace uscm::librdmacm;
+  if (WithId("rdma_listen", id, [&](uscm_cm_id* uid) { return uscm_listen(uid, backlog); }) != 0) {
+    return -1;
+  }
+  if (DebugEnabled()) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    const sockaddr* sa = &id->route.addr.src_addr;
+    const void* ip = sa->sa_family == AF_INET6
+                         ? static_cast<const void*>(&id->route.addr.src_sin6.sin6_addr)
+                         : static_cast<const void*>(&id->route.addr.src_sin.sin_addr);
+    inet_ntop(sa->sa_family == AF_INET6 ? AF_INET6 : AF_INET, ip, host, sizeof(host));
+    fprintf(stderr, "uscm librdmacm: rdma_listen: listening on %s port %u (%s:%u)\n", host,
+            ntohs(rdma_get_src_port(id)),
+            id->verbs != nullptr ? ibv_get_device_name(id->verbs->device) : "no device",
+            id->port_num);
+  }
+  return 0;
 }
 
 int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
@@ -633,9 +667,14 @@ int rdma_notify(rdma_cm_id* id, ibv_event_type event) {
                                  [&](uscm_cm_id* uid) { return uscm_notify(uid); });
 }
 
+// As librdmacm, the QP goes to ERROR (uscm does it), and from then on it is
+// the program's alone (DetachQp).
 int rdma_disconnect(rdma_cm_id* id) {
-  if (uscm::librdmacm::WithId("rdma_disconnect", id,
-                              [&](uscm_cm_id* uid) { return uscm_disconnect(uid); }) != 0) {
+  if (uscm::librdmacm::WithId("rdma_disconnect", id, [&](uscm_cm_id* uid) {
+        if (uscm_disconnect(uid) != 0) return -1;
+        uscm::librdmacm::DetachQp(uid);
+        return 0;
+      }) != 0) {
     return -1;
   }
   return uscm::librdmacm::Complete(id, "rdma_disconnect");

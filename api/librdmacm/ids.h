@@ -47,6 +47,11 @@ void SetDriverForTesting(void (*drive)(void*), void* arg);
 // naming `call`) for an id this library did not create or already destroyed.
 uscm_cm_id* UscmIdOf(rdma_cm_id* id, const char* call);
 
+// qps.cc: drops what rdma_create_qp kept for `id` (rdma_destroy_id; a
+// program that destroyed the QP with ibv_destroy_qp never calls
+// rdma_destroy_qp). The CQs it made stay (they may still be in use).
+void ForgetQp(rdma_cm_id* id);
+
 // Moves every event queued on the backend's uscm channel to the programs'
 // channels; the number moved, or -1 with errno.
 int PumpEvents();

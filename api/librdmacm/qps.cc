@@ -155,6 +155,12 @@ int CreateQp(rdma_cm_id* id, ibv_qp_init_attr_ex* attr, const char* call) {
 }
 
 }  // namespace
+
+void ForgetQp(rdma_cm_id* id) {
+  std::lock_guard<std::mutex> lock(g_qp_mu);
+  MadeByQp().erase(id);
+}
+
 }  // namespace uscm::librdmacm
 
 extern "C" {
