@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Debian's unmodified rping on uscm's drop-in librdmacm.so.1 (issue 13), over Soft-RoCE.
+# Two linked VMs: a runs the kernel CM (ib_cm, rdma_cm, rdma_ucm) and the system's
+# librdmacm; b has none of them loaded and runs rping with
+# LD_LIBRARY_PATH=<bazel-bin>/api/librdmacm, so every rdma_* call is uscm's (umad on QP1,
+# path from the IPs: no SA, no kernel CM).
+#   1. drop-in rping -c -v -C 10  ->  kernel rping -s -v
+#   2. kernel rping -c -v -C 10   ->  drop-in rping -s -v
+#   3. (b alone) drop-in server and drop-in client as two processes on b's one port:
+#      without uscmd the second process cannot open the port (the CM class belongs to
+#      the first), which is checked as such.
+# Every ping's data line is checked byte for byte (rping's pattern: "rdma-ping-N: "
+# then letters from 'A'+N, 63 characters). Readiness: the kernel listener shows in
+# `rdma resource show cm_id`; the drop-in says "listening on" with USCM_DEBUG=1.
+# targets: //api/librdmacm:librdmacm.so.1
+. "$(dirname "$0")/../lib.sh"
+vm_pair --cm-a --timeout 600
+
+LIB=$USCM_VM_BIN/api/librdmacm
+IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
+T=120   # seconds for any one step: TCG guests on a loaded 2-core host are slow
+N=10
+
+# wait_for FILE REGEX: until a background program printed REGEX (or it ended)
+wait_for() {
+  local i
+  for ((i = 0; i < T * 10; i++)); do
+    grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "no /$2/ in $1 after ${T}s" >&2; cat "$1" >&2; return 1
+}
+# kernel_listening PORT: the kernel rdma_cm has a listener on PORT
+kernel_listening() {
+  local i
+  for ((i = 0; i < T * 10; i++)); do
+    rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q ":$1 " && return 0
+    sleep 0.1
+  done
+  echo "no kernel rdma_cm listener on port $1 after ${T}s" >&2; return 1
+}
+# ping_lines PREFIX N: the N data lines rping -v prints (64-byte buffer)
+ping_lines() {
+  local prefix=$1 n=$2 k i c s
+  for ((k = 0; k < n; k++)); do
+    s="rdma-ping-$k: "; c=$((65 + k))
+    for ((i = ${#s}; i < 63; i++)); do
+      s+=$(printf "\\$(printf '%03o' "$c")"); c=$((c + 1)); ((c > 122)) && c=65
+    done
+    printf '%s%s\n' "$prefix" "$s"
+  done
+}
+# check_pings NAME LOG PREFIX: the log's data lines are exactly the N expected ones
+check_pings() {
+  local got; got=$(grep -E "^$3rdma-ping-" "$2")
+  if [ "$got" = "$(ping_lines "$3" $N)" ]; then
+    pass "$1"; printf '  = %s\n' "$(grep -E "^$3rdma-ping-" "$2" | tail -n 1)"
+  else
+    sed 's/^/  | /' "$2" | tail -n 30
+    fail "$1" "$(grep -cE "^$3rdma-ping-" "$2") data lines, not the $N expected"
+  fi
+}
+# finish NAME PID LOG: PASS when the background program exits 0
+finish() {
+  local rc=0
+  wait "$2" || rc=$?
+  if [ "$rc" = 0 ]; then pass "$1"; else
+    sed 's/^/  | /' "$3" | tail -n 30
+    fail "$1" "exit $rc: $(grep -v '^ *$' "$3" | tail -n 1)"
+  fi
+}
+dropin() { LD_LIBRARY_PATH=$LIB USCM_DEBUG=1 timeout $T "$@"; }
+
+if [ "$USCM_VM_ROLE" = a ]; then
+  check kernel-cm-loaded-a grep -qw rdma_ucm /proc/modules
+
+  # 1. the drop-in's client against the kernel's rping server
+  timeout $T rping -s -a "$IP" -p 7174 -v > /tmp/rping-s.log 2>&1 & pid=$!
+  kernel_listening 7174 && sync.sh signal kernel-server-ready
+  finish kernel-rping-s-served-dropin "$pid" /tmp/rping-s.log
+  check_pings kernel-server-data /tmp/rping-s.log 'server ping data: '
+  sync.sh wait dropin-client-done $T
+
+  # 2. the kernel's rping client against the drop-in's server
+  sync.sh wait dropin-server-ready $T
+  timeout $T rping -c -a "$PEER" -I "$IP" -p 7175 -v -C $N > /tmp/rping-c.log 2>&1
+  rc=$?; if [ $rc = 0 ]; then pass kernel-rping-c-to-dropin; else
+    sed 's/^/  | /' /tmp/rping-c.log | tail -n 30; fail kernel-rping-c-to-dropin "exit $rc"; fi
+  check_pings kernel-client-data /tmp/rping-c.log 'ping data: '
+  sync.sh signal kernel-client-done
+  sync.sh wait b-done $T
+else
+  check no-kernel-cm-b bash -c '! lsmod | grep -Ewq "^(ib_cm|rdma_cm|rdma_ucm)"'
+  check dropin-loaded bash -c "LD_LIBRARY_PATH=$LIB ldd \$(command -v rping) |
+    grep -q '$LIB/librdmacm.so.1'"
+
+  # 1.
+  sync.sh wait kernel-server-ready $T
+  dropin rping -c -a "$PEER" -I "$IP" -p 7174 -v -C $N > /tmp/dropin-c.log 2>&1
+  rc=$?; if [ $rc = 0 ]; then pass dropin-rping-c-to-kernel; else
+    sed 's/^/  | /' /tmp/dropin-c.log | tail -n 30; fail dropin-rping-c-to-kernel "exit $rc"; fi
+  check_pings dropin-client-data /tmp/dropin-c.log 'ping data: '
+  sync.sh signal dropin-client-done
+
+  # 2.
+  dropin rping -s -a "$IP" -p 7175 -v > /tmp/dropin-s.log 2>&1 & pid=$!
+  wait_for /tmp/dropin-s.log 'listening on' && sync.sh signal dropin-server-ready
+  finish dropin-rping-s-served-kernel "$pid" /tmp/dropin-s.log
+  check_pings dropin-server-data /tmp/dropin-s.log 'server ping data: '
+  sync.sh wait kernel-client-done $T
+
+  # 3. two drop-in processes on the one port of this VM, without uscmd
+  dropin rping -s -a "$IP" -p 7176 -v > /tmp/dropin-s2.log 2>&1 & pid=$!
+  wait_for /tmp/dropin-s2.log 'listening on'
+  check_output second-process-needs-uscmd 'CM class|uscmd' \
+    env LD_LIBRARY_PATH="$LIB" USCM_DEBUG=1 timeout $T rping -c -a "$IP" -p 7176 -C 1
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  sync.sh signal b-done
+fi
+group_end
