@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -36,6 +37,10 @@ struct IdState {
   // Synchronous mode (rdma_create_id with a NULL channel): the id has a
   // private channel and the calls wait for their event (id->event).
   bool sync = false;
+  // A passive id's CONNECT_REQUEST, from this side (the kernel's swap): what
+  // rdma_accept without conn_param (or with RDMA_MAX_*) offers.
+  uint8_t req_initiator_depth = 0;
+  uint8_t req_responder_resources = 0;
   std::mutex mu;
   std::condition_variable acked;
   int unacked = 0;
@@ -356,6 +361,14 @@ void Forward(const uscm_cm_event& ue) {
     const uscm_conn_param& c = ue.param.conn;
     ev.param.conn.responder_resources = c.responder_resources;
     ev.param.conn.initiator_depth = c.initiator_depth;
+    if (ue.event == USCM_CM_EVENT_CONNECT_REQUEST) {
+      // As the kernel (cma_set_req_event_data): from this side, the REQ's
+      // responder resources are our initiator depth and vice versa.
+      ev.param.conn.responder_resources = c.initiator_depth;
+      ev.param.conn.initiator_depth = c.responder_resources;
+      id->state->req_initiator_depth = ev.param.conn.initiator_depth;
+      id->state->req_responder_resources = ev.param.conn.responder_resources;
+    }
     ev.param.conn.flow_control = c.flow_control;
     ev.param.conn.retry_count = c.retry_count;
     ev.param.conn.rnr_retry_count = c.rnr_retry_count;
@@ -634,11 +647,44 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
   return uscm::librdmacm::Complete(id, "rdma_connect");
 }
 
+// As librdmacm's rdma_accept: without conn_param (or with RDMA_MAX_RESP_RES /
+// RDMA_MAX_INIT_DEPTH) the depths of the CONNECT_REQUEST, capped at the
+// device's; without conn_param also retry / RNR retry 7 and the id's QP.
 int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
-  if (uscm::librdmacm::WithId("rdma_accept", id, [&](uscm_cm_id* uid) {
-        if (conn_param == nullptr) return uscm_accept(uid, nullptr);
-        uscm_conn_param p = uscm::librdmacm::ToUscmParam(*conn_param);
-        return uscm_accept(uid, &p);
+  using namespace uscm::librdmacm;
+  uint8_t init = 0, resp = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (Id* i = FindLocked(id); i != nullptr) {
+      init = i->state->req_initiator_depth;
+      resp = i->state->req_responder_resources;
+    }
+  }
+  if (id != nullptr && id->verbs != nullptr) {
+    ibv_device_attr da;
+    if (ibv_query_device(id->verbs, &da) == 0) {
+      init = static_cast<uint8_t>(std::min<int>(init, da.max_qp_init_rd_atom));
+      resp = static_cast<uint8_t>(std::min<int>(resp, da.max_qp_rd_atom));
+    }
+  }
+  rdma_conn_param p = {};
+  if (conn_param != nullptr) {
+    p = *conn_param;
+  } else {
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    if (id != nullptr && id->qp != nullptr) {
+      p.qp_num = id->qp->qp_num;
+      p.srq = id->qp->srq != nullptr;
+    }
+  }
+  if (conn_param == nullptr || p.initiator_depth == RDMA_MAX_INIT_DEPTH) p.initiator_depth = init;
+  if (conn_param == nullptr || p.responder_resources == RDMA_MAX_RESP_RES) {
+    p.responder_resources = resp;
+  }
+  if (WithId("rdma_accept", id, [&](uscm_cm_id* uid) {
+        uscm_conn_param u = ToUscmParam(p);
+        return uscm_accept(uid, &u);
       }) != 0) {
     return -1;
   }

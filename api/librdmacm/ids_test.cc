@@ -145,6 +145,10 @@ TEST_F(IdsTest, PassiveSideAcceptsOnANewId) {
   EXPECT_EQ(id->ps, RDMA_PS_TCP);
   EXPECT_EQ(id->port_num, 1);
   EXPECT_EQ(e->param.conn.qp_num, 0x42u);
+  // From this side, as the kernel reports them: the peer's initiator depth
+  // (3) is our responder resources, its responder resources (2) our depth.
+  EXPECT_EQ(e->param.conn.responder_resources, 3);
+  EXPECT_EQ(e->param.conn.initiator_depth, 2);
   ASSERT_GE(e->param.conn.private_data_len, 3);
   EXPECT_EQ(DataOf(e->param.conn.private_data, 3), "req");
   EXPECT_EQ(ntohs(rdma_get_src_port(id)), 7000);

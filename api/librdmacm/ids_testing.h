@@ -113,8 +113,8 @@ class IdsTest : public ::testing::Test {
     uscm_conn_param p = {};
     p.private_data = data;
     p.private_data_len = static_cast<uint8_t>(strlen(data));
-    p.responder_resources = 1;
-    p.initiator_depth = 1;
+    p.responder_resources = 2;
+    p.initiator_depth = 3;
     p.retry_count = 7;
     p.rnr_retry_count = 7;
     p.qp_num = qp_num;
