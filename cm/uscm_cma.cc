@@ -760,6 +760,27 @@ int uscm_getpeer(struct uscm_cm_id* id, struct uscm_addr* addr) {
   return 0;
 }
 
+int uscm_get_route(struct uscm_cm_id* id, struct uscm_path* path) {
+  USCM_ID("get_route");
+  if (path == nullptr) return Fail(EINVAL, "get_route: path is NULL");
+  absl::optional<uscm::cm::PathInfo> r = c->route();
+  if (!r.has_value()) return Fail(ENODATA, "get_route: no route yet (resolve_route first)");
+  std::memset(path, 0, sizeof(*path));
+  std::memcpy(path->sgid, r->local_gid.raw.data(), 16);
+  std::memcpy(path->dgid, r->remote_gid.raw.data(), 16);
+  path->slid = r->local_lid;
+  path->dlid = r->remote_lid;
+  path->flow_label = r->flow_label;
+  path->hop_limit = r->hop_limit;
+  path->traffic_class = r->traffic_class;
+  path->sl = r->sl;
+  path->mtu = r->mtu;
+  path->rate = r->packet_rate;
+  path->packet_life_time = r->packet_life_time;
+  path->pkey = c->GetPeerAddr().pkey;
+  return 0;
+}
+
 int uscm_parse_addr(const char* text, struct uscm_addr* addr) {
   if (text == nullptr || addr == nullptr) return Fail(EINVAL, "parse_addr: NULL argument");
   auto a = Address::Parse(text);

@@ -275,6 +275,24 @@ int uscm_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event**
 int uscm_ack_cm_event(struct uscm_cm_event* event);
 int uscm_getname(struct uscm_cm_id* id, struct uscm_addr* addr);
 int uscm_getpeer(struct uscm_cm_id* id, struct uscm_addr* addr);
+/* The id's resolved route (rdma_cm_id.route.path_rec): from the SA, an
+ * IB_PATH option, or on RoCE the two IPs. ENODATA before resolve_route (and
+ * on a passive id, the REQ's primary path once it arrived). */
+struct uscm_path {
+  uint8_t sgid[16];
+  uint8_t dgid[16];
+  uint16_t slid;
+  uint16_t dlid;
+  uint32_t flow_label;
+  uint8_t hop_limit;
+  uint8_t traffic_class;
+  uint8_t sl;
+  uint8_t mtu;              /* IBA enum 1..5, 0 unknown */
+  uint8_t rate;             /* IBA rate enum */
+  uint8_t packet_life_time; /* IBA time code */
+  uint16_t pkey;
+};
+int uscm_get_route(struct uscm_cm_id* id, struct uscm_path* path);
 /* "10.0.0.1:7471", "[fe80::1]:7471" -> addr. */
 int uscm_parse_addr(const char* text, struct uscm_addr* addr);
 

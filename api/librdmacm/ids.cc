@@ -11,6 +11,7 @@
 #include <rdma/rdma_cma.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
@@ -251,6 +252,37 @@ void AttachDevice(Id* id) {
   }
 }
 
+// id->route.path_rec (one path, as librdmacm's ucma_query_route fills it).
+void FillRoute(Id* id) {
+  uscm_path p;
+  if (uscm_get_route(id->state->uid, &p) != 0) return;
+  rdma_route& route = id->pub.route;
+  if (route.path_rec == nullptr) {
+    route.path_rec = static_cast<ibv_sa_path_rec*>(calloc(1, sizeof(ibv_sa_path_rec)));
+    if (route.path_rec == nullptr) return;
+  }
+  ibv_sa_path_rec& r = *route.path_rec;
+  memset(&r, 0, sizeof(r));
+  memcpy(r.sgid.raw, p.sgid, 16);
+  memcpy(r.dgid.raw, p.dgid, 16);
+  r.slid = htobe16(p.slid);
+  r.dlid = htobe16(p.dlid);
+  r.flow_label = htobe32(p.flow_label);
+  r.hop_limit = p.hop_limit;
+  r.traffic_class = p.traffic_class;
+  r.reversible = 1;
+  r.numb_path = 1;
+  r.pkey = htobe16(p.pkey);
+  r.sl = p.sl;
+  r.mtu_selector = 2;  // exactly
+  r.mtu = p.mtu;
+  r.rate_selector = 2;
+  r.rate = p.rate;
+  r.packet_life_time_selector = 2;
+  r.packet_life_time = p.packet_life_time;
+  route.num_paths = 1;
+}
+
 void AttachAndFill(Id* id) {
   AttachDevice(id);
   FillAddrs(id);
@@ -311,6 +343,7 @@ void Forward(const uscm_cm_event& ue) {
     id->state->sync = listen->state->sync;
     AttachDevice(id);
     FillAddrs(id);
+    FillRoute(id);
   }
   if (id == nullptr) {
     Fail(EINVAL, "event", "event for an id the drop-in does not know: dropped");
@@ -322,6 +355,9 @@ void Forward(const uscm_cm_event& ue) {
       FillAddrs(id);
       break;
     case USCM_CM_EVENT_ROUTE_RESOLVED:
+      FillAddrs(id);
+      FillRoute(id);
+      break;
     case USCM_CM_EVENT_CONNECT_RESPONSE:
     case USCM_CM_EVENT_ESTABLISHED:
       FillAddrs(id);
@@ -568,6 +604,7 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   ByUscmId().erase(id->state->uid);
   ByPublic().erase(&id->pub);
   ForgetQp(&id->pub);
+  free(id->pub.route.path_rec);
   if (id->state->holds_pd) ReleaseSharedPd(id->pub.verbs);
   if (id->state->sync) rdma_destroy_event_channel(id->pub.channel);
   delete id->state;

@@ -54,10 +54,17 @@ TEST_F(IdsTest, ActiveSideWithItsOwnQp) {
   EXPECT_EQ(IpOf(&id->route.addr.dst_addr), "10.0.0.2");
   EXPECT_EQ(rdma_ack_cm_event(e), 0);
 
+  EXPECT_EQ(id->route.num_paths, 0);
   ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
   e = Next(RDMA_CM_EVENT_ROUTE_RESOLVED);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  // The SA's path, as librdmacm's ucma_query_route shows it.
+  ASSERT_EQ(id->route.num_paths, 1);
+  ASSERT_NE(id->route.path_rec, nullptr);
+  EXPECT_NE(id->route.path_rec->dlid, 0);
+  EXPECT_NE(id->route.path_rec->slid, id->route.path_rec->dlid);
+  EXPECT_EQ(id->route.path_rec->pkey, htobe16(0xFFFF));
 
   rdma_conn_param param = {};
   param.private_data = "hello";
