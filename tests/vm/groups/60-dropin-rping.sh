@@ -6,13 +6,15 @@
 # path from the IPs: no SA, no kernel CM).
 #   1. drop-in rping -c -v -C 10  ->  kernel rping -s -v
 #   2. kernel rping -c -v -C 10   ->  drop-in rping -s -v
-#   3. (b alone) drop-in server and drop-in client as two processes on b's one port:
-#      without uscmd the second process cannot open the port (the CM class belongs to
-#      the first), which is checked as such.
+#   3. (b alone) drop-in server and drop-in client as two processes on b's one port
+#      (rxe0, the client connects to b's own IP; rxe loops it back): without uscmd the
+#      second process cannot open the port (the first owns the CM class), checked as
+#      such; with uscmd (//tools:uscmd) running on rxe0 both open it through the router
+#      (uscm_device_open falls back to it) and ping.
 # Every ping's data line is checked byte for byte (rping's pattern: "rdma-ping-N: "
 # then letters from 'A'+N, 63 characters). Readiness: the kernel listener shows in
 # `rdma resource show cm_id`; the drop-in says "listening on" with USCM_DEBUG=1.
-# targets: //api/librdmacm:librdmacm.so.1
+# targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd
 . "$(dirname "$0")/../lib.sh"
 vm_pair --cm-a --timeout 600
 
@@ -69,7 +71,9 @@ finish() {
     fail "$1" "exit $rc: $(grep -v '^ *$' "$3" | tail -n 1)"
   fi
 }
-dropin() { LD_LIBRARY_PATH=$LIB USCM_DEBUG=1 timeout $T "$@"; }
+# the drop-in's environment; an array, not a function, so that $! of "${DROPIN[@]}" CMD &
+# is the process that `kill` stops (timeout passes the signal on to rping)
+DROPIN=(env LD_LIBRARY_PATH="$LIB" USCM_DEBUG=1 timeout $T)
 
 if [ "$USCM_VM_ROLE" = a ]; then
   check kernel-cm-loaded-a grep -qw rdma_ucm /proc/modules
@@ -96,25 +100,38 @@ else
 
   # 1.
   sync.sh wait kernel-server-ready $T
-  dropin rping -c -a "$PEER" -I "$IP" -p 7174 -v -C $N > /tmp/dropin-c.log 2>&1
+  "${DROPIN[@]}" rping -c -a "$PEER" -I "$IP" -p 7174 -v -C $N > /tmp/dropin-c.log 2>&1
   rc=$?; if [ $rc = 0 ]; then pass dropin-rping-c-to-kernel; else
     sed 's/^/  | /' /tmp/dropin-c.log | tail -n 30; fail dropin-rping-c-to-kernel "exit $rc"; fi
   check_pings dropin-client-data /tmp/dropin-c.log 'ping data: '
   sync.sh signal dropin-client-done
 
   # 2.
-  dropin rping -s -a "$IP" -p 7175 -v > /tmp/dropin-s.log 2>&1 & pid=$!
+  "${DROPIN[@]}" rping -s -a "$IP" -p 7175 -v > /tmp/dropin-s.log 2>&1 & pid=$!
   wait_for /tmp/dropin-s.log 'listening on' && sync.sh signal dropin-server-ready
   finish dropin-rping-s-served-kernel "$pid" /tmp/dropin-s.log
   check_pings dropin-server-data /tmp/dropin-s.log 'server ping data: '
   sync.sh wait kernel-client-done $T
 
-  # 3. two drop-in processes on the one port of this VM, without uscmd
-  dropin rping -s -a "$IP" -p 7176 -v > /tmp/dropin-s2.log 2>&1 & pid=$!
+  # 3. two drop-in processes on the one port of this VM: without uscmd ...
+  "${DROPIN[@]}" rping -s -a "$IP" -p 7176 -v > /tmp/dropin-s2.log 2>&1 & pid=$!
   wait_for /tmp/dropin-s2.log 'listening on'
-  check_output second-process-needs-uscmd 'CM class|uscmd' \
-    env LD_LIBRARY_PATH="$LIB" USCM_DEBUG=1 timeout $T rping -c -a "$IP" -p 7176 -C 1
-  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  check_output second-process-needs-uscmd 'CM class.*uscmd' \
+    "${DROPIN[@]}" rping -c -a "$IP" -p 7176 -C 1
+  kill "$pid"; wait "$pid"
+  # ... and with it
+  "$USCM_VM_BIN/tools/uscmd" --ca rxe0 --port 1 > /tmp/uscmd.log 2>&1 & upid=$!
+  wait_for /tmp/uscmd.log '^uscmd: rxe0 port 1'
+  "${DROPIN[@]}" rping -s -a "$IP" -p 7177 -v > /tmp/dropin-s3.log 2>&1 & pid=$!
+  wait_for /tmp/dropin-s3.log 'listening on'
+  "${DROPIN[@]}" rping -c -a "$IP" -p 7177 -v -C $N > /tmp/dropin-c3.log 2>&1
+  rc=$?; if [ $rc = 0 ]; then pass dropin-client-via-uscmd; else
+    sed 's/^/  | /' /tmp/dropin-c3.log | tail -n 30; fail dropin-client-via-uscmd "exit $rc"; fi
+  check_pings dropin-client-via-uscmd-data /tmp/dropin-c3.log 'ping data: '
+  finish dropin-server-via-uscmd "$pid" /tmp/dropin-s3.log
+  check_pings dropin-server-via-uscmd-data /tmp/dropin-s3.log 'server ping data: '
+  kill "$upid"; wait "$upid"
+  check_output uscmd-routed-both 'clients 2 accepted, 0 refused' cat /tmp/uscmd.log
   sync.sh signal b-done
 fi
 group_end
