@@ -1,7 +1,5 @@
-// rdma_event_str, rdma_get_src_port / rdma_get_dst_port, and the calls that
-// are not done yet (docs/API.md "Drop-in librdmacm"): with no RDMA device
-// they fail as librdmacm does there, -1/ENODEV (its ucma_init); with a
-// device, -1/ENOSYS. The id calls that work are in ids.cc.
+// rdma_event_str, rdma_get_src_port / rdma_get_dst_port. The id calls are in
+// ids.cc, QPs and SRQs in qps.cc (docs/API.md "Drop-in librdmacm").
 #include <endian.h>
 #include <errno.h>
 #include <infiniband/ib.h>
@@ -12,17 +10,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "api/librdmacm/devices.h"
-#include "api/librdmacm/fail.h"
 
 namespace {
-
-// -1 with ENODEV when there is no device, else ENOSYS: the call is not
-// implemented yet.
-int NotDone(const char* call) {
-  if (uscm::librdmacm::EnsureDevices(call) != 0) return -1;  // ENODEV, said why
-  return uscm::librdmacm::Fail(ENOSYS, call, "not implemented yet in uscm's librdmacm");
-}
 
 // librdmacm's ucma_get_port: network order; AF_IB: the low 16 bits of the
 // service ID.
@@ -85,15 +74,5 @@ const char* rdma_event_str(rdma_cm_event_type event) {
 // From id->route.addr, as librdmacm (network order; 0 for an unset address).
 __be16 rdma_get_src_port(rdma_cm_id* id) { return PortOf(&id->route.addr.src_addr); }
 __be16 rdma_get_dst_port(rdma_cm_id* id) { return PortOf(&id->route.addr.dst_addr); }
-
-// ---- Not done yet: ENODEV without a device, else ENOSYS. ----
-
-int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
-  return NotDone("rdma_create_srq");
-}
-int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
-  return NotDone("rdma_create_srq_ex");
-}
-void rdma_destroy_srq(rdma_cm_id* id) { NotDone("rdma_destroy_srq"); }
 
 }  // extern "C"

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,10 @@ struct IdState {
   // rdma_accept without conn_param (or with RDMA_MAX_*) offers.
   uint8_t req_initiator_depth = 0;
   uint8_t req_responder_resources = 0;
+  // rdma_create_ep (RAI_PASSIVE) with a qp_init_attr: rdma_get_request
+  // creates each new id's QP from it, on the listener's PD.
+  bool has_ep_qp_attr = false;
+  ibv_qp_init_attr ep_qp_attr = {};
   std::mutex mu;
   std::condition_variable acked;
   int unacked = 0;
@@ -898,14 +903,33 @@ int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) {
     listen->event = event;
     return Fail(err, "rdma_get_request", rdma_event_str(event->event));
   }
-  *id = event->id;
-  (*id)->event = event;
+  rdma_cm_id* new_id = event->id;
+  new_id->event = event;
+  bool create = false;
+  ibv_qp_init_attr attr = {};
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (Id* l = FindLocked(listen); l != nullptr && l->state->has_ep_qp_attr) {
+      create = true;
+      attr = l->state->ep_qp_attr;
+    }
+  }
+  // As librdmacm: the QP of rdma_create_ep's qp_init_attr; the request is
+  // refused when it cannot be created.
+  if (create && rdma_create_qp(new_id, listen->pd, &attr) != 0) {
+    int e = errno;
+    rdma_reject(new_id, nullptr, 0);
+    rdma_destroy_id(new_id);
+    errno = e;
+    return -1;
+  }
+  *id = new_id;
   return 0;
 }
 
 // rdma_create_id (synchronous) + bind (RAI_PASSIVE) or resolve_addr and
-// resolve_route (2000 ms each), as librdmacm. Creating the QP from
-// qp_init_attr is not done yet: a non-NULL qp_init_attr is ENOSYS.
+// resolve_route (2000 ms each), as librdmacm; with a qp_init_attr the active
+// id gets its QP now, a passive one keeps it for rdma_get_request.
 int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
                    ibv_qp_init_attr* qp_init_attr) {
   using namespace uscm::librdmacm;
@@ -914,9 +938,6 @@ int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
     if (EnsureBackendLocked("rdma_create_ep") != 0) return -1;
   }
   if (id == nullptr || res == nullptr) return Fail(EINVAL, "rdma_create_ep", "id or res is NULL");
-  if (qp_init_attr != nullptr) {
-    return Fail(ENOSYS, "rdma_create_ep", "creating the QP (qp_init_attr) is not done yet");
-  }
   rdma_cm_id* cm_id = nullptr;
   if (rdma_create_id(nullptr, &cm_id, nullptr, static_cast<rdma_port_space>(res->ai_port_space)) !=
       0) {
@@ -927,9 +948,16 @@ int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
   if (res->ai_flags & RAI_PASSIVE) {
     rc = rdma_bind_addr(cm_id, res->ai_src_addr);
     if (rc == 0 && pd != nullptr) cm_id->pd = pd;
+    if (rc == 0 && qp_init_attr != nullptr) {
+      std::lock_guard<std::mutex> lock(g_mu);
+      Id* l = FindLocked(cm_id);
+      l->state->has_ep_qp_attr = true;
+      l->state->ep_qp_attr = *qp_init_attr;
+    }
   } else {
     rc = rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000);
     if (rc == 0) rc = rdma_resolve_route(cm_id, 2000);
+    if (rc == 0 && qp_init_attr != nullptr) rc = rdma_create_qp(cm_id, pd, qp_init_attr);
   }
   if (rc != 0) {
     int err = errno;
@@ -941,7 +969,13 @@ int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
   return 0;
 }
 
-void rdma_destroy_ep(rdma_cm_id* id) { rdma_destroy_id(id); }
+// As librdmacm: the id's QP and SRQ go with it.
+void rdma_destroy_ep(rdma_cm_id* id) {
+  if (id == nullptr) return;
+  if (id->qp != nullptr) rdma_destroy_qp(id);
+  if (id->srq != nullptr) rdma_destroy_srq(id);
+  rdma_destroy_id(id);
+}
 
 // The id's queued events (and a listener's queued CONNECT_REQUESTs) move to
 // `channel`, NULL making the id synchronous; then, as librdmacm, waits until

@@ -98,10 +98,6 @@ TEST_F(IdsSyncTest, CreateEpAndGetRequest) {
   rdma_addrinfo* res = nullptr;
   ASSERT_EQ(rdma_getaddrinfo("10.0.0.1", "7102", &hints, &res), 0);
   rdma_cm_id* listener = nullptr;
-  ibv_qp_init_attr qp_attr = {};
-  errno = 0;
-  EXPECT_EQ(rdma_create_ep(&listener, res, nullptr, &qp_attr), -1);
-  EXPECT_EQ(errno, ENOSYS) << "creating the QP is not done yet";
   ASSERT_EQ(rdma_create_ep(&listener, res, nullptr, nullptr), 0) << strerror(errno);
   rdma_freeaddrinfo(res);
   EXPECT_EQ(ntohs(rdma_get_src_port(listener)), 7102);
@@ -141,6 +137,14 @@ TEST_F(IdsSyncTest, CreateEpAndGetRequest) {
   PeerListen("10.0.0.2:7103");
   ASSERT_EQ(rdma_getaddrinfo("10.0.0.2", "7103", nullptr, &res), 0);
   rdma_cm_id* active = nullptr;
+  // With a qp_init_attr the QP is created after the route: the simulated
+  // backend has no verbs device, so that fails and the id is gone again.
+  ibv_qp_init_attr qp_attr = {};
+  qp_attr.qp_type = IBV_QPT_RC;
+  errno = 0;
+  EXPECT_EQ(rdma_create_ep(&active, res, nullptr, &qp_attr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(active, nullptr);
   ASSERT_EQ(rdma_create_ep(&active, res, nullptr, nullptr), 0) << strerror(errno);
   rdma_freeaddrinfo(res);
   ASSERT_NE(active->event, nullptr);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -333,7 +334,7 @@ TEST_F(IdsTest, Errors) {
 
 // rdma_create_qp's checks before any verbs call (QP creation itself runs in
 // the VM lane: tests/vm/groups/60-dropin-rping.sh).
-TEST_F(IdsTest, CreateQpNeedsAnIdWithADevice) {
+TEST_F(IdsTest, CreateQpAndSrqNeedAnIdWithADevice) {
   ibv_qp_init_attr attr = {};
   attr.qp_type = IBV_QPT_RC;
   rdma_cm_id not_ours = {};
@@ -354,6 +355,19 @@ TEST_F(IdsTest, CreateQpNeedsAnIdWithADevice) {
   EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(id->qp, nullptr);
   rdma_destroy_qp(id);  // no QP: nothing happens
+  // SRQs: librdmacm's checks, then the device.
+  ibv_srq_init_attr_ex srq_ex = {};
+  errno = 0;
+  EXPECT_EQ(rdma_create_srq_ex(id, &srq_ex), -1) << "no IBV_SRQ_INIT_ATTR_TYPE";
+  EXPECT_EQ(errno, EINVAL);
+  ibv_srq_init_attr srq_attr = {};
+  srq_attr.attr.max_wr = 4;
+  srq_attr.attr.max_sge = 1;
+  errno = 0;
+  EXPECT_EQ(rdma_create_srq(id, nullptr, &srq_attr), -1) << "no device";
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(id->srq, nullptr);
+  rdma_destroy_srq(id);  // no SRQ: nothing happens
   EXPECT_EQ(rdma_destroy_id(id), 0);
 }
 

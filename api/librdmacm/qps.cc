@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 #include <string.h>
 
 #include <mutex>
@@ -48,11 +49,12 @@ void DestroyCq(ibv_cq*& cq, ibv_comp_channel*& channel) {
 }
 
 // A CQ with its own completion channel, `cqe` entries (at least 1).
-int MakeCq(ibv_context* verbs, uint32_t cqe, ibv_cq** cq, ibv_comp_channel** channel,
-           const char* call) {
+// As librdmacm, the CQ's context is the id.
+int MakeCq(ibv_context* verbs, void* cq_context, uint32_t cqe, ibv_cq** cq,
+           ibv_comp_channel** channel, const char* call) {
   *channel = ibv_create_comp_channel(verbs);
   if (*channel == nullptr) return Fail(errno != 0 ? errno : ENOMEM, call, "ibv_create_comp_channel failed");
-  *cq = ibv_create_cq(verbs, cqe > 0 ? static_cast<int>(cqe) : 1, nullptr, *channel, 0);
+  *cq = ibv_create_cq(verbs, cqe > 0 ? static_cast<int>(cqe) : 1, cq_context, *channel, 0);
   if (*cq == nullptr) {
     int err = errno != 0 ? errno : ENOMEM;
     ibv_destroy_comp_channel(*channel);
@@ -111,15 +113,21 @@ int CreateQp(rdma_cm_id* id, ibv_qp_init_attr_ex* attr, const char* call) {
   if (attr->pd->context != id->verbs) {
     return Fail(EINVAL, call, "the PD is of another device than the id (pd->context != id->verbs)");
   }
+  // As librdmacm: CQs the id already has (an SRQ's) and its SRQ are used.
+  if (attr->send_cq == nullptr) attr->send_cq = id->send_cq;
+  if (attr->recv_cq == nullptr) attr->recv_cq = id->recv_cq;
+  if (attr->srq == nullptr) attr->srq = id->srq;
   Made made;
   if (attr->send_cq == nullptr) {
-    if (MakeCq(id->verbs, attr->cap.max_send_wr, &made.send_cq, &made.send_channel, call) != 0) {
+    if (MakeCq(id->verbs, id, attr->cap.max_send_wr, &made.send_cq, &made.send_channel, call) !=
+        0) {
       return -1;
     }
     attr->send_cq = made.send_cq;
   }
   if (attr->recv_cq == nullptr) {
-    if (MakeCq(id->verbs, attr->cap.max_recv_wr, &made.recv_cq, &made.recv_channel, call) != 0) {
+    if (MakeCq(id->verbs, id, attr->cap.max_recv_wr, &made.recv_cq, &made.recv_channel, call) !=
+        0) {
       int err = errno;
       DestroyCq(made.send_cq, made.send_channel);
       errno = err;
@@ -147,10 +155,59 @@ int CreateQp(rdma_cm_id* id, ibv_qp_init_attr_ex* attr, const char* call) {
   id->qp = qp;
   id->send_cq = attr->send_cq;
   id->recv_cq = attr->recv_cq;
-  id->send_cq_channel = made.send_channel;
-  id->recv_cq_channel = made.recv_channel;
+  if (made.send_channel != nullptr) id->send_cq_channel = made.send_channel;
+  if (made.recv_channel != nullptr) id->recv_cq_channel = made.recv_channel;
   std::lock_guard<std::mutex> lock(g_qp_mu);
   MadeByQp()[id] = made;
+  return 0;
+}
+
+// The recv CQ rdma_create_srq_ex made for an XRC SRQ, destroyed with it.
+std::unordered_map<rdma_cm_id*, Made>& MadeBySrq() {
+  static auto* m = new std::unordered_map<rdma_cm_id*, Made>;
+  return *m;
+}
+
+int CreateSrq(rdma_cm_id* id, ibv_srq_init_attr_ex* attr, const char* call) {
+  if (UscmIdOf(id, call) == nullptr) return -1;
+  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)) {
+    return Fail(EINVAL, call, "comp_mask lacks IBV_SRQ_INIT_ATTR_TYPE");
+  }
+  if (id->verbs == nullptr) {
+    return Fail(EINVAL, call, "the id has no device yet (resolve or bind to an address first)");
+  }
+  if (id->srq != nullptr) return Fail(EINVAL, call, "the id has an SRQ already");
+  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || attr->pd == nullptr) {
+    attr->pd = id->pd;
+    attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+  }
+  if (attr->pd == nullptr) return Fail(EINVAL, call, "no PD given and the id has none");
+  Made made;
+  if (attr->srq_type == IBV_SRQT_XRC) {
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || attr->xrcd == nullptr) {
+      return Fail(ENOSYS, call, "an XRC SRQ without an XRC domain (librdmacm opens one): not done");
+    }
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || attr->cq == nullptr) {
+      if (MakeCq(id->verbs, id, attr->attr.max_wr, &made.recv_cq, &made.recv_channel, call) != 0) {
+        return -1;
+      }
+      attr->cq = made.recv_cq;
+    }
+    attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  }
+  ibv_srq* srq = ibv_create_srq_ex(id->verbs, attr);
+  if (srq == nullptr) {
+    int err = errno != 0 ? errno : ENOMEM;
+    DestroyCq(made.recv_cq, made.recv_channel);
+    return Fail(err, call, "ibv_create_srq_ex failed");
+  }
+  id->srq = srq;
+  if (made.recv_cq != nullptr) {
+    id->recv_cq = made.recv_cq;
+    id->recv_cq_channel = made.recv_channel;
+  }
+  std::lock_guard<std::mutex> lock(g_qp_mu);
+  MadeBySrq()[id] = made;
   return 0;
 }
 
@@ -159,6 +216,7 @@ int CreateQp(rdma_cm_id* id, ibv_qp_init_attr_ex* attr, const char* call) {
 void ForgetQp(rdma_cm_id* id) {
   std::lock_guard<std::mutex> lock(g_qp_mu);
   MadeByQp().erase(id);
+  MadeBySrq().erase(id);
 }
 
 }  // namespace uscm::librdmacm
@@ -220,10 +278,61 @@ void rdma_destroy_qp(rdma_cm_id* id) {
   }
   DestroyCq(made.send_cq, made.send_channel);
   DestroyCq(made.recv_cq, made.recv_channel);
-  id->send_cq = nullptr;
-  id->recv_cq = nullptr;
-  id->send_cq_channel = nullptr;
-  id->recv_cq_channel = nullptr;
+  // CQs of the id's SRQ stay (they are the SRQ's).
+  if (made.send_cq != nullptr) {
+    DestroyCq(made.send_cq, made.send_channel);
+    id->send_cq = nullptr;
+    id->send_cq_channel = nullptr;
+  }
+  if (made.recv_cq != nullptr) {
+    DestroyCq(made.recv_cq, made.recv_channel);
+    id->recv_cq = nullptr;
+    id->recv_cq_channel = nullptr;
+  }
+}
+
+int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
+  if (id == nullptr || attr == nullptr) {
+    return uscm::librdmacm::Fail(EINVAL, "rdma_create_srq_ex", "id or attr is NULL");
+  }
+  return uscm::librdmacm::CreateSrq(id, attr, "rdma_create_srq_ex");
+}
+
+int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
+  if (id == nullptr || attr == nullptr) {
+    return uscm::librdmacm::Fail(EINVAL, "rdma_create_srq", "id or attr is NULL");
+  }
+  ibv_srq_init_attr_ex ex = {};
+  ex.srq_context = attr->srq_context;
+  ex.attr = attr->attr;
+  ex.pd = pd;
+  ex.srq_type = IBV_SRQT_BASIC;
+  ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+  int rc = uscm::librdmacm::CreateSrq(id, &ex, "rdma_create_srq");
+  if (rc == 0) attr->attr = ex.attr;  // the device's actual limits
+  return rc;
+}
+
+// As librdmacm: the SRQ, and the CQ rdma_create_srq_ex made for it.
+void rdma_destroy_srq(rdma_cm_id* id) {
+  using namespace uscm::librdmacm;
+  if (id == nullptr || id->srq == nullptr) return;
+  ibv_destroy_srq(id->srq);
+  id->srq = nullptr;
+  Made made;
+  {
+    std::lock_guard<std::mutex> lock(g_qp_mu);
+    auto it = MadeBySrq().find(id);
+    if (it != MadeBySrq().end()) {
+      made = it->second;
+      MadeBySrq().erase(it);
+    }
+  }
+  if (made.recv_cq != nullptr) {
+    DestroyCq(made.recv_cq, made.recv_channel);
+    id->recv_cq = nullptr;
+    id->recv_cq_channel = nullptr;
+  }
 }
 
 }  // extern "C"
