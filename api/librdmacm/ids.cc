@@ -953,11 +953,15 @@ int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
       Id* l = FindLocked(cm_id);
       l->state->has_ep_qp_attr = true;
       l->state->ep_qp_attr = *qp_init_attr;
+      l->state->ep_qp_attr.qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
     }
   } else {
     rc = rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000);
     if (rc == 0) rc = rdma_resolve_route(cm_id, 2000);
-    if (rc == 0 && qp_init_attr != nullptr) rc = rdma_create_qp(cm_id, pd, qp_init_attr);
+    if (rc == 0 && qp_init_attr != nullptr) {
+      qp_init_attr->qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);  // as librdmacm
+      rc = rdma_create_qp(cm_id, pd, qp_init_attr);
+    }
   }
   if (rc != 0) {
     int err = errno;
