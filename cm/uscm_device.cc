@@ -3,7 +3,9 @@
 #include "cm/uscm_device.h"
 
 #include <errno.h>
+#include <ifaddrs.h>
 #include <infiniband/umad.h>
+#include <netinet/in.h>
 #include <infiniband/verbs.h>
 #include <string.h>
 
@@ -13,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "cm/ipoib.h"
 #include "cm/rdma_cm.h"
 #include "cm/router/router_transport.h"
 #include "mad/umad_transport.h"
@@ -67,6 +70,35 @@ std::vector<uscm::Address> IpsOfGids(const std::vector<uscm::mad::Gid>& gids) {
     for (const uscm::Address& b : ips) seen |= b.SameHost(a);
     if (!seen) ips.push_back(a);
   }
+  return ips;
+}
+
+// The IP addresses of the port's IPoIB interfaces (hardware address with
+// the port's GID), as rdma_cm binds and resolves on IB.
+std::vector<uscm::Address> IpoibIps(const uscm::mad::Gid& port_gid) {
+  std::vector<uscm::Address> ips;
+  const std::vector<std::string> names = uscm::cm::IpoibInterfacesOf(port_gid);
+  if (names.empty()) return ips;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return ips;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    bool ours = false;
+    for (const std::string& n : names) ours |= n == i->ifa_name;
+    if (!ours) continue;
+    uscm::Address a;
+    if (i->ifa_addr->sa_family == AF_INET) {
+      a.family = uscm::Address::Family::kIpv4;
+      memcpy(&a.ip[12], &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, 4);
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      a.family = uscm::Address::Family::kIpv6;
+      memcpy(a.ip.data(), &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, 16);
+    } else {
+      continue;
+    }
+    ips.push_back(a);
+  }
+  freeifaddrs(list);
   return ips;
 }
 
@@ -138,6 +170,7 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
     return Failed(ErrnoFor(transport.status()),
                   absl::StrCat("device_open: ", transport.status().message()));
   }
+  if (!ethernet) options.local_ips = IpoibIps((*transport)->port().gid);
   auto opened = std::make_unique<OpenedDevice>();
   opened->transport = std::move(*transport);
   uscm::mad::Transport* t = opened->transport.get();
@@ -158,6 +191,28 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
   std::lock_guard<std::mutex> lock(g_mu);
   Opened()[handle] = std::move(opened);
   return handle;
+}
+
+extern "C" int uscm_device_add_neighbor(struct uscm_device* dev, const struct uscm_addr* ip,
+                                        const uint8_t gid[16]) {
+  if (ip == nullptr || gid == nullptr ||
+      (ip->family != USCM_AF_INET && ip->family != USCM_AF_INET6)) {
+    return uscm_fail_with(EINVAL, "device_add_neighbor: needs an IPv4 / IPv6 address and a GID");
+  }
+  uscm::Address a;
+  a.family = ip->family == USCM_AF_INET ? uscm::Address::Family::kIpv4
+                                        : uscm::Address::Family::kIpv6;
+  memcpy(a.ip.data(), ip->ip, 16);
+  uscm::mad::Gid g;
+  memcpy(g.raw.data(), gid, 16);
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = Opened().find(dev);
+  if (dev == nullptr || it == Opened().end()) {
+    return uscm_fail_with(EINVAL, "device_add_neighbor: unknown device (not from uscm_device_open)");
+  }
+  absl::Status s = it->second->device->AddNeighbor(a, g, 0);
+  if (!s.ok()) return uscm_fail_with(EINVAL, std::string(s.message()).c_str());
+  return 0;
 }
 
 extern "C" int uscm_device_close(struct uscm_device* dev) {

@@ -19,7 +19,11 @@
  * destination IP resolves to its own GID, resolve_route builds the path from
  * the two IPs with the port's active MTU (DeviceOptions::roce), and MADs are
  * sent from the GID of the destination's family (verbs::RoceAddressing).
- * The GID table is read once, at open. */
+ * The GID table is read once, at open.
+ *
+ * On an InfiniBand port the IP addresses are those of the IPoIB interfaces
+ * whose hardware address carries the port's GID (read once, at open);
+ * neighbours come from uscm_device_add_neighbor, routes from the SA. */
 #ifndef USCM_CM_USCM_DEVICE_H_
 #define USCM_CM_USCM_DEVICE_H_
 
@@ -33,6 +37,11 @@ struct uscm_device* uscm_device_open(const char* ca_name, int port_num);
 /* Stops the progress thread and closes the port. Every id and event channel
  * of the device must be destroyed first (EBUSY otherwise). 0 or -1. */
 int uscm_device_close(struct uscm_device* dev);
+/* The neighbour entry of `ip` (uscm's ARP cache): its GID on the port
+ * (IPoIB: the GID in the neighbour's hardware address; the drop-in reads the
+ * kernel's /proc/net/arp). 0, or -1 with errno EINVAL. */
+int uscm_device_add_neighbor(struct uscm_device* dev, const struct uscm_addr* ip,
+                             const uint8_t gid[16]);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -38,6 +38,19 @@ TEST(UscmDeviceTest, OpenOfTheFirstActivePort) {
   }
 }
 
+TEST(UscmDeviceTest, AddNeighborNeedsAnOpenedDevice) {
+  uscm_addr ip = {};
+  ip.family = USCM_AF_INET;
+  const uint8_t gid[16] = {0xfe, 0x80};
+  errno = 0;
+  EXPECT_EQ(uscm_device_add_neighbor(nullptr, &ip, gid), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_THAT(uscm_last_error(), HasSubstr("unknown device"));
+  ip.family = USCM_AF_IB;
+  EXPECT_EQ(uscm_device_add_neighbor(nullptr, &ip, gid), -1);
+  EXPECT_THAT(uscm_last_error(), HasSubstr("IPv4 / IPv6"));
+}
+
 TEST(UscmDeviceTest, CloseRefusesWhatItDidNotOpen) {
   errno = 0;
   EXPECT_EQ(uscm_device_close(nullptr), -1);

@@ -1,0 +1,59 @@
+#include "cm/ipoib.h"
+
+#include <dirent.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+
+namespace uscm::cm {
+
+absl::optional<mad::Gid> GidOfIpoibHwAddr(absl::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  std::vector<absl::string_view> bytes = absl::StrSplit(text, ':');
+  if (bytes.size() != 20) return absl::nullopt;
+  mad::Gid gid;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    uint32_t b = 0;
+    if (bytes[i].size() != 2 || !absl::SimpleHexAtoi(bytes[i], &b)) return absl::nullopt;
+    if (i >= 4) gid.raw[i - 4] = static_cast<uint8_t>(b);
+  }
+  return gid;
+}
+
+absl::optional<mad::Gid> ArpTableGid(absl::string_view proc_net_arp, uint32_t ipv4) {
+  const std::string want = std::to_string(ipv4 >> 24) + "." + std::to_string((ipv4 >> 16) & 0xFF) +
+                           "." + std::to_string((ipv4 >> 8) & 0xFF) + "." +
+                           std::to_string(ipv4 & 0xFF);
+  // "IP address  HW type  Flags  HW address  Mask  Device", first line a header
+  for (absl::string_view line : absl::StrSplit(proc_net_arp, '\n')) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() < 4 || f[0] != want || f[1] != "0x20") continue;
+    uint32_t flags = 0;
+    if (!absl::SimpleHexAtoi(f[2], &flags) || !(flags & 0x2)) continue;  // ATF_COM
+    if (absl::optional<mad::Gid> g = GidOfIpoibHwAddr(f[3])) return g;
+  }
+  return absl::nullopt;
+}
+
+std::vector<std::string> IpoibInterfacesOf(const mad::Gid& port_gid, const std::string& sysfs) {
+  std::vector<std::string> out;
+  const std::string dir = sysfs + "/class/net";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    std::ifstream f(dir + "/" + name + "/address");
+    std::stringstream text;
+    text << f.rdbuf();
+    absl::optional<mad::Gid> g = GidOfIpoibHwAddr(text.str());
+    if (g.has_value() && *g == port_gid) out.push_back(name);
+  }
+  closedir(d);
+  return out;
+}
+
+}  // namespace uscm::cm

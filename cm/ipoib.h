@@ -1,0 +1,38 @@
+// The IPoIB side of rdma_cm's address resolution on an InfiniBand port: which
+// IP addresses belong to a port (its IPoIB interfaces) and which GID an IP
+// address has (the kernel's neighbour table), read from the files the kernel
+// exports. Pure parsers plus thin readers, so tests feed them text.
+//
+// An IPoIB interface's hardware address is 20 bytes: 4 bytes of flags and QPN,
+// then the port GID it runs on ("00:00:10:49:fe:80:00:...:c9:03:00:a1:b2:c3"
+// in /sys/class/net/<if>/address and in the HW address column of
+// /proc/net/arp, ARP hardware type 0x20).
+#ifndef USCM_CM_IPOIB_H_
+#define USCM_CM_IPOIB_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
+#include "mad/gid.h"
+
+namespace uscm::cm {
+
+// The GID in a 20-byte IPoIB hardware address in colon-separated hex; nullopt
+// for anything else (an Ethernet MAC, a malformed string).
+absl::optional<mad::Gid> GidOfIpoibHwAddr(absl::string_view text);
+
+// The GID of `ipv4` (host order) in /proc/net/arp's text: a complete entry
+// (flags 0x2) of hardware type 0x20 (InfiniBand); nullopt when there is none.
+absl::optional<mad::Gid> ArpTableGid(absl::string_view proc_net_arp, uint32_t ipv4);
+
+// The names of the network interfaces whose IPoIB hardware address carries
+// `port_gid` (<sysfs>/class/net/*/address).
+std::vector<std::string> IpoibInterfacesOf(const mad::Gid& port_gid,
+                                           const std::string& sysfs = "/sys");
+
+}  // namespace uscm::cm
+
+#endif  // USCM_CM_IPOIB_H_
