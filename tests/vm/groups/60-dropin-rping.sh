@@ -6,7 +6,9 @@
 # path from the IPs: no SA, no kernel CM).
 #   1. drop-in rping -c -v -C 10  ->  kernel rping -s -v
 #   2. kernel rping -c -v -C 10   ->  drop-in rping -s -v
-#   3. (b alone) drop-in server and drop-in client as two processes on b's one port
+#   3. rdma_server / rdma_client (synchronous ids, rdma_create_ep with a qp_init_attr,
+#      rdma_get_request, the CQs and channels rdma_create_qp makes), both directions
+#   4. (b alone) drop-in server and drop-in client as two processes on b's one port
 #      (rxe0, the client connects to b's own IP; rxe loops it back): without uscmd the
 #      second process cannot open the port (the first owns the CM class), checked as
 #      such; with uscmd (//tools:uscmd) running on rxe0 both open it through the router
@@ -92,6 +94,14 @@ if [ "$USCM_VM_ROLE" = a ]; then
     sed 's/^/  | /' /tmp/rping-c.log | tail -n 30; fail kernel-rping-c-to-dropin "exit $rc"; fi
   check_pings kernel-client-data /tmp/rping-c.log 'ping data: '
   sync.sh signal kernel-client-done
+
+  # 3. rdma_server (kernel) <- rdma_client (drop-in), then the other way round
+  timeout $T rdma_server -s "$IP" -p 7300 > /tmp/rdma-server.log 2>&1 & pid=$!
+  kernel_listening 7300 && sync.sh signal kernel-rdma-server-ready
+  finish kernel-rdma-server-served-dropin "$pid" /tmp/rdma-server.log
+  sync.sh wait dropin-rdma-server-ready $T
+  check_output kernel-rdma-client-to-dropin '^rdma_client: end 0$' \
+    timeout $T rdma_client -s "$PEER" -p 7301
   sync.sh wait b-done $T
 else
   check no-kernel-cm-b bash -c '! lsmod | grep -Ewq "^(ib_cm|rdma_cm|rdma_ucm)"'
@@ -113,7 +123,15 @@ else
   check_pings dropin-server-data /tmp/dropin-s.log 'server ping data: '
   sync.sh wait kernel-client-done $T
 
-  # 3. two drop-in processes on the one port of this VM: without uscmd ...
+  # 3.
+  sync.sh wait kernel-rdma-server-ready $T
+  check_output dropin-rdma-client-to-kernel '^rdma_client: end 0$' \
+    "${DROPIN[@]}" rdma_client -s "$PEER" -p 7300
+  "${DROPIN[@]}" rdma_server -s "$IP" -p 7301 > /tmp/dropin-rdma-server.log 2>&1 & pid=$!
+  wait_for /tmp/dropin-rdma-server.log 'listening on' && sync.sh signal dropin-rdma-server-ready
+  finish dropin-rdma-server-served-kernel "$pid" /tmp/dropin-rdma-server.log
+
+  # 4. two drop-in processes on the one port of this VM: without uscmd ...
   "${DROPIN[@]}" rping -s -a "$IP" -p 7176 -v > /tmp/dropin-s2.log 2>&1 & pid=$!
   wait_for /tmp/dropin-s2.log 'listening on'
   check_output second-process-needs-uscmd 'CM class.*uscmd' \
