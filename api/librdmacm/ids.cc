@@ -14,9 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -24,7 +28,9 @@
 
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/event_channel.h"
+#include "absl/types/optional.h"
 #include "api/librdmacm/fail.h"
+#include "cm/ipoib.h"
 #include "cm/uscm_cma.h"
 #include "cm/uscm_device.h"
 
@@ -65,6 +71,7 @@ struct Backend {
   ibv_context* verbs = nullptr;  // NULL for a simulated device
   uint8_t port_num = 0;
   bool testing = false;
+  bool infiniband = false;  // IB link layer: IP neighbours from IPoIB (ResolveIpoibNeighbor)
 };
 
 // Guards the backend, the id tables and the translation of events (the pump
@@ -125,7 +132,8 @@ int EnsureBackendLocked(const char* call) {
         uscm_device_close(dev);
         continue;
       }
-      g_backend = Backend{dev, channel, verbs, static_cast<uint8_t>(port), false};
+      g_backend = Backend{dev, channel, verbs, static_cast<uint8_t>(port), false,
+                          pattr.link_layer == IBV_LINK_LAYER_INFINIBAND};
       std::thread(ForwardLoop, channel).detach();  // for the life of the process
       return 0;
     }
@@ -136,6 +144,52 @@ int EnsureBackendLocked(const char* call) {
 Id* FindLocked(rdma_cm_id* pub) {
   auto it = ByPublic().find(pub);
   return it == ByPublic().end() ? nullptr : it->second;
+}
+
+// On an IB port, uscm's neighbour entry for an IPv4 destination, as the
+// kernel's rdma_cm resolves it over IPoIB: the GID in the destination's
+// entry of the kernel's ARP table, asking the kernel to ARP (a UDP datagram
+// to the discard port) and waiting up to `timeout_ms` when there is none.
+// Without an entry uscm reports ADDR_ERROR (-EHOSTUNREACH) itself.
+void ResolveIpoibNeighbor(uscm_device* dev, const uscm_addr& dst, int timeout_ms) {
+  if (dst.family != USCM_AF_INET) {
+    Fail(EHOSTUNREACH, "rdma_resolve_addr",
+         "IPv6 neighbours on InfiniBand (IPoIB neighbour discovery): not done");
+    return;
+  }
+  uint32_t ip = 0;
+  for (int i = 12; i < 16; ++i) ip = ip << 8 | dst.ip[i];
+  auto lookup = [&]() -> absl::optional<mad::Gid> {
+    std::ifstream f("/proc/net/arp");
+    std::stringstream text;
+    text << f.rdbuf();
+    return cm::ArpTableGid(text.str(), ip);
+  };
+  absl::optional<mad::Gid> gid = lookup();
+  if (!gid.has_value()) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+      sockaddr_in to = {};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(9);  // discard
+      memcpy(&to.sin_addr, &dst.ip[12], 4);
+      (void)sendto(fd, "", 0, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&to), sizeof(to));
+      close(fd);
+    }
+    for (int waited = 0; !gid.has_value() && waited < timeout_ms; waited += 10) {
+      usleep(10 * 1000);
+      gid = lookup();
+    }
+  }
+  if (!gid.has_value()) {
+    Fail(EHOSTUNREACH, "rdma_resolve_addr",
+         "no complete IPoIB entry for the destination in /proc/net/arp (is it on this "
+         "port's IPoIB subnet and up?)");
+    return;
+  }
+  if (uscm_device_add_neighbor(dev, &dst, gid->raw.data()) != 0) {
+    Fail(errno, "rdma_resolve_addr", uscm_last_error());
+  }
 }
 
 bool IsUd(rdma_port_space ps) { return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB; }
@@ -637,6 +691,15 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   }
   if (src_addr != nullptr && ToUscmAddr(src_addr, &src) != 0) {
     return Fail(EINVAL, "rdma_resolve_addr", "source address of an unknown family");
+  }
+  uscm_device* ib_dev = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (EnsureBackendLocked("rdma_resolve_addr") != 0) return -1;
+    if (g_backend.infiniband) ib_dev = g_backend.dev;
+  }
+  if (ib_dev != nullptr && dst.family != USCM_AF_IB) {
+    ResolveIpoibNeighbor(ib_dev, dst, timeout_ms > 0 ? timeout_ms : 2000);
   }
   int rc = WithId("rdma_resolve_addr", id, [&](uscm_cm_id* uid) {
     return uscm_resolve_addr(uid, src_addr != nullptr ? &src : nullptr, &dst, timeout_ms);
