@@ -14,23 +14,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
-#include <fstream>
-#include <sstream>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 
+#include "api/librdmacm/convert.h"
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/event_channel.h"
-#include "absl/types/optional.h"
 #include "api/librdmacm/fail.h"
-#include "cm/ipoib.h"
 #include "cm/uscm_cma.h"
 #include "cm/uscm_device.h"
 
@@ -146,150 +141,7 @@ Id* FindLocked(rdma_cm_id* pub) {
   return it == ByPublic().end() ? nullptr : it->second;
 }
 
-// On an IB port, uscm's neighbour entry for an IPv4 destination, as the
-// kernel's rdma_cm resolves it over IPoIB: the GID in the destination's
-// entry of the kernel's ARP table, asking the kernel to ARP (a UDP datagram
-// to the discard port) and waiting up to `timeout_ms` when there is none.
-// Without an entry uscm reports ADDR_ERROR (-EHOSTUNREACH) itself.
-void ResolveIpoibNeighbor(uscm_device* dev, const uscm_addr& dst, int timeout_ms) {
-  if (dst.family != USCM_AF_INET) {
-    Fail(EHOSTUNREACH, "rdma_resolve_addr",
-         "IPv6 neighbours on InfiniBand (IPoIB neighbour discovery): not done");
-    return;
-  }
-  uint32_t ip = 0;
-  for (int i = 12; i < 16; ++i) ip = ip << 8 | dst.ip[i];
-  auto lookup = [&]() -> absl::optional<mad::Gid> {
-    std::ifstream f("/proc/net/arp");
-    std::stringstream text;
-    text << f.rdbuf();
-    return cm::ArpTableGid(text.str(), ip);
-  };
-  absl::optional<mad::Gid> gid = lookup();
-  if (!gid.has_value()) {
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0) {
-      sockaddr_in to = {};
-      to.sin_family = AF_INET;
-      to.sin_port = htons(9);  // discard
-      memcpy(&to.sin_addr, &dst.ip[12], 4);
-      (void)sendto(fd, "", 0, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&to), sizeof(to));
-      close(fd);
-    }
-    for (int waited = 0; !gid.has_value() && waited < timeout_ms; waited += 10) {
-      usleep(10 * 1000);
-      gid = lookup();
-    }
-  }
-  if (!gid.has_value()) {
-    Fail(EHOSTUNREACH, "rdma_resolve_addr",
-         "no complete IPoIB entry for the destination in /proc/net/arp (is it on this "
-         "port's IPoIB subnet and up?)");
-    return;
-  }
-  if (uscm_device_add_neighbor(dev, &dst, gid->raw.data()) != 0) {
-    Fail(errno, "rdma_resolve_addr", uscm_last_error());
-  }
-}
-
 bool IsUd(rdma_port_space ps) { return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB; }
-
-// ---- address and attribute conversions ----
-
-int ToUscmAddr(const sockaddr* sa, uscm_addr* a) {
-  memset(a, 0, sizeof(*a));
-  switch (sa->sa_family) {
-    case AF_INET: {
-      const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-      a->family = USCM_AF_INET;
-      memcpy(&a->ip[12], &in->sin_addr, 4);
-      a->port = ntohs(in->sin_port);
-      return 0;
-    }
-    case AF_INET6: {
-      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-      a->family = USCM_AF_INET6;
-      memcpy(a->ip, &in6->sin6_addr, 16);
-      a->port = ntohs(in6->sin6_port);
-      return 0;
-    }
-    case AF_IB: {
-      const auto* ib = reinterpret_cast<const sockaddr_ib*>(sa);
-      a->family = USCM_AF_IB;
-      memcpy(a->gid, &ib->sib_addr, 16);
-      a->pkey = be16toh(ib->sib_pkey);
-      a->service_id = be64toh(ib->sib_sid);
-      a->service_mask = be64toh(ib->sib_sid_mask);
-      a->port = static_cast<uint16_t>(a->service_id);
-      return 0;
-    }
-    default:
-      return -1;
-  }
-}
-
-void ToSockaddr(const uscm_addr& a, sockaddr_storage* out) {
-  memset(out, 0, sizeof(*out));
-  switch (a.family) {
-    case USCM_AF_INET: {
-      auto* in = reinterpret_cast<sockaddr_in*>(out);
-      in->sin_family = AF_INET;
-      in->sin_port = htons(a.port);
-      memcpy(&in->sin_addr, &a.ip[12], 4);
-      break;
-    }
-    case USCM_AF_INET6: {
-      auto* in6 = reinterpret_cast<sockaddr_in6*>(out);
-      in6->sin6_family = AF_INET6;
-      in6->sin6_port = htons(a.port);
-      memcpy(&in6->sin6_addr, a.ip, 16);
-      break;
-    }
-    case USCM_AF_IB: {
-      auto* ib = reinterpret_cast<sockaddr_ib*>(out);
-      ib->sib_family = AF_IB;
-      ib->sib_pkey = htobe16(a.pkey);
-      memcpy(&ib->sib_addr, a.gid, 16);
-      ib->sib_sid = htobe64(a.service_id);
-      ib->sib_sid_mask = htobe64(a.service_mask);
-      break;
-    }
-    default:
-      break;  // AF_UNSPEC: all zero
-  }
-}
-
-bool IsWildcard(const uscm_addr& a) {
-  static const uint8_t kZero[16] = {};
-  return a.family == USCM_AF_IB ? memcmp(a.gid, kZero, 16) == 0 : memcmp(a.ip, kZero, 16) == 0;
-}
-
-void ToIbvAh(const uscm_ah_attr& in, ibv_ah_attr* out) {
-  memset(out, 0, sizeof(*out));
-  memcpy(out->grh.dgid.raw, in.dgid, 16);
-  out->grh.flow_label = in.flow_label;
-  out->grh.hop_limit = in.hop_limit;
-  out->grh.traffic_class = in.traffic_class;
-  out->is_global = in.is_global;
-  out->dlid = in.dlid;
-  out->sl = in.sl;
-  out->static_rate = in.static_rate;
-  out->port_num = in.port_num;
-}
-
-uscm_conn_param ToUscmParam(const rdma_conn_param& p) {
-  uscm_conn_param u = {};
-  u.private_data = p.private_data;
-  u.private_data_len = p.private_data_len;
-  u.responder_resources = p.responder_resources;
-  u.initiator_depth = p.initiator_depth;
-  u.flow_control = p.flow_control;
-  u.retry_count = p.retry_count;
-  u.rnr_retry_count = p.rnr_retry_count;
-  u.srq = p.srq;
-  u.qp_num = p.qp_num;
-  return u;
-}
 
 // ---- ids ----
 

@@ -66,7 +66,7 @@ int MakeCq(ibv_context* verbs, void* cq_context, uint32_t cqe, ibv_cq** cq,
 
 // librdmacm's ucma_init_conn_qp / ucma_init_ud_qp: INIT with the CM's
 // attributes (pkey index, port, access flags); UD on to RTR and RTS.
-int MoveToInit(uscm_cm_id* uid, rdma_cm_id* id, ibv_qp* qp, const char* call) {
+int MoveToInit(rdma_cm_id* id, ibv_qp* qp, const char* call) {
   ibv_qp_attr attr = {};
   int mask = 0;
   attr.qp_state = IBV_QPS_INIT;
@@ -90,7 +90,6 @@ int MoveToInit(uscm_cm_id* uid, rdma_cm_id* id, ibv_qp* qp, const char* call) {
   if (int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN); rc != 0) {
     return Fail(rc, call, "ibv_modify_qp of the UD QP to RTS failed");
   }
-  (void)uid;
   return 0;
 }
 
@@ -139,7 +138,7 @@ int CreateQp(rdma_cm_id* id, ibv_qp_init_attr_ex* attr, const char* call) {
   int rc = 0;
   if (qp == nullptr) {
     rc = Fail(errno != 0 ? errno : ENOMEM, call, "ibv_create_qp failed");
-  } else if (MoveToInit(uid, id, qp, call) != 0) {
+  } else if (MoveToInit(id, qp, call) != 0) {
     rc = -1;
   } else if (uscm_set_qp(uid, qp) != 0) {
     rc = Fail(errno, call, uscm_last_error());
