@@ -111,6 +111,28 @@ uscm_conn_param ToUscmParam(const rdma_conn_param& p) {
   return u;
 }
 
+int RouteSource(const uscm_addr& dst, uscm_addr* src) {
+  if (dst.family != USCM_AF_INET && dst.family != USCM_AF_INET6) return -1;
+  sockaddr_storage to;
+  ToSockaddr(dst, &to);
+  if (reinterpret_cast<sockaddr_in*>(&to)->sin_port == 0) {
+    reinterpret_cast<sockaddr_in*>(&to)->sin_port = htons(9);  // any port routes the same
+  }
+  const int family = dst.family == USCM_AF_INET ? AF_INET : AF_INET6;
+  int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_storage me = {};
+  socklen_t len = sizeof(me);
+  const socklen_t to_len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  int rc = connect(fd, reinterpret_cast<sockaddr*>(&to), to_len) == 0 &&
+                   getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0
+               ? ToUscmAddr(reinterpret_cast<sockaddr*>(&me), src)
+               : -1;
+  close(fd);
+  if (rc == 0) src->port = 0;
+  return rc;
+}
+
 void ResolveIpoibNeighbor(uscm_device* dev, const uscm_addr& dst, int timeout_ms) {
   if (dst.family != USCM_AF_INET) {
     Fail(EHOSTUNREACH, "rdma_resolve_addr",

@@ -22,6 +22,11 @@ bool IsWildcard(const uscm_addr& a);
 void ToIbvAh(const uscm_ah_attr& in, ibv_ah_attr* out);
 uscm_conn_param ToUscmParam(const rdma_conn_param& p);
 
+// The source address the kernel's routing table picks for `dst` (a UDP
+// socket connected to it: nothing is sent), port 0; -1 when there is no
+// route or `dst` is not IP.
+int RouteSource(const uscm_addr& dst, uscm_addr* src);
+
 // On an IB port, uscm's neighbour entry for an IPv4 destination, as the
 // kernel's rdma_cm resolves it over IPoIB: the GID in the destination's
 // entry of the kernel's ARP table, asking the kernel to ARP (a UDP datagram

@@ -545,16 +545,30 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
     return Fail(EINVAL, "rdma_resolve_addr", "source address of an unknown family");
   }
   uscm_device* ib_dev = nullptr;
+  bool real = false;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (EnsureBackendLocked("rdma_resolve_addr") != 0) return -1;
     if (g_backend.infiniband) ib_dev = g_backend.dev;
+    real = !g_backend.testing;
   }
   if (ib_dev != nullptr && dst.family != USCM_AF_IB) {
     ResolveIpoibNeighbor(ib_dev, dst, timeout_ms > 0 ? timeout_ms : 2000);
   }
+  // No source: the one the routing table picks, as the kernel's rdma_cm
+  // (rdma_resolve_ip). When that address is not on uscm's port (the route
+  // leaves through another device), uscm's choice: the port's first address
+  // of the destination's family.
+  bool routed = false;
+  if (src_addr == nullptr && real && RouteSource(dst, &src) == 0) routed = true;
   int rc = WithId("rdma_resolve_addr", id, [&](uscm_cm_id* uid) {
-    return uscm_resolve_addr(uid, src_addr != nullptr ? &src : nullptr, &dst, timeout_ms);
+    const bool with_src = src_addr != nullptr || routed;
+    int r = uscm_resolve_addr(uid, with_src ? &src : nullptr, &dst, timeout_ms);
+    if (r != 0 && routed) {
+      Fail(errno, "rdma_resolve_addr", "the routing table's source is not on uscm's port");
+      r = uscm_resolve_addr(uid, nullptr, &dst, timeout_ms);
+    }
+    return r;
   });
   if (rc != 0) return rc;
   // As librdmacm: the destination shows in id->route at once.
