@@ -9,6 +9,7 @@
 #include <infiniband/verbs.h>
 #include <string.h>
 
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -149,6 +150,17 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
       return Failed(ENODEV, absl::StrCat("device_open: ", table.status().message()));
     }
     gids = std::move(*table);
+    // Only RoCE v2 entries (gid_attrs/types/N): a dual-mode port lists each
+    // address twice, and the kernel's rdma_cm speaks v2 by default. An
+    // entry whose type cannot be read stays (older kernels).
+    for (size_t i = 0; i < gids.size(); ++i) {
+      std::ifstream f(absl::StrCat("/sys/class/infiniband/", ca, "/ports/", port,
+                                   "/gid_attrs/types/", i));
+      std::string type;
+      if (f && std::getline(f, type) && type.find("v2") == std::string::npos) {
+        gids[i] = uscm::mad::Gid{};
+      }
+    }
     options.local_ips = IpsOfGids(gids);
     options.roce = true;
     options.roce_path_mtu = ActiveMtu(ca, port);
