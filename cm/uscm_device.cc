@@ -220,7 +220,8 @@ extern "C" int uscm_device_add_neighbor(struct uscm_device* dev, const struct us
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = Opened().find(dev);
   if (dev == nullptr || it == Opened().end()) {
-    return uscm_fail_with(EINVAL, "device_add_neighbor: unknown device (not from uscm_device_open)");
+    return uscm_fail_with(EINVAL,
+                          "device_add_neighbor: unknown device (not from uscm_device_open)");
   }
   absl::Status s = it->second->device->AddNeighbor(a, g, 0);
   if (!s.ok()) return uscm_fail_with(EINVAL, std::string(s.message()).c_str());

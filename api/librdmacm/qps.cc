@@ -53,7 +53,9 @@ void DestroyCq(ibv_cq*& cq, ibv_comp_channel*& channel) {
 int MakeCq(ibv_context* verbs, void* cq_context, uint32_t cqe, ibv_cq** cq,
            ibv_comp_channel** channel, const char* call) {
   *channel = ibv_create_comp_channel(verbs);
-  if (*channel == nullptr) return Fail(errno != 0 ? errno : ENOMEM, call, "ibv_create_comp_channel failed");
+  if (*channel == nullptr) {
+    return Fail(errno != 0 ? errno : ENOMEM, call, "ibv_create_comp_channel failed");
+  }
   *cq = ibv_create_cq(verbs, cqe > 0 ? static_cast<int>(cqe) : 1, cq_context, *channel, 0);
   if (*cq == nullptr) {
     int err = errno != 0 ? errno : ENOMEM;
@@ -98,7 +100,9 @@ int MoveToInit(rdma_cm_id* id, ibv_qp* qp, const char* call) {
 int CreateQp(rdma_cm_id* id, ibv_qp_init_attr_ex* attr, const char* call) {
   uscm_cm_id* uid = UscmIdOf(id, call);
   if (uid == nullptr) return -1;
-  if (id->qp != nullptr) return Fail(EINVAL, call, "the id has a QP already (rdma_destroy_qp first)");
+  if (id->qp != nullptr) {
+    return Fail(EINVAL, call, "the id has a QP already (rdma_destroy_qp first)");
+  }
   if (id->verbs == nullptr) {
     return Fail(EINVAL, call,
                 "the id has no device yet: resolve the address (active side) or use the id of "
