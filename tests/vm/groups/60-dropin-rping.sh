@@ -7,7 +7,8 @@
 #   1. drop-in rping -c -v -C 10  ->  kernel rping -s -v
 #   2. kernel rping -c -v -C 10   ->  drop-in rping -s -v
 #   3. rdma_server / rdma_client (synchronous ids, rdma_create_ep with a qp_init_attr,
-#      rdma_get_request, the CQs and channels rdma_create_qp makes), both directions
+#      rdma_get_request, the CQs and channels rdma_create_qp makes), then ucmatose
+#      (its own CQs, sends 10 x 100 B each way), both directions
 #   4. (b alone) drop-in server and drop-in client as two processes on b's one port
 #      (rxe0, the client connects to b's own IP; rxe loops it back): without uscmd the
 #      second process cannot open the port (the first owns the CM class), checked as
@@ -102,6 +103,14 @@ if [ "$USCM_VM_ROLE" = a ]; then
   sync.sh wait dropin-rdma-server-ready $T
   check_output kernel-rdma-client-to-dropin '^rdma_client: end 0$' \
     timeout $T rdma_client -s "$PEER" -p 7301
+  timeout $T ucmatose -b "$IP" -p 7471 > /tmp/ucmatose-s.log 2>&1 & pid=$!
+  kernel_listening 7471 && sync.sh signal kernel-ucmatose-ready
+  finish kernel-ucmatose-served-dropin "$pid" /tmp/ucmatose-s.log
+  sync.sh wait dropin-ucmatose-ready $T
+  check_output kernel-ucmatose-to-dropin '^return status 0$' \
+    timeout $T ucmatose -s "$PEER" -b "$IP" -p 7472
+  # b checks this too: a's console lines can be lost (seen once), b's FAIL is not
+  echo "$FAILED" | sync.sh put a-failed
   sync.sh wait b-done $T
 else
   check no-kernel-cm-b bash -c '! lsmod | grep -Ewq "^(ib_cm|rdma_cm|rdma_ucm)"'
@@ -130,6 +139,12 @@ else
   "${DROPIN[@]}" rdma_server -s "$IP" -p 7301 > /tmp/dropin-rdma-server.log 2>&1 & pid=$!
   wait_for /tmp/dropin-rdma-server.log 'listening on' && sync.sh signal dropin-rdma-server-ready
   finish dropin-rdma-server-served-kernel "$pid" /tmp/dropin-rdma-server.log
+  sync.sh wait kernel-ucmatose-ready $T
+  check_output dropin-ucmatose-to-kernel '^return status 0$' \
+    "${DROPIN[@]}" ucmatose -s "$PEER" -p 7471
+  "${DROPIN[@]}" ucmatose -b "$IP" -p 7472 > /tmp/dropin-ucmatose-s.log 2>&1 & pid=$!
+  wait_for /tmp/dropin-ucmatose-s.log 'listening on' && sync.sh signal dropin-ucmatose-ready
+  finish dropin-ucmatose-served-kernel "$pid" /tmp/dropin-ucmatose-s.log
 
   # 4. two drop-in processes on the one port of this VM: without uscmd ...
   "${DROPIN[@]}" rping -s -a "$IP" -p 7176 -v > /tmp/dropin-s2.log 2>&1 & pid=$!
@@ -150,6 +165,7 @@ else
   check_pings dropin-server-via-uscmd-data /tmp/dropin-s3.log 'server ping data: '
   kill "$upid"; wait "$upid"
   check_output uscmd-routed-both 'clients 2 accepted, 0 refused' cat /tmp/uscmd.log
+  check a-side-passed bash -c "[ \"\$(sync.sh get a-failed $T)\" = 0 ]"
   sync.sh signal b-done
 fi
 group_end
