@@ -88,7 +88,9 @@ absl::StatusOr<std::unique_ptr<SimHost>> SimHost::Create(sim::Fabric& fabric,
   sa::SaClientConfig sc;
   sc.sa = sa::SaAddressFor(h->qp1_->port());
   h->sa_ = std::make_unique<sa::SaClient>(h->agent_.get(), sc);
-  fabric.scheduler().AddActor(h.get());
+  SimHost* raw = h.get();
+  h->qp1_->set_on_arrival([raw] { raw->scheduler_.DeadlineChanged(raw); });
+  fabric.scheduler().AddActor(raw, sim::DeadlineUpdates::kNotified);
   return h;
 }
 

@@ -92,8 +92,11 @@ class TapTransport final : public mad::Transport {
 // One CA port of the simulated fabric: QP1, a CM endpoint, a MAD agent with
 // an SA client, all woken by the scheduler. CM MADs (class 0x07) go to the
 // endpoint, everything else to the agent. Callbacks run inside Wake and may
-// make user calls; a user call made from outside a callback must be followed
-// by Touch() so the host runs and sends what the call queued.
+// make user calls on their own host; a user call made from anywhere else
+// (an event, another host's callback) must be followed by Touch() so the
+// host runs and sends what the call queued. The host is a kNotified actor:
+// its deadline changes only in Wake, on a MAD's arrival and by Touch, so the
+// scheduler never polls it (the cost of a step does not grow with hosts).
 class SimHost : public sim::Actor {
  public:
   static absl::StatusOr<std::unique_ptr<SimHost>> Create(sim::Fabric& fabric,
@@ -104,7 +107,10 @@ class SimHost : public sim::Actor {
 
   absl::optional<TimePoint> NextDeadline() const override;
   void Wake(TimePoint now) override;
-  void Touch() { dirty_ = true; }
+  void Touch() {
+    dirty_ = true;
+    scheduler_.DeadlineChanged(this);
+  }
 
   const std::string& name() const { return name_; }
   const mad::LocalPort& port() const { return qp1_->port(); }

@@ -1,6 +1,8 @@
 #include "mad/sim/scheduler.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 
@@ -47,14 +49,68 @@ bool Scheduler::Cancel(EventId id) {
   return false;
 }
 
-void Scheduler::AddActor(Actor* actor) {
-  if (std::find(actors_.begin(), actors_.end(), actor) == actors_.end()) {
-    actors_.push_back(actor);
+void Scheduler::AddActor(Actor* actor, DeadlineUpdates updates) {
+  auto [it, inserted] = actors_.try_emplace(actor);
+  if (!inserted) return;
+  ActorEntry& e = it->second;
+  e.order = next_actor_order_++;
+  e.updates = updates;
+  if (updates == DeadlineUpdates::kPolled) {
+    polled_.emplace_back(e.order, actor);
+  } else {
+    Index(actor, e);
   }
 }
 
 void Scheduler::RemoveActor(Actor* actor) {
-  actors_.erase(std::remove(actors_.begin(), actors_.end(), actor), actors_.end());
+  auto it = actors_.find(actor);
+  if (it == actors_.end()) return;
+  if (it->second.updates == DeadlineUpdates::kPolled) {
+    polled_.erase(std::find(polled_.begin(), polled_.end(),
+                            std::make_pair(it->second.order, actor)));
+  } else {
+    Unindex(actor, it->second);
+  }
+  actors_.erase(it);
+}
+
+void Scheduler::DeadlineChanged(Actor* actor) {
+  auto it = actors_.find(actor);
+  if (it == actors_.end() || it->second.updates == DeadlineUpdates::kPolled) return;
+  Unindex(actor, it->second);
+  Index(actor, it->second);
+}
+
+void Scheduler::Unindex(Actor* actor, ActorEntry& e) {
+  if (e.where == ActorEntry::Where::kDue) {
+    due_.erase({e.order, actor});
+  } else if (e.where == ActorEntry::Where::kFuture) {
+    future_.erase(FutureKey{e.at, e.order, actor});
+  }
+  e.where = ActorEntry::Where::kNone;
+}
+
+void Scheduler::Index(Actor* actor, ActorEntry& e) {
+  absl::optional<TimePoint> d = actor->NextDeadline();
+  if (!d.has_value()) return;
+  if (*d <= Now()) {
+    due_.insert({e.order, actor});
+    e.where = ActorEntry::Where::kDue;
+  } else {
+    e.at = d->nanos();
+    future_.insert(FutureKey{e.at, e.order, actor});
+    e.where = ActorEntry::Where::kFuture;
+  }
+}
+
+void Scheduler::PromoteDue() {
+  const int64_t now = Now().nanos();
+  while (!future_.empty() && std::get<0>(*future_.begin()) <= now) {
+    auto [at, order, actor] = *future_.begin();
+    future_.erase(future_.begin());
+    due_.insert({order, actor});
+    actors_.find(actor)->second.where = ActorEntry::Where::kDue;
+  }
 }
 
 void Scheduler::DropCancelledTop() {
@@ -65,10 +121,45 @@ void Scheduler::DropCancelledTop() {
   }
 }
 
-Actor* Scheduler::EarliestActor(TimePoint* at) const {
+// Actors are ordered by (deadline clamped to now, registration order): the
+// old single scan's order, so that results do not depend on DeadlineUpdates.
+Actor* Scheduler::EarliestActor(TimePoint* at) {
+  PromoteDue();
+  Actor* best = nullptr;
+  uint64_t best_order = 0;
+  TimePoint best_at = TimePoint::Infinite();
+  if (!due_.empty()) {
+    best_order = due_.begin()->first;
+    best = due_.begin()->second;
+    best_at = Now();
+  } else if (!future_.empty()) {
+    best_at = TimePoint::Epoch() + Duration::Nanos(std::get<0>(*future_.begin()));
+    best_order = std::get<1>(*future_.begin());
+    best = std::get<2>(*future_.begin());
+  }
+  for (const auto& [order, a] : polled_) {
+    absl::optional<TimePoint> d = a->NextDeadline();
+    if (!d.has_value()) continue;
+    const TimePoint t = std::max(*d, Now());
+    if (best == nullptr || t < best_at || (t == best_at && order < best_order)) {
+      best = a;
+      best_at = t;
+      best_order = order;
+    }
+  }
+  *at = best_at;
+  if (verify_) Verify(best, best_at);
+  return best;
+}
+
+Actor* Scheduler::ScanActors(TimePoint* at) const {
+  std::vector<std::pair<uint64_t, Actor*>> all;
+  all.reserve(actors_.size());
+  for (const auto& [a, e] : actors_) all.emplace_back(e.order, a);
+  std::sort(all.begin(), all.end());
   Actor* best = nullptr;
   TimePoint best_at = TimePoint::Infinite();
-  for (Actor* a : actors_) {
+  for (const auto& [order, a] : all) {
     absl::optional<TimePoint> d = a->NextDeadline();
     if (!d.has_value()) continue;
     const TimePoint t = std::max(*d, Now());
@@ -79,6 +170,23 @@ Actor* Scheduler::EarliestActor(TimePoint* at) const {
   }
   *at = best_at;
   return best;
+}
+
+void Scheduler::Verify(Actor* chosen, TimePoint at) const {
+  TimePoint scan_at;
+  Actor* scan = ScanActors(&scan_at);
+  if (scan == chosen && (scan == nullptr || scan_at == at)) return;
+  auto order = [&](Actor* a) -> int64_t {
+    if (a == nullptr) return -1;
+    return static_cast<int64_t>(actors_.find(a)->second.order);
+  };
+  std::fprintf(stderr,
+               "sim::Scheduler: the actor index picked actor #%lld at %lldns, asking every "
+               "actor gives #%lld at %lldns: a notified actor's deadline changed without "
+               "DeadlineChanged()\n",
+               static_cast<long long>(order(chosen)), static_cast<long long>(at.nanos()),
+               static_cast<long long>(order(scan)), static_cast<long long>(scan_at.nanos()));
+  std::abort();
 }
 
 TimePoint Scheduler::NextTime() {
@@ -108,6 +216,9 @@ bool Scheduler::Step() {
   }
   clock_.AdvanceTo(actor_at);
   actor->Wake(Now());
+  // Wake may have removed the actor (or others); a notified one is asked
+  // again now, since its deadline is whatever Wake left.
+  DeadlineChanged(actor);
   return true;
 }
 

@@ -9,8 +9,12 @@
 
 #include <cstdint>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
@@ -47,6 +51,19 @@ class Rng {
 
 // A protocol endpoint the scheduler drives: it reports when it next needs to
 // run and is woken then with the current virtual time.
+//
+// How the scheduler learns an actor's deadline (Scheduler::AddActor):
+//  - kPolled: NextDeadline() is asked at every step (any actor works this way,
+//    at a cost linear in the number of polled actors);
+//  - kNotified: NextDeadline() is asked when the actor is registered, after
+//    each of its Wake calls, and when someone calls
+//    Scheduler::DeadlineChanged(actor); in between the scheduler keeps it in a
+//    deadline-ordered index (O(log n) per change, nothing per step). The
+//    actor promises that its deadline changes at no other time: input
+//    arriving or a user call made outside its Wake must be followed by
+//    DeadlineChanged. A deadline does not "change" by virtual time passing.
+enum class DeadlineUpdates : uint8_t { kPolled, kNotified };
+
 class Actor {
  public:
   virtual ~Actor() = default;
@@ -76,9 +93,19 @@ class Scheduler {
 
   // Actors are not owned and must outlive their registration. At equal times
   // events run before actors; actors are woken in registration order. An
-  // actor whose deadline has passed is woken at the current time.
-  void AddActor(Actor* actor);
+  // actor whose deadline has passed is woken at the current time. (The order
+  // does not depend on how an actor reports its deadline.)
+  void AddActor(Actor* actor, DeadlineUpdates updates = DeadlineUpdates::kPolled);
   void RemoveActor(Actor* actor);
+  // A kNotified actor's deadline may have changed: asks it again. No-op for a
+  // polled or unregistered actor. O(log actors).
+  void DeadlineChanged(Actor* actor);
+
+  // Checks at every step that the index of notified actors agrees with
+  // asking every actor (what a missing DeadlineChanged breaks) and aborts
+  // with the actor's registration number if not. On by default in builds
+  // without NDEBUG; costs a scan per step.
+  void set_verify_actor_index(bool on) { verify_ = on; }
 
   // One step: the earliest event or actor wake-up. False when nothing is due
   // at all (no events, no actor deadlines).
@@ -111,9 +138,27 @@ class Scheduler {
   static bool Later(const Event& a, const Event& b) {
     return a.at != b.at ? a.at > b.at : a.seq > b.seq;
   }
+  // A registered actor. A notified one is in at most one of due_ (its
+  // deadline has passed: all such actors tie at now, by registration order)
+  // and future_ (keyed by (deadline, order)).
+  struct ActorEntry {
+    uint64_t order = 0;  // registration order
+    DeadlineUpdates updates = DeadlineUpdates::kPolled;
+    enum class Where : uint8_t { kNone, kDue, kFuture } where = Where::kNone;
+    int64_t at = 0;  // deadline in ns, when in future_
+  };
+  using FutureKey = std::tuple<int64_t, uint64_t, Actor*>;
+
   void DropCancelledTop();
+  void Unindex(Actor* actor, ActorEntry& e);
+  void Index(Actor* actor, ActorEntry& e);
+  // Moves notified actors whose deadline is now due into due_.
+  void PromoteDue();
   // The earliest actor deadline (clamped to now) and the actor, if any.
-  Actor* EarliestActor(TimePoint* at) const;
+  Actor* EarliestActor(TimePoint* at);
+  // The same by asking every actor (the reference for verify_).
+  Actor* ScanActors(TimePoint* at) const;
+  void Verify(Actor* chosen, TimePoint at) const;
   // Time of the next step, Infinite() if none.
   TimePoint NextTime();
 
@@ -121,7 +166,16 @@ class Scheduler {
   Rng rng_;
   std::vector<Event> queue_;
   absl::flat_hash_set<EventId> cancelled_;
-  std::vector<Actor*> actors_;
+  absl::flat_hash_map<Actor*, ActorEntry> actors_;
+  std::vector<std::pair<uint64_t, Actor*>> polled_;  // registration order
+  absl::btree_set<std::pair<uint64_t, Actor*>> due_;
+  absl::btree_set<FutureKey> future_;
+  uint64_t next_actor_order_ = 0;
+#ifdef NDEBUG
+  bool verify_ = false;
+#else
+  bool verify_ = true;
+#endif
   uint64_t next_seq_ = 0;
   uint64_t steps_ = 0;
 };

@@ -1,5 +1,6 @@
 #include "mad/sim/scheduler.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,87 @@ TEST(SchedulerTest, BoundedStepsCatchALivelock) {
   EXPECT_TRUE(absl::IsResourceExhausted(until)) << until;
   s.RemoveActor(&spin);
   EXPECT_TRUE(s.RunUntilIdle().ok());
+}
+
+// An actor whose deadline an outside event can set (to the past too), as a
+// MAD arriving or a user call does.
+class Pokeable : public Actor {
+ public:
+  Pokeable(std::vector<std::string>* log, int id, Duration period, int limit)
+      : log_(log), id_(id), period_(period), limit_(limit) {}
+  absl::optional<TimePoint> NextDeadline() const override { return next_; }
+  void Wake(TimePoint now) override {
+    log_->push_back(std::to_string(id_) + "@" + std::to_string(now.nanos()));
+    next_ = ++runs_ < limit_ ? absl::optional<TimePoint>(now + period_) : absl::nullopt;
+  }
+  void Poke(TimePoint at) { next_ = at; }
+
+ private:
+  std::vector<std::string>* log_;
+  int id_;
+  Duration period_;
+  int limit_;
+  int runs_ = 0;
+  absl::optional<TimePoint> next_ = TimePoint::Epoch();
+};
+
+// The wake order is (deadline clamped to now, registration order) whether
+// actors are polled or notified: a random mix of actors, periods and pokes
+// (some into the past, some at the same instant) gives the same log in
+// every mode.
+std::vector<std::string> RunPokes(uint64_t seed, int mode) {
+  Scheduler s(1);
+  Rng rng(seed);
+  std::vector<std::string> log;
+  std::vector<std::unique_ptr<Pokeable>> actors;
+  for (int i = 0; i < 12; ++i) {
+    actors.push_back(std::make_unique<Pokeable>(
+        &log, i, Duration::Nanos(static_cast<int64_t>(1 + rng.Below(5)) * 100),
+        static_cast<int>(1 + rng.Below(20))));
+    const bool notified = mode == 1 || (mode == 2 && i % 2 == 1);
+    s.AddActor(actors.back().get(),
+               notified ? DeadlineUpdates::kNotified : DeadlineUpdates::kPolled);
+  }
+  for (int k = 0; k < 60; ++k) {
+    const TimePoint at = TimePoint::Epoch() + Duration::Nanos(
+                                                 static_cast<int64_t>(rng.Below(30)) * 100);
+    const size_t who = rng.Below(actors.size());
+    const int64_t back = static_cast<int64_t>(rng.Below(3)) * 100;
+    s.Schedule(at, [&s, &actors, who, back] {
+      actors[who]->Poke(s.Now() - Duration::Nanos(back));
+      s.DeadlineChanged(actors[who].get());
+    });
+  }
+  // Removing and re-adding puts an actor last in registration order.
+  s.Schedule(At(1), [&] {
+    s.RemoveActor(actors[0].get());
+    s.AddActor(actors[0].get(), mode == 0 ? DeadlineUpdates::kPolled : DeadlineUpdates::kNotified);
+  });
+  EXPECT_TRUE(s.RunUntilIdle().ok());
+  return log;
+}
+
+TEST(SchedulerTest, NotifiedActorsWakeInThePolledOrder) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::vector<std::string> polled = RunPokes(seed, 0);
+    EXPECT_GT(polled.size(), 20u);
+    EXPECT_EQ(RunPokes(seed, 1), polled) << "seed " << seed;
+    EXPECT_EQ(RunPokes(seed, 2), polled) << "seed " << seed;
+  }
+}
+
+TEST(SchedulerDeathTest, VerifyCatchesAMissingDeadlineChanged) {
+  Scheduler s(1);
+  s.set_verify_actor_index(true);
+  std::vector<std::string> log;
+  Pokeable a(&log, 0, Duration::Micros(1), 5);
+  Pokeable b(&log, 1, Duration::Micros(1), 5);
+  s.AddActor(&a, DeadlineUpdates::kNotified);
+  s.AddActor(&b, DeadlineUpdates::kNotified);
+  ASSERT_TRUE(s.RunFor(Duration::Nanos(1500)).ok());
+  s.Schedule(TimePoint::Epoch() + Duration::Nanos(1600),
+             [&] { b.Poke(s.Now()); });  // earlier than 2 us, and no DeadlineChanged
+  EXPECT_DEATH((void)s.RunUntilIdle(), "without DeadlineChanged");
 }
 
 }  // namespace
