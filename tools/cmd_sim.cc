@@ -23,6 +23,7 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/sim_world.h"
+#include "mad/sim/fat_tree.h"
 #include "mad/sim/topology.h"
 #include "tools/workload.h"
 
@@ -226,7 +227,8 @@ int RunSim(int argc, char** argv) {
   flags.Int("interval-us", &interval_us, "time between connection starts (us)", 0, 1000000000);
   flags.String("topology", &topology_list,
                "ibsim net files, list (default: two hosts, or --hosts CAs behind "
-               "generated switches)");
+               "generated switches: one, a core and two leaves up to 508 hosts, then a "
+               "radix-36 fat tree of two or three levels; see uscm topo)");
   flags.Int("seed", &seed, "simulation seed", 0);
   flags.String("out", &out, "output directory (created)");
   flags.Bool("plots", &plots, "draw PNG plots with gnuplot");
@@ -286,7 +288,7 @@ int RunSim(int argc, char** argv) {
     for (int64_t h : *hosts) {
       std::string file = topo;
       if (topo.empty() && h > 2) {
-        auto generated = sim::GenerateTopology(static_cast<int>(h), h > 16 ? 3 : 1);
+        auto generated = sim::DefaultTopology(static_cast<int>(h));
         if (!generated.ok()) return UsageError("sim", std::string(generated.status().message()));
         file = cols.hosts ? absl::StrCat(out, "/topology-h", h, ".net") : out + "/topology.net";
         std::FILE* f = std::fopen(file.c_str(), "w");

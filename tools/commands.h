@@ -11,6 +11,7 @@ int RunSaquery(int argc, char** argv);
 int RunSim(int argc, char** argv);
 int RunDump(int argc, char** argv);
 int RunExec(int argc, char** argv);
+int RunTopo(int argc, char** argv);
 
 }  // namespace uscm::tools
 

@@ -27,6 +27,7 @@ constexpr char kUsage[] =
     "  dump      decode a capture file, or capture live from a transport\n"
     "  exec      run an unmodified rdma_cm program on uscm (its librdmacm.so.1,\n"
     "            a uscmd per active port): uscm exec -- rping -s\n"
+    "  topo      write an ibsim net file for a two- or three-level fat tree\n"
     "\n"
     "Fabrics (--fabric): sim (default), ibsim, umad:<ca>:<port>, ud:<device>:<port>\n"
     "Run 'uscm <command> --help' for a command's options.\n"
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
       {"demo", uscm::tools::RunDemo},       {"ping", uscm::tools::RunPing},
       {"saquery", uscm::tools::RunSaquery}, {"sim", uscm::tools::RunSim},
       {"dump", uscm::tools::RunDump},       {"exec", uscm::tools::RunExec},
+      {"topo", uscm::tools::RunTopo},
   };
   // Internal: the port probe --fabric=ibsim runs on each node (not listed).
   if (std::strcmp(cmd, "ibsim-port") == 0) return uscm::tools::RunIbsimPortProbe();

@@ -154,6 +154,18 @@ for f in connections.csv summary.csv; do
   cmp -s pr1/$f pr2/$f && cmp -s pr1/$f pr3/$f || { echo "FAIL --progress changed $f"; fails=$((fails + 1)); }
 done
 
+# topo: fat-tree net files; sim --hosts past one core and two leaves builds one.
+check topo-2 0 "2-level fat tree, radix 8, 24 hosts on 6 leaves \(4 down, 4 up\), 4 spines; 10 switches" -- "$U" topo --hosts=24 --radix=8 --out ft2.net
+[[ $(grep -c '^Hca' ft2.net) -eq 24 && $(grep -c '^Switch' ft2.net) -eq 10 ]] || { echo "FAIL topo-2 file: $(grep -c '^Switch' ft2.net) switches, $(grep -c '^Hca' ft2.net) CAs"; fails=$((fails + 1)); }
+check topo-3 0 "3-level fat tree, radix 8, 48 hosts on 12 leaves \(4 down, 4 up\), 16 cores, 3 pods, 12 aggregation switches; 40 switches" -- "$U" topo --hosts=48 --radix=8 --levels=3 --out ft3.net
+check topo-stdout 0 "^Switch" -- "$U" topo --hosts=30 --radix=8 --oversubscription=3
+check topo-too-many 2 "700 hosts need 39 leaves; a 2-level fat tree of radix 36 has at most 36 leaves \(648 hosts\): use 3 levels" -- "$U" topo --hosts=700
+check topo-no-hosts 2 "--hosts is required" -- "$U" topo
+check sim-fat-tree-file 0 "wrote ft/connections.csv" -- "$U" sim --topology ft3.net --hosts 48 --connections 100 --loss 0 --no-plots --out ft
+check sim-hosts-fat-tree 0 "wrote big/connections.csv" -- "$U" sim --hosts 700 --connections 700 --loss 0 --no-plots --out big
+grep -q '"core 1"' big/topology.net || { echo "FAIL sim --hosts=700 did not build a fat tree"; fails=$((fails + 1)); }
+[[ $(grep -c ',established,' big/connections.csv) -eq 700 ]] || { echo "FAIL sim --hosts=700: not 700 established"; fails=$((fails + 1)); }
+
 # ping and saquery on the simulated fabric.
 check ping 0 "setup time \(us, virtual\): min [0-9.]+  p50 [0-9.]+  p99 [0-9.]+  max" -- "$U" ping -c 20 --ece
 grep -q "20 established, 0 failed" out.txt || { echo "FAIL ping count"; fails=$((fails + 1)); }

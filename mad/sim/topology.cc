@@ -359,7 +359,8 @@ std::string FormatNetFile(const Topology& topo) {
 }
 
 TopoNode* TopologyBuilder::Find(absl::string_view id) {
-  const int i = topo_.FindNode(id);
+  auto it = index_.find(id);
+  const int i = it == index_.end() ? -1 : it->second;
   if (i < 0 && error_.empty()) error_ = absl::StrCat("unknown node \"", id, "\"");
   return i < 0 ? nullptr : &topo_.nodes[i];
 }
@@ -371,7 +372,7 @@ void TopologyBuilder::AddNode(NodeType type, absl::string_view id, int num_ports
     error_ = absl::StrCat("node \"", id, "\": needs an id and 1..255 ports");
     return;
   }
-  if (topo_.FindNode(id) >= 0) {
+  if (!index_.emplace(std::string(id), static_cast<int>(topo_.nodes.size())).second) {
     error_ = absl::StrCat("duplicate node id \"", id, "\"");
     return;
   }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -91,6 +92,7 @@ class TopologyBuilder {
   void AddNode(NodeType type, absl::string_view id, int num_ports, absl::string_view desc);
 
   Topology topo_;
+  absl::flat_hash_map<std::string, int> index_;  // id -> node (large fabrics)
   uint64_t next_switch_guid_ = 0x200000;
   uint64_t next_ca_guid_ = 0x100000;
   std::string error_;
