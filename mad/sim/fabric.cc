@@ -66,7 +66,16 @@ uint64_t FabricCounters::total_dropped() const {
 }
 
 Fabric::Fabric(Scheduler& scheduler, Topology topo, FabricOptions options)
-    : scheduler_(scheduler), topo_(std::move(topo)), options_(std::move(options)) {}
+    : scheduler_(scheduler), topo_(std::move(topo)), options_(std::move(options)) {
+  for (size_t n = 0; n < topo_.nodes.size(); ++n) {
+    node_by_id_.emplace(topo_.nodes[n].id, static_cast<int>(n));
+  }
+}
+
+int Fabric::NodeIndex(absl::string_view node_id) const {
+  auto it = node_by_id_.find(node_id);
+  return it == node_by_id_.end() ? -1 : it->second;
+}
 
 Fabric::~Fabric() = default;
 
@@ -204,7 +213,7 @@ absl::Status Fabric::AssignLids() {
   endpoint_by_lid_.assign(max_lid + 1, -1);
   for (size_t i = 0; i < endpoints_.size(); ++i) endpoint_by_lid_[endpoints_[i].lid] = static_cast<int>(i);
 
-  const int sm_node = options_.sm_node.empty() ? 0 : topo_.FindNode(options_.sm_node);
+  const int sm_node = options_.sm_node.empty() ? 0 : NodeIndex(options_.sm_node);
   if (sm_node < 0) {
     return absl::InvalidArgumentError(absl::StrCat("sm_node \"", options_.sm_node, "\" is not in the topology"));
   }
@@ -221,6 +230,11 @@ absl::Status Fabric::AssignLids() {
 // For every destination, a breadth-first search outward from it over switches
 // gives each switch its port toward the destination (the first discovery
 // wins: fewest hops, then lowest port numbers).
+// Shortest paths by breadth-first search over the switches, once per switch
+// that has endpoints: every endpoint reached through switch S (S's own port
+// 0, CAs cabled to S) is routed along the same search from S, so the cost is
+// O(switches x links + switches x LIDs), not a search per LID. (The result
+// is the search per LID's: a search from a CA starts at its switch.)
 void Fabric::ComputeRoutes(bool up_only) {
   const auto& nodes = topo_.nodes;
   const uint16_t lid_space = static_cast<uint16_t>(endpoint_by_lid_.size());
@@ -228,37 +242,48 @@ void Fabric::ComputeRoutes(bool up_only) {
   for (size_t n = 0; n < nodes.size(); ++n) {
     if (nodes[n].type == NodeType::kSwitch) fwd_[n].assign(lid_space, kNoPort);
   }
-  std::vector<int> dist(nodes.size());
+  auto usable = [&](int n, int p) {
+    const int l = attach_[n][p].link;
+    return l >= 0 && (!up_only || links_[l].up);
+  };
+  std::vector<std::vector<uint16_t>> lids_at(nodes.size());  // by the switch they hang off
   for (const Endpoint& ep : endpoints_) {
-    std::fill(dist.begin(), dist.end(), -1);
-    std::deque<int> queue;
-    auto usable = [&](int n, int p) {
-      const int l = attach_[n][p].link;
-      return l >= 0 && (!up_only || links_[l].up);
-    };
     if (ep.type == NodeType::kSwitch) {
-      dist[ep.node] = 0;
-      queue.push_back(ep.node);
+      lids_at[ep.node].push_back(ep.lid);
     } else if (usable(ep.node, ep.port)) {
       const TopoPort& tp = nodes[ep.node].ports[ep.port];
       if (nodes[tp.remote_node].type == NodeType::kSwitch) {
-        dist[tp.remote_node] = 1;
         fwd_[tp.remote_node][ep.lid] = static_cast<uint16_t>(tp.remote_port);
-        queue.push_back(tp.remote_node);
+        lids_at[tp.remote_node].push_back(ep.lid);
       }
     }
-    while (!queue.empty()) {
-      const int n = queue.front();
-      queue.pop_front();
+  }
+  std::vector<int> dist(nodes.size());
+  std::vector<uint16_t> toward(nodes.size());  // the port leading back to the source
+  std::vector<int> queue;
+  queue.reserve(nodes.size());
+  for (size_t source = 0; source < nodes.size(); ++source) {
+    if (lids_at[source].empty()) continue;
+    std::fill(dist.begin(), dist.end(), -1);
+    queue.clear();
+    dist[source] = 0;
+    queue.push_back(static_cast<int>(source));
+    for (size_t head = 0; head < queue.size(); ++head) {
+      const int n = queue[head];
       for (int p = 1; p <= nodes[n].num_ports; ++p) {
         if (!usable(n, p)) continue;
         const TopoPort& tp = nodes[n].ports[p];
         const int r = tp.remote_node;
         if (nodes[r].type != NodeType::kSwitch || dist[r] >= 0) continue;
         dist[r] = dist[n] + 1;
-        fwd_[r][ep.lid] = static_cast<uint16_t>(tp.remote_port);
+        toward[r] = static_cast<uint16_t>(tp.remote_port);
         queue.push_back(r);
       }
+    }
+    for (size_t k = 1; k < queue.size(); ++k) {
+      std::vector<uint16_t>& fwd = fwd_[queue[k]];
+      const uint16_t port = toward[queue[k]];
+      for (uint16_t lid : lids_at[source]) fwd[lid] = port;
     }
   }
 }
@@ -266,7 +291,7 @@ void Fabric::ComputeRoutes(bool up_only) {
 void Fabric::Reroute() { ComputeRoutes(/*up_only=*/true); }
 
 const Endpoint* Fabric::FindEndpoint(absl::string_view node_id, int port) const {
-  const int n = topo_.FindNode(node_id);
+  const int n = NodeIndex(node_id);
   if (n < 0 || port < 0 || port > topo_.nodes[n].num_ports) return nullptr;
   const int e = endpoint_of_[n][port];
   return e < 0 ? nullptr : &endpoints_[e];
@@ -349,7 +374,7 @@ absl::StatusOr<PathInfo> Fabric::Path(uint16_t slid, uint16_t dlid) const {
 }
 
 absl::StatusOr<int> Fabric::LinkOf(absl::string_view node_id, int port) const {
-  const int n = topo_.FindNode(node_id);
+  const int n = NodeIndex(node_id);
   if (n < 0) return absl::NotFoundError(absl::StrCat("no node \"", node_id, "\""));
   if (port < 1 || port > topo_.nodes[n].num_ports || attach_[n][port].link < 0) {
     return absl::NotFoundError(absl::StrCat("\"", node_id, "\" port ", port, " has no link"));

@@ -208,8 +208,11 @@ class Fabric {
   void Register(SimTransport* t);
   void Unregister(SimTransport* t);
 
+  int NodeIndex(absl::string_view node_id) const;  // -1 if absent
+
   Scheduler& scheduler_;
   Topology topo_;
+  absl::flat_hash_map<std::string, int> node_by_id_;
   FabricOptions options_;
   std::vector<std::vector<Attach>> attach_;   // [node][port]
   std::vector<Link> links_;

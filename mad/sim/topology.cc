@@ -58,6 +58,7 @@ class Parser {
   absl::Status GuidBase(int line, absl::string_view s, uint64_t* abs, uint64_t* next);
   absl::Status Default(int line, absl::string_view s, int lo, int hi, uint8_t* out);
   absl::Status Connect();
+  absl::flat_hash_map<std::string, int> index_;  // node id -> node
 
   std::string filename_;
   Topology topo_;
@@ -155,7 +156,10 @@ absl::Status Parser::Header(int line, absl::string_view s, NodeType type, absl::
   if (absl::StrContains(*id, "#") || absl::StrContains(*id, "@")) {
     return Error(line, "node id may not contain '#' or '@'");
   }
-  if (topo_.FindNode(*id) >= 0) return Error(line, absl::StrCat("duplicate node id \"", *id, "\""));
+  // The node is pushed as topo_.nodes.size() below (or the parse fails).
+  if (!index_.emplace(std::string(*id), static_cast<int>(topo_.nodes.size())).second) {
+    return Error(line, absl::StrCat("duplicate node id \"", *id, "\""));
+  }
 
   TopoNode node;
   node.type = type;
@@ -287,7 +291,8 @@ absl::Status Parser::Default(int line, absl::string_view s, int lo, int hi, uint
 absl::Status Parser::Connect() {
   for (const PendingLink& l : pending_) {
     TopoPort& p = topo_.nodes[l.node].ports[l.port];
-    const int r = topo_.FindNode(l.remote);
+    auto found = index_.find(l.remote);
+    const int r = found == index_.end() ? -1 : found->second;
     if (r < 0) {
       return Error(p.line, absl::StrCat("port ", l.port, " links to unknown node \"", l.remote, "\""));
     }
@@ -416,9 +421,9 @@ TopologyBuilder& TopologyBuilder::Link(absl::string_view a, int a_port, absl::st
                           "]: a port is already linked");
     return *this;
   }
-  pa.remote_node = topo_.FindNode(b);
+  pa.remote_node = index_.find(b)->second;
   pa.remote_port = b_port;
-  pb.remote_node = topo_.FindNode(a);
+  pb.remote_node = index_.find(a)->second;
   pb.remote_port = a_port;
   return *this;
 }
