@@ -31,7 +31,10 @@ TimerWheel::TimerWheel(TimePoint start, Duration tick)
 // A bucket of k entries spans at most k/16 + 1 chunks (a partly used tail);
 // a cascade holds one more chunk whose entries have already moved on. So n
 // pending timers never need more than n/16 + 1 per bucket + 1 chunks.
+void TimerWheel::AllocBuckets() { buckets_.reset(new Bucket[kNumBuckets]()); }
+
 void TimerWheel::Reserve(size_t n) {
+  if (buckets_ == nullptr) AllocBuckets();
   nodes_.reserve(n);
   const size_t chunks = n / kChunk + 2 * size_t{kNumBuckets};
   entries_.reserve(chunks * kChunk);
@@ -138,6 +141,7 @@ void TimerWheel::LinkFar(uint32_t index, uint64_t expire) {
 // lowest occupied level, or the overflow re-examination if that comes first.
 TimerWheel::Event TimerWheel::NextEvent() const {
   Event ev;
+  if (size_ == 0) return ev;  // nothing pending (the overflow bucket too)
   for (int level = 0; level < kLevels; ++level) {
     const uint64_t* words = &occupied_[level * kWordsPerLevel];
     uint64_t any = 0;

@@ -46,6 +46,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/base/attributes.h"
@@ -110,7 +111,8 @@ class TimerWheel {
   // 256 ticks of the current tick, and otherwise the start of the bucket that
   // must be cascaded first. Advance(NextDeadline()) always makes progress; at
   // most kLevels + 2 such calls reach the earliest timer. Returns a time <= the
-  // current time if a timer is already due. O(1).
+  // current time if a timer is already due. O(1); an empty wheel answers
+  // without looking at the bitmaps.
   absl::optional<TimePoint> NextDeadline() const;
 
   size_t size() const { return size_; }
@@ -170,6 +172,7 @@ class TimerWheel {
   uint64_t DivTick(uint64_t n, uint64_t* remainder) const;
 
   uint32_t GrowNode();  // a new node at the end of nodes_ (allocates)
+  void AllocBuckets();
   bool Valid(TimerHandle h) const;
 
   // Puts node `index` in the bucket its expiry calls for.
@@ -219,7 +222,9 @@ class TimerWheel {
   std::vector<uint32_t> chunk_prev_;   // chain link back (unused at the head)
   std::vector<uint16_t> chunk_owner_;  // the bucket a chunk belongs to
   uint32_t free_chunk_ = kNil;
-  std::array<Bucket, kNumBuckets> buckets_{};
+  // Allocated at the first Schedule (24 KB): a wheel that never held a timer
+  // (an idle simulated host's CM endpoint and agent) costs a few hundred bytes.
+  std::unique_ptr<Bucket[]> buckets_;
   // Bit b of the bitmap: bucket b is non-empty (level L owns words
   // [L * kWordsPerLevel, (L + 1) * kWordsPerLevel); the overflow bucket is
   // bit 0 of word kOverflowWord).
@@ -337,6 +342,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Link(uint32_t index,
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline TimerHandle TimerWheel::Schedule(
     TimePoint deadline, uint64_t payload) {
+  if (buckets_ == nullptr) [[unlikely]]
+    AllocBuckets();
   uint32_t index = free_head_;
   if (index != kNil) {
     free_head_ = nodes_[index].slot;

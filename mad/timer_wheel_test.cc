@@ -274,3 +274,24 @@ TEST(TimerWheelTest, OddTickLengthsRoundUp) {
 
 }  // namespace
 }  // namespace uscm::mad
+
+namespace uscm::mad {
+namespace {
+
+// The buckets are allocated at the first Schedule: a wheel that never held a
+// timer (an idle simulated host has two) stays small.
+TEST(TimerWheelMemoryTest, AnUnusedWheelIsSmall) {
+  static_assert(sizeof(TimerWheel) < 512);
+  TimerWheel w(TimePoint::Epoch(), Duration::Micros(1));
+  EXPECT_EQ(w.NextDeadline(), absl::nullopt);
+  EXPECT_EQ(w.Advance(TimePoint::Epoch() + Duration::Seconds(5), [](TimerHandle, uint64_t) {}),
+            0u);
+  EXPECT_FALSE(w.Cancel(TimerHandle()));
+  TimerHandle h = w.Schedule(TimePoint::Epoch() + Duration::Seconds(6), 7);
+  EXPECT_TRUE(w.IsPending(h));
+  ASSERT_TRUE(w.NextDeadline().has_value());  // a cascade point, not exact this far ahead
+  EXPECT_LE(*w.NextDeadline(), TimePoint::Epoch() + Duration::Seconds(6));
+}
+
+}  // namespace
+}  // namespace uscm::mad
