@@ -194,17 +194,23 @@ void SimSa::ReplyError(TimePoint now, const mad::ReceivedMad& req, uint16_t stat
 absl::StatusOr<std::vector<PathRecord>> SimSa::FindPaths(const PathRecord& q,
                                                          PathRecordMask mask,
                                                          uint16_t* status) const {
-  std::vector<const sim::Endpoint*> srcs, dsts;
-  for (const sim::Endpoint& ep : fabric_.endpoints()) {
-    if ((!mask.Has(PathRecordMask::kSgid) || ep.gid == q.sgid) &&
-        (!mask.Has(PathRecordMask::kSlid) || ep.lid == q.slid)) {
-      srcs.push_back(&ep);
+  // The endpoints matching a GID and / or LID, in fabric order. A GID or a
+  // LID names at most one endpoint, found through the fabric's indexes (a
+  // query costs the same on 10,000 hosts as on 2); neither: all of them.
+  auto matching = [&](bool by_gid, const mad::Gid& gid, bool by_lid, uint16_t lid) {
+    std::vector<const sim::Endpoint*> out;
+    if (by_gid || by_lid) {
+      const sim::Endpoint* ep = by_gid ? fabric_.FindByGid(gid) : fabric_.FindByLid(lid);
+      if (ep != nullptr && (!by_lid || ep->lid == lid)) out.push_back(ep);
+      return out;
     }
-    if ((!mask.Has(PathRecordMask::kDgid) || ep.gid == q.dgid) &&
-        (!mask.Has(PathRecordMask::kDlid) || ep.lid == q.dlid)) {
-      dsts.push_back(&ep);
-    }
-  }
+    for (const sim::Endpoint& ep : fabric_.endpoints()) out.push_back(&ep);
+    return out;
+  };
+  const std::vector<const sim::Endpoint*> srcs =
+      matching(mask.Has(PathRecordMask::kSgid), q.sgid, mask.Has(PathRecordMask::kSlid), q.slid);
+  const std::vector<const sim::Endpoint*> dsts =
+      matching(mask.Has(PathRecordMask::kDgid), q.dgid, mask.Has(PathRecordMask::kDlid), q.dlid);
   if ((mask.Has(PathRecordMask::kSgid) && fabric_.FindByGid(q.sgid) == nullptr) ||
       (mask.Has(PathRecordMask::kDgid) && fabric_.FindByGid(q.dgid) == nullptr)) {
     *status = kInvalidGid;

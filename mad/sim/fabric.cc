@@ -212,6 +212,12 @@ absl::Status Fabric::AssignLids() {
   for (const Endpoint& ep : endpoints_) max_lid = std::max(max_lid, ep.lid);
   endpoint_by_lid_.assign(max_lid + 1, -1);
   for (size_t i = 0; i < endpoints_.size(); ++i) endpoint_by_lid_[endpoints_[i].lid] = static_cast<int>(i);
+  endpoint_by_gid_.clear();
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    const mad::Gid& g = endpoints_[i].gid;  // the first endpoint wins, as a scan finds it
+    endpoint_by_gid_.emplace(std::make_pair(g.subnet_prefix(), g.interface_id()),
+                             static_cast<int>(i));
+  }
 
   const int sm_node = options_.sm_node.empty() ? 0 : NodeIndex(options_.sm_node);
   if (sm_node < 0) {
@@ -303,10 +309,8 @@ const Endpoint* Fabric::FindByLid(uint16_t lid) const {
 }
 
 const Endpoint* Fabric::FindByGid(const mad::Gid& gid) const {
-  for (const Endpoint& ep : endpoints_) {
-    if (ep.gid == gid) return &ep;
-  }
-  return nullptr;
+  auto it = endpoint_by_gid_.find(std::make_pair(gid.subnet_prefix(), gid.interface_id()));
+  return it == endpoint_by_gid_.end() ? nullptr : &endpoints_[it->second];
 }
 
 mad::LocalPort Fabric::LocalPortOf(const Endpoint& ep) const {

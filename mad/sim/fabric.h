@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -219,6 +220,7 @@ class Fabric {
   std::vector<std::vector<int>> endpoint_of_;  // [node][port] -> endpoint index or -1
   std::vector<Endpoint> endpoints_;
   std::vector<int> endpoint_by_lid_;           // LID -> endpoint index or -1
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, int> endpoint_by_gid_;  // (prefix, id)
   std::vector<std::vector<uint16_t>> fwd_;     // [node][lid] -> out port (switches)
   uint16_t sm_lid_ = 0;
   absl::flat_hash_map<uint64_t, SimTransport*> qps_;  // (endpoint << 24 | qpn)
