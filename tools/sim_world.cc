@@ -153,7 +153,7 @@ absl::StatusOr<std::unique_ptr<SimWorld>> SimWorld::Create(const SimWorldOptions
   if (absl::Status s = sim::ValidateLinkParams(options.link); !s.ok()) return s;
   sim::Topology topo;
   if (options.topology_file.empty()) {
-    topo = sim::TwoHostsOneSwitch();
+    topo = options.topology.has_value() ? *options.topology : sim::TwoHostsOneSwitch();
   } else {
     auto loaded = sim::LoadNetFile(options.topology_file);
     if (!loaded.ok()) return loaded.status();

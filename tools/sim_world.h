@@ -24,6 +24,7 @@
 #include "mad/capture/pcap_writer.h"
 #include "mad/sim/fabric.h"
 #include "mad/sim/scheduler.h"
+#include "mad/sim/topology.h"
 #include "mad/transport.h"
 #include "mad/wire/path_record.h"
 #include "sa/client.h"
@@ -143,7 +144,8 @@ class SimHost : public sim::Actor {
 struct SimWorldOptions {
   uint64_t seed = 1;
   sim::LinkParams link;
-  std::string topology_file;  // ibsim net file; "" = two hosts behind one switch
+  std::string topology_file;  // ibsim net file; "" = `topology`, or two hosts behind one switch
+  absl::optional<sim::Topology> topology;  // used when topology_file is ""
   size_t max_hosts = 2;       // SimHosts on the first CA ports (0 = all)
   sa::SimSaConfig sa;
   cm::CmConfig cm;

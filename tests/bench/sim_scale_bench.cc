@@ -1,0 +1,180 @@
+// How the simulator's cost grows with the fabric (issue 14). Not a Google
+// Benchmark: each point builds a fabric, runs `uscm sim`'s workload on it and
+// reports wall time, events (scheduler steps) per second, wall time per
+// connection (process CPU time, so a loaded machine does not skew it; wall
+// time beside it), and the heap a host costs: idle (after the fabric, the SA and
+// the hosts are built, before any connection) and after the run. Every point
+// runs in the same process, so the ratio of the per-connection times at the
+// largest and the smallest fabric compares like with like (goal: <= 1.5).
+//
+//   bazel run -c opt //tests/bench:sim_scale_bench                 (2, 128, 1024, 10240 hosts)
+//   bazel run -c opt //tests/bench:sim_scale_bench -- --hosts=10240 --connections=1000000
+//
+// Topologies: uscm sim --hosts=N's (mad/sim/fat_tree.h DefaultTopology).
+// Connections go host k -> k+1 (mod N), one every --interval-us of virtual
+// time, each a PathRecord query, REQ / REP / RTU and a disconnect.
+#include <malloc.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "mad/sim/fat_tree.h"
+#include "tools/sim_world.h"
+#include "tools/workload.h"
+
+namespace uscm::tools {
+namespace {
+
+size_t HeapInUse() {
+  struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+long MaxRssKb() {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+struct Point {
+  int hosts = 0;
+  int connections = 0;
+  double setup_s = 0;      // building the fabric and hosts
+  double run_s = 0;        // the workload, wall
+  double run_cpu_s = 0;    // the workload, process CPU time
+  uint64_t events = 0;     // scheduler steps in the run
+  double idle_bytes = 0;   // heap per host before any connection
+  double after_bytes = 0;  // heap per host after the run (the world, not the results)
+  int established = 0;
+  double p50_us = 0;
+};
+
+bool RunPoint(int hosts, int connections, int64_t interval_us, Point* out) {
+  using Clock = std::chrono::steady_clock;
+  out->hosts = hosts;
+  out->connections = connections;
+  const size_t heap0 = HeapInUse();
+  const auto t0 = Clock::now();
+  auto topo = sim::DefaultTopology(hosts);
+  if (!topo.ok()) {
+    std::fprintf(stderr, "%d hosts: %s\n", hosts, std::string(topo.status().message()).c_str());
+    return false;
+  }
+  SimWorldOptions wo;
+  wo.seed = 1;
+  wo.link.latency = Duration::Nanos(500);
+  if (hosts > 2) wo.topology = std::move(*topo);  // 2: uscm sim's two hosts, one switch
+  wo.max_hosts = static_cast<size_t>(hosts);
+  auto world = SimWorld::Create(wo, nullptr);
+  if (!world.ok()) {
+    std::fprintf(stderr, "%d hosts: %s\n", hosts, std::string(world.status().message()).c_str());
+    return false;
+  }
+  const auto t1 = Clock::now();
+  out->idle_bytes = static_cast<double>(HeapInUse() - heap0) / hosts;
+  WorkloadOptions o;
+  o.connections = connections;
+  o.interval = Duration::Micros(interval_us);
+  o.spread = true;
+  const uint64_t steps0 = (*world)->scheduler().steps();
+  const double cpu1 = CpuSeconds();
+  auto r = RunWorkload(**world, o);
+  out->run_cpu_s = CpuSeconds() - cpu1;
+  const auto t2 = Clock::now();
+  if (!r.ok()) {
+    std::fprintf(stderr, "%d hosts: %s\n", hosts, std::string(r.status().message()).c_str());
+    return false;
+  }
+  out->events = (*world)->scheduler().steps() - steps0;
+  out->setup_s = std::chrono::duration<double>(t1 - t0).count();
+  out->run_s = std::chrono::duration<double>(t2 - t1).count();
+  std::vector<double> setup;
+  for (const ConnResult& c : r->conns) {
+    if (c.established) {
+      ++out->established;
+      setup.push_back(c.setup_us);
+    }
+  }
+  std::sort(setup.begin(), setup.end());
+  out->p50_us = Percentile(setup, 0.5);
+  r = absl::StatusOr<WorkloadResult>();  // the per-connection results are not the world's
+  setup = {};
+  out->after_bytes = static_cast<double>(HeapInUse() - heap0) / hosts;
+  return true;
+}
+
+int Main(int argc, char** argv) {
+  std::vector<int> hosts = {2, 128, 1024, 10240};
+  int connections = 100000;
+  int64_t interval_us = 10;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    if (absl::ConsumePrefix(&a, "--hosts=")) {
+      hosts.clear();
+      for (absl::string_view h : absl::StrSplit(a, ',')) {
+        int n = 0;
+        if (!absl::SimpleAtoi(h, &n) || n < 2) {
+          std::fprintf(stderr, "--hosts: '%s' is not a host count >= 2\n", std::string(h).c_str());
+          return 2;
+        }
+        hosts.push_back(n);
+      }
+    } else if (absl::ConsumePrefix(&a, "--connections=")) {
+      if (!absl::SimpleAtoi(a, &connections) || connections < 1) return 2;
+    } else if (absl::ConsumePrefix(&a, "--interval-us=")) {
+      if (!absl::SimpleAtoi(a, &interval_us) || interval_us < 0) return 2;
+    } else {
+      std::fprintf(stderr,
+                   "usage: sim_scale_bench [--hosts=2,128,1024,10240] [--connections=100000] "
+                   "[--interval-us=10]\n");
+      return 2;
+    }
+  }
+  std::printf("%8s %12s %9s %9s %9s %12s %12s %10s %12s %12s %9s\n", "hosts", "connections",
+              "setup_s", "run_s", "run_cpu_s", "events", "events/s", "cpu_us/conn",
+              "idle_B/host", "after_B/host", "p50_us");
+  std::vector<Point> points;
+  for (int h : hosts) {
+    Point p;
+    if (!RunPoint(h, connections, interval_us, &p)) return 1;
+    if (p.established != p.connections) {
+      std::fprintf(stderr, "%d hosts: %d of %d connections established\n", h, p.established,
+                   p.connections);
+      return 1;
+    }
+    std::printf("%8d %12d %9.2f %9.2f %9.2f %12llu %12.0f %10.2f %12.0f %12.0f %9.1f\n", p.hosts,
+                p.connections, p.setup_s, p.run_s, p.run_cpu_s,
+                static_cast<unsigned long long>(p.events), p.events / p.run_cpu_s,
+                1e6 * p.run_cpu_s / p.connections, p.idle_bytes, p.after_bytes, p.p50_us);
+    std::fflush(stdout);
+    points.push_back(p);
+  }
+  if (points.size() > 1) {
+    const Point& a = points.front();
+    const Point& b = points.back();
+    std::printf("per-connection CPU time, %d hosts / %d hosts: %.2f (wall: %.2f)\n", b.hosts,
+                a.hosts, (b.run_cpu_s / b.connections) / (a.run_cpu_s / a.connections),
+                (b.run_s / b.connections) / (a.run_s / a.connections));
+  }
+  std::printf("max RSS: %ld MB\n", MaxRssKb() / 1024);
+  return 0;
+}
+
+}  // namespace
+}  // namespace uscm::tools
+
+int main(int argc, char** argv) { return uscm::tools::Main(argc, argv); }
