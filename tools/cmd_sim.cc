@@ -87,6 +87,7 @@ std::string Fmt(double v) { return absl::StrFormat("%.3f", v); }
 struct RunParams {
   double loss = 0, duplicate = 0, latency_us = 0, jitter_us = 0;
   int64_t hosts = 2;
+  std::string pattern = "ring", arrivals = "fixed";
   std::string topology;       // the --topology value ("" = generated / default)
   std::string topology_file;  // what SimWorld loads
 };
@@ -95,6 +96,7 @@ struct RunParams {
 // then each other parameter that has more than one value, in this order.
 struct Columns {
   bool duplicate = false, latency_us = false, jitter_us = false, hosts = false, topology = false;
+  bool pattern = false, arrivals = false;
 
   std::string Header() const {
     std::string h = "loss";
@@ -103,6 +105,8 @@ struct Columns {
     if (jitter_us) h += ",jitter_us";
     if (hosts) h += ",hosts";
     if (topology) h += ",topology";
+    if (pattern) h += ",pattern";
+    if (arrivals) h += ",arrivals";
     return h;
   }
   std::string Values(const RunParams& p) const {
@@ -112,6 +116,8 @@ struct Columns {
     if (jitter_us) absl::StrAppendFormat(&v, ",%g", p.jitter_us);
     if (hosts) absl::StrAppendFormat(&v, ",%d", p.hosts);
     if (topology) absl::StrAppend(&v, ",", p.topology);
+    if (pattern) absl::StrAppend(&v, ",", p.pattern);
+    if (arrivals) absl::StrAppend(&v, ",", p.arrivals);
     return v;
   }
   // The curve / progress label: the swept parameters ("loss 0.01, latency_us
@@ -119,7 +125,8 @@ struct Columns {
   bool swept_loss = false;
   std::string Label(const RunParams& p) const {
     std::vector<std::string> parts;
-    if (swept_loss || !(duplicate || latency_us || jitter_us || hosts || topology)) {
+    if (swept_loss || !(duplicate || latency_us || jitter_us || hosts || topology || pattern ||
+                        arrivals)) {
       parts.push_back(absl::StrFormat("loss %g", p.loss));
     }
     if (duplicate) parts.push_back(absl::StrFormat("duplicate %g", p.duplicate));
@@ -127,6 +134,8 @@ struct Columns {
     if (jitter_us) parts.push_back(absl::StrFormat("jitter_us %g", p.jitter_us));
     if (hosts) parts.push_back(absl::StrFormat("hosts %d", p.hosts));
     if (topology) parts.push_back("topology " + p.topology);
+    if (pattern) parts.push_back("pattern " + p.pattern);
+    if (arrivals) parts.push_back("arrivals " + p.arrivals);
     return absl::StrJoin(parts, ", ");
   }
   // "loss rate", or the swept parameters joined by " x ".
@@ -138,6 +147,8 @@ struct Columns {
     if (jitter_us) names.push_back("jitter_us");
     if (hosts) names.push_back("hosts");
     if (topology) names.push_back("topology");
+    if (pattern) names.push_back("pattern");
+    if (arrivals) names.push_back("arrivals");
     if (names.empty() || (names.size() == 1 && swept_loss)) return "loss rate";
     return absl::StrJoin(names, " x ");
   }
@@ -206,7 +217,8 @@ constexpr size_t kMaxRuns = 10000;
 }  // namespace
 
 int RunSim(int argc, char** argv) {
-  int64_t connections = 200, seed = 1, interval_us = 10;
+  int64_t connections = 200, seed = 1, interval_us = 10, group = 0;
+  std::string pattern_list = "ring", arrivals_list = "fixed";
   std::string loss_list = "0,0.01,0.05,0.1", duplicate_list = "0", latency_list = "0.5",
               jitter_list = "0", hosts_list = "4";
   std::string topology_list, out = "uscm-sim", progress_mode = "auto";
@@ -215,7 +227,8 @@ int RunSim(int argc, char** argv) {
                 "Runs a connection workload on the simulated fabric once per point of the\n"
                 "sweep and writes CSV (and PNG plots with gnuplot). Every list option takes\n"
                 "comma-separated values; the runs are the cross product of all lists (loss\n"
-                "varies fastest, then duplicate, jitter, latency, hosts, topology). Virtual\n"
+                "varies fastest, then duplicate, jitter, latency, hosts, topology, pattern,\n"
+                "arrivals). Virtual\n"
                 "time: results depend only on the options and the seed, so the same seed\n"
                 "gives the same files.");
   flags.String("hosts", &hosts_list, "hosts taking part, list (connections go host k -> k+1)");
@@ -224,7 +237,17 @@ int RunSim(int argc, char** argv) {
   flags.String("duplicate", &duplicate_list, "per-link duplication probabilities, list");
   flags.String("latency-us", &latency_list, "per-link latencies in microseconds, list");
   flags.String("jitter-us", &jitter_list, "per-link extra uniform delays in microseconds, list");
-  flags.Int("interval-us", &interval_us, "time between connection starts (us)", 0, 1000000000);
+  flags.Int("interval-us", &interval_us,
+            "time between connection starts (us; the mean gap with --arrivals=poisson)", 0,
+            1000000000);
+  flags.String("pattern", &pattern_list,
+               "who connects to whom, list: ring (host k -> k+1), all-to-all (every ordered "
+               "pair of --group hosts in turn), incast (every host -> host 0), random (seeded "
+               "random pairs)");
+  flags.Int("group", &group, "hosts taking part in --pattern=all-to-all (0 = all)", 0, 100000);
+  flags.String("arrivals", &arrivals_list,
+               "when connections start, list: fixed (every --interval-us), storm (all at "
+               "once), poisson (exponential gaps, mean --interval-us)");
   flags.String("topology", &topology_list,
                "ibsim net files, list (default: two hosts, or --hosts CAs behind "
                "generated switches: one, a core and two leaves up to 508 hosts, then a "
@@ -253,6 +276,22 @@ int RunSim(int argc, char** argv) {
   if (!jitters.ok()) return UsageError("sim", std::string(jitters.status().message()));
   auto hosts = ParseIntList(hosts_list, "hosts", 2, 100000);
   if (!hosts.ok()) return UsageError("sim", std::string(hosts.status().message()));
+  std::vector<std::string> patterns = absl::StrSplit(pattern_list, ',', absl::SkipEmpty());
+  std::vector<std::string> arrivals = absl::StrSplit(arrivals_list, ',', absl::SkipEmpty());
+  if (patterns.empty()) return UsageError("sim", "--pattern is empty");
+  if (arrivals.empty()) return UsageError("sim", "--arrivals is empty");
+  for (const std::string& p : patterns) {
+    WorkloadOptions::Pattern unused;
+    if (!ParsePattern(p, &unused)) {
+      return UsageError("sim", "--pattern: '" + p + "': expected ring, all-to-all, incast or random");
+    }
+  }
+  for (const std::string& a : arrivals) {
+    WorkloadOptions::Arrivals unused;
+    if (!ParseArrivals(a, &unused)) {
+      return UsageError("sim", "--arrivals: '" + a + "': expected fixed, storm or poisson");
+    }
+  }
   std::vector<std::string> topologies = absl::StrSplit(topology_list, ',', absl::SkipEmpty());
   if (topologies.empty()) topologies.push_back("");
   bool show_progress;
@@ -266,7 +305,7 @@ int RunSim(int argc, char** argv) {
     return UsageError("sim", "--progress=" + progress_mode + ": expected always, auto or never");
   }
   const size_t runs = losses->size() * duplicates->size() * latencies->size() * jitters->size() *
-                      hosts->size() * topologies.size();
+                      hosts->size() * topologies.size() * patterns.size() * arrivals.size();
   if (runs > kMaxRuns) {
     return UsageError("sim", absl::StrCat("the sweep has ", runs, " runs (the cross product of "
                                           "the lists); at most ", kMaxRuns));
@@ -278,6 +317,8 @@ int RunSim(int argc, char** argv) {
   cols.jitter_us = jitters->size() > 1;
   cols.hosts = hosts->size() > 1;
   cols.topology = topologies.size() > 1;
+  cols.pattern = patterns.size() > 1;
+  cols.arrivals = arrivals.size() > 1;
   if (std::system(("mkdir -p '" + out + "'").c_str()) != 0) {
     return Failure("sim", "cannot create the output directory " + out);
   }
@@ -311,6 +352,21 @@ int RunSim(int argc, char** argv) {
               sweep.push_back(std::move(p));
             }
           }
+        }
+      }
+    }
+  }
+  // Then the traffic pattern, and the arrivals slowest.
+  if (patterns.size() > 1 || arrivals.size() > 1 || patterns[0] != "ring" ||
+      arrivals[0] != "fixed") {
+    std::vector<RunParams> base = std::move(sweep);
+    sweep.clear();
+    for (const std::string& arr : arrivals) {
+      for (const std::string& pat : patterns) {
+        for (RunParams p : base) {
+          p.pattern = pat;
+          p.arrivals = arr;
+          sweep.push_back(std::move(p));
         }
       }
     }
@@ -361,6 +417,10 @@ int RunSim(int argc, char** argv) {
     o.reject = reject;
     o.ece = ece;
     o.spread = true;
+    (void)ParsePattern(p.pattern, &o.pattern);
+    (void)ParseArrivals(p.arrivals, &o.arrivals);
+    o.group = static_cast<int>(group);
+    o.seed = static_cast<uint64_t>(seed);
     auto r = RunWorkload(**world, o, [&](int done, int total) {
       if (done == total || done % std::max(1, total / 100) == 0) {
         progress.Show(run, sweep.size(), label, done, total);

@@ -166,6 +166,18 @@ check sim-hosts-fat-tree 0 "wrote big/connections.csv" -- "$U" sim --hosts 700 -
 grep -q '"core 1"' big/topology.net || { echo "FAIL sim --hosts=700 did not build a fat tree"; fails=$((fails + 1)); }
 [[ $(grep -c ',established,' big/connections.csv) -eq 700 ]] || { echo "FAIL sim --hosts=700: not 700 established"; fails=$((fails + 1)); }
 
+# sim experiment dimensions: traffic pattern and arrivals are swept columns.
+check sim-patterns 0 "pattern incast, arrivals storm" -- "$U" sim --hosts 6 --connections 60 --loss 0 --pattern ring,all-to-all,incast,random --arrivals fixed,storm,poisson --group 4 --no-plots --out pat1
+head -1 pat1/summary.csv | grep -q "^loss,pattern,arrivals,connections," || { echo "FAIL pattern columns: $(head -1 pat1/summary.csv)"; fails=$((fails + 1)); }
+[[ $(($(wc -l < pat1/summary.csv) - 1)) -eq 12 ]] || { echo "FAIL patterns: wanted 12 runs"; fails=$((fails + 1)); }
+[[ $(grep -c '^0,incast,fixed,' pat1/connections.csv) -eq 60 ]] || { echo "FAIL wanted 60 incast rows"; fails=$((fails + 1)); }
+# incast: every connection's server is the same host.
+[[ $(grep '^0,incast,fixed,' pat1/connections.csv | cut -d, -f6 | sort -u | wc -l) -eq 1 ]] || { echo "FAIL incast has several servers"; fails=$((fails + 1)); }
+check sim-patterns-again 0 "" -- "$U" sim --hosts 6 --connections 60 --loss 0 --pattern ring,all-to-all,incast,random --arrivals fixed,storm,poisson --group 4 --no-plots --out pat2
+cmp -s pat1/connections.csv pat2/connections.csv || { echo "FAIL patterns: same seed, different CSV"; fails=$((fails + 1)); }
+check sim-bad-pattern 2 "--pattern: 'mesh': expected ring, all-to-all, incast or random" -- "$U" sim --pattern ring,mesh
+check sim-bad-arrivals 2 "--arrivals: 'burst': expected fixed, storm or poisson" -- "$U" sim --arrivals burst
+
 # ping and saquery on the simulated fabric.
 check ping 0 "setup time \(us, virtual\): min [0-9.]+  p50 [0-9.]+  p99 [0-9.]+  max" -- "$U" ping -c 20 --ece
 grep -q "20 established, 0 failed" out.txt || { echo "FAIL ping count"; fails=$((fails + 1)); }

@@ -31,6 +31,59 @@ class Workload {
     settled_flag_.resize(o.connections);
   }
 
+  // Client and server of every connection, fixed before the run.
+  void PlanPairs() {
+    pairs_.resize(o_.connections);
+    sim::Rng rng(o_.seed ^ 0x70a17e5ULL);
+    const size_t g = o_.group >= 2 && static_cast<size_t>(o_.group) < hosts_
+                         ? static_cast<size_t>(o_.group)
+                         : hosts_;
+    for (int k = 0; k < o_.connections; ++k) {
+      const size_t uk = static_cast<size_t>(k);
+      size_t c = 0, s = 1;
+      if (!o_.spread) {
+        // host 0 -> host 1
+      } else if (o_.pattern == WorkloadOptions::Pattern::kRing) {
+        c = uk % hosts_;
+        s = (uk + 1) % hosts_;
+      } else if (o_.pattern == WorkloadOptions::Pattern::kAllToAll) {
+        const size_t pair = uk % (g * (g - 1));
+        c = pair / (g - 1);
+        const size_t other = pair % (g - 1);
+        s = other < c ? other : other + 1;
+      } else if (o_.pattern == WorkloadOptions::Pattern::kIncast) {
+        c = 1 + uk % (hosts_ - 1);
+        s = 0;
+      } else {
+        c = rng.Below(hosts_);
+        s = (c + 1 + rng.Below(hosts_ - 1)) % hosts_;
+      }
+      pairs_[uk] = {c, s};
+    }
+  }
+
+  // Start times relative to t0.
+  std::vector<mad::Duration> PlanStarts() {
+    std::vector<mad::Duration> at(o_.connections);
+    sim::Rng rng(o_.seed ^ 0xa771e5ULL);
+    double t_ns = 0;
+    for (int k = 0; k < o_.connections; ++k) {
+      switch (o_.arrivals) {
+        case WorkloadOptions::Arrivals::kFixed:
+          at[k] = o_.interval * k;
+          break;
+        case WorkloadOptions::Arrivals::kStorm:
+          at[k] = mad::Duration::Zero();
+          break;
+        case WorkloadOptions::Arrivals::kPoisson:
+          if (k > 0) t_ns += -std::log1p(-rng.Uniform01()) * o_.interval.nanos();
+          at[k] = mad::Duration::Nanos(static_cast<int64_t>(t_ns));
+          break;
+      }
+    }
+    return at;
+  }
+
   absl::StatusOr<WorkloadResult> Run() {
     auto& hosts = world_.hosts();
     if (hosts.size() < 2) return absl::InvalidArgumentError("the workload needs two hosts");
@@ -47,8 +100,10 @@ class Workload {
       h.on_cm_sent = [this](std::span<const uint8_t> mad) { OnSent(mad); };
     }
     const TimePoint t0 = world_.scheduler().Now();
+    PlanPairs();
+    const std::vector<mad::Duration> starts = PlanStarts();
     for (int k = 0; k < o_.connections; ++k) {
-      world_.scheduler().Schedule(t0 + o_.interval * k, [this, k] { Start(k); });
+      world_.scheduler().Schedule(t0 + starts[k], [this, k] { Start(k); });
     }
     absl::Status s = world_.scheduler().RunUntil(
         [this] { return settled_ == o_.connections || !error_.ok(); },
@@ -93,8 +148,8 @@ class Workload {
   }
 
  private:
-  size_t ClientOf(int k) const { return o_.spread ? k % hosts_ : 0; }
-  size_t ServerOf(int k) const { return o_.spread ? (k + 1) % hosts_ : 1; }
+  size_t ClientOf(int k) const { return pairs_[k].first; }
+  size_t ServerOf(int k) const { return pairs_[k].second; }
 
   void Start(int k) {
     SimHost& c = *world_.hosts()[ClientOf(k)];
@@ -228,6 +283,7 @@ class Workload {
   WorkloadOptions o_;
   std::function<void(int, int)> progress_;
   size_t hosts_;
+  std::vector<std::pair<size_t, size_t>> pairs_;  // (client, server) per connection
   std::vector<ConnResult> results_;
   std::vector<TimePoint> started_;
   std::vector<bool> settled_flag_;
@@ -248,6 +304,47 @@ absl::StatusOr<WorkloadResult> RunWorkload(SimWorld& world, const WorkloadOption
   if (options.connections < 1) return absl::InvalidArgumentError("need at least one connection");
   Workload w(world, options, std::move(progress));
   return w.Run();
+}
+
+absl::string_view PatternName(WorkloadOptions::Pattern p) {
+  switch (p) {
+    case WorkloadOptions::Pattern::kRing: return "ring";
+    case WorkloadOptions::Pattern::kAllToAll: return "all-to-all";
+    case WorkloadOptions::Pattern::kIncast: return "incast";
+    case WorkloadOptions::Pattern::kRandomPairs: return "random";
+  }
+  return "?";
+}
+
+absl::string_view ArrivalsName(WorkloadOptions::Arrivals a) {
+  switch (a) {
+    case WorkloadOptions::Arrivals::kFixed: return "fixed";
+    case WorkloadOptions::Arrivals::kStorm: return "storm";
+    case WorkloadOptions::Arrivals::kPoisson: return "poisson";
+  }
+  return "?";
+}
+
+bool ParsePattern(absl::string_view text, WorkloadOptions::Pattern* out) {
+  for (auto p : {WorkloadOptions::Pattern::kRing, WorkloadOptions::Pattern::kAllToAll,
+                 WorkloadOptions::Pattern::kIncast, WorkloadOptions::Pattern::kRandomPairs}) {
+    if (text == PatternName(p)) {
+      *out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ParseArrivals(absl::string_view text, WorkloadOptions::Arrivals* out) {
+  for (auto a : {WorkloadOptions::Arrivals::kFixed, WorkloadOptions::Arrivals::kStorm,
+                 WorkloadOptions::Arrivals::kPoisson}) {
+    if (text == ArrivalsName(a)) {
+      *out = a;
+      return true;
+    }
+  }
+  return false;
 }
 
 double Percentile(const std::vector<double>& sorted, double q) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "mad/time.h"
 #include "tools/sim_world.h"
 
@@ -27,9 +28,31 @@ struct WorkloadOptions {
   std::vector<uint8_t> private_data;  // in REQ; REP / REJ carry a fixed reply
   bool disconnect = true;             // DREQ / DREP after ESTABLISHED
   // false: host 0 connects to host 1 every time; true: connection k goes from
-  // host k % N to host (k + 1) % N.
+  // host k % N to host (k + 1) % N (the kRing pattern).
   bool spread = false;
+  // With spread: who connects to whom.
+  //   kRing: k % N -> (k + 1) % N.
+  //   kAllToAll: every ordered pair of the first `group` hosts (all when 0)
+  //     in turn: client k % G... (pair k mod G(G-1), client-major).
+  //   kIncast: hosts 1..N-1 in turn -> host 0.
+  //   kRandomPairs: a uniform client, a uniform other server (the workload's
+  //     own seeded stream, so the fabric's random numbers do not move).
+  enum class Pattern { kRing, kAllToAll, kIncast, kRandomPairs };
+  Pattern pattern = Pattern::kRing;
+  int group = 0;
+  // When connection k starts (its path query):
+  //   kFixed: t0 + k * interval; kStorm: all at t0; kPoisson: exponential
+  //   gaps of mean `interval` (seeded).
+  enum class Arrivals { kFixed, kStorm, kPoisson };
+  Arrivals arrivals = Arrivals::kFixed;
+  uint64_t seed = 1;  // for kRandomPairs and kPoisson
 };
+
+// "ring", "all-to-all", "incast", "random"; "fixed", "storm", "poisson".
+absl::string_view PatternName(WorkloadOptions::Pattern p);
+absl::string_view ArrivalsName(WorkloadOptions::Arrivals a);
+bool ParsePattern(absl::string_view text, WorkloadOptions::Pattern* out);
+bool ParseArrivals(absl::string_view text, WorkloadOptions::Arrivals* out);
 
 struct ConnResult {
   int index = 0;
