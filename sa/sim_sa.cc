@@ -122,7 +122,10 @@ SimSa::SimSa(sim::Fabric& fabric, std::unique_ptr<sim::SimTransport> transport,
   fabric_.scheduler().AddActor(actor_.get());
 }
 
-SimSa::~SimSa() { fabric_.scheduler().RemoveActor(actor_.get()); }
+SimSa::~SimSa() {
+  if (busy_) fabric_.scheduler().Cancel(service_event_);
+  fabric_.scheduler().RemoveActor(actor_.get());
+}
 
 size_t SimSa::members(const Gid& mgid) const {
   auto it = groups_.find(mgid);
@@ -130,6 +133,38 @@ size_t SimSa::members(const Gid& mgid) const {
 }
 
 void SimSa::OnMad(TimePoint now, const mad::ReceivedMad& mad) {
+  if (config_.service_time <= mad::Duration::Zero()) return Serve(now, mad);
+  if (config_.queue_limit != 0 && queue_.size() >= config_.queue_limit) {
+    ++counters_.dropped;
+    return;
+  }
+  Queued& q = queue_.emplace_back();
+  q.arrived = now;
+  q.from = mad.from;
+  q.len = static_cast<uint16_t>(std::min(mad.data.size(), q.data.size()));
+  std::copy_n(mad.data.begin(), q.len, q.data.begin());
+  counters_.max_queue = std::max(counters_.max_queue, queue_.size());
+  if (!busy_) StartService(now);
+}
+
+void SimSa::StartService(TimePoint now) {
+  busy_ = true;
+  ++counters_.served;
+  counters_.wait_ns_total += (now - queue_.front().arrived).nanos();
+  service_event_ =
+      fabric_.scheduler().Schedule(now + config_.service_time, [this] { CompleteService(); });
+}
+
+void SimSa::CompleteService() {
+  const TimePoint now = fabric_.scheduler().Now();
+  const Queued q = queue_.front();
+  queue_.pop_front();
+  busy_ = false;
+  Serve(now, mad::ReceivedMad{q.from, std::span<const uint8_t>(q.data.data(), q.len)});
+  if (!queue_.empty()) StartService(now);
+}
+
+void SimSa::Serve(TimePoint now, const mad::ReceivedMad& mad) {
   auto h = mad::wire::MadHeader::Parse(mad.data);
   if (!h.ok()) return;
   ++counters_.requests;

@@ -16,7 +16,9 @@
 #ifndef USCM_SA_SIM_SA_H_
 #define USCM_SA_SIM_SA_H_
 
+#include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -64,6 +66,12 @@ struct SimSaConfig {
   bool send_only_full_member = true;  // ClassPortInfo CapabilityMask2 bit 12
   uint8_t resp_time_value = 18;
   int busy_answers = 0;  // answer the first N requests Busy (tests)
+  // The SA as one server with a FIFO queue: each request takes
+  // `service_time` (Zero: answered the moment it arrives, no queue, as
+  // before); requests arriving while `queue_limit` are waiting or in service
+  // are dropped (the clients' agents retry them); 0 = no limit.
+  mad::Duration service_time = mad::Duration::Zero();
+  size_t queue_limit = 0;
   mad::AgentConfig agent;
 };
 
@@ -72,6 +80,13 @@ struct SimSaCounters {
   uint64_t errors = 0;  // answered with a non-zero status
   uint64_t busy = 0;
   uint64_t tables = 0;  // GetTable answers (RMPP transfers)
+  // With a service time: requests that waited and were served, the sum of
+  // their waits (arrival to the start of service), the longest queue
+  // (waiting + in service), and the requests dropped at the queue limit.
+  uint64_t served = 0;
+  int64_t wait_ns_total = 0;
+  size_t max_queue = 0;
+  uint64_t dropped = 0;
 };
 
 class SimSa : public mad::MadHandler {
@@ -121,6 +136,20 @@ class SimSa : public mad::MadHandler {
 
   sim::Fabric& fabric_;
   std::unique_ptr<sim::SimTransport> transport_;
+  // The server (service_time > 0).
+  struct Queued {
+    mad::TimePoint arrived;
+    mad::MadAddress from;
+    uint16_t len = 0;
+    std::array<uint8_t, mad::kMadSize> data;
+  };
+  void Serve(mad::TimePoint now, const mad::ReceivedMad& mad);  // answers one request
+  void StartService(mad::TimePoint now);
+  void CompleteService();
+  std::deque<Queued> queue_;  // front: in service while busy_
+  bool busy_ = false;
+  sim::Scheduler::EventId service_event_ = 0;
+
   SimSaConfig config_;
   std::unique_ptr<mad::Agent> agent_;
   std::unique_ptr<AgentActor> actor_;

@@ -217,7 +217,8 @@ constexpr size_t kMaxRuns = 10000;
 }  // namespace
 
 int RunSim(int argc, char** argv) {
-  int64_t connections = 200, seed = 1, interval_us = 10, group = 0;
+  int64_t connections = 200, seed = 1, interval_us = 10, group = 0, sa_queue_limit = 0;
+  double sa_service_us = 0;
   std::string pattern_list = "ring", arrivals_list = "fixed";
   std::string loss_list = "0,0.01,0.05,0.1", duplicate_list = "0", latency_list = "0.5",
               jitter_list = "0", hosts_list = "4";
@@ -244,6 +245,13 @@ int RunSim(int argc, char** argv) {
                "who connects to whom, list: ring (host k -> k+1), all-to-all (every ordered "
                "pair of --group hosts in turn), incast (every host -> host 0), random (seeded "
                "random pairs)");
+  flags.Double("sa-service-us", &sa_service_us,
+               "the SA as one server: microseconds per request, FIFO queue (0 = answers at "
+               "once); adds sa_wait_mean_us, sa_max_queue, sa_dropped to summary.csv",
+               0, 1e9);
+  flags.Int("sa-queue-limit", &sa_queue_limit,
+            "with --sa-service-us: requests beyond this many (waiting + in service) are "
+            "dropped and retried by the clients (0 = no limit)", 0, 100000000);
   flags.Int("group", &group, "hosts taking part in --pattern=all-to-all (0 = all)", 0, 100000);
   flags.String("arrivals", &arrivals_list,
                "when connections start, list: fixed (every --interval-us), storm (all at "
@@ -381,7 +389,8 @@ int RunSim(int argc, char** argv) {
                 param_header);
   absl::FPrintF(sf, "%s,connections,established,rejected,failed,setup_min_us,setup_p50_us,"
                 "setup_p99_us,setup_max_us,retransmissions_mean,sa_retries,fabric_sent,"
-                "fabric_dropped,virtual_ms\n", param_header);
+                "fabric_dropped,virtual_ms%s\n", param_header,
+                sa_service_us > 0 ? ",sa_wait_mean_us,sa_max_queue,sa_dropped" : "");
   Progress progress(show_progress);
   std::vector<std::vector<double>> setups;
   std::vector<std::map<int, int>> retx;
@@ -407,6 +416,8 @@ int RunSim(int argc, char** argv) {
     wo.link.jitter = Duration::Nanos(static_cast<int64_t>(p.jitter_us * 1e3));
     wo.topology_file = p.topology_file;
     wo.max_hosts = static_cast<size_t>(p.hosts);
+    wo.sa.service_time = Duration::Nanos(static_cast<int64_t>(sa_service_us * 1e3));
+    wo.sa.queue_limit = static_cast<size_t>(sa_queue_limit);
     auto world = SimWorld::Create(wo, nullptr);
     if (!world.ok()) {
       return Failure("sim", absl::StrCat("run ", label, ": ", world.status().message()));
@@ -448,11 +459,18 @@ int RunSim(int argc, char** argv) {
     }
     std::sort(times.begin(), times.end());
     const double mean_retx = retx_sum / r->conns.size();
-    absl::FPrintF(sf, "%s,%d,%d,%d,%d,%s,%s,%s,%s,%.4f,%d,%d,%d,%s\n", values, r->conns.size(),
+    std::string sa_columns;
+    if (sa_service_us > 0) {
+      const sa::SimSaCounters& c = (*world)->sa().counters();
+      sa_columns = absl::StrFormat(",%s,%d,%d",
+                                   Fmt(c.served == 0 ? 0 : c.wait_ns_total / 1e3 / c.served),
+                                   c.max_queue, c.dropped);
+    }
+    absl::FPrintF(sf, "%s,%d,%d,%d,%d,%s,%s,%s,%s,%.4f,%d,%d,%d,%s%s\n", values, r->conns.size(),
                   established, rejected, failed, Fmt(times.empty() ? 0 : times.front()),
                   Fmt(Percentile(times, 0.5)), Fmt(Percentile(times, 0.99)),
                   Fmt(times.empty() ? 0 : times.back()), mean_retx, r->sa_retries, r->fabric_sent,
-                  r->fabric_dropped, Fmt(r->elapsed.millis()));
+                  r->fabric_dropped, Fmt(r->elapsed.millis()), sa_columns);
     progress.Done();
     const std::string first = by_label ? label : absl::StrFormat("%g", p.loss);
     absl::PrintF("%-*s %8d %8d %8d %12.1f %12.1f %12.1f %10.3f\n", first_width, first,

@@ -177,6 +177,11 @@ check sim-patterns-again 0 "" -- "$U" sim --hosts 6 --connections 60 --loss 0 --
 cmp -s pat1/connections.csv pat2/connections.csv || { echo "FAIL patterns: same seed, different CSV"; fails=$((fails + 1)); }
 check sim-bad-pattern 2 "--pattern: 'mesh': expected ring, all-to-all, incast or random" -- "$U" sim --pattern ring,mesh
 check sim-bad-arrivals 2 "--arrivals: 'burst': expected fixed, storm or poisson" -- "$U" sim --arrivals burst
+check sim-sa-server 0 "pattern incast" -- "$U" sim --hosts 8 --connections 200 --loss 0 --pattern ring,incast --arrivals storm --sa-service-us 5 --sa-queue-limit 4 --no-plots --out saq
+head -1 saq/summary.csv | grep -q ",virtual_ms,sa_wait_mean_us,sa_max_queue,sa_dropped$" || { echo "FAIL SA server columns: $(head -1 saq/summary.csv)"; fails=$((fails + 1)); }
+# A storm against a queue of 4: full queue, drops, the clients' retries still connect everyone.
+[[ "$(tail -n +2 saq/summary.csv | cut -d, -f4,17 | sort -u)" == "200,4" ]] || { echo "FAIL SA queue limit: $(cut -d, -f4,17,18 saq/summary.csv | tr '\n' ' ')"; fails=$((fails + 1)); }
+[[ $(tail -n +2 saq/summary.csv | cut -d, -f18 | sort -n | head -1) -gt 0 ]] || { echo "FAIL SA queue limit: nothing dropped"; fails=$((fails + 1)); }
 
 # ping and saquery on the simulated fabric.
 check ping 0 "setup time \(us, virtual\): min [0-9.]+  p50 [0-9.]+  p99 [0-9.]+  max" -- "$U" ping -c 20 --ece
