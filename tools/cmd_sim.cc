@@ -232,7 +232,7 @@ int RunSim(int argc, char** argv) {
                 "arrivals). Virtual\n"
                 "time: results depend only on the options and the seed, so the same seed\n"
                 "gives the same files.");
-  flags.String("hosts", &hosts_list, "hosts taking part, list (connections go host k -> k+1)");
+  flags.String("hosts", &hosts_list, "hosts taking part, list (who connects to whom: --pattern)");
   flags.Int("connections", &connections, "connections per run", 1, 1000000);
   flags.String("loss", &loss_list, "per-link loss probabilities, list");
   flags.String("duplicate", &duplicate_list, "per-link duplication probabilities, list");
