@@ -1,6 +1,7 @@
 // `uscm sim`: research runs on the simulated fabric. Every list-valued
 // parameter (--loss, --duplicate, --latency-us, --jitter-us, --hosts,
-// --topology) is swept: one run per point of the cross product of the lists
+// --topology, --pattern, --arrivals, --path-cache, --cm-retries,
+// --cm-profile) is swept: one run per point of the cross product of the lists
 // (same seed, same workload each time), connections spread over the hosts;
 // writes connections.csv (one row per connection), summary.csv (one row per
 // run), with a column per swept parameter, and, when gnuplot is installed,
@@ -88,6 +89,9 @@ struct RunParams {
   double loss = 0, duplicate = 0, latency_us = 0, jitter_us = 0;
   int64_t hosts = 2;
   std::string pattern = "ring", arrivals = "fixed";
+  std::string cm_profile = "spec";
+  int64_t cm_retries = 15;
+  bool path_cache = false;
   std::string topology;       // the --topology value ("" = generated / default)
   std::string topology_file;  // what SimWorld loads
 };
@@ -97,6 +101,7 @@ struct RunParams {
 struct Columns {
   bool duplicate = false, latency_us = false, jitter_us = false, hosts = false, topology = false;
   bool pattern = false, arrivals = false;
+  bool cm_profile = false, cm_retries = false, path_cache = false;
 
   std::string Header() const {
     std::string h = "loss";
@@ -107,6 +112,9 @@ struct Columns {
     if (topology) h += ",topology";
     if (pattern) h += ",pattern";
     if (arrivals) h += ",arrivals";
+    if (cm_profile) h += ",cm_profile";
+    if (cm_retries) h += ",cm_retries";
+    if (path_cache) h += ",path_cache";
     return h;
   }
   std::string Values(const RunParams& p) const {
@@ -118,6 +126,9 @@ struct Columns {
     if (topology) absl::StrAppend(&v, ",", p.topology);
     if (pattern) absl::StrAppend(&v, ",", p.pattern);
     if (arrivals) absl::StrAppend(&v, ",", p.arrivals);
+    if (cm_profile) absl::StrAppend(&v, ",", p.cm_profile);
+    if (cm_retries) absl::StrAppend(&v, ",", p.cm_retries);
+    if (path_cache) absl::StrAppend(&v, ",", p.path_cache ? "on" : "off");
     return v;
   }
   // The curve / progress label: the swept parameters ("loss 0.01, latency_us
@@ -126,7 +137,7 @@ struct Columns {
   std::string Label(const RunParams& p) const {
     std::vector<std::string> parts;
     if (swept_loss || !(duplicate || latency_us || jitter_us || hosts || topology || pattern ||
-                        arrivals)) {
+                        arrivals || cm_profile || cm_retries || path_cache)) {
       parts.push_back(absl::StrFormat("loss %g", p.loss));
     }
     if (duplicate) parts.push_back(absl::StrFormat("duplicate %g", p.duplicate));
@@ -136,6 +147,9 @@ struct Columns {
     if (topology) parts.push_back("topology " + p.topology);
     if (pattern) parts.push_back("pattern " + p.pattern);
     if (arrivals) parts.push_back("arrivals " + p.arrivals);
+    if (cm_profile) parts.push_back("cm_profile " + p.cm_profile);
+    if (cm_retries) parts.push_back(absl::StrFormat("cm_retries %d", p.cm_retries));
+    if (path_cache) parts.push_back(p.path_cache ? "path_cache on" : "path_cache off");
     return absl::StrJoin(parts, ", ");
   }
   // "loss rate", or the swept parameters joined by " x ".
@@ -149,6 +163,9 @@ struct Columns {
     if (topology) names.push_back("topology");
     if (pattern) names.push_back("pattern");
     if (arrivals) names.push_back("arrivals");
+    if (cm_profile) names.push_back("cm_profile");
+    if (cm_retries) names.push_back("cm_retries");
+    if (path_cache) names.push_back("path_cache");
     if (names.empty() || (names.size() == 1 && swept_loss)) return "loss rate";
     return absl::StrJoin(names, " x ");
   }
@@ -220,6 +237,7 @@ int RunSim(int argc, char** argv) {
   int64_t connections = 200, seed = 1, interval_us = 10, group = 0, sa_queue_limit = 0;
   double sa_service_us = 0;
   std::string pattern_list = "ring", arrivals_list = "fixed";
+  std::string profile_list = "spec", retries_list = "15", path_cache_list = "off";
   std::string loss_list = "0,0.01,0.05,0.1", duplicate_list = "0", latency_list = "0.5",
               jitter_list = "0", hosts_list = "4";
   std::string topology_list, out = "uscm-sim", progress_mode = "auto";
@@ -229,7 +247,7 @@ int RunSim(int argc, char** argv) {
                 "sweep and writes CSV (and PNG plots with gnuplot). Every list option takes\n"
                 "comma-separated values; the runs are the cross product of all lists (loss\n"
                 "varies fastest, then duplicate, jitter, latency, hosts, topology, pattern,\n"
-                "arrivals). Virtual\n"
+                "arrivals, path cache, CM retries, CM profile). Virtual\n"
                 "time: results depend only on the options and the seed, so the same seed\n"
                 "gives the same files.");
   flags.String("hosts", &hosts_list, "hosts taking part, list (who connects to whom: --pattern)");
@@ -256,6 +274,14 @@ int RunSim(int argc, char** argv) {
   flags.String("arrivals", &arrivals_list,
                "when connections start, list: fixed (every --interval-us), storm (all at "
                "once), poisson (exponential gaps, mean --interval-us)");
+  flags.String("cm-profile", &profile_list,
+               "CM timer profiles, list: spec (exact IBA times, response timeout code 20, "
+               "~4.3 s), linux (Linux's ms rounding of the same codes), lowlat (exact, "
+               "codes 11 = 8.4 ms, packet lifetime 7, local ACK timeout 10)");
+  flags.String("cm-retries", &retries_list, "MaxCMRetries of every REQ (and so REP), list, 0..15");
+  flags.String("path-cache", &path_cache_list,
+               "each host's SA client caches PathRecords, list: on, off; 'on' adds "
+               "path_cache_hits to summary.csv");
   flags.String("topology", &topology_list,
                "ibsim net files, list (default: two hosts, or --hosts CAs behind "
                "generated switches: one, a core and two leaves up to 508 hosts, then a "
@@ -300,6 +326,26 @@ int RunSim(int argc, char** argv) {
       return UsageError("sim", "--arrivals: '" + a + "': expected fixed, storm or poisson");
     }
   }
+  std::vector<std::string> profiles = absl::StrSplit(profile_list, ',', absl::SkipEmpty());
+  if (profiles.empty()) return UsageError("sim", "--cm-profile is empty");
+  for (const std::string& name : profiles) {
+    CmProfile unused;
+    if (!CmProfileByName(name, &unused)) {
+      return UsageError("sim", "--cm-profile: '" + name + "': expected spec, linux or lowlat");
+    }
+  }
+  auto retries = ParseIntList(retries_list, "cm-retries", 0, 15);
+  if (!retries.ok()) return UsageError("sim", std::string(retries.status().message()));
+  std::vector<bool> caches;
+  bool any_cache = false;
+  for (absl::string_view v : absl::StrSplit(path_cache_list, ',', absl::SkipEmpty())) {
+    if (v != "on" && v != "off") {
+      return UsageError("sim", absl::StrCat("--path-cache: '", v, "': expected on or off"));
+    }
+    caches.push_back(v == "on");
+    any_cache = any_cache || v == "on";
+  }
+  if (caches.empty()) return UsageError("sim", "--path-cache is empty");
   std::vector<std::string> topologies = absl::StrSplit(topology_list, ',', absl::SkipEmpty());
   if (topologies.empty()) topologies.push_back("");
   bool show_progress;
@@ -313,7 +359,8 @@ int RunSim(int argc, char** argv) {
     return UsageError("sim", "--progress=" + progress_mode + ": expected always, auto or never");
   }
   const size_t runs = losses->size() * duplicates->size() * latencies->size() * jitters->size() *
-                      hosts->size() * topologies.size() * patterns.size() * arrivals.size();
+                      hosts->size() * topologies.size() * patterns.size() * arrivals.size() *
+                      profiles.size() * retries->size() * caches.size();
   if (runs > kMaxRuns) {
     return UsageError("sim", absl::StrCat("the sweep has ", runs, " runs (the cross product of "
                                           "the lists); at most ", kMaxRuns));
@@ -327,6 +374,9 @@ int RunSim(int argc, char** argv) {
   cols.topology = topologies.size() > 1;
   cols.pattern = patterns.size() > 1;
   cols.arrivals = arrivals.size() > 1;
+  cols.cm_profile = profiles.size() > 1;
+  cols.cm_retries = retries->size() > 1;
+  cols.path_cache = caches.size() > 1;
   if (std::system(("mkdir -p '" + out + "'").c_str()) != 0) {
     return Failure("sim", "cannot create the output directory " + out);
   }
@@ -364,17 +414,26 @@ int RunSim(int argc, char** argv) {
       }
     }
   }
-  // Then the traffic pattern, and the arrivals slowest.
-  if (patterns.size() > 1 || arrivals.size() > 1 || patterns[0] != "ring" ||
-      arrivals[0] != "fixed") {
+  // Then the traffic pattern, the arrivals, the path cache, the CM retries
+  // and the CM profile slowest.
+  {
     std::vector<RunParams> base = std::move(sweep);
     sweep.clear();
-    for (const std::string& arr : arrivals) {
-      for (const std::string& pat : patterns) {
-        for (RunParams p : base) {
-          p.pattern = pat;
-          p.arrivals = arr;
-          sweep.push_back(std::move(p));
+    for (const std::string& prof : profiles) {
+      for (int64_t retry : *retries) {
+        for (bool cache : caches) {
+          for (const std::string& arr : arrivals) {
+            for (const std::string& pat : patterns) {
+              for (RunParams p : base) {
+                p.pattern = pat;
+                p.arrivals = arr;
+                p.path_cache = cache;
+                p.cm_retries = retry;
+                p.cm_profile = prof;
+                sweep.push_back(std::move(p));
+              }
+            }
+          }
         }
       }
     }
@@ -389,8 +448,9 @@ int RunSim(int argc, char** argv) {
                 param_header);
   absl::FPrintF(sf, "%s,connections,established,rejected,failed,setup_min_us,setup_p50_us,"
                 "setup_p99_us,setup_max_us,retransmissions_mean,sa_retries,fabric_sent,"
-                "fabric_dropped,virtual_ms%s\n", param_header,
-                sa_service_us > 0 ? ",sa_wait_mean_us,sa_max_queue,sa_dropped" : "");
+                "fabric_dropped,virtual_ms%s%s\n", param_header,
+                sa_service_us > 0 ? ",sa_wait_mean_us,sa_max_queue,sa_dropped" : "",
+                any_cache ? ",path_cache_hits" : "");
   Progress progress(show_progress);
   std::vector<std::vector<double>> setups;
   std::vector<std::map<int, int>> retx;
@@ -418,6 +478,10 @@ int RunSim(int argc, char** argv) {
     wo.max_hosts = static_cast<size_t>(p.hosts);
     wo.sa.service_time = Duration::Nanos(static_cast<int64_t>(sa_service_us * 1e3));
     wo.sa.queue_limit = static_cast<size_t>(sa_queue_limit);
+    wo.path_cache = p.path_cache;
+    CmProfile profile;
+    (void)CmProfileByName(p.cm_profile, &profile);
+    wo.cm.rounding = profile.rounding;
     auto world = SimWorld::Create(wo, nullptr);
     if (!world.ok()) {
       return Failure("sim", absl::StrCat("run ", label, ": ", world.status().message()));
@@ -432,6 +496,8 @@ int RunSim(int argc, char** argv) {
     (void)ParseArrivals(p.arrivals, &o.arrivals);
     o.group = static_cast<int>(group);
     o.seed = static_cast<uint64_t>(seed);
+    o.profile = profile;
+    o.max_cm_retries = static_cast<uint8_t>(p.cm_retries);
     auto r = RunWorkload(**world, o, [&](int done, int total) {
       if (done == total || done % std::max(1, total / 100) == 0) {
         progress.Show(run, sweep.size(), label, done, total);
@@ -466,6 +532,7 @@ int RunSim(int argc, char** argv) {
                                    Fmt(c.served == 0 ? 0 : c.wait_ns_total / 1e3 / c.served),
                                    c.max_queue, c.dropped);
     }
+    if (any_cache) absl::StrAppend(&sa_columns, ",", r->path_cache_hits);
     absl::FPrintF(sf, "%s,%d,%d,%d,%d,%s,%s,%s,%s,%.4f,%d,%d,%d,%s%s\n", values, r->conns.size(),
                   established, rejected, failed, Fmt(times.empty() ? 0 : times.front()),
                   Fmt(Percentile(times, 0.5)), Fmt(Percentile(times, 0.99)),

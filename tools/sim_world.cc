@@ -70,7 +70,8 @@ size_t TapTransport::Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink
 absl::StatusOr<std::unique_ptr<SimHost>> SimHost::Create(sim::Fabric& fabric,
                                                          const std::string& node,
                                                          Timeline* timeline, uint64_t seed,
-                                                         cm::CmConfig cm_config) {
+                                                         cm::CmConfig cm_config,
+                                                         bool path_cache) {
   std::unique_ptr<SimHost> h(new SimHost(fabric.scheduler(), node));
   auto qp1 = fabric.Open(node);
   if (!qp1.ok()) return qp1.status();
@@ -87,6 +88,10 @@ absl::StatusOr<std::unique_ptr<SimHost>> SimHost::Create(sim::Fabric& fabric,
   h->agent_ = std::make_unique<mad::Agent>(ac, fabric.scheduler().Now());
   sa::SaClientConfig sc;
   sc.sa = sa::SaAddressFor(h->qp1_->port());
+  if (path_cache) {
+    h->path_cache_ = std::make_unique<sa::PathCache>();
+    sc.path_cache = h->path_cache_.get();
+  }
   h->sa_ = std::make_unique<sa::SaClient>(h->agent_.get(), sc);
   SimHost* raw = h.get();
   h->qp1_->set_on_arrival([raw] { raw->scheduler_.DeadlineChanged(raw); });
@@ -174,7 +179,8 @@ absl::StatusOr<std::unique_ptr<SimWorld>> SimWorld::Create(const SimWorldOptions
   for (const sim::Endpoint& ep : w->fabric_->endpoints()) {
     if (ep.type != sim::NodeType::kCa || ep.lid == w->fabric_->sm_lid()) continue;
     if (options.max_hosts != 0 && w->hosts_.size() >= options.max_hosts) break;
-    auto host = SimHost::Create(*w->fabric_, ep.node_id, timeline, ++seed, options.cm);
+    auto host = SimHost::Create(*w->fabric_, ep.node_id, timeline, ++seed, options.cm,
+                                  options.path_cache);
     if (!host.ok()) return host.status();
     if (timeline != nullptr) timeline->Name(ep.lid, ep.node_id);
     w->hosts_.push_back(std::move(*host));

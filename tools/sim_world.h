@@ -28,6 +28,7 @@
 #include "mad/transport.h"
 #include "mad/wire/path_record.h"
 #include "sa/client.h"
+#include "sa/path_cache.h"
 #include "sa/sim_sa.h"
 
 namespace uscm::tools {
@@ -103,7 +104,8 @@ class SimHost : public sim::Actor {
   static absl::StatusOr<std::unique_ptr<SimHost>> Create(sim::Fabric& fabric,
                                                          const std::string& node,
                                                          Timeline* timeline, uint64_t seed,
-                                                         cm::CmConfig cm_config = {});
+                                                         cm::CmConfig cm_config = {},
+                                                         bool path_cache = false);
   ~SimHost() override;
 
   absl::optional<TimePoint> NextDeadline() const override;
@@ -118,6 +120,8 @@ class SimHost : public sim::Actor {
   cm::CmEndpoint& cm() { return *cm_; }
   sa::SaClient& sa() { return *sa_; }
   mad::Agent& agent() { return *agent_; }
+  // The SA client's PathRecord cache (Create's `path_cache`), or null.
+  const sa::PathCache* path_cache() const { return path_cache_.get(); }
   uint64_t send_errors() const { return send_errors_; }
 
   std::function<void(SimHost&, TimePoint, const cm::CmEvent&)> on_cm_event;
@@ -136,6 +140,7 @@ class SimHost : public sim::Actor {
   mad::Transport* transport_ = nullptr;  // tap_ or qp1_
   std::unique_ptr<cm::CmEndpoint> cm_;
   std::unique_ptr<mad::Agent> agent_;
+  std::unique_ptr<sa::PathCache> path_cache_;  // before sa_: outlives the client
   std::unique_ptr<sa::SaClient> sa_;
   bool dirty_ = false;
   uint64_t send_errors_ = 0;
@@ -149,6 +154,7 @@ struct SimWorldOptions {
   size_t max_hosts = 2;       // SimHosts on the first CA ports (0 = all)
   sa::SimSaConfig sa;
   cm::CmConfig cm;
+  bool path_cache = false;  // each host's SA client caches PathRecords
 };
 
 class SimWorld {

@@ -183,6 +183,23 @@ head -1 saq/summary.csv | grep -q ",virtual_ms,sa_wait_mean_us,sa_max_queue,sa_d
 [[ "$(tail -n +2 saq/summary.csv | cut -d, -f4,17 | sort -u)" == "200,4" ]] || { echo "FAIL SA queue limit: $(cut -d, -f4,17,18 saq/summary.csv | tr '\n' ' ')"; fails=$((fails + 1)); }
 [[ $(tail -n +2 saq/summary.csv | cut -d, -f18 | sort -n | head -1) -gt 0 ]] || { echo "FAIL SA queue limit: nothing dropped"; fails=$((fails + 1)); }
 
+# sim CM timer profiles, CM retries and the SA client's path cache are swept columns.
+prof=(sim --hosts 8 --connections 200 --loss 0.02 --cm-profile spec,linux,lowlat --cm-retries 0,15 --path-cache off,on --no-plots)
+check sim-cm-profiles 0 "cm_profile lowlat, cm_retries 15, path_cache on" -- "$U" "${prof[@]}" --out prof1
+head -1 prof1/summary.csv | grep -q "^loss,cm_profile,cm_retries,path_cache,connections,.*,virtual_ms,path_cache_hits$" || { echo "FAIL profile columns: $(head -1 prof1/summary.csv)"; fails=$((fails + 1)); }
+[[ $(($(wc -l < prof1/summary.csv) - 1)) -eq 12 ]] || { echo "FAIL profiles: wanted 12 runs"; fails=$((fails + 1)); }
+# No CM retries: lost REQs / REPs fail connections; 15: none fails.
+[[ "$(awk -F, '$3 == 0 && $8 == 0' prof1/summary.csv)$(awk -F, '$3 == 15 && $8 != 0' prof1/summary.csv)" == "" ]] || { echo "FAIL cm_retries: $(cut -d, -f2,3,8 prof1/summary.csv | tr '\n' ' ')"; fails=$((fails + 1)); }
+# The cache answers most queries when on, none when off.
+[[ "$(awk -F, 'NR > 1 && ($4 == "on") != ($18 > 0)' prof1/summary.csv)" == "" ]] || { echo "FAIL path cache hits: $(cut -d, -f4,18 prof1/summary.csv | tr '\n' ' ')"; fails=$((fails + 1)); }
+# Longest setup (a REQ lost twice): spec waits 4.3 s a try, Linux 4.1 s (ms rounding), lowlat 8.4 ms.
+awk -F, '$2 != "cm_profile" && $3 == 15 && $4 == "off" { m[$2] = $12 } END { exit !(m["spec"] > m["linux"] && m["linux"] > m["lowlat"]) }' prof1/summary.csv || { echo "FAIL profile ordering: $(cut -d, -f2-4,12 prof1/summary.csv | tr '\n' ' ')"; fails=$((fails + 1)); }
+check sim-cm-profiles-again 0 "" -- "$U" "${prof[@]}" --out prof2
+cmp -s prof1/connections.csv prof2/connections.csv || { echo "FAIL profiles: same seed, different CSV"; fails=$((fails + 1)); }
+check sim-bad-profile 2 "--cm-profile: 'fast': expected spec, linux or lowlat" -- "$U" sim --cm-profile spec,fast
+check sim-bad-retries 2 "--cm-retries: '16' is not an integer in \[0, 15\]" -- "$U" sim --cm-retries 16
+check sim-bad-path-cache 2 "--path-cache: 'yes': expected on or off" -- "$U" sim --path-cache yes
+
 # ping and saquery on the simulated fabric.
 check ping 0 "setup time \(us, virtual\): min [0-9.]+  p50 [0-9.]+  p99 [0-9.]+  max" -- "$U" ping -c 20 --ece
 grep -q "20 established, 0 failed" out.txt || { echo "FAIL ping count"; fails=$((fails + 1)); }

@@ -135,6 +135,7 @@ class Workload {
       r.sa_coalesced += sc.coalesced;
       r.sa_superseded += sc.superseded;
       r.sa_slots_released += ac.slots_released;
+      r.path_cache_hits += sc.cache_hits;
       r.sa_on_wire += sc.queries - sc.coalesced + sc.superseded;
     }
     if (!hosts.empty()) {
@@ -174,6 +175,11 @@ class Workload {
     cm::ConnectParams p;
     p.service_id = o_.service_id;
     p.primary = PathFromRecord(r.paths[0]);
+    if (o_.profile.packet_life_time) p.primary.packet_life_time = *o_.profile.packet_life_time;
+    if (o_.profile.local_ack_timeout) p.primary.local_ack_timeout = *o_.profile.local_ack_timeout;
+    p.remote_cm_response_timeout = o_.profile.response_timeout;
+    p.local_cm_response_timeout = o_.profile.response_timeout;
+    p.max_cm_retries = o_.max_cm_retries;
     p.qpn = 0x100 + static_cast<uint32_t>(k % 0xFFFF00);
     p.starting_psn = static_cast<uint32_t>(k) & 0xFFFFFF;
     p.responder_resources = 4;
@@ -304,6 +310,22 @@ absl::StatusOr<WorkloadResult> RunWorkload(SimWorld& world, const WorkloadOption
   if (options.connections < 1) return absl::InvalidArgumentError("need at least one connection");
   Workload w(world, options, std::move(progress));
   return w.Run();
+}
+
+bool CmProfileByName(absl::string_view name, CmProfile* out) {
+  CmProfile p;
+  p.name = std::string(name);
+  if (name == "linux") {
+    p.rounding = mad::IbaTimeRounding::kLinux;
+  } else if (name == "lowlat") {
+    p.response_timeout = 11;
+    p.packet_life_time = 7;
+    p.local_ack_timeout = 10;
+  } else if (name != "spec") {
+    return false;
+  }
+  *out = std::move(p);
+  return true;
 }
 
 absl::string_view PatternName(WorkloadOptions::Pattern p) {

@@ -13,11 +13,31 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/optional.h"
 #include "absl/strings/string_view.h"
+#include "mad/iba_time.h"
 #include "mad/time.h"
 #include "tools/sim_world.h"
 
 namespace uscm::tools {
+
+// The CM timing every connection of a run uses (tests/soak/cm_fabric.h has
+// the same named profiles for the soak runs):
+//   spec:   exact IBA times (4.096 us * 2^code), response timeout codes 20
+//           (~4.3 s), the path's packet lifetime; the ConnectParams defaults,
+//           what `uscm sim` always used.
+//   linux:  as spec, but time codes rounded as Linux's cm.c does (ms).
+//   lowlat: exact times, response timeout codes 11 (8.4 ms), packet lifetime
+//           7 (0.52 ms) and local ACK timeout 10 in place of the path's.
+struct CmProfile {
+  std::string name = "spec";
+  mad::IbaTimeRounding rounding = mad::IbaTimeRounding::kExact;  // for CmConfig
+  uint8_t response_timeout = 20;  // remote and local CM response timeout codes
+  absl::optional<uint8_t> packet_life_time;   // replaces the path's
+  absl::optional<uint8_t> local_ack_timeout;  // replaces the path's
+};
+// "spec", "linux", "lowlat"; false for anything else.
+bool CmProfileByName(absl::string_view name, CmProfile* out);
 
 struct WorkloadOptions {
   int connections = 100;
@@ -46,6 +66,10 @@ struct WorkloadOptions {
   enum class Arrivals { kFixed, kStorm, kPoisson };
   Arrivals arrivals = Arrivals::kFixed;
   uint64_t seed = 1;  // for kRandomPairs and kPoisson
+  // CM timing (the endpoint's rounding is the world's: CmConfig) and the
+  // REQ / REP retries (MaxCMRetries, 0..15).
+  CmProfile profile;
+  uint8_t max_cm_retries = 15;
 };
 
 // "ring", "all-to-all", "incast", "random"; "fixed", "storm", "poisson".
@@ -77,6 +101,7 @@ struct WorkloadResult {
   uint64_t sa_coalesced = 0;
   uint64_t sa_superseded = 0;
   uint64_t sa_slots_released = 0;
+  uint64_t path_cache_hits = 0;  // queries answered by the host's PathRecord cache
   // The first host's retransmission timeout toward the SA at the end.
   mad::Duration sa_rto;
   mad::Duration sa_srtt;
