@@ -100,6 +100,8 @@ class SimSa : public mad::MadHandler {
 
   mad::Agent& agent() { return *agent_; }
   const SimSaCounters& counters() const { return counters_; }
+  // Requests waiting or in service now (0 without a service time).
+  size_t queue_depth() const { return queue_.size(); }
   size_t groups() const { return groups_.size(); }
   // Members of a group (0 if the group does not exist).
   size_t members(const mad::Gid& mgid) const;

@@ -4,8 +4,10 @@
 // --cm-profile) is swept: one run per point of the cross product of the lists
 // (same seed, same workload each time), connections spread over the hosts;
 // writes connections.csv (one row per connection), summary.csv (one row per
-// run), with a column per swept parameter, and, when gnuplot is installed,
-// setup_cdf.png and retransmissions.png with one curve per run.
+// run), setup_cdf.csv (each run's setup-time CDF), with --sample-us
+// timeseries.csv (SA queue depth and retransmissions over virtual time), all
+// with a column per swept parameter, and, when gnuplot is installed,
+// setup_cdf.png, retransmissions.png (and timeseries.png) with one curve per run.
 #include <unistd.h>
 
 #include <algorithm>
@@ -179,7 +181,8 @@ std::string GpQuote(const std::string& s) {
 absl::Status WritePlots(const std::string& dir, const std::string& grouping,
                         const std::vector<std::string>& labels,
                         const std::vector<std::vector<double>>& setups,
-                        const std::vector<std::map<int, int>>& retx) {
+                        const std::vector<std::map<int, int>>& retx,
+                        const std::vector<std::vector<Sample>>& series) {
   std::FILE* f = std::fopen((dir + "/setup_cdf.dat").c_str(), "w");
   if (f == nullptr) return absl::UnavailableError("cannot write " + dir + "/setup_cdf.dat");
   for (size_t i = 0; i < labels.size(); ++i) {
@@ -218,6 +221,37 @@ absl::Status WritePlots(const std::string& dir, const std::string& grouping,
                     " title ", GpQuote(labels[i]));
   }
   absl::StrAppend(&script, "\n");
+  if (!series.empty()) {
+    const std::string dat = dir + "/timeseries.dat";
+    f = std::fopen(dat.c_str(), "w");
+    if (f == nullptr) return absl::UnavailableError("cannot write " + dat);
+    for (size_t i = 0; i < labels.size(); ++i) {
+      absl::FPrintF(f, "# %s\n", labels[i]);
+      for (const Sample& s : series[i]) {
+        absl::FPrintF(f, "%.3f %d %d %d\n", s.t_ms, s.sa_queue, s.sa_retries,
+                      s.cm_retransmissions);
+      }
+      absl::FPrintF(f, "\n\n");
+    }
+    std::fclose(f);
+    absl::StrAppend(&script, "set terminal png size 900,900 noenhanced\nset output ",
+                    GpQuote(dir + "/timeseries.png"), "\nset multiplot layout 2,1\n",
+                    "set key top right\nset xlabel 'virtual time (ms)'\n",
+                    "set title ", GpQuote("SA queue depth (waiting + in service), per " +
+                                          grouping), "\nset ylabel 'requests'\nplot ");
+    for (size_t i = 0; i < labels.size(); ++i) {
+      absl::StrAppend(&script, i ? ", " : "", GpQuote(dat), " index ", i,
+                      " using 1:2 with steps title ", GpQuote(labels[i]));
+    }
+    absl::StrAppend(&script, "\nset title ",
+                    GpQuote("Retransmissions so far (SA queries + CM MADs), per " + grouping),
+                    "\nset ylabel 'retransmissions'\nset key bottom right\nplot ");
+    for (size_t i = 0; i < labels.size(); ++i) {
+      absl::StrAppend(&script, i ? ", " : "", GpQuote(dat), " index ", i,
+                      " using 1:($3+$4) with steps title ", GpQuote(labels[i]));
+    }
+    absl::StrAppend(&script, "\nunset multiplot\n");
+  }
   const std::string gp = dir + "/plots.gp";
   f = std::fopen(gp.c_str(), "w");
   if (f == nullptr) return absl::UnavailableError("cannot write " + gp);
@@ -235,7 +269,7 @@ constexpr size_t kMaxRuns = 10000;
 
 int RunSim(int argc, char** argv) {
   int64_t connections = 200, seed = 1, interval_us = 10, group = 0, sa_queue_limit = 0;
-  double sa_service_us = 0;
+  double sa_service_us = 0, sample_us = 0;
   std::string pattern_list = "ring", arrivals_list = "fixed";
   std::string profile_list = "spec", retries_list = "15", path_cache_list = "off";
   std::string loss_list = "0,0.01,0.05,0.1", duplicate_list = "0", latency_list = "0.5",
@@ -270,6 +304,10 @@ int RunSim(int argc, char** argv) {
   flags.Int("sa-queue-limit", &sa_queue_limit,
             "with --sa-service-us: requests beyond this many (waiting + in service) are "
             "dropped and retried by the clients (0 = no limit)", 0, 100000000);
+  flags.Double("sample-us", &sample_us,
+               "every this many us of virtual time, sample the SA queue depth and the "
+               "retransmissions so far into timeseries.csv (and timeseries.png); 0 = off",
+               0, 1e12);
   flags.Int("group", &group, "hosts taking part in --pattern=all-to-all (0 = all)", 0, 100000);
   flags.String("arrivals", &arrivals_list,
                "when connections start, list: fixed (every --interval-us), storm (all at "
@@ -442,7 +480,13 @@ int RunSim(int argc, char** argv) {
   const std::string sum_csv = out + "/summary.csv";
   std::FILE* cf = std::fopen(conn_csv.c_str(), "w");
   std::FILE* sf = std::fopen(sum_csv.c_str(), "w");
-  if (cf == nullptr || sf == nullptr) return Failure("sim", "cannot write CSV files in " + out);
+  const std::string cdf_csv = out + "/setup_cdf.csv";
+  const std::string ts_csv = out + "/timeseries.csv";
+  std::FILE* df = std::fopen(cdf_csv.c_str(), "w");
+  std::FILE* tf = sample_us > 0 ? std::fopen(ts_csv.c_str(), "w") : nullptr;
+  if (cf == nullptr || sf == nullptr || df == nullptr || (sample_us > 0 && tf == nullptr)) {
+    return Failure("sim", "cannot write CSV files in " + out);
+  }
   const std::string param_header = cols.Header();
   absl::FPrintF(cf, "%s,connection,client,server,outcome,setup_us,retransmissions\n",
                 param_header);
@@ -451,7 +495,13 @@ int RunSim(int argc, char** argv) {
                 "fabric_dropped,virtual_ms%s%s\n", param_header,
                 sa_service_us > 0 ? ",sa_wait_mean_us,sa_max_queue,sa_dropped" : "",
                 any_cache ? ",path_cache_hits" : "");
+  absl::FPrintF(df, "%s,setup_us,fraction\n", param_header);
+  if (tf != nullptr) {
+    absl::FPrintF(tf, "%s,t_ms,settled,sa_queue,sa_dropped,sa_retries,cm_retransmissions\n",
+                  param_header);
+  }
   Progress progress(show_progress);
+  std::vector<std::vector<Sample>> series;
   std::vector<std::vector<double>> setups;
   std::vector<std::map<int, int>> retx;
   std::vector<std::string> labels;
@@ -498,6 +548,7 @@ int RunSim(int argc, char** argv) {
     o.seed = static_cast<uint64_t>(seed);
     o.profile = profile;
     o.max_cm_retries = static_cast<uint8_t>(p.cm_retries);
+    o.sample_interval = Duration::Nanos(static_cast<int64_t>(sample_us * 1e3));
     auto r = RunWorkload(**world, o, [&](int done, int total) {
       if (done == total || done % std::max(1, total / 100) == 0) {
         progress.Show(run, sweep.size(), label, done, total);
@@ -524,6 +575,16 @@ int RunSim(int argc, char** argv) {
       retx_sum += c.retransmissions;
     }
     std::sort(times.begin(), times.end());
+    for (size_t j = 0; j < times.size(); ++j) {
+      absl::FPrintF(df, "%s,%s,%.5f\n", values, Fmt(times[j]), double(j + 1) / times.size());
+    }
+    if (tf != nullptr) {
+      for (const Sample& s : r->samples) {
+        absl::FPrintF(tf, "%s,%s,%d,%d,%d,%d,%d\n", values, Fmt(s.t_ms), s.settled, s.sa_queue,
+                      s.sa_dropped, s.sa_retries, s.cm_retransmissions);
+      }
+      series.push_back(std::move(r->samples));
+    }
     const double mean_retx = retx_sum / r->conns.size();
     std::string sa_columns;
     if (sa_service_us > 0) {
@@ -549,15 +610,20 @@ int RunSim(int argc, char** argv) {
   }
   std::fclose(cf);
   std::fclose(sf);
+  std::fclose(df);
+  if (tf != nullptr) std::fclose(tf);
   absl::PrintF("wrote %s and %s\n", conn_csv, sum_csv);
+  absl::PrintF("wrote %s%s\n", cdf_csv, tf != nullptr ? " and " + ts_csv : "");
   if (plots) {
     if (!HaveGnuplot()) {
       absl::PrintF("gnuplot is not installed: no PNG plots (apt-get install gnuplot-nox, or "
                    "tools/setup.sh); the .csv files have the data\n");
-    } else if (absl::Status s = WritePlots(out, cols.Grouping(), labels, setups, retx); !s.ok()) {
+    } else if (absl::Status s = WritePlots(out, cols.Grouping(), labels, setups, retx, series);
+               !s.ok()) {
       return Failure("sim", std::string(s.message()));
     } else {
       absl::PrintF("wrote %s/setup_cdf.png and %s/retransmissions.png\n", out, out);
+      if (!series.empty()) absl::PrintF("wrote %s/timeseries.png\n", out);
     }
   }
   return kExitOk;

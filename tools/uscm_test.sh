@@ -139,6 +139,12 @@ else
   # One curve per run, titled by the swept parameters.
   [[ $(grep -o "title 'loss [0-9.]*, latency_us [0-9.]*'" pl/plots.gp | wc -l) -eq 8 ]] ||
     { echo "FAIL sim-plots: plots.gp lacks 4 curves per plot titled by loss and latency_us"; fails=$((fails + 1)); }
+  # --sample-us adds timeseries.png: SA queue depth above, retransmissions below (900x900).
+  check sim-plots-timeseries 0 "wrote pt/timeseries.png" -- "$U" sim --out pt --connections 20 --loss 0,0.05 --sample-us 100
+  read -r w h < <(od -An -tu1 -j16 -N8 pt/timeseries.png | awk '{ print $1*16777216+$2*65536+$3*256+$4, $5*16777216+$6*65536+$7*256+$8 }')
+  [[ "$w" -eq 900 && "$h" -eq 900 ]] || { echo "FAIL sim-plots: timeseries.png is ${w}x${h}, wanted 900x900"; fails=$((fails + 1)); }
+  [[ $(grep -o "timeseries.dat' index 1 using" pt/plots.gp | wc -l) -eq 2 ]] ||
+    { echo "FAIL sim-plots: plots.gp lacks the two time-series plots"; fails=$((fails + 1)); }
 fi
 
 # sim --progress: always draws on stderr even when it is not a terminal, and
@@ -199,6 +205,24 @@ cmp -s prof1/connections.csv prof2/connections.csv || { echo "FAIL profiles: sam
 check sim-bad-profile 2 "--cm-profile: 'fast': expected spec, linux or lowlat" -- "$U" sim --cm-profile spec,fast
 check sim-bad-retries 2 "--cm-retries: '16' is not an integer in \[0, 15\]" -- "$U" sim --cm-retries 16
 check sim-bad-path-cache 2 "--path-cache: 'yes': expected on or off" -- "$U" sim --path-cache yes
+
+# sim outputs over virtual time: setup_cdf.csv always; with --sample-us, the SA
+# queue depth and the retransmissions so far every N us (timeseries.csv).
+ts=(sim --hosts 64 --connections 1000 --loss 0.01 --pattern random --arrivals storm --sa-service-us 20 --sa-queue-limit 32 --no-plots)
+check sim-timeseries 0 "wrote ts1/setup_cdf.csv and ts1/timeseries.csv" -- "$U" "${ts[@]}" --sample-us 1000 --out ts1
+check sim-timeseries-off 0 "wrote ts2/setup_cdf.csv$" -- "$U" "${ts[@]}" --out ts2
+# Sampling only reads: the same connections and summary without it.
+cmp -s ts1/connections.csv ts2/connections.csv && cmp -s ts1/summary.csv ts2/summary.csv || { echo "FAIL --sample-us changed the results"; fails=$((fails + 1)); }
+[[ ! -e ts2/timeseries.csv ]] || { echo "FAIL timeseries.csv without --sample-us"; fails=$((fails + 1)); }
+head -1 ts1/timeseries.csv | grep -qx "loss,t_ms,settled,sa_queue,sa_dropped,sa_retries,cm_retransmissions" || { echo "FAIL timeseries columns: $(head -1 ts1/timeseries.csv)"; fails=$((fails + 1)); }
+# Every ms from 0 until everything settled; the storm fills the queue of 32; counts never fall.
+awk -F, 'NR > 1 { if ($2 != sprintf("%.3f", NR - 2) || $3 < s || $5 < d || $6 < r || $7 < c) bad = 1; s = $3; d = $5; r = $6; c = $7; if ($4 > q) q = $4 }
+  END { exit !(!bad && q == 32 && s == 1000 && d > 0 && r > 0) }' ts1/timeseries.csv || { echo "FAIL timeseries rows: $(sed -n '2,4p;$p' ts1/timeseries.csv | tr '\n' ' ')"; fails=$((fails + 1)); }
+# The CDF: one row per connection that got a setup time, sorted, ending at 1.
+settled=$(tail -1 ts1/summary.csv | awk -F, '{ print $3 + $4 }')
+head -1 ts1/setup_cdf.csv | grep -qx "loss,setup_us,fraction" || { echo "FAIL setup_cdf columns"; fails=$((fails + 1)); }
+[[ $(($(wc -l < ts1/setup_cdf.csv) - 1)) -eq $settled && "$(tail -1 ts1/setup_cdf.csv | cut -d, -f3)" == "1.00000" ]] || { echo "FAIL setup_cdf rows ($settled settled)"; fails=$((fails + 1)); }
+tail -n +2 ts1/setup_cdf.csv | cut -d, -f2 | sort -c -g || { echo "FAIL setup_cdf not sorted"; fails=$((fails + 1)); }
 
 # ping and saquery on the simulated fabric.
 check ping 0 "setup time \(us, virtual\): min [0-9.]+  p50 [0-9.]+  p99 [0-9.]+  max" -- "$U" ping -c 20 --ece

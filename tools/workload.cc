@@ -105,6 +105,10 @@ class Workload {
     for (int k = 0; k < o_.connections; ++k) {
       world_.scheduler().Schedule(t0 + starts[k], [this, k] { Start(k); });
     }
+    // Sampling only reads counters: the run is the same with or without it.
+    if (o_.sample_interval > mad::Duration::Zero()) {
+      world_.scheduler().Schedule(t0, [this, t0] { TakeSample(t0); });
+    }
     absl::Status s = world_.scheduler().RunUntil(
         [this] { return settled_ == o_.connections || !error_.ok(); },
         t0 + mad::Duration::Seconds(3600), 100'000'000);
@@ -123,6 +127,7 @@ class Workload {
     s = world_.scheduler().RunUntilIdle(100'000'000);
     if (!s.ok()) return s;
     r.conns = std::move(results_);
+    r.samples = std::move(samples_);
     const auto& c = world_.fabric().counters();
     r.fabric_sent = c.sent;
     r.fabric_dropped = c.total_dropped();
@@ -149,6 +154,23 @@ class Workload {
   }
 
  private:
+  void TakeSample(TimePoint t0) {
+    const TimePoint now = world_.scheduler().Now();
+    Sample s;
+    s.t_ms = (now - t0).millis();
+    s.settled = settled_;
+    s.sa_queue = world_.sa().queue_depth();
+    s.sa_dropped = world_.sa().counters().dropped;
+    for (const auto& h : world_.hosts()) {
+      s.sa_retries += h->agent().counters().retries;
+      for (uint64_t n : h->cm().counters().retransmitted) s.cm_retransmissions += n;
+    }
+    samples_.push_back(s);
+    if (settled_ < o_.connections && error_.ok()) {
+      world_.scheduler().Schedule(now + o_.sample_interval, [this, t0] { TakeSample(t0); });
+    }
+  }
+
   size_t ClientOf(int k) const { return pairs_[k].first; }
   size_t ServerOf(int k) const { return pairs_[k].second; }
 
@@ -291,6 +313,7 @@ class Workload {
   size_t hosts_;
   std::vector<std::pair<size_t, size_t>> pairs_;  // (client, server) per connection
   std::vector<ConnResult> results_;
+  std::vector<Sample> samples_;
   std::vector<TimePoint> started_;
   std::vector<bool> settled_flag_;
   absl::flat_hash_map<std::pair<size_t, uint64_t>, int> path_queries_;  // (host, query id)

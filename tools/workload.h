@@ -70,6 +70,9 @@ struct WorkloadOptions {
   // REQ / REP retries (MaxCMRetries, 0..15).
   CmProfile profile;
   uint8_t max_cm_retries = 15;
+  // Not zero: a Sample every `sample_interval` of virtual time from the
+  // first start until the last connection settled (and one just after).
+  mad::Duration sample_interval = mad::Duration::Zero();
 };
 
 // "ring", "all-to-all", "incast", "random"; "fixed", "storm", "poisson".
@@ -88,6 +91,16 @@ struct ConnResult {
   int retransmissions = 0;  // REQ and REP resends for this connection
 };
 
+// The run at one instant; the counts are cumulative since the world began.
+struct Sample {
+  double t_ms = 0;                  // since the first start
+  int settled = 0;                  // connections established, rejected or failed
+  size_t sa_queue = 0;              // SA requests waiting or in service
+  uint64_t sa_dropped = 0;          // at the SA's queue limit
+  uint64_t sa_retries = 0;          // agent retransmissions of SA queries, all hosts
+  uint64_t cm_retransmissions = 0;  // CM MADs resent on timeout, all hosts
+};
+
 struct WorkloadResult {
   std::vector<ConnResult> conns;
   mad::Duration elapsed;    // first start -> last connection settled
@@ -102,6 +115,7 @@ struct WorkloadResult {
   uint64_t sa_superseded = 0;
   uint64_t sa_slots_released = 0;
   uint64_t path_cache_hits = 0;  // queries answered by the host's PathRecord cache
+  std::vector<Sample> samples;   // WorkloadOptions::sample_interval
   // The first host's retransmission timeout toward the SA at the end.
   mad::Duration sa_rto;
   mad::Duration sa_srtt;
