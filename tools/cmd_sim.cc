@@ -236,7 +236,8 @@ absl::Status WritePlots(const std::string& dir, const std::string& grouping,
     std::fclose(f);
     absl::StrAppend(&script, "set terminal png size 900,900 noenhanced\nset output ",
                     GpQuote(dir + "/timeseries.png"), "\nset multiplot layout 2,1\n",
-                    "set key top right\nset xlabel 'virtual time (ms)'\n",
+                    "set key top right\nset logscale x\n",
+                    "set xlabel 'virtual time (ms, log; the sample at 0 is off the axis)'\n",
                     "set title ", GpQuote("SA queue depth (waiting + in service), per " +
                                           grouping), "\nset ylabel 'requests'\nplot ");
     for (size_t i = 0; i < labels.size(); ++i) {
