@@ -21,6 +21,9 @@ PACKAGES=(
   tshark python3 gnuplot-nox valgrind
   # tools/install.sh test: a C program built with `pkg-config --cflags --libs uscm`
   pkg-config
+  # tools/deb.sh (dpkg-shlibdeps computes the package's Depends) and its test
+  # (man -l renders the uscm(1) / uscmd(8) pages)
+  dpkg-dev man-db
   # JSON (tshark -T json in the wire cross-check)
   nlohmann-json3-dev
 )
