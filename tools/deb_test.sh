@@ -69,8 +69,12 @@ san=""
 ldd "$root/usr/lib/libuscm.so.0" | grep -q libasan && san="-fsanitize=address,undefined"
 gcc $san -o "$TEST_TMPDIR/prog" "$TEST_TMPDIR/prog.c" $flags
 # pkg-config's sysroot points its -rpath into the root too (pkgconf 1.8);
-# LD_LIBRARY_PATH makes the run not depend on that.
-LD_LIBRARY_PATH="$root/usr/lib" "$TEST_TMPDIR/prog" | tee "$TEST_TMPDIR/prog.out"
+# LD_LIBRARY_PATH makes the run not depend on that. Under --config=asan, inside
+# Bazel's test sandbox only, ASan aborts with "ASan runtime does not come first
+# in initial library list" although ldd lists libasan.so.8 first (the same
+# program run by hand passes; cause not found): verify_asan_link_order=0 turns
+# that check off, the program still runs instrumented.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_LIBRARY_PATH="$root/usr/lib" "$TEST_TMPDIR/prog" | tee "$TEST_TMPDIR/prog.out"
 grep -q "errno $(python3 -c 'import errno; print(errno.ENODEV)')" "$TEST_TMPDIR/prog.out" || fail "prog output"
 
 # The man pages: every command of `uscm --help`, and each command's options
