@@ -25,6 +25,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <functional>
+
 #include "cm/uscm_cma.h"
 
 namespace uscm::librdmacm {
@@ -42,6 +44,14 @@ uscm_event_channel* BackendChannel();
 // event (tests: run the simulated fabric, then PumpEvents); NULL: block on
 // the channel's fd (the forwarding thread fills it).
 void SetDriverForTesting(void (*drive)(void*), void* arg);
+
+// Runs `op` on the uscm id behind `id` after the checks every call makes (a
+// backend, an id of this library); 0, or -1 with errno (USCM_DEBUG names
+// `call`). id_calls.cc's calls are made of it.
+int ForId(const char* call, rdma_cm_id* id, const std::function<int(uscm_cm_id*)>& op);
+// librdmacm's ucma_complete: in synchronous mode waits for the id's event and
+// turns its status into the call's result; 0 at once in asynchronous mode.
+int CompleteCall(rdma_cm_id* id, const char* call);
 
 // The uscm id behind a program's id; NULL with errno EINVAL (and USCM_DEBUG
 // naming `call`) for an id this library did not create or already destroyed.
