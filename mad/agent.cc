@@ -67,35 +67,32 @@ uint64_t Agent::DestKey(const MadAddress& to) {
 // SA and a few peers; a flood of destinations only forgets estimates).
 constexpr size_t kMaxRtoDestinations = 4096;
 
-RtoEstimator& Agent::RtoFor(uint64_t dest) {
-  auto it = rto_.find(dest);
-  if (it != rto_.end()) return it->second;
-  if (rto_.size() >= kMaxRtoDestinations) {
-    newest_answered_.erase(rto_.begin()->first);
-    rto_.erase(rto_.begin());
-  }
+Agent::Responder& Agent::ResponderFor(uint64_t dest) {
+  auto it = responders_.find(dest);
+  if (it != responders_.end()) return it->second;
+  if (responders_.size() >= kMaxRtoDestinations) responders_.erase(responders_.begin());
   RtoConfig rc;
   rc.initial = config_.base_timeout;
   rc.floor = std::min(config_.min_timeout, config_.base_timeout);
   rc.granularity = config_.tick;
   rc.ceiling = config_.max_timeout;
-  return rto_.emplace(dest, RtoEstimator(rc)).first->second;
+  return responders_.emplace(dest, Responder{RtoEstimator(rc), TimePoint()}).first->second;
 }
 
 void Agent::SetResponseBound(const MadAddress& to, Duration bound) {
-  RtoFor(DestKey(to)).SetBound(bound);
+  ResponderFor(DestKey(to)).rto.SetBound(bound);
 }
 
 const RtoEstimator* Agent::Rto(const MadAddress& to) const {
-  auto it = rto_.find(DestKey(to));
-  return it == rto_.end() ? nullptr : &it->second;
+  auto it = responders_.find(DestKey(to));
+  return it == responders_.end() ? nullptr : &it->second.rto;
 }
 
 Duration Agent::AttemptTimeout(const Request& r) const {
   Duration t = config_.base_timeout;
   if (config_.adaptive_timeout) {
-    auto it = rto_.find(r.dest);
-    if (it != rto_.end()) t = it->second.rto();
+    auto it = responders_.find(r.dest);
+    if (it != responders_.end()) t = it->second.rto.rto();
   }
   for (int i = 0; i < r.retries && t < config_.max_timeout; ++i) {
     t = t * std::max(config_.backoff_factor, 1);
@@ -172,19 +169,22 @@ bool Agent::PresumedLost(TimePoint now, RequestId id) const {
   if (it == requests_.end() || !it->second.started) return false;
   const Request& r = it->second;
   if (r.retries > 0) return true;
-  auto est = rto_.find(r.dest);
-  if (!config_.adaptive_timeout || est == rto_.end() || !est->second.has_sample()) return false;
-  const RtoEstimator& e = est->second;
+  auto resp = responders_.find(r.dest);
+  if (!config_.adaptive_timeout || resp == responders_.end() || !resp->second.rto.has_sample()) {
+    return false;
+  }
+  const RtoEstimator& e = resp->second.rto;
   return now - r.last_sent > std::max(e.srtt() * 2, e.srtt() + e.rttvar() * 4);
 }
 
 bool Agent::LostByLaterAnswer(const Request& r, TimePoint now) const {
   if (!config_.adaptive_timeout) return false;
-  auto answered = newest_answered_.find(r.dest);
-  if (answered == newest_answered_.end() || !(r.last_sent < answered->second)) return false;
-  auto it = rto_.find(r.dest);
-  if (it == rto_.end() || !it->second.has_sample()) return false;
-  const Duration srtt = it->second.srtt();
+  auto it = responders_.find(r.dest);
+  if (it == responders_.end() || !(r.last_sent < it->second.newest_answered) ||
+      !it->second.rto.has_sample()) {
+    return false;
+  }
+  const Duration srtt = it->second.rto.srtt();
   return now - r.last_sent > srtt + srtt / 4;  // RFC 8985: RTT + reo_wnd (min_RTT / 4)
 }
 
@@ -416,14 +416,13 @@ void Agent::OnResponse(TimePoint now, const ReceivedMad& mad, const wire::MadHea
 void Agent::Sample(const Request& r, TimePoint now) {
   // RACK's evidence: the answer proves what was sent up to its request's
   // first transmission arrived (the earliest it can answer).
-  RtoEstimator& estimate = RtoFor(r.dest);  // bounds newest_answered_ with rto_
-  TimePoint& newest = newest_answered_[r.dest];
-  if (newest < r.first_sent) newest = r.first_sent;
+  Responder& responder = ResponderFor(r.dest);
+  if (responder.newest_answered < r.first_sent) responder.newest_answered = r.first_sent;
   // Karn's rule: an answer to a retransmitted request (or one that was
   // answered Busy) cannot be matched to one transmission.
   if (r.retries != 0) return;
   ++counters_.rtt_samples;
-  estimate.AddSample(now - r.first_sent);
+  responder.rto.AddSample(now - r.first_sent);
 }
 
 void Agent::OnRmppResponse(TimePoint now, Request& r, const ReceivedMad& mad,

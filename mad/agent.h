@@ -213,6 +213,11 @@ class Agent {
     std::unique_ptr<RmppReceiver> rmpp;  // while a segmented response arrives
     TimerHandle rmpp_timer;
   };
+  // What the answers of one destination tell (kept for at most 4096).
+  struct Responder {
+    RtoEstimator rto;
+    TimePoint newest_answered;  // when the latest-sent answered request went out (RACK)
+  };
   struct Destination {
     std::vector<RequestId> slots;  // requests holding the window (at most `window`)
     std::deque<RequestId> waiting;
@@ -245,7 +250,7 @@ class Agent {
   }
   static uint64_t DestKey(const MadAddress& to);
   Duration AttemptTimeout(const Request& r) const;
-  RtoEstimator& RtoFor(uint64_t dest);
+  Responder& ResponderFor(uint64_t dest);
 
   void Transmit(Request& r, TimePoint now);
   void Finish(TimePoint now, RequestId id, absl::Status status, const MadAddress& from,
@@ -280,9 +285,7 @@ class Agent {
   absl::flat_hash_map<RequestId, Request> requests_;
   absl::flat_hash_map<uint64_t, RequestId> by_match_;  // MatchKey -> request
   absl::flat_hash_map<uint64_t, Destination> destinations_;
-  absl::flat_hash_map<uint64_t, RtoEstimator> rto_;  // DestKey -> estimate (bounded)
-  // DestKey -> when the latest-sent answered request went out (RACK).
-  absl::flat_hash_map<uint64_t, TimePoint> newest_answered_;
+  absl::flat_hash_map<uint64_t, Responder> responders_;  // by DestKey
   absl::flat_hash_map<uint64_t, Lingering> lingering_;   // id -> finished receive
   absl::flat_hash_map<uint64_t, uint64_t> linger_by_match_;
   absl::flat_hash_map<SendKey, Sender> senders_;
