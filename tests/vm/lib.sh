@@ -58,5 +58,26 @@ check_output() {
   fi
 }
 
+# wait_for FILE REGEX: until a background program printed REGEX (it is ready),
+# for at most $T seconds (default 120).
+wait_for() {
+  local i
+  for ((i = 0; i < ${T:-120} * 10; i++)); do
+    grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "no /$2/ in $1 after ${T:-120}s" >&2; cat "$1" >&2; return 1
+}
+
+# kernel_listening PORT: until the kernel rdma_cm has a listener on PORT.
+kernel_listening() {
+  local i
+  for ((i = 0; i < ${T:-120} * 10; i++)); do
+    rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q ":$1 " && return 0
+    sleep 0.1
+  done
+  echo "no kernel rdma_cm listener on port $1 after ${T:-120}s" >&2; return 1
+}
+
 # group_end: the group's exit status (non-zero when any check failed).
 group_end() { exit "$FAILED"; }

@@ -26,24 +26,6 @@ IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
 T=120   # seconds for any one step: TCG guests on a loaded 2-core host are slow
 N=10
 
-# wait_for FILE REGEX: until a background program printed REGEX (or it ended)
-wait_for() {
-  local i
-  for ((i = 0; i < T * 10; i++)); do
-    grep -Eq -- "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "no /$2/ in $1 after ${T}s" >&2; cat "$1" >&2; return 1
-}
-# kernel_listening PORT: the kernel rdma_cm has a listener on PORT
-kernel_listening() {
-  local i
-  for ((i = 0; i < T * 10; i++)); do
-    rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q ":$1 " && return 0
-    sleep 0.1
-  done
-  echo "no kernel rdma_cm listener on port $1 after ${T}s" >&2; return 1
-}
 # ping_lines PREFIX N: the N data lines rping -v prints (64-byte buffer)
 ping_lines() {
   local prefix=$1 n=$2 k i c s

@@ -11,24 +11,6 @@ K=$USCM_VM_BIN/tests/vm/kernel
 IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
 T=120   # seconds for any one step: TCG guests on a loaded 2-core host are slow
 
-# wait_for FILE REGEX: until a background program printed REGEX (it is listening)
-wait_for() {
-  local i
-  for ((i = 0; i < T * 10; i++)); do
-    grep -Eq -- "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "no /$2/ in $1 after ${T}s" >&2; cat "$1" >&2; return 1
-}
-# kernel_listening PORT: the kernel rdma_cm has a listener on PORT
-kernel_listening() {
-  local i
-  for ((i = 0; i < T * 10; i++)); do
-    rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q ":$1 " && return 0
-    sleep 0.1
-  done
-  echo "no kernel rdma_cm listener on port $1 after ${T}s" >&2; return 1
-}
 # finish NAME PID LOG REGEX: PASS when the background program exits 0 and printed REGEX
 finish() {
   local name=$1 pid=$2 log=$3 re=$4 rc=0
