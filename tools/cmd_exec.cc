@@ -18,9 +18,7 @@
 // as a socket-activated service would be); its log is /tmp/uscmd-<ca>-<port>.log.
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +37,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "cm/router/router_transport.h"
+#include "cm/router/server.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 
@@ -115,18 +114,6 @@ std::vector<ActivePort> ActivePorts() {
   return out;
 }
 
-bool RouterAnswers(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return false;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return ok;
-}
-
 std::string LastLine(const std::string& file) {
   std::ifstream in(file);
   std::string line, last;
@@ -160,7 +147,7 @@ bool StartRouter(const std::string& uscmd, const ActivePort& p) {
   // Ready when the socket answers; failed when uscmd exits first.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (RouterAnswers(socket)) return true;
+    if (router::RouterServesAt(socket)) return true;
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) {
       std::fprintf(stderr, "uscm exec: no uscmd for %s port %d (%s); the program owns the port\n",
@@ -220,7 +207,7 @@ int RunExec(int argc, char** argv) {
   if (start_uscmd) {
     const std::string uscmd = (fs::path(SelfDir()) / "uscmd").string();
     for (const ActivePort& p : ActivePorts()) {
-      if (RouterAnswers(router::DefaultRouterSocket(p.ca, p.port))) continue;
+      if (router::RouterServesAt(router::DefaultRouterSocket(p.ca, p.port))) continue;
       if (access(uscmd.c_str(), X_OK) != 0) {
         std::fprintf(stderr, "uscm exec: no uscmd next to uscm (%s); the program owns %s port %d\n",
                      uscmd.c_str(), p.ca.c_str(), p.port);

@@ -23,16 +23,6 @@ absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
-// Whether a router answers on `path` (connect succeeds): then it is live and
-// its socket must not be unlinked. ECONNREFUSED / ENOENT: stale or absent.
-bool LiveRouterAt(const sockaddr_un& addr) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  const bool live = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return live;
-}
-
 // CAP_NET_BIND_SERVICE (bit 10) in the effective set of `pid`, from
 // /proc/<pid>/status (read at accept, while the peer holds the connection).
 bool HasNetBindService(pid_t pid) {
@@ -53,6 +43,18 @@ bool HasNetBindService(pid_t pid) {
 }
 
 }  // namespace
+
+bool RouterServesAt(const std::string& socket_path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.empty() || socket_path.size() >= sizeof addr.sun_path) return false;
+  std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool live = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return live;
+}
 
 Server::Server(mad::Transport& wire, ServerOptions options)
     : wire_(wire), options_(std::move(options)), buf_(kMaxFrameBytes) {
@@ -79,7 +81,7 @@ absl::Status Server::Init() {
   std::memcpy(addr.sun_path, options_.socket_path.data(), options_.socket_path.size());
   listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return Errno("socket(AF_UNIX, SOCK_SEQPACKET)");
-  if (LiveRouterAt(addr)) {
+  if (RouterServesAt(options_.socket_path)) {
     const int fd = listen_fd_;
     listen_fd_ = -1;  // not ours: the destructor must not unlink it
     close(fd);

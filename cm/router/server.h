@@ -48,6 +48,10 @@ struct ServerCounters {
   uint64_t dropped_to_client = 0;  // client socket full: the MAD is lost (retries cover it)
 };
 
+// Whether a router answers on `socket_path` (a connect succeeds): a live
+// router's socket, never to be unlinked. A stale socket file or none: false.
+bool RouterServesAt(const std::string& socket_path);
+
 class Server {
  public:
   static absl::StatusOr<std::unique_ptr<Server>> Create(mad::Transport& wire,
