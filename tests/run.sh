@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what it needs, runs every Bazel test natively and
-# again under ASan + UBSan, then the VM lane (tests/vm) once, then prints one line
+# The whole test suite: installs what it needs, checks the layers of the tree
+# (tools/check_layers.py), runs every Bazel test natively and again under
+# ASan + UBSan, then the VM lane (tests/vm) once, then prints one line
 # "N passed, N failed" (test cases).
 #   tests/run.sh            everything
 #   tests/run.sh --fast     native build only (no sanitizer pass)
@@ -20,6 +21,14 @@ patterns=("$@")
 
 passed=0; failed=0; rc=0
 problems=$(mktemp)
+# The layers of the tree (tools/check_layers.py): every include goes down, no two
+# rooms include each other. One check per room.
+echo "=== layers ==="
+layers_out=$(tools/check_layers.py)
+printf '%s\n' "$layers_out" | grep -v '^layers: ' | sed 's/^/[layers] /' >>"$problems"
+printf '%s\n' "$layers_out" | tail -n 1
+read -r p f < <(printf '%s\n' "$layers_out" | sed -n 's/^layers: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
 for cfg in "${configs[@]}"; do
   label=${cfg:-native}
   echo "=== bazel test ${label} ==="

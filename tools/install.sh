@@ -54,8 +54,8 @@ install -m 0755 "$from/api/c/libuscm.so.0" "$prefix/lib/"
 ln -sf libuscm.so.0 "$prefix/lib/libuscm.so"
 # The headers: <uscm/uscm_cma.h>, <uscm/uscm_device.h> (which includes the first
 # from its own directory).
-install -m 0644 cm/uscm_cma.h "$prefix/include/uscm/"
-sed 's|#include "cm/uscm_cma.h"|#include "uscm_cma.h"|' cm/uscm_device.h >"$prefix/include/uscm/uscm_device.h"
+install -m 0644 api/c/uscm_cma.h "$prefix/include/uscm/"
+sed 's|#include "api/c/uscm_cma.h"|#include "uscm_cma.h"|' api/c/uscm_device.h >"$prefix/include/uscm/uscm_device.h"
 chmod 0644 "$prefix/include/uscm/uscm_device.h"
 cat >"$prefix/lib/pkgconfig/uscm.pc" <<EOF
 prefix=$prefix

@@ -6,7 +6,7 @@
 //     `struct ibv_qp_attr` + `enum ibv_qp_attr_mask`, exactly as the digest §5
 //     and Linux ib_cm_init_qp_attr / librdmacm ucma_init_ud_qp do it, with the
 //     RC / UC / UD differences applied. No device needed; table-tested.
-//   * VerbsQp: a QpTransitioner (cm/rdma_cm.h) around an `ibv_qp*` that calls
+//   * VerbsQp: a QpTransitioner (api/rdma_cm/rdma_cm.h) around an `ibv_qp*` that calls
 //     ibv_modify_qp / ibv_attach_mcast / ibv_detach_mcast with errors that name
 //     the transition, the attributes and the errno. The verbs calls go through
 //     a small function table so the error paths are testable without a device.
@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cm/rdma_cm.h"
+#include "cm/qp_transitioner.h"
 #include "cm/types.h"
 #include "mad/gid.h"
 

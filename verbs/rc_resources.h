@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cm/rdma_cm.h"
+#include "cm/qp_transitioner.h"
 #include "mad/time.h"
 #include "verbs/qp_transitions.h"
 

@@ -12,7 +12,7 @@
 
 #include "absl/types/optional.h"
 #include "api/librdmacm/fail.h"
-#include "cm/ipoib.h"
+#include "verbs/ipoib.h"
 
 namespace uscm::librdmacm {
 

@@ -8,8 +8,8 @@
 #include <rdma/rdma_cma.h>
 #include <sys/socket.h>
 
-#include "cm/uscm_cma.h"
-#include "cm/uscm_device.h"
+#include "api/c/uscm_cma.h"
+#include "api/c/uscm_device.h"
 
 namespace uscm::librdmacm {
 

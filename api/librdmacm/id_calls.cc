@@ -7,10 +7,10 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
+#include "api/c/uscm_cma.h"
 #include "api/librdmacm/convert.h"
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids.h"
-#include "cm/uscm_cma.h"
 
 using uscm::librdmacm::Fail;
 

@@ -23,12 +23,12 @@
 #include <thread>
 #include <unordered_map>
 
+#include "api/c/uscm_cma.h"
+#include "api/c/uscm_device.h"
 #include "api/librdmacm/convert.h"
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/fail.h"
-#include "cm/uscm_cma.h"
-#include "cm/uscm_device.h"
 
 namespace uscm::librdmacm {
 namespace {

@@ -1,4 +1,4 @@
-// The rdma_cm_id calls of the drop-in over the uscm C API (cm/uscm_cma.h).
+// The rdma_cm_id calls of the drop-in over the uscm C API (api/c/uscm_cma.h).
 //
 // One uscm port serves the process (the "backend"): the first ACTIVE
 // InfiniBand port of the devices rdma_get_devices opens, through
@@ -27,7 +27,7 @@
 
 #include <functional>
 
-#include "cm/uscm_cma.h"
+#include "api/c/uscm_cma.h"
 
 namespace uscm::librdmacm {
 

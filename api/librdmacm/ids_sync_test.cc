@@ -7,10 +7,10 @@
 #include <rdma/rdma_cma.h>
 #include <string.h>
 
+#include "api/c/uscm_cma.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids.h"
 #include "api/librdmacm/ids_testing.h"
-#include "cm/uscm_cma.h"
 #include "gtest/gtest.h"
 
 namespace uscm::librdmacm {

@@ -13,9 +13,9 @@
 #include <atomic>
 #include <thread>
 
+#include "api/c/uscm_cma.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids_testing.h"
-#include "cm/uscm_cma.h"
 #include "gtest/gtest.h"
 
 namespace uscm::librdmacm {

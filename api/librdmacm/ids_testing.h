@@ -1,5 +1,5 @@
 // The fixture of the id tests: the simulated two-host fabric of
-// cm/uscm_sim_c.h with the drop-in on host 0 (10.0.0.1) as the process's
+// api/c/uscm_sim_c.h with the drop-in on host 0 (10.0.0.1) as the process's
 // backend and a peer through the uscm C API on host 1 (10.0.0.2). Events of
 // the backend reach the program's channel through PumpEvents.
 #ifndef USCM_API_LIBRDMACM_IDS_TESTING_H_
@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "api/c/uscm_cma.h"
+#include "api/c/uscm_sim_c.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids.h"
-#include "cm/uscm_cma.h"
-#include "cm/uscm_sim_c.h"
 #include "gtest/gtest.h"
 
 namespace uscm::librdmacm {

@@ -16,9 +16,9 @@
 #include <string>
 #include <unordered_map>
 
+#include "api/c/uscm_cma.h"
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids.h"
-#include "cm/uscm_cma.h"
 
 namespace uscm::librdmacm {
 namespace {

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 #include "benchmark/benchmark.h"
 #include "cm/endpoint.h"
-#include "cm/rdma_cm.h"
-#include "cm/rdma_cm_testing.h"
 #include "mad/sim/fabric.h"
 #include "mad/sim/scheduler.h"
 #include "mad/sim/topology.h"

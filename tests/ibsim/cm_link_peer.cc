@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm.h"
 #include "mad/gid.h"
 #include "mad/time.h"
 #include "mad/umad_transport.h"

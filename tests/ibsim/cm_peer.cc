@@ -40,11 +40,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "cm/router/router_transport.h"
 #include "mad/gid.h"
 #include "mad/time.h"
 #include "mad/umad_transport.h"
-#include "cm/router/router_transport.h"
 #include "tests/ibsim/cm_peer_data.h"
 
 namespace uscm::tests {

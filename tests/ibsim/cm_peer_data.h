@@ -35,7 +35,7 @@ inline constexpr size_t kReqDataSent = kIbsimMadBytes - kReqDataMadOffset;  // 6
 inline constexpr size_t kRepDataSent = kIbsimMadBytes - kRepDataMadOffset;  // 164
 inline constexpr size_t kRejDataSent = kIbsimMadBytes - kRejDataMadOffset;  // 116
 
-// The fields as an AF_IB rdma_cm user sees them (cm/rdma_cm.h).
+// The fields as an AF_IB rdma_cm user sees them (api/rdma_cm/rdma_cm.h).
 inline constexpr size_t kReqDataField = 92;
 inline constexpr size_t kRepDataField = 196;
 inline constexpr size_t kRejDataField = 148;

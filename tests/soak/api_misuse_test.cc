@@ -1,4 +1,4 @@
-// API-level misuse (issue 8): every wrong use of the C API (cm/uscm_cma.h)
+// API-level misuse (issue 8): every wrong use of the C API (api/c/uscm_cma.h)
 // in a table — NULL and foreign handles, bad lengths and values, calls in the
 // wrong state on listeners, active, passive and established ids — each with
 // the exact errno and message it must give, and the proof that a refused
@@ -6,8 +6,8 @@
 // still works afterwards (the test finishes the connection and every table
 // is empty). docs/RELIABILITY.md "API misuse" lists the same rows.
 //
-// The C API is a thin layer over the C++ one (cm/rdma_cm.h); a C++ row for
-// each state error is in cm/rdma_cm_test.cc MisuseErrorsNameTheProblem.
+// The C API is a thin layer over the C++ one (api/rdma_cm/rdma_cm.h); a C++ row for
+// each state error is in api/rdma_cm/rdma_cm_test.cc MisuseErrorsNameTheProblem.
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "cm/rdma_cm.h"
-#include "cm/rdma_cm_testing.h"
-#include "cm/uscm_cma.h"
+#include "api/c/uscm_cma.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 #include "gtest/gtest.h"
 #include "mad/time.h"
 

@@ -38,7 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm.h"
 #include "mad/time.h"
 #include "mad/umad_transport.h"
 #include "verbs/qp_transitions.h"

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm.h"
 #include "mad/time.h"
 #include "mad/umad_transport.h"
 #include "tests/vm/kernel/rc_verbs.h"

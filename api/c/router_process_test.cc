@@ -24,10 +24,10 @@
 #include <thread>
 #include <vector>
 
+#include "api/c/uscm_cma.h"
+#include "api/rdma_cm/rdma_cm.h"
 #include "cm/cm_testing.h"
 #include "cm/endpoint.h"
-#include "cm/rdma_cm.h"
-#include "cm/uscm_cma.h"
 #include "cm/router/router_transport.h"
 #include "cm/router/server.h"
 #include "cm/runtime.h"

@@ -5,7 +5,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
-#include "cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm.h"
 #include "cm/path_from_record.h"
 #include "mad/wire/cma_header.h"
 

@@ -7,8 +7,8 @@
 // then the port GID it runs on ("00:00:10:49:fe:80:00:...:c9:03:00:a1:b2:c3"
 // in /sys/class/net/<if>/address and in the HW address column of
 // /proc/net/arp, ARP hardware type 0x20).
-#ifndef USCM_CM_IPOIB_H_
-#define USCM_CM_IPOIB_H_
+#ifndef USCM_VERBS_IPOIB_H_
+#define USCM_VERBS_IPOIB_H_
 
 #include <cstdint>
 #include <string>
@@ -35,4 +35,4 @@ std::vector<std::string> IpoibInterfacesOf(const mad::Gid& port_gid,
 
 }  // namespace uscm::cm
 
-#endif  // USCM_CM_IPOIB_H_
+#endif  // USCM_VERBS_IPOIB_H_

@@ -1,4 +1,4 @@
-#include "cm/ipoib.h"
+#include "verbs/ipoib.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>

@@ -2,15 +2,15 @@
 // behind one switch on the simulated fabric, the simulated SA on the switch,
 // one uscm::Device per host (optionally behind a fault injector), and
 // neighbour entries both ways. Everything in virtual time.
-#ifndef USCM_CM_RDMA_CM_TESTING_H_
-#define USCM_CM_RDMA_CM_TESTING_H_
+#ifndef USCM_API_RDMA_CM_RDMA_CM_TESTING_H_
+#define USCM_API_RDMA_CM_RDMA_CM_TESTING_H_
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm.h"
 #include "mad/sim/fabric.h"
 #include "mad/sim/fault_injector.h"
 #include "mad/sim/scheduler.h"
@@ -56,4 +56,4 @@ class SimFabric {
 
 }  // namespace uscm::testing
 
-#endif  // USCM_CM_RDMA_CM_TESTING_H_
+#endif  // USCM_API_RDMA_CM_RDMA_CM_TESTING_H_

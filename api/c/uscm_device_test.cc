@@ -1,7 +1,7 @@
 // uscm_device_open / uscm_device_close without an RDMA device (this is what a
 // user meets on a machine without hardware; the open path over a port is the
 // same OpenOwnerOrRouter + Device::Create the tools use, tested there).
-#include "cm/uscm_device.h"
+#include "api/c/uscm_device.h"
 
 #include <errno.h>
 

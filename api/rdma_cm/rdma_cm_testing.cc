@@ -1,4 +1,4 @@
-#include "cm/rdma_cm_testing.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 
 #include "absl/strings/str_cat.h"
 #include "mad/sim/topology.h"

@@ -1,11 +1,11 @@
-#include "cm/uscm_sim_c.h"
+#include "api/c/uscm_sim_c.h"
 
 #include <poll.h>
 
 #include <cerrno>
 #include <memory>
 
-#include "cm/rdma_cm_testing.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 
 struct uscm_sim {
   std::unique_ptr<uscm::testing::SimFabric> fabric;

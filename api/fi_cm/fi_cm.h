@@ -1,5 +1,5 @@
 // A libfabric-flavoured connection manager (fi_cm semantics, digest §8) on
-// top of the rdma_cm-style API (cm/rdma_cm.h). Names follow libfabric:
+// top of the rdma_cm-style API (api/rdma_cm/rdma_cm.h). Names follow libfabric:
 //
 //   fi_eq_open            EventQueue::Create(device)
 //   fi_passive_ep + listen PassiveEndpoint::Create(eq) ... Listen(backlog)
@@ -22,8 +22,8 @@
 //
 // Not thread-safe per object (as a libfabric endpoint without FI_THREAD_SAFE);
 // different endpoints may be used from different threads.
-#ifndef USCM_CM_FI_CM_H_
-#define USCM_CM_FI_CM_H_
+#ifndef USCM_API_FI_CM_FI_CM_H_
+#define USCM_API_FI_CM_FI_CM_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -37,7 +37,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm.h"
 
 namespace uscm::fi {
 
@@ -276,4 +276,4 @@ class Multicast {
 
 }  // namespace uscm::fi
 
-#endif  // USCM_CM_FI_CM_H_
+#endif  // USCM_API_FI_CM_FI_CM_H_

@@ -1,6 +1,6 @@
 // uscm rdma_cm API: addresses, event channels, the device, and the id calls.
 // What the runtime does with CM / SA events is in rdma_cm_events.cc.
-#include "cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm.h"
 
 #include <arpa/inet.h>
 #include <poll.h>

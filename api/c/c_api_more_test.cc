@@ -1,4 +1,4 @@
-// More of the C API (cm/uscm_cma.h) on the simulated two-host fabric:
+// More of the C API (api/c/uscm_cma.h) on the simulated two-host fabric:
 // uscm_migrate_id (rdma_migrate_id) and uscm_set_qp_ex / uscm_destroy_qp (the
 // CM drives a verbs QP, here fake ibv_qp structs whose ibv_modify_qp is
 // recorded through uscm_set_verbs_ops_for_testing), with their misuse errors;
@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "cm/rdma_cm.h"
-#include "cm/c_api_testing.h"
-#include "cm/rdma_cm_testing.h"
-#include "cm/uscm_cma.h"
+#include "api/c/c_api_testing.h"
+#include "api/c/uscm_cma.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 #include "gtest/gtest.h"
 #include "mad/time.h"
 #include "verbs/qp_transitions.h"

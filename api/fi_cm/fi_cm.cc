@@ -1,5 +1,5 @@
-// fi_cm semantics over the rdma_cm-style API (digest §8). See cm/fi_cm.h.
-#include "cm/fi_cm.h"
+// fi_cm semantics over the rdma_cm-style API (digest §8). See api/fi_cm/fi_cm.h.
+#include "api/fi_cm/fi_cm.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
-// The C API (cm/uscm_cma.h) end to end on the simulated two-host fabric
-// (cm/rdma_cm_testing.h): uscm_reject_ece, uscm_notify, uscm_join_multicast_ex
+// The C API (api/c/uscm_cma.h) end to end on the simulated two-host fabric
+// (api/rdma_cm/rdma_cm_testing.h): uscm_reject_ece, uscm_notify, uscm_join_multicast_ex
 // / uscm_leave_multicast, uscm_get_src_port / uscm_get_dst_port and the
 // IB_PATH option, each checked on both sides (events, statuses, private
 // data, what the peer and the SA hold) and for its misuse errors. Every test
@@ -12,10 +12,10 @@
 #include <memory>
 #include <string>
 
-#include "cm/rdma_cm.h"
-#include "cm/c_api_testing.h"
-#include "cm/rdma_cm_testing.h"
-#include "cm/uscm_cma.h"
+#include "api/c/c_api_testing.h"
+#include "api/c/uscm_cma.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 #include "gtest/gtest.h"
 #include "mad/time.h"
 #include "mad/wire/path_record.h"

@@ -1,12 +1,12 @@
-/* A C entry to the simulated two-host fabric of cm/rdma_cm_testing.h, so C
+/* A C entry to the simulated two-host fabric of api/rdma_cm/rdma_cm_testing.h, so C
  * programs (tests, demos) can drive the uscm C API in virtual time: host 0 is
  * 10.0.0.1, host 1 is 10.0.0.2, the SA runs on the switch. */
-#ifndef USCM_CM_USCM_SIM_C_H_
-#define USCM_CM_USCM_SIM_C_H_
+#ifndef USCM_API_C_USCM_SIM_C_H_
+#define USCM_API_C_USCM_SIM_C_H_
 
 #include <stdint.h>
 
-#include "cm/uscm_cma.h"
+#include "api/c/uscm_cma.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,4 +25,4 @@ int uscm_sim_run_until_event(struct uscm_sim* sim, struct uscm_event_channel* ch
 }
 #endif
 
-#endif /* USCM_CM_USCM_SIM_C_H_ */
+#endif /* USCM_API_C_USCM_SIM_C_H_ */

@@ -1,7 +1,7 @@
 // fi_cm semantics on the simulated fabric (two hosts, virtual time), and the
 // runtime's QP driver hook with a recording QP: which transitions, with which
 // attributes, at which point.
-#include "cm/fi_cm.h"
+#include "api/fi_cm/fi_cm.h"
 
 #include <netinet/in.h>
 
@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "cm/rdma_cm_testing.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -2,8 +2,8 @@
 // the destination's GID is its IP, the path comes from the two IPs.
 #include <memory>
 
-#include "cm/rdma_cm.h"
-#include "cm/rdma_cm_testing.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 #include "gtest/gtest.h"
 
 namespace uscm {

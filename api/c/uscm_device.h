@@ -24,10 +24,10 @@
  * On an InfiniBand port the IP addresses are those of the IPoIB interfaces
  * whose hardware address carries the port's GID (read once, at open);
  * neighbours come from uscm_device_add_neighbor, routes from the SA. */
-#ifndef USCM_CM_USCM_DEVICE_H_
-#define USCM_CM_USCM_DEVICE_H_
+#ifndef USCM_API_C_USCM_DEVICE_H_
+#define USCM_API_C_USCM_DEVICE_H_
 
-#include "cm/uscm_cma.h"
+#include "api/c/uscm_cma.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,4 +47,4 @@ int uscm_device_add_neighbor(struct uscm_device* dev, const struct uscm_addr* ip
 } /* extern "C" */
 #endif
 
-#endif /* USCM_CM_USCM_DEVICE_H_ */
+#endif /* USCM_API_C_USCM_DEVICE_H_ */

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "cm/rdma_cm.h"
-#include "cm/rdma_cm_testing.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 #include "cm/runtime.h"
 #include "gtest/gtest.h"
 #include "mad/wire/cma_header.h"

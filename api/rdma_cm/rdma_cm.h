@@ -1,7 +1,7 @@
 // The user-facing CM API of uscm, shaped like librdmacm (rdma_cma.h) so that
 // a port of an rdma_cm program is a rename: EventChannel ~ rdma_event_channel,
 // CmId ~ rdma_cm_id, Event ~ rdma_cm_event, same event types in the same
-// order. The C API (cm/uscm_cma.h) is a thin layer over this one. docs/API.md
+// order. The C API (api/c/uscm_cma.h) is a thin layer over this one. docs/API.md
 // has the event mapping table and every difference from librdmacm.
 //
 // One Device = one local port (a cm::Node from cm/runtime.h). Channels belong
@@ -9,8 +9,8 @@
 // Errors are absl::Status values that name what is wrong and the limit
 // ("private data is 57 bytes; REQ with the 36-byte CMA header carries at
 // most 56"); the C API turns them into -1 + errno + uscm_last_error().
-#ifndef USCM_CM_RDMA_CM_H_
-#define USCM_CM_RDMA_CM_H_
+#ifndef USCM_API_RDMA_CM_RDMA_CM_H_
+#define USCM_API_RDMA_CM_RDMA_CM_H_
 
 #include <array>
 #include <cstdint>
@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
+#include "cm/qp_transitioner.h"
 #include "cm/runtime.h"
 #include "cm/types.h"
 #include "mad/gid.h"
@@ -141,28 +142,6 @@ struct Event {
   void* mc_context = nullptr;  // MULTICAST_JOIN / _ERROR: the join's context
   cm::Ece remote_ece;          // CONNECT_REQUEST / ESTABLISHED
   std::string detail;          // *_ERROR events: what went wrong, readable
-};
-
-// QP transitions done by the runtime when the user attaches a QP (a verbs QP
-// through verbs/qp_transitions.h, or any test double). Without one the id is in
-// "external QP" mode: the user reads InitQpAttr() and moves the QP itself,
-// exactly like a librdmacm user without an rdma_cm QP.
-class QpTransitioner {
- public:
-  virtual ~QpTransitioner() = default;
-  virtual uint32_t qp_num() const = 0;
-  virtual absl::Status Modify(const cm::QpAttributes& attr) = 0;
-  // Moves the QP to ERROR (on REJECTED / DISCONNECTED).
-  virtual absl::Status ToError() = 0;
-  // [fabric] Multicast on a UD QP (ibv_attach_mcast / ibv_detach_mcast). The
-  // runtime attaches on a successful join unless it was send-only (as
-  // librdmacm) and detaches on leave. Default: nothing to attach.
-  virtual absl::Status AttachMulticast(const mad::Gid& mgid, uint16_t mlid) {
-    return absl::OkStatus();
-  }
-  virtual absl::Status DetachMulticast(const mad::Gid& mgid, uint16_t mlid) {
-    return absl::OkStatus();
-  }
 };
 
 // [fabric] rdma_join_multicast_ex join flags (enum rdma_cm_join_flags).
@@ -446,4 +425,4 @@ class Device final : public cm::NodeObserver {
 
 }  // namespace uscm
 
-#endif  // USCM_CM_RDMA_CM_H_
+#endif  // USCM_API_RDMA_CM_RDMA_CM_H_

@@ -2,14 +2,14 @@
  * the prefix uscm_. Calls return 0, or -1 with errno set (as librdmacm);
  * uscm_last_error() gives the detailed message of the calling thread's last
  * failure ("connect: private data is 57 bytes; REQ with the 36-byte CMA
- * header carries at most 56"). A thin layer over cm/rdma_cm.h (C++).
+ * header carries at most 56"). A thin layer over api/rdma_cm/rdma_cm.h (C++).
  *
  * Differences from librdmacm (docs/API.md): an event channel belongs to one
  * port (uscm_create_event_channel_on), uscm_destroy_id fails with EBUSY
  * instead of blocking while retrieved events are not acked, and
  * uscm_get_cm_event never blocks on a simulated device (EAGAIN). */
-#ifndef USCM_CM_USCM_CMA_H_
-#define USCM_CM_USCM_CMA_H_
+#ifndef USCM_API_C_USCM_CMA_H_
+#define USCM_API_C_USCM_CMA_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -305,7 +305,7 @@ class Device;
 }
 struct uscm_device* uscm_device_wrap(uscm::Device* dev);
 void uscm_device_unwrap_free(struct uscm_device* handle);
-/* For C entry points in other files (cm/uscm_device.cc): sets errno and the
+/* For C entry points in other files (api/c/uscm_device.cc): sets errno and the
  * message uscm_last_error() returns; always -1. */
 int uscm_fail_with(int err, const char* message);
 /* Tests: the verbs calls (ibv_modify_qp, attach/detach) of QPs attached
@@ -316,4 +316,4 @@ struct VerbsOps;
 void uscm_set_verbs_ops_for_testing(const uscm::verbs::VerbsOps* ops);
 #endif
 
-#endif /* USCM_CM_USCM_CMA_H_ */
+#endif /* USCM_API_C_USCM_CMA_H_ */

@@ -1,12 +1,12 @@
-/* Compiled as C: proves cm/uscm_cma.h is valid C, checks errno + detailed
+/* Compiled as C: proves api/c/uscm_cma.h is valid C, checks errno + detailed
  * messages for misuse, and runs a librdmacm-style flow on the simulated
  * fabric through the C API only. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "cm/uscm_cma.h"
-#include "cm/uscm_sim_c.h"
+#include "api/c/uscm_cma.h"
+#include "api/c/uscm_sim_c.h"
 
 static int failures = 0;
 #define CHECK(cond)                                                   \

@@ -1,6 +1,6 @@
 // uscm_device_open / uscm_device_close: a real port for C programs, owned by
 // uscm (the transport, the Device and its progress thread).
-#include "cm/uscm_device.h"
+#include "api/c/uscm_device.h"
 
 #include <errno.h>
 #include <ifaddrs.h>
@@ -16,10 +16,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "cm/ipoib.h"
-#include "cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm.h"
 #include "cm/router/router_transport.h"
 #include "mad/umad_transport.h"
+#include "verbs/ipoib.h"
 #include "verbs/roce_addressing.h"
 
 namespace {

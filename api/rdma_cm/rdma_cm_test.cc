@@ -2,12 +2,12 @@
 // simulated SA), in virtual time: librdmacm flows, rejects, ECE, UD/SIDR,
 // multicast, backlog, misuse errors, and a lossy scenario that must end with
 // every table empty.
-#include "cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm.h"
 
 #include <cerrno>
 #include <vector>
 
-#include "cm/rdma_cm_testing.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -4,7 +4,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
-#include "cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm.h"
 #include "mad/wire/cma_header.h"
 
 namespace uscm {

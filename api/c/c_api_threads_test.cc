@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "cm/rdma_cm.h"
-#include "cm/uscm_cma.h"
+#include "api/c/uscm_cma.h"
+#include "api/rdma_cm/rdma_cm.h"
 #include "gtest/gtest.h"
 #include "mad/gid.h"
 #include "mad/transport.h"

@@ -1,5 +1,5 @@
-// The C API (cm/uscm_cma.h) over the C++ one (cm/rdma_cm.h).
-#include "cm/uscm_cma.h"
+// The C API (api/c/uscm_cma.h) over the C++ one (api/rdma_cm/rdma_cm.h).
+#include "api/c/uscm_cma.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include <infiniband/verbs.h>
 
+#include "api/rdma_cm/rdma_cm.h"
 #include "cm/path_from_record.h"
-#include "cm/rdma_cm.h"
 #include "mad/wire/path_record.h"
 #include "verbs/qp_transitions.h"
 #include "verbs/rc_resources.h"

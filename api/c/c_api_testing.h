@@ -1,9 +1,9 @@
-// The C API (cm/uscm_cma.h) on the simulated two-host fabric
-// (cm/rdma_cm_testing.h): what the C API tests share. Host 1 serves at
+// The C API (api/c/uscm_cma.h) on the simulated two-host fabric
+// (api/rdma_cm/rdma_cm_testing.h): what the C API tests share. Host 1 serves at
 // 10.0.0.2:7471 (`server_`); events are awaited in virtual time through the
 // channel's pollable fd, as a C program would.
-#ifndef USCM_CM_C_API_TESTING_H_
-#define USCM_CM_C_API_TESTING_H_
+#ifndef USCM_API_C_C_API_TESTING_H_
+#define USCM_API_C_C_API_TESTING_H_
 
 #include <errno.h>
 #include <poll.h>
@@ -13,9 +13,9 @@
 #include <memory>
 #include <string>
 
-#include "cm/rdma_cm.h"
-#include "cm/rdma_cm_testing.h"
-#include "cm/uscm_cma.h"
+#include "api/c/uscm_cma.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 #include "gtest/gtest.h"
 #include "mad/time.h"
 
@@ -89,4 +89,4 @@ class CApiSimTest : public ::testing::Test {
 
 }  // namespace uscm::testing
 
-#endif  // USCM_CM_C_API_TESTING_H_
+#endif  // USCM_API_C_C_API_TESTING_H_
