@@ -11,6 +11,8 @@ PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # pcap / pcapng files and live netdev capture (uscm dump)
   libpcap-dev
+  # rtnetlink (routes, neighbours) for rdma_cm's address resolution
+  libnl-3-dev
   # RDMA userspace: verbs, umad, libibmad (benchmark baseline)
   rdma-core libibverbs-dev libibumad-dev libibmad-dev librdmacm-dev ibverbs-utils
   # simulated InfiniBand fabric with a real SA

@@ -2,13 +2,14 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
-namespace uscm::cm {
+namespace uscm::verbs {
 
 absl::optional<mad::Gid> GidOfIpoibHwAddr(absl::string_view text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
@@ -23,19 +24,11 @@ absl::optional<mad::Gid> GidOfIpoibHwAddr(absl::string_view text) {
   return gid;
 }
 
-absl::optional<mad::Gid> ArpTableGid(absl::string_view proc_net_arp, uint32_t ipv4) {
-  const std::string want = std::to_string(ipv4 >> 24) + "." + std::to_string((ipv4 >> 16) & 0xFF) +
-                           "." + std::to_string((ipv4 >> 8) & 0xFF) + "." +
-                           std::to_string(ipv4 & 0xFF);
-  // "IP address  HW type  Flags  HW address  Mask  Device", first line a header
-  for (absl::string_view line : absl::StrSplit(proc_net_arp, '\n')) {
-    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (f.size() < 4 || f[0] != want || f[1] != "0x20") continue;
-    uint32_t flags = 0;
-    if (!absl::SimpleHexAtoi(f[2], &flags) || !(flags & 0x2)) continue;  // ATF_COM
-    if (absl::optional<mad::Gid> g = GidOfIpoibHwAddr(f[3])) return g;
-  }
-  return absl::nullopt;
+absl::optional<mad::Gid> GidOfIpoibLladdr(std::span<const uint8_t> lladdr) {
+  if (lladdr.size() != 20) return absl::nullopt;
+  mad::Gid gid;
+  std::copy(lladdr.begin() + 4, lladdr.end(), gid.raw.begin());
+  return gid;
 }
 
 std::vector<std::string> IpoibInterfacesOf(const mad::Gid& port_gid, const std::string& sysfs) {
@@ -56,4 +49,4 @@ std::vector<std::string> IpoibInterfacesOf(const mad::Gid& port_gid, const std::
   return out;
 }
 
-}  // namespace uscm::cm
+}  // namespace uscm::verbs

@@ -5,11 +5,12 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace uscm::cm {
+namespace uscm::verbs {
 namespace {
 
 using ::testing::ElementsAre;
@@ -25,18 +26,14 @@ TEST(IpoibTest, GidOfTheHardwareAddress) {
   EXPECT_FALSE(GidOfIpoibHwAddr(""));
 }
 
-TEST(IpoibTest, ArpTableEntries) {
-  const std::string arp = std::string(
-      "IP address       HW type     Flags       HW address            Mask     Device\n"
-      "10.0.0.7         0x1         0x2         52:54:00:12:34:56     *        eth0\n"
-      "10.1.0.2         0x20        0x0         ") + kIbHw + "     *        ib0\n" +
-      "10.1.0.3         0x20        0x2         " + kIbHw + "     *        ib0\n";
-  absl::optional<mad::Gid> g = ArpTableGid(arp, 0x0a010003);
+TEST(IpoibTest, GidOfTheHardwareAddressBytes) {
+  std::vector<uint8_t> hw = {0x00, 0x00, 0x10, 0x49, 0xfe, 0x80, 0, 0, 0, 0,
+                             0,    0,    0,    0x02, 0xc9, 0x03, 0, 0xa1, 0xb2, 0xc3};
+  absl::optional<mad::Gid> g = GidOfIpoibLladdr(hw);
   ASSERT_TRUE(g.has_value());
   EXPECT_EQ(g->ToString(), "fe80::2:c903:a1:b2c3");
-  EXPECT_FALSE(ArpTableGid(arp, 0x0a010002).has_value()) << "incomplete (flags 0)";
-  EXPECT_FALSE(ArpTableGid(arp, 0x0a000007).has_value()) << "Ethernet";
-  EXPECT_FALSE(ArpTableGid(arp, 0x0a010009).has_value()) << "no entry";
+  EXPECT_FALSE(GidOfIpoibLladdr(std::vector<uint8_t>(6, 0x52)).has_value()) << "an Ethernet MAC";
+  EXPECT_FALSE(GidOfIpoibLladdr({}).has_value());
 }
 
 TEST(IpoibTest, InterfacesOfAPortFromSysfs) {
@@ -56,4 +53,4 @@ TEST(IpoibTest, InterfacesOfAPortFromSysfs) {
 }
 
 }  // namespace
-}  // namespace uscm::cm
+}  // namespace uscm::verbs

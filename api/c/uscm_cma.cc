@@ -14,6 +14,7 @@
 
 #include "api/rdma_cm/rdma_cm.h"
 #include "cm/path_from_record.h"
+#include "mad/status_errno.h"
 #include "mad/wire/path_record.h"
 #include "verbs/qp_transitions.h"
 #include "verbs/rc_resources.h"
@@ -69,6 +70,9 @@ int Fail(int err, std::string msg) {
 
 int Fail(const absl::Status& s) {
   int err = EINVAL;
+  if (const int carried = uscm::mad::ErrnoOf(s); carried != 0) {
+    return Fail(carried, std::string(s.message()));  // as the kernel reports it
+  }
   switch (s.code()) {
     case absl::StatusCode::kFailedPrecondition:
       err = s.message().find("not acked") != absl::string_view::npos ? EBUSY : EINVAL;

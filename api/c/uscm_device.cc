@@ -9,6 +9,8 @@
 #include <infiniband/verbs.h>
 #include <string.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -20,6 +22,7 @@
 #include "cm/router/router_transport.h"
 #include "mad/umad_transport.h"
 #include "verbs/ipoib.h"
+#include "verbs/neighbours.h"
 #include "verbs/roce_addressing.h"
 
 namespace {
@@ -74,11 +77,44 @@ std::vector<uscm::Address> IpsOfGids(const std::vector<uscm::mad::Gid>& gids) {
   return ips;
 }
 
+// DeviceOptions::resolve_neighbour on a real port: the kernel's route and
+// neighbour tables (verbs/neighbours.h), as rdma_resolve_ip reads them. The
+// GID on InfiniBand is in the IPoIB hardware address; on RoCE it is the IP's.
+absl::StatusOr<absl::optional<uscm::mad::Gid>> ResolveNeighbour(const uscm::Address& src,
+                                                                const uscm::Address& dst,
+                                                                uscm::mad::Duration timeout,
+                                                                bool ethernet) {
+  auto to_ip = [](const uscm::Address& a) {
+    uscm::verbs::IpAddr ip;
+    ip.family = a.family == uscm::Address::Family::kIpv4 ? AF_INET : AF_INET6;
+    if (ip.family == AF_INET) {
+      memcpy(ip.ip.data(), &a.ip[12], 4);
+    } else {
+      ip.ip = a.ip;
+    }
+    return ip;
+  };
+  absl::StatusOr<uscm::verbs::NeighbourTable> table = uscm::verbs::NeighbourTable::Open();
+  if (!table.ok()) return table.status();
+  absl::optional<uscm::verbs::IpAddr> from;
+  if (src.is_ip() && !src.is_any() && src.family == dst.family) from = to_ip(src);
+  const auto ms = std::chrono::milliseconds(std::max<int64_t>(timeout.nanos() / 1000000, 0));
+  absl::StatusOr<std::vector<uint8_t>> hw = table->Resolve(to_ip(dst), from, ms);
+  if (!hw.ok()) return hw.status();
+  if (ethernet || hw->empty()) return absl::optional<uscm::mad::Gid>();
+  absl::optional<uscm::mad::Gid> gid = uscm::verbs::GidOfIpoibLladdr(*hw);
+  if (!gid.has_value()) {
+    return absl::NotFoundError(absl::StrCat("the neighbour entry of ", dst.ToString(), " has a ",
+                                            hw->size(), "-byte hardware address, not IPoIB's 20"));
+  }
+  return gid;
+}
+
 // The IP addresses of the port's IPoIB interfaces (hardware address with
 // the port's GID), as rdma_cm binds and resolves on IB.
 std::vector<uscm::Address> IpoibIps(const uscm::mad::Gid& port_gid) {
   std::vector<uscm::Address> ips;
-  const std::vector<std::string> names = uscm::cm::IpoibInterfacesOf(port_gid);
+  const std::vector<std::string> names = uscm::verbs::IpoibInterfacesOf(port_gid);
   if (names.empty()) return ips;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return ips;
@@ -183,6 +219,10 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
                   absl::StrCat("device_open: ", transport.status().message()));
   }
   if (!ethernet) options.local_ips = IpoibIps((*transport)->port().gid);
+  options.resolve_neighbour = [ethernet](const uscm::Address& src, const uscm::Address& dst,
+                                         uscm::mad::Duration timeout) {
+    return ResolveNeighbour(src, dst, timeout, ethernet);
+  };
   auto opened = std::make_unique<OpenedDevice>();
   opened->transport = std::move(*transport);
   uscm::mad::Transport* t = opened->transport.get();

@@ -7,13 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
-#include "absl/types/optional.h"
-#include "api/librdmacm/fail.h"
-#include "verbs/ipoib.h"
-
 namespace uscm::librdmacm {
 
 int ToUscmAddr(const sockaddr* sa, uscm_addr* a) {
@@ -131,47 +124,6 @@ int RouteSource(const uscm_addr& dst, uscm_addr* src) {
   close(fd);
   if (rc == 0) src->port = 0;
   return rc;
-}
-
-void ResolveIpoibNeighbor(uscm_device* dev, const uscm_addr& dst, int timeout_ms) {
-  if (dst.family != USCM_AF_INET) {
-    Fail(EHOSTUNREACH, "rdma_resolve_addr",
-         "IPv6 neighbours on InfiniBand (IPoIB neighbour discovery): not done");
-    return;
-  }
-  uint32_t ip = 0;
-  for (int i = 12; i < 16; ++i) ip = ip << 8 | dst.ip[i];
-  auto lookup = [&]() -> absl::optional<mad::Gid> {
-    std::ifstream f("/proc/net/arp");
-    std::stringstream text;
-    text << f.rdbuf();
-    return cm::ArpTableGid(text.str(), ip);
-  };
-  absl::optional<mad::Gid> gid = lookup();
-  if (!gid.has_value()) {
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0) {
-      sockaddr_in to = {};
-      to.sin_family = AF_INET;
-      to.sin_port = htons(9);  // discard
-      memcpy(&to.sin_addr, &dst.ip[12], 4);
-      (void)sendto(fd, "", 0, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&to), sizeof(to));
-      close(fd);
-    }
-    for (int waited = 0; !gid.has_value() && waited < timeout_ms; waited += 10) {
-      usleep(10 * 1000);
-      gid = lookup();
-    }
-  }
-  if (!gid.has_value()) {
-    Fail(EHOSTUNREACH, "rdma_resolve_addr",
-         "no complete IPoIB entry for the destination in /proc/net/arp (is it on this "
-         "port's IPoIB subnet and up?)");
-    return;
-  }
-  if (uscm_device_add_neighbor(dev, &dst, gid->raw.data()) != 0) {
-    Fail(errno, "rdma_resolve_addr", uscm_last_error());
-  }
 }
 
 }  // namespace uscm::librdmacm

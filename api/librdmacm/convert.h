@@ -27,13 +27,6 @@ uscm_conn_param ToUscmParam(const rdma_conn_param& p);
 // route or `dst` is not IP.
 int RouteSource(const uscm_addr& dst, uscm_addr* src);
 
-// On an IB port, uscm's neighbour entry for an IPv4 destination, as the
-// kernel's rdma_cm resolves it over IPoIB: the GID in the destination's
-// entry of the kernel's ARP table, asking the kernel to ARP (a UDP datagram
-// to the discard port) and waiting up to `timeout_ms` when there is none.
-// Without an entry uscm reports ADDR_ERROR (-EHOSTUNREACH) itself; with
-// USCM_DEBUG the reason is printed.
-void ResolveIpoibNeighbor(uscm_device* dev, const uscm_addr& dst, int timeout_ms);
 
 }  // namespace uscm::librdmacm
 

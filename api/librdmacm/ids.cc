@@ -67,7 +67,6 @@ struct Backend {
   ibv_context* verbs = nullptr;  // NULL for a simulated device
   uint8_t port_num = 0;
   bool testing = false;
-  bool infiniband = false;  // IB link layer: IP neighbours from IPoIB (ResolveIpoibNeighbor)
 };
 
 // Guards the backend, the id tables and the translation of events (the pump
@@ -128,8 +127,7 @@ int EnsureBackendLocked(const char* call) {
         uscm_device_close(dev);
         continue;
       }
-      g_backend = Backend{dev, channel, verbs, static_cast<uint8_t>(port), false,
-                          pattr.link_layer == IBV_LINK_LAYER_INFINIBAND};
+      g_backend = Backend{dev, channel, verbs, static_cast<uint8_t>(port), false};
       std::thread(ForwardLoop, channel).detach();  // for the life of the process
       return 0;
     }
@@ -551,17 +549,14 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   if (src_addr != nullptr && ToUscmAddr(src_addr, &src) != 0) {
     return Fail(EINVAL, "rdma_resolve_addr", "source address of an unknown family");
   }
-  uscm_device* ib_dev = nullptr;
   bool real = false;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (EnsureBackendLocked("rdma_resolve_addr") != 0) return -1;
-    if (g_backend.infiniband) ib_dev = g_backend.dev;
     real = !g_backend.testing;
   }
-  if (ib_dev != nullptr && dst.family != USCM_AF_IB) {
-    ResolveIpoibNeighbor(ib_dev, dst, timeout_ms > 0 ? timeout_ms : 2000);
-  }
+  // The neighbour (ARP / ND, the IPoIB GID) is the device's to resolve:
+  // uscm_device_open gives it the kernel's tables (verbs/neighbours.h).
   // No source: the one the routing table picks, as the kernel's rdma_cm
   // (rdma_resolve_ip). When that address is not on uscm's port (the route
   // leaves through another device), uscm's choice: the port's first address

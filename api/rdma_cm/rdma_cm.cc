@@ -13,6 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/rdma_cm/call_errors.h"
+#include "mad/status_errno.h"
 #include "mad/wire/cma_header.h"
 #include "sa/client.h"
 
@@ -20,20 +22,13 @@ namespace uscm {
 
 namespace {
 
+using internal::Prefix;
+using internal::WrongState;
+
 using mad::TimePoint;
 
 uint64_t Pack(uint32_t index, uint32_t generation) {
   return uint64_t{index} << 32 | generation;
-}
-
-absl::Status WrongState(const char* call, IdState s, const char* expected) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(call, ": id is in state ", IdStateName(s), "; expected ", expected));
-}
-
-absl::Status Prefix(const char* call, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(call, ": ", s.message()));
 }
 
 uint16_t PkeyIndex(const mad::LocalPort& port, uint16_t pkey) {
@@ -345,6 +340,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(mad::Transport& transport
 }
 
 Device::~Device() {
+  StopResolver();
   if (real_ != nullptr) real_->StopProgressThread();
   node_->set_observer(nullptr);
 }
@@ -543,77 +539,6 @@ absl::Status CmId::BindAddr(const Address& addr) {
   local_.gid = port.gid;
   local_.lid = port.lid;
   bound_ = true;
-  return absl::OkStatus();
-}
-
-absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address& dst,
-                               mad::Duration) {
-  if (src.has_value() && !bound_) {
-    absl::Status s = BindAddr(*src);
-    if (!s.ok()) return Prefix("resolve_addr", s);
-  }
-  std::lock_guard<std::mutex> lock(device_->node_->mutex());
-  if (state_ != IdState::kIdle) return WrongState("resolve_addr", state_, "IDLE");
-  const mad::LocalPort& port = device_->port();
-  if (dst.family == Address::Family::kIb) {
-    if (ps_ != PortSpace::kIb) {
-      return absl::InvalidArgumentError("resolve_addr: an AF_IB destination needs RDMA_PS_IB");
-    }
-    if (!bound_) {
-      local_ = Address::Ib(port.gid, port.lid, 0, dst.pkey);
-      bound_ = true;
-    }
-    peer_ = dst;
-    state_ = IdState::kAddrResolved;
-    device_->Post(this, EventType::kAddrResolved, 0);
-    return absl::OkStatus();
-  }
-  if (!dst.is_ip()) return absl::InvalidArgumentError("resolve_addr: destination family unspecified");
-  if (ps_ == PortSpace::kIb) {
-    return absl::InvalidArgumentError(
-        "resolve_addr: RDMA_PS_IB ids take AF_IB addresses (Address::Ib)");
-  }
-  if (!bound_) {
-    local_ = Address();
-    for (const Address& a : device_->options_.local_ips) {
-      if (a.family == dst.family) {
-        local_ = a;
-        break;
-      }
-    }
-    if (local_.family == Address::Family::kUnspec) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "resolve_addr: ", port.ca_name, " has no ",
-          dst.family == Address::Family::kIpv4 ? "IPv4" : "IPv6", " address to send from"));
-    }
-    local_.port = 0;
-    absl::Status s = device_->AllocPort(this);
-    if (!s.ok()) return s;
-    local_.gid = port.gid;
-    local_.lid = port.lid;
-    bound_ = true;
-  }
-  peer_ = dst;
-  auto it = device_->neighbors_.find(Device::IpKey(dst));
-  if (it == device_->neighbors_.end() && device_->options_.roce) {
-    // RoCE: the destination's GID is its IP (the kernel resolves the MAC
-    // when the address handle or the QP's RTR is built).
-    peer_.gid = RoceGidOf(dst);
-    peer_.lid = mad::kPermissiveLid;
-    state_ = IdState::kAddrResolved;
-    device_->Post(this, EventType::kAddrResolved, 0);
-    return absl::OkStatus();
-  }
-  if (it == device_->neighbors_.end()) {
-    device_->Post(this, EventType::kAddrError, -EHOSTUNREACH,
-                  absl::StrCat("no neighbour entry for ", dst.ToString(),
-                               " (Device::AddNeighbor plays ARP)"));
-    return absl::OkStatus();
-  }
-  peer_.gid = it->second.gid;
-  peer_.lid = it->second.lid;
-  state_ = IdState::kAddrResolved;
-  device_->Post(this, EventType::kAddrResolved, 0);
   return absl::OkStatus();
 }
 

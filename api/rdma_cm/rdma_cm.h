@@ -13,12 +13,16 @@
 #define USCM_API_RDMA_CM_RDMA_CM_H_
 
 #include <array>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -240,6 +244,10 @@ class CmId {
   friend class EventChannel;
   CmId(Device* device, EventChannel* channel, void* context, PortSpace ps)
       : device_(device), channel_(channel), context_(context), ps_(ps) {}
+  // rdma_cm_resolve.cc (device lock held): the table's answer for the
+  // destination in peer_ -> ADDR_RESOLVED / ADDR_ERROR, or, `in_call`, the
+  // call's own error (no route).
+  absl::Status FinishResolve(const absl::StatusOr<absl::optional<mad::Gid>>& gid, bool in_call);
 
   Device* device_;
   EventChannel* channel_;
@@ -247,6 +255,7 @@ class CmId {
   PortSpace ps_;
   // Guarded by the device's node mutex.
   IdState state_ = IdState::kIdle;
+  uint64_t resolve_seq_ = 0;  // which resolve_addr a pending answer belongs to
   Address local_;
   Address peer_;
   bool bound_ = false;
@@ -338,6 +347,19 @@ struct DeviceOptions {
   bool roce = false;
   // RoCE: the path MTU (IBA enum 1..5: the port's active MTU, as rdma_cm).
   uint8_t roce_path_mtu = 3;
+  // The kernel's neighbour table (a real port: verbs/neighbours.h through
+  // api/c; tests: doubles). resolve_addr calls it, without the device lock,
+  // for an IP destination that has no AddNeighbor entry, with the id's source
+  // and timeout, as the kernel's rdma_resolve_ip. It returns the GID the link
+  // layer gives (IPoIB: the hardware address), nullopt where the GID is the
+  // IP's (RoCE), or an error carrying an errno (mad/status_errno.h): no route
+  // (ENETUNREACH, ENETDOWN, EHOSTUNREACH) fails the call itself, as in the
+  // kernel; anything else becomes ADDR_ERROR with -errno as status (ETIMEDOUT:
+  // nobody answered ARP). Unset: RoCE destinations resolve to their IP's GID,
+  // IB ones without an entry get ADDR_ERROR (the simulated fabric).
+  std::function<absl::StatusOr<absl::optional<mad::Gid>>(const Address& src, const Address& dst,
+                                                          mad::Duration timeout)>
+      resolve_neighbour;
 };
 
 // The GID of an IP address on a RoCE v2 port (IPv4-mapped for IPv4).
@@ -407,6 +429,18 @@ class Device final : public cm::NodeObserver {
   // wrong (connect timed out, or a REJ reason that blames the path).
   void InvalidateRoute(CmId* id);
   absl::Status AllocPort(CmId* id);
+  // rdma_cm_resolve.cc: destinations the kernel is still resolving (ARP /
+  // ND), probed by one thread until each resolves or its timeout passes.
+  struct PendingResolve {
+    CmId* id;
+    uint64_t seq;  // the id's resolve_seq_ when queued
+    Address src, dst;
+    mad::Duration timeout;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  void QueueResolve(PendingResolve p);  // device lock held
+  void ResolverLoop();
+  void StopResolver();
 
   std::unique_ptr<cm::Node> node_;
   cm::RealNode* real_;  // null when simulated
@@ -421,6 +455,10 @@ class Device final : public cm::NodeObserver {
   absl::flat_hash_map<uint32_t, int> exclusive_ports_;  // ... -> binders without REUSEADDR
   uint16_t next_port_ = 40000;
   uint64_t rng_state_;
+  std::vector<PendingResolve> pending_resolves_;  // device lock
+  std::condition_variable resolver_cv_;
+  std::thread resolver_;  // started by the first pending destination
+  bool stop_resolver_ = false;
 };
 
 }  // namespace uscm

@@ -4,12 +4,16 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "api/rdma_cm/call_errors.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "mad/wire/cma_header.h"
 
 namespace uscm {
 
 namespace {
+
+using internal::Prefix;
+using internal::WrongState;
 
 uint64_t Pack(uint32_t index, uint32_t generation) {
   return uint64_t{index} << 32 | generation;
@@ -18,16 +22,6 @@ uint64_t Pack(uint32_t index, uint32_t generation) {
 absl::Status TooLong(const char* call, size_t got, const char* msg, size_t limit) {
   return absl::InvalidArgumentError(absl::StrCat(call, ": private data is ", got, " bytes; ",
                                                  msg, " carries at most ", limit));
-}
-
-absl::Status WrongState(const char* call, IdState s, const char* expected) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(call, ": id is in state ", IdStateName(s), "; expected ", expected));
-}
-
-absl::Status Prefix(const char* call, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(call, ": ", s.message()));
 }
 
 mad::wire::CmaHeader HeaderFor(const Address& src, const Address& dst) {

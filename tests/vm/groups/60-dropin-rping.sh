@@ -14,6 +14,9 @@
 #      second process cannot open the port (the first owns the CM class), checked as
 #      such; with uscmd (//tools:uscmd) running on rxe0 both open it through the router
 #      (uscm_device_open falls back to it) and ping.
+#   5. rdma_resolve_addr's failures as rping shows them, kernel (a) and drop-in (b), the same
+#      lines: a silent host on the link (ADDR_ERROR, -ETIMEDOUT once ARP gave up) and a
+#      destination without a route (the call fails: ENETUNREACH).
 # Every ping's data line is checked byte for byte (rping's pattern: "rdma-ping-N: "
 # then letters from 'A'+N, 63 characters). Readiness: the kernel listener shows in
 # `rdma resource show cm_id`; the drop-in says "listening on" with USCM_DEBUG=1.
@@ -59,6 +62,11 @@ finish() {
 # the drop-in's environment; an array, not a function, so that $! of "${DROPIN[@]}" CMD &
 # is the process that `kill` stops (timeout passes the signal on to rping)
 DROPIN=(env LD_LIBRARY_PATH="$LIB" USCM_DEBUG=1 timeout $T)
+# resolve_errors [ENV...]: what rping says when rdma_resolve_addr fails (5.)
+resolve_errors() {
+  "$@" timeout $T rping -c -a 192.168.78.99 -C 1 2>&1
+  "$@" timeout $T rping -c -a 10.99.0.1 -C 1 2>&1
+}
 
 if [ "$USCM_VM_ROLE" = a ]; then
   check kernel-cm-loaded-a grep -qw rdma_ucm /proc/modules
@@ -91,6 +99,8 @@ if [ "$USCM_VM_ROLE" = a ]; then
   sync.sh wait dropin-ucmatose-ready $T
   check_output kernel-ucmatose-to-dropin '^return status 0$' \
     timeout $T ucmatose -s "$PEER" -b "$IP" -p 7472
+  # 5.
+  resolve_errors | sync.sh put kernel-resolve-errors
   # b checks this too: a's console lines can be lost (seen once), b's FAIL is not
   echo "$FAILED" | sync.sh put a-failed
   sync.sh wait b-done $T
@@ -147,6 +157,18 @@ else
   check_pings dropin-server-via-uscmd-data /tmp/dropin-s3.log 'server ping data: '
   kill "$upid"; wait "$upid"
   check_output uscmd-routed-both 'clients 2 accepted, 0 refused' cat /tmp/uscmd.log
+  # 5.
+  kernel_says=$(sync.sh get kernel-resolve-errors $T)
+  dropin_says=$(resolve_errors env LD_LIBRARY_PATH="$LIB")
+  if [ -n "$kernel_says" ] && [ "$dropin_says" = "$kernel_says" ]; then
+    pass resolve-errors-as-kernel; printf '  = %s\n' $'\n'"$dropin_says"
+  else
+    diff <(echo "$kernel_says") <(echo "$dropin_says") | sed 's/^/  | /'
+    fail resolve-errors-as-kernel "the drop-in's rping output differs from the kernel's (< kernel, > drop-in)"
+  fi
+  check_output resolve-silent-host-etimedout 'ADDR_ERROR, error -110' echo "$dropin_says"
+  check_output resolve-no-route-enetunreach 'rdma_resolve_addr: Network is unreachable' \
+    echo "$dropin_says"
   check a-side-passed bash -c "[ \"\$(sync.sh get a-failed $T)\" = 0 ]"
   sync.sh signal b-done
 fi

@@ -1,0 +1,186 @@
+// resolve_addr through DeviceOptions::resolve_neighbour (the kernel's route and
+// neighbour tables on a real port, verbs/neighbours.h): what each answer of the
+// table becomes, as the kernel's rdma_resolve_addr reports it.
+#include <poll.h>
+
+#include <cerrno>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
+#include "gtest/gtest.h"
+#include "mad/status_errno.h"
+
+namespace uscm {
+namespace {
+
+using Answer = absl::StatusOr<absl::optional<mad::Gid>>;
+
+class NeighbourResolveTest : public ::testing::Test {
+ protected:
+  void Open(bool roce) {
+    auto f = testing::SimFabric::Create(/*seed=*/5);
+    ASSERT_TRUE(f.ok()) << f.status();
+    f_ = std::move(*f);
+    DeviceOptions o;
+    o.roce = roce;
+    o.local_ips = {*Address::Parse("192.168.78.1")};
+    // Called from the caller's thread and from the device's resolver thread.
+    o.resolve_neighbour = [this](const Address& src, const Address& dst, mad::Duration timeout) {
+      std::lock_guard<std::mutex> lock(mu_);
+      asked_.push_back(src.ToString() + " -> " + dst.ToString() + " in " + timeout.ToString());
+      if (pending_answers_ > 0) {
+        --pending_answers_;
+        return Answer(mad::WithErrno(absl::DeadlineExceededError("still resolving"), ETIMEDOUT));
+      }
+      return answer_;
+    };
+    auto dev = Device::CreateSimulated(f_->scheduler(), *f_->host(0).qp1, [] { return false; }, o);
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    dev_ = std::move(*dev);
+    auto ch = dev_->CreateEventChannel();
+    ASSERT_TRUE(ch.ok()) << ch.status();
+    ch_ = std::move(*ch);
+  }
+  void TearDown() override {
+    ch_.reset();
+    dev_.reset();
+  }
+  // The next event, waiting (real time) for the device's resolver thread.
+  Event NextWithin(int ms) {
+    pollfd p{ch_->fd(), POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, ms), 1) << "no event within " << ms << " ms";
+    return Next();
+  }
+  size_t Asked() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return asked_.size();
+  }
+  Event Next() {
+    absl::StatusOr<Event*> e = ch_->GetEvent();
+    EXPECT_TRUE(e.ok()) << e.status();
+    if (!e.ok()) return Event{};
+    Event copy = **e;
+    EXPECT_TRUE(ch_->AckEvent(*e).ok());
+    return copy;
+  }
+
+  std::unique_ptr<testing::SimFabric> f_;
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<EventChannel> ch_;
+  std::mutex mu_;
+  Answer answer_ = absl::optional<mad::Gid>();
+  int pending_answers_ = 0;  // "still resolving" answers before answer_
+  std::vector<std::string> asked_;
+};
+
+TEST_F(NeighbourResolveTest, RoceAsksTheTableWithTheSourceAndTimeoutThenUsesTheIpsGid) {
+  Open(/*roce=*/true);
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.2:7174"),
+                              mad::Duration::Millis(1500))
+                  .ok());
+  Event e = Next();
+  EXPECT_EQ(e.event, EventType::kAddrResolved) << e.detail;
+  ASSERT_EQ(asked_.size(), 1u);
+  EXPECT_EQ(asked_[0].rfind("192.168.78.1:", 0), 0u) << asked_[0];
+  EXPECT_NE(asked_[0].find(" -> 192.168.78.2:7174 in 0"), std::string::npos)
+      << asked_[0] << ": a probe, without waiting";
+  EXPECT_EQ(id->GetPeerAddr().gid.ToString(), "::ffff:192.168.78.2");
+}
+
+TEST_F(NeighbourResolveTest, ATableThatFailsIsAddrErrorWithItsErrno) {
+  Open(/*roce=*/true);
+  answer_ = mad::WithErrno(absl::UnavailableError("netlink: cannot open NETLINK_ROUTE"), EIO);
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.9")).ok());
+  Event e = Next();
+  EXPECT_EQ(e.event, EventType::kAddrError);
+  EXPECT_EQ(e.status, -EIO);
+  EXPECT_EQ(e.detail, "netlink: cannot open NETLINK_ROUTE");
+}
+
+TEST_F(NeighbourResolveTest, NoRouteFailsTheCallItselfWithItsErrno) {
+  Open(/*roce=*/true);
+  answer_ = mad::WithErrno(absl::UnavailableError("no route to 10.99.0.1"), ENETUNREACH);
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  absl::Status s = id->ResolveAddr(absl::nullopt, *Address::Parse("10.99.0.1"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(mad::ErrnoOf(s), ENETUNREACH) << s;
+  EXPECT_EQ(s.message(), "resolve_addr: no route to 10.99.0.1");
+  EXPECT_EQ(id->state(), IdState::kIdle);
+}
+
+TEST_F(NeighbourResolveTest, InfinibandTakesTheGidFromTheIpoibEntry) {
+  Open(/*roce=*/false);
+  answer_ = absl::optional<mad::Gid>(*mad::Gid::Parse("fe80::2:c903:a1:b2c3"));
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.3")).ok());
+  EXPECT_EQ(Next().event, EventType::kAddrResolved);
+  EXPECT_EQ(id->GetPeerAddr().gid.ToString(), "fe80::2:c903:a1:b2c3");
+  // An entry without a GID (an Ethernet MAC on an IB port) is no destination.
+  answer_ = absl::optional<mad::Gid>();
+  CmId* other = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(other->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.4")).ok());
+  Event e = Next();
+  EXPECT_EQ(e.event, EventType::kAddrError);
+  EXPECT_EQ(e.status, -EHOSTUNREACH);
+}
+
+TEST_F(NeighbourResolveTest, AnEntryStillResolvingAnswersLaterFromTheResolverThread) {
+  Open(/*roce=*/true);
+  pending_answers_ = 3;  // before the resolver thread exists: no lock needed
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.2"),
+                              mad::Duration::Seconds(10))
+                  .ok());
+  EXPECT_EQ(id->state(), IdState::kAddrQuery) << "the call returns before the answer";
+  Event e = NextWithin(5000);
+  EXPECT_EQ(e.event, EventType::kAddrResolved) << e.detail;
+  EXPECT_EQ(Asked(), 4u) << "three probes said 'still resolving'";
+  EXPECT_EQ(id->GetPeerAddr().gid.ToString(), "::ffff:192.168.78.2");
+}
+
+TEST_F(NeighbourResolveTest, AnEntryThatNeverResolvesIsAddrErrorAfterTheTimeout) {
+  Open(/*roce=*/true);
+  pending_answers_ = 1 << 30;
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.9"),
+                              mad::Duration::Millis(20))
+                  .ok());
+  Event e = NextWithin(5000);
+  EXPECT_EQ(e.event, EventType::kAddrError);
+  EXPECT_EQ(e.status, -ETIMEDOUT);
+  EXPECT_EQ(e.detail, "still resolving (waited 20ms)");
+  // ADDR_BOUND again, as the kernel's addr_handler leaves it: a second try works.
+  EXPECT_EQ(id->state(), IdState::kIdle);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_answers_ = 0;
+  }
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.9")).ok());
+  EXPECT_EQ(Next().event, EventType::kAddrResolved);
+}
+
+TEST_F(NeighbourResolveTest, DestroyingAnIdWhileItsEntryResolvesLeavesNoEvent) {
+  Open(/*roce=*/true);
+  pending_answers_ = 1 << 30;
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.9"),
+                              mad::Duration::Millis(30))
+                  .ok());
+  ASSERT_TRUE(ch_->DestroyId(id).ok());
+  pollfd p{ch_->fd(), POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 200), 0) << "an event for a destroyed id";
+  const size_t asked = Asked();
+  pollfd none{-1, 0, 0};
+  poll(&none, 1, 50);
+  EXPECT_EQ(Asked(), asked) << "the destroyed id's entry is no longer probed";
+}
+
+}  // namespace
+}  // namespace uscm

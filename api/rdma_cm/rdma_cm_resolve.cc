@@ -1,0 +1,203 @@
+// resolve_addr: the local address (bind), then the destination's GID, as the
+// kernel's rdma_resolve_addr / rdma_resolve_ip (drivers/infiniband/core/addr.c):
+//   * AF_IB: the GID as given;
+//   * an AddNeighbor entry (the simulated fabric's ARP);
+//   * DeviceOptions::resolve_neighbour (a real port: the kernel's route and
+//     neighbour tables). It is probed at once without waiting; an entry the
+//     kernel is still resolving goes on the device's pending list, which one
+//     thread probes every 2 ms until the entry resolves or the call's timeout
+//     passes (the kernel's process_one_req list), so the call returns at once
+//     and ADDR_RESOLVED / ADDR_ERROR comes later, as from the kernel;
+//   * RoCE without a table: the IP's own GID.
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "api/rdma_cm/call_errors.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "mad/status_errno.h"
+
+namespace uscm {
+namespace {
+
+using internal::Prefix;
+using internal::WrongState;
+
+constexpr auto kProbeInterval = std::chrono::milliseconds(2);
+
+// The kernel is still resolving (the table's "not yet" answer to a probe).
+bool StillResolving(const absl::StatusOr<absl::optional<mad::Gid>>& r) {
+  return !r.ok() && mad::ErrnoOf(r.status()) == ETIMEDOUT;
+}
+
+}  // namespace
+
+absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address& dst,
+                               mad::Duration timeout) {
+  if (src.has_value() && !bound_) {
+    absl::Status s = BindAddr(*src);
+    if (!s.ok()) return Prefix("resolve_addr", s);
+  }
+  std::unique_lock<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kIdle) return WrongState("resolve_addr", state_, "IDLE");
+  const mad::LocalPort& port = device_->port();
+  if (dst.family == Address::Family::kIb) {
+    if (ps_ != PortSpace::kIb) {
+      return absl::InvalidArgumentError("resolve_addr: an AF_IB destination needs RDMA_PS_IB");
+    }
+    if (!bound_) {
+      local_ = Address::Ib(port.gid, port.lid, 0, dst.pkey);
+      bound_ = true;
+    }
+    peer_ = dst;
+    state_ = IdState::kAddrResolved;
+    device_->Post(this, EventType::kAddrResolved, 0);
+    return absl::OkStatus();
+  }
+  if (!dst.is_ip()) return absl::InvalidArgumentError("resolve_addr: destination family unspecified");
+  if (ps_ == PortSpace::kIb) {
+    return absl::InvalidArgumentError(
+        "resolve_addr: RDMA_PS_IB ids take AF_IB addresses (Address::Ib)");
+  }
+  if (!bound_) {
+    local_ = Address();
+    for (const Address& a : device_->options_.local_ips) {
+      if (a.family == dst.family) {
+        local_ = a;
+        break;
+      }
+    }
+    if (local_.family == Address::Family::kUnspec) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "resolve_addr: ", port.ca_name, " has no ",
+          dst.family == Address::Family::kIpv4 ? "IPv4" : "IPv6", " address to send from"));
+    }
+    local_.port = 0;
+    absl::Status s = device_->AllocPort(this);
+    if (!s.ok()) return s;
+    local_.gid = port.gid;
+    local_.lid = port.lid;
+    bound_ = true;
+  }
+  peer_ = dst;
+  auto it = device_->neighbors_.find(Device::IpKey(dst));
+  if (it != device_->neighbors_.end()) {
+    peer_.gid = it->second.gid;
+    peer_.lid = it->second.lid;
+  } else if (device_->options_.resolve_neighbour) {
+    // The kernel's tables, without the device lock (netlink); ADDR_QUERY
+    // keeps other calls off the id meanwhile.
+    state_ = IdState::kAddrQuery;
+    const uint64_t seq = ++resolve_seq_;
+    const Address from = local_;
+    lock.unlock();
+    absl::StatusOr<absl::optional<mad::Gid>> probe =
+        device_->options_.resolve_neighbour(from, dst, mad::Duration::Zero());
+    lock.lock();
+    if (state_ != IdState::kAddrQuery || resolve_seq_ != seq) return absl::OkStatus();
+    if (StillResolving(probe)) {
+      device_->QueueResolve({this, seq, from, dst, timeout,
+                             std::chrono::steady_clock::now() +
+                                 std::chrono::nanoseconds(timeout.nanos())});
+      return absl::OkStatus();
+    }
+    return FinishResolve(probe, /*in_call=*/true);
+  } else if (device_->options_.roce) {
+    // RoCE without the kernel's table (the simulated fabric): the
+    // destination's GID is its IP.
+    peer_.gid = RoceGidOf(dst);
+    peer_.lid = mad::kPermissiveLid;
+  } else {
+    device_->Post(this, EventType::kAddrError, -EHOSTUNREACH,
+                  absl::StrCat("no neighbour entry for ", dst.ToString(),
+                               " (Device::AddNeighbor plays ARP)"));
+    return absl::OkStatus();
+  }
+  state_ = IdState::kAddrResolved;
+  device_->Post(this, EventType::kAddrResolved, 0);
+  return absl::OkStatus();
+}
+
+absl::Status CmId::FinishResolve(const absl::StatusOr<absl::optional<mad::Gid>>& gid,
+                                 bool in_call) {
+  state_ = IdState::kIdle;  // ADDR_BOUND again on failure, as the kernel's addr_handler
+  if (!gid.ok()) {
+    const int err = mad::ErrnoOf(gid.status());
+    // No route: the kernel's rdma_resolve_addr fails the call itself.
+    if (in_call && (err == ENETUNREACH || err == ENETDOWN || err == EHOSTUNREACH)) {
+      return Prefix("resolve_addr", gid.status());
+    }
+    device_->Post(this, EventType::kAddrError, -(err != 0 ? err : EHOSTUNREACH),
+                  std::string(gid.status().message()));
+    return absl::OkStatus();
+  }
+  if (gid->has_value()) {
+    peer_.gid = **gid;
+    peer_.lid = 0;  // the SA's PathRecord gives it (resolve_route)
+  } else if (device_->options_.roce) {
+    peer_.gid = RoceGidOf(peer_);
+    peer_.lid = mad::kPermissiveLid;
+  } else {
+    device_->Post(this, EventType::kAddrError, -EHOSTUNREACH,
+                  absl::StrCat("the neighbour entry of ", peer_.ToString(),
+                               " carries no GID (not an IPoIB hardware address)"));
+    return absl::OkStatus();
+  }
+  state_ = IdState::kAddrResolved;
+  device_->Post(this, EventType::kAddrResolved, 0);
+  return absl::OkStatus();
+}
+
+void Device::QueueResolve(PendingResolve p) {
+  pending_resolves_.push_back(std::move(p));
+  if (!resolver_.joinable()) resolver_ = std::thread([this] { ResolverLoop(); });
+  resolver_cv_.notify_one();
+}
+
+void Device::ResolverLoop() {
+  std::unique_lock<std::mutex> lock(node_->mutex());
+  while (!stop_resolver_) {
+    if (pending_resolves_.empty()) {
+      resolver_cv_.wait(lock);
+      continue;
+    }
+    std::vector<PendingResolve> round = pending_resolves_;
+    lock.unlock();
+    std::vector<absl::StatusOr<absl::optional<mad::Gid>>> answers;
+    answers.reserve(round.size());
+    for (const PendingResolve& p : round) {
+      answers.push_back(options_.resolve_neighbour(p.src, p.dst, mad::Duration::Zero()));
+    }
+    lock.lock();
+    const auto now = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < round.size(); ++i) {
+      const PendingResolve& p = round[i];
+      auto it = std::find_if(pending_resolves_.begin(), pending_resolves_.end(),
+                             [&](const PendingResolve& q) { return q.id == p.id && q.seq == p.seq; });
+      if (it == pending_resolves_.end()) continue;
+      const bool live = ids_.contains(p.id) && p.id->resolve_seq_ == p.seq &&
+                        p.id->state_ == IdState::kAddrQuery;
+      if (live && StillResolving(answers[i]) && now < p.deadline) continue;
+      if (live && StillResolving(answers[i])) {
+        answers[i] = mad::WithErrno(
+            absl::DeadlineExceededError(absl::StrCat(answers[i].status().message(), " (waited ",
+                                                     p.timeout.ToString(), ")")),
+            ETIMEDOUT);
+      }
+      if (live) (void)p.id->FinishResolve(answers[i], /*in_call=*/false);
+      pending_resolves_.erase(it);
+    }
+    resolver_cv_.wait_for(lock, kProbeInterval);
+  }
+}
+
+void Device::StopResolver() {
+  {
+    std::lock_guard<std::mutex> lock(node_->mutex());
+    stop_resolver_ = true;
+  }
+  resolver_cv_.notify_all();
+  if (resolver_.joinable()) resolver_.join();
+}
+
+}  // namespace uscm

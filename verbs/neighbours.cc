@@ -1,0 +1,278 @@
+#include "verbs/neighbours.h"
+
+#include <arpa/inet.h>
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
+#include <netinet/in.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <netlink/socket.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "mad/status_errno.h"
+
+namespace uscm::verbs {
+namespace {
+
+size_t AddrLen(int family) { return family == AF_INET ? 4 : 16; }
+
+bool SameIp(const IpAddr& a, const uint8_t* bytes, size_t len) {
+  return len == AddrLen(a.family) && memcmp(a.ip.data(), bytes, len) == 0;
+}
+
+// One request, its answer (or the kernel's error) through `on_message`.
+struct Exchange {
+  int error = 0;  // the kernel's errno (positive) from the NLMSG_ERROR
+  int (*on_message)(nl_msg*, void*) = nullptr;
+  void* arg = nullptr;
+};
+
+int OnError(sockaddr_nl*, nlmsgerr* err, void* arg) {
+  static_cast<Exchange*>(arg)->error = -err->error;
+  return NL_STOP;
+}
+
+int OnValid(nl_msg* msg, void* arg) {
+  auto* x = static_cast<Exchange*>(arg);
+  return x->on_message != nullptr ? x->on_message(msg, x->arg) : NL_OK;
+}
+
+// Sends `msg` (consumed) and reads until the answer or the kernel's error.
+// Returns the errno (0 = answered).
+int Transact(nl_sock* sock, nl_msg* msg, Exchange& x) {
+  nl_cb* cb = nl_cb_alloc(NL_CB_DEFAULT);
+  if (cb == nullptr) {
+    nlmsg_free(msg);
+    return ENOMEM;
+  }
+  nl_cb_err(cb, NL_CB_CUSTOM, OnError, &x);
+  nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, OnValid, &x);
+  int rc = nl_send_auto(sock, msg);
+  nlmsg_free(msg);
+  if (rc >= 0) rc = nl_recvmsgs(sock, cb);
+  nl_cb_put(cb);
+  if (x.error != 0) return x.error;
+  return rc < 0 ? EIO : 0;
+}
+
+struct RouteAnswer {
+  bool got = false;
+  RouteToHost route;
+};
+
+int OnRoute(nl_msg* msg, void* arg) {
+  auto* a = static_cast<RouteAnswer*>(arg);
+  nlmsghdr* nlh = nlmsg_hdr(msg);
+  if (nlh->nlmsg_type != RTM_NEWROUTE) return NL_OK;
+  nlattr* tb[RTA_MAX + 1];
+  if (nlmsg_parse(nlh, sizeof(rtmsg), tb, RTA_MAX, nullptr) < 0) return NL_OK;
+  const auto* rtm = static_cast<const rtmsg*>(nlmsg_data(nlh));
+  a->got = true;
+  a->route.local = rtm->rtm_type == RTN_LOCAL;
+  if (tb[RTA_OIF] != nullptr) a->route.ifindex = static_cast<int>(nla_get_u32(tb[RTA_OIF]));
+  if (tb[RTA_GATEWAY] != nullptr &&
+      static_cast<size_t>(nla_len(tb[RTA_GATEWAY])) == AddrLen(rtm->rtm_family)) {
+    a->route.next_hop.family = rtm->rtm_family;
+    memcpy(a->route.next_hop.ip.data(), nla_data(tb[RTA_GATEWAY]), AddrLen(rtm->rtm_family));
+  }
+  return NL_OK;
+}
+
+struct NeighAnswer {
+  IpAddr dst;
+  absl::optional<NeighbourEntry> entry;
+};
+
+int OnNeigh(nl_msg* msg, void* arg) {
+  auto* a = static_cast<NeighAnswer*>(arg);
+  nlmsghdr* nlh = nlmsg_hdr(msg);
+  auto e = ParseNeighbourMessage(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(nlh), nlh->nlmsg_len), a->dst);
+  if (e.has_value()) a->entry = std::move(e);
+  return NL_OK;
+}
+
+// The kernel starts ARP / neighbour discovery for a datagram to `addr` too;
+// port 9 (discard), nothing listens or answers.
+void SendProbeDatagram(const IpAddr& addr) {
+  int fd = socket(addr.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  sockaddr_storage to = {};
+  socklen_t len = 0;
+  if (addr.family == AF_INET) {
+    auto* s = reinterpret_cast<sockaddr_in*>(&to);
+    s->sin_family = AF_INET;
+    s->sin_port = htons(9);
+    memcpy(&s->sin_addr, addr.ip.data(), 4);
+    len = sizeof(*s);
+  } else {
+    auto* s = reinterpret_cast<sockaddr_in6*>(&to);
+    s->sin6_family = AF_INET6;
+    s->sin6_port = htons(9);
+    memcpy(&s->sin6_addr, addr.ip.data(), 16);
+    len = sizeof(*s);
+  }
+  (void)sendto(fd, "", 0, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&to), len);
+  close(fd);
+}
+
+}  // namespace
+
+std::string IpAddr::ToString() const {
+  char text[INET6_ADDRSTRLEN] = "?";
+  inet_ntop(family == AF_INET6 ? AF_INET6 : AF_INET, ip.data(), text, sizeof(text));
+  return text;
+}
+
+// include/net/neighbour.h's NUD_VALID (not in the uapi headers).
+bool NeighbourEntry::usable() const {
+  return (state & (NUD_PERMANENT | NUD_NOARP | NUD_REACHABLE | NUD_PROBE | NUD_STALE |
+                   NUD_DELAY)) != 0;
+}
+
+absl::optional<NeighbourEntry> ParseNeighbourMessage(std::span<const uint8_t> nlmsg,
+                                                    const IpAddr& dst) {
+  // A netlink message is at most a page or two; a length beyond 64 KiB is not one.
+  if (nlmsg.size() < NLMSG_HDRLEN + sizeof(ndmsg) || nlmsg.size() > 65536) return absl::nullopt;
+  // nlmsg_parse reads in place: an aligned copy of the message.
+  std::vector<uint32_t> aligned((nlmsg.size() + 3) / 4);
+  std::copy(nlmsg.begin(), nlmsg.end(), reinterpret_cast<uint8_t*>(aligned.data()));
+  auto* nlh = reinterpret_cast<nlmsghdr*>(aligned.data());
+  if (nlh->nlmsg_type != RTM_NEWNEIGH || nlh->nlmsg_len > nlmsg.size() ||
+      nlh->nlmsg_len < NLMSG_HDRLEN + sizeof(ndmsg)) {
+    return absl::nullopt;
+  }
+  nlattr* tb[NDA_MAX + 1];
+  if (nlmsg_parse(nlh, sizeof(ndmsg), tb, NDA_MAX, nullptr) < 0) return absl::nullopt;
+  const auto* nd = static_cast<const ndmsg*>(nlmsg_data(nlh));
+  if (nd->ndm_family != dst.family || tb[NDA_DST] == nullptr ||
+      !SameIp(dst, static_cast<const uint8_t*>(nla_data(tb[NDA_DST])),
+              static_cast<size_t>(nla_len(tb[NDA_DST])))) {
+    return absl::nullopt;
+  }
+  NeighbourEntry e;
+  e.ifindex = nd->ndm_ifindex;
+  e.state = nd->ndm_state;
+  if (tb[NDA_LLADDR] != nullptr) {
+    const auto* p = static_cast<const uint8_t*>(nla_data(tb[NDA_LLADDR]));
+    e.lladdr.assign(p, p + nla_len(tb[NDA_LLADDR]));
+  }
+  return e;
+}
+
+absl::StatusOr<NeighbourTable> NeighbourTable::Open() {
+  nl_sock* sock = nl_socket_alloc();
+  if (sock == nullptr) return absl::ResourceExhaustedError("netlink: no memory for a socket");
+  if (int rc = nl_connect(sock, NETLINK_ROUTE); rc < 0) {
+    nl_socket_free(sock);
+    return mad::WithErrno(
+        absl::UnavailableError(absl::StrCat("netlink: cannot open NETLINK_ROUTE: ", nl_geterror(rc))),
+        EIO);
+  }
+  nl_socket_disable_auto_ack(sock);
+  return NeighbourTable(sock);
+}
+
+NeighbourTable::NeighbourTable(NeighbourTable&& o) noexcept : sock_(o.sock_) { o.sock_ = nullptr; }
+NeighbourTable& NeighbourTable::operator=(NeighbourTable&& o) noexcept {
+  std::swap(sock_, o.sock_);
+  return *this;
+}
+NeighbourTable::~NeighbourTable() {
+  if (sock_ != nullptr) nl_socket_free(sock_);
+}
+
+absl::StatusOr<RouteToHost> NeighbourTable::Route(const IpAddr& dst,
+                                                  const absl::optional<IpAddr>& src) {
+  nl_msg* msg = nlmsg_alloc_simple(RTM_GETROUTE, NLM_F_REQUEST);
+  if (msg == nullptr) return absl::ResourceExhaustedError("netlink: no memory for a message");
+  rtmsg rtm = {};
+  rtm.rtm_family = static_cast<unsigned char>(dst.family);
+  rtm.rtm_dst_len = static_cast<unsigned char>(AddrLen(dst.family) * 8);
+  if (src.has_value()) rtm.rtm_src_len = static_cast<unsigned char>(AddrLen(src->family) * 8);
+  nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO);
+  nla_put(msg, RTA_DST, static_cast<int>(AddrLen(dst.family)), dst.ip.data());
+  if (src.has_value()) nla_put(msg, RTA_SRC, static_cast<int>(AddrLen(src->family)), src->ip.data());
+  RouteAnswer answer;
+  Exchange x{0, OnRoute, &answer};
+  if (int err = Transact(sock_, msg, x); err != 0 || !answer.got) {
+    if (err == 0) err = ENETUNREACH;
+    return mad::WithErrno(
+        absl::UnavailableError(absl::StrCat("no route to ", dst.ToString(),
+                                            src.has_value() ? " from " + src->ToString() : "",
+                                            ": ", strerror(err))),
+        err);
+  }
+  RouteToHost r = answer.route;
+  if (r.next_hop.family == 0) r.next_hop = dst;
+  return r;
+}
+
+absl::optional<NeighbourEntry> NeighbourTable::Lookup(int ifindex, const IpAddr& addr) {
+  nl_msg* msg = nlmsg_alloc_simple(RTM_GETNEIGH, NLM_F_REQUEST);
+  if (msg == nullptr) return absl::nullopt;
+  ndmsg nd = {};
+  nd.ndm_family = static_cast<uint8_t>(addr.family);
+  nd.ndm_ifindex = ifindex;
+  nlmsg_append(msg, &nd, sizeof(nd), NLMSG_ALIGNTO);
+  nla_put(msg, NDA_DST, static_cast<int>(AddrLen(addr.family)), addr.ip.data());
+  NeighAnswer answer{addr, absl::nullopt};
+  Exchange x{0, OnNeigh, &answer};
+  if (Transact(sock_, msg, x) != 0) return absl::nullopt;  // ENOENT: no entry yet
+  return answer.entry;
+}
+
+void NeighbourTable::StartResolution(int ifindex, const IpAddr& addr) {
+  // RTM_NEWNEIGH with NTF_USE: the kernel creates the entry and calls
+  // neigh_event_send on it, as rdma_cm's fetch_ha does (CAP_NET_ADMIN).
+  nl_msg* msg = nlmsg_alloc_simple(RTM_NEWNEIGH, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK);
+  int err = ENOMEM;
+  if (msg != nullptr) {
+    ndmsg nd = {};
+    nd.ndm_family = static_cast<uint8_t>(addr.family);
+    nd.ndm_ifindex = ifindex;
+    nd.ndm_flags = NTF_USE;
+    nlmsg_append(msg, &nd, sizeof(nd), NLMSG_ALIGNTO);
+    nla_put(msg, NDA_DST, static_cast<int>(AddrLen(addr.family)), addr.ip.data());
+    Exchange x;
+    err = Transact(sock_, msg, x);
+  }
+  if (err != 0) SendProbeDatagram(addr);  // EPERM without CAP_NET_ADMIN
+}
+
+absl::StatusOr<std::vector<uint8_t>> NeighbourTable::Resolve(const IpAddr& dst,
+                                                             const absl::optional<IpAddr>& src,
+                                                             std::chrono::milliseconds timeout) {
+  absl::StatusOr<RouteToHost> route = Route(dst, src);
+  if (!route.ok()) return route.status();
+  if (route->local) return std::vector<uint8_t>{};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::microseconds(200);
+  for (bool first = true;; first = false) {
+    absl::optional<NeighbourEntry> e = Lookup(route->ifindex, route->next_hop);
+    if (e.has_value() && e->usable()) return e->lladdr;
+    // An INCOMPLETE entry is being resolved already; a missing or FAILED one
+    // is asked for, once per call.
+    if (first && (!e.has_value() || e->state == NUD_NONE || (e->state & NUD_FAILED) != 0)) {
+      StartResolution(route->ifindex, route->next_hop);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(pause);  // ARP answers in well under a millisecond on a LAN
+    pause = std::min(pause * 2, std::chrono::microseconds(10000));
+  }
+  return mad::WithErrno(
+      absl::DeadlineExceededError(absl::StrCat(
+          "no neighbour entry for ", route->next_hop.ToString(),
+          route->next_hop.ip == dst.ip ? "" : absl::StrCat(" (the gateway to ", dst.ToString(), ")"),
+          ": the host does not answer ARP / neighbour discovery")),
+      ETIMEDOUT);
+}
+
+}  // namespace uscm::verbs

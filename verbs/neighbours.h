@@ -1,0 +1,92 @@
+// The kernel's neighbour table, as rdma_cm's address resolution reads it
+// (drivers/infiniband/core/addr.c: addr4_resolve / addr6_resolve, then
+// fetch_ha). uscm asks the same questions over rtnetlink (libnl-route-3):
+//
+//   1. the route to the destination (RTM_GETROUTE, preferring the source
+//      address when one is given): the output interface and the next hop (the
+//      gateway, or the destination itself). No route: ENETUNREACH, which the
+//      kernel's rdma_resolve_addr returns from the call itself.
+//   2. a local destination (route type RTN_LOCAL, e.g. two ports of one host):
+//      resolved, no neighbour needed (the kernel's loopback case).
+//   3. the next hop's entry on that interface (RTM_GETNEIGH): usable when its
+//      state is NUD_VALID (REACHABLE, STALE, DELAY, PROBE, PERMANENT, NOARP).
+//      Its hardware address is a MAC on RoCE, and on IPoIB 20 bytes whose last
+//      16 are the peer port's GID (verbs/ipoib.h).
+//   4. no usable entry: the kernel starts a resolution (neigh_event_send) and
+//      retries until the id's timeout, then ADDR_ERROR with -ETIMEDOUT. uscm
+//      asks the kernel for the same with RTM_NEWNEIGH NTF_USE (needs
+//      CAP_NET_ADMIN; without it, a zero-length UDP datagram to the next hop
+//      starts ARP / neighbour discovery just as well) and polls the table.
+#ifndef USCM_VERBS_NEIGHBOURS_H_
+#define USCM_VERBS_NEIGHBOURS_H_
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/optional.h"
+
+struct nl_sock;  // libnl
+
+namespace uscm::verbs {
+
+struct IpAddr {
+  int family = 0;                // AF_INET or AF_INET6
+  std::array<uint8_t, 16> ip{};  // network order; IPv4 in the first 4 bytes
+  std::string ToString() const;
+};
+
+struct RouteToHost {
+  int ifindex = 0;
+  bool local = false;  // the destination is one of this host's addresses
+  IpAddr next_hop;     // the gateway, or the destination itself
+};
+
+struct NeighbourEntry {
+  int ifindex = 0;
+  uint16_t state = 0;             // NUD_* bits
+  std::vector<uint8_t> lladdr;    // 6 bytes (Ethernet) or 20 (IPoIB)
+  bool usable() const;            // NUD_VALID
+};
+
+// The entry for `dst` in one RTM_NEWNEIGH message (as netlink delivers it);
+// nullopt when the message is no neighbour message, is of another address, or
+// is malformed (short, bad attribute lengths). Pure: tests feed it bytes.
+absl::optional<NeighbourEntry> ParseNeighbourMessage(std::span<const uint8_t> nlmsg,
+                                                    const IpAddr& dst);
+
+// The questions above, over a NETLINK_ROUTE socket. Every error names the
+// address and what failed, and carries the errno the kernel's rdma_cm would
+// report (mad/status_errno.h).
+class NeighbourTable {
+ public:
+  static absl::StatusOr<NeighbourTable> Open();
+  NeighbourTable(NeighbourTable&&) noexcept;
+  NeighbourTable& operator=(NeighbourTable&&) noexcept;
+  ~NeighbourTable();
+
+  absl::StatusOr<RouteToHost> Route(const IpAddr& dst, const absl::optional<IpAddr>& src);
+  absl::optional<NeighbourEntry> Lookup(int ifindex, const IpAddr& addr);
+  // Asks the kernel to resolve `addr` on `ifindex` (NTF_USE, else a datagram).
+  void StartResolution(int ifindex, const IpAddr& addr);
+
+  // 1-4 above: the hardware address of the next hop (empty for a local
+  // destination), waiting at most `timeout` for the kernel to resolve it.
+  // DeadlineExceeded (ETIMEDOUT) when it did not; Unavailable (ENETUNREACH)
+  // without a route.
+  absl::StatusOr<std::vector<uint8_t>> Resolve(const IpAddr& dst,
+                                               const absl::optional<IpAddr>& src,
+                                               std::chrono::milliseconds timeout);
+
+ private:
+  explicit NeighbourTable(::nl_sock* sock) : sock_(sock) {}
+  ::nl_sock* sock_ = nullptr;
+};
+
+}  // namespace uscm::verbs
+
+#endif  // USCM_VERBS_NEIGHBOURS_H_

@@ -1,0 +1,177 @@
+#include "verbs/neighbours.h"
+
+#include <arpa/inet.h>
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "mad/status_errno.h"
+#include "verbs/ipoib.h"
+
+namespace uscm::verbs {
+namespace {
+
+IpAddr Ip(const char* text) {
+  IpAddr a;
+  a.family = strchr(text, ':') != nullptr ? AF_INET6 : AF_INET;
+  EXPECT_EQ(inet_pton(a.family, text, a.ip.data()), 1) << text;
+  return a;
+}
+
+void PutAttr(std::vector<uint8_t>& m, uint16_t type, const void* data, size_t len) {
+  rtattr a = {};
+  a.rta_len = static_cast<uint16_t>(RTA_LENGTH(len));
+  a.rta_type = type;
+  const size_t at = m.size();
+  m.resize(at + RTA_SPACE(len));
+  memcpy(&m[at], &a, sizeof(a));
+  memcpy(&m[at + RTA_LENGTH(0)], data, len);
+}
+
+// An RTM_NEWNEIGH as the kernel sends it: header, ndmsg, NDA_DST, NDA_LLADDR.
+std::vector<uint8_t> NeighMessage(const IpAddr& dst, const std::vector<uint8_t>& lladdr,
+                                  uint16_t state, int ifindex = 7) {
+  std::vector<uint8_t> m(NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(ndmsg)));
+  ndmsg nd = {};
+  nd.ndm_family = static_cast<uint8_t>(dst.family);
+  nd.ndm_ifindex = ifindex;
+  nd.ndm_state = state;
+  memcpy(&m[NLMSG_HDRLEN], &nd, sizeof(nd));
+  PutAttr(m, NDA_DST, dst.ip.data(), dst.family == AF_INET ? 4 : 16);
+  PutAttr(m, NDA_LLADDR, lladdr.data(), lladdr.size());
+  nlmsghdr h = {};
+  h.nlmsg_len = static_cast<uint32_t>(m.size());
+  h.nlmsg_type = RTM_NEWNEIGH;
+  memcpy(m.data(), &h, sizeof(h));
+  return m;
+}
+
+const std::vector<uint8_t> kIpoibHw = {0x00, 0x00, 0x10, 0x49, 0xfe, 0x80, 0,    0,    0,    0,
+                                       0,    0,    0,    0x02, 0xc9, 0x03, 0x00, 0xa1, 0xb2, 0xc3};
+
+TEST(NeighbourMessageTest, AnIpoibEntryGivesThePeersGid) {
+  const IpAddr dst = Ip("10.1.0.3");
+  auto e = ParseNeighbourMessage(NeighMessage(dst, kIpoibHw, NUD_REACHABLE), dst);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->ifindex, 7);
+  EXPECT_TRUE(e->usable());
+  absl::optional<mad::Gid> gid = GidOfIpoibLladdr(e->lladdr);
+  ASSERT_TRUE(gid.has_value());
+  EXPECT_EQ(gid->ToString(), "fe80::2:c903:a1:b2c3");
+}
+
+TEST(NeighbourMessageTest, IncompleteAndFailedEntriesAreNotUsable) {
+  const IpAddr dst = Ip("fd00::8");
+  for (uint16_t state : {NUD_INCOMPLETE, NUD_FAILED, NUD_NONE}) {
+    auto e = ParseNeighbourMessage(NeighMessage(dst, {2, 0, 0, 0, 0, 8}, state), dst);
+    ASSERT_TRUE(e.has_value()) << state;
+    EXPECT_FALSE(e->usable()) << state;
+  }
+  for (uint16_t state : {NUD_STALE, NUD_PERMANENT, NUD_DELAY, NUD_PROBE, NUD_NOARP}) {
+    auto e = ParseNeighbourMessage(NeighMessage(dst, {2, 0, 0, 0, 0, 8}, state), dst);
+    ASSERT_TRUE(e.has_value()) << state;
+    EXPECT_TRUE(e->usable()) << state;
+  }
+}
+
+TEST(NeighbourMessageTest, OtherAddressesAndMalformedMessagesAreRefused) {
+  const IpAddr dst = Ip("10.1.0.3");
+  const std::vector<uint8_t> good = NeighMessage(dst, kIpoibHw, NUD_REACHABLE);
+  EXPECT_FALSE(ParseNeighbourMessage(good, Ip("10.1.0.4")).has_value()) << "another address";
+  EXPECT_FALSE(ParseNeighbourMessage(good, Ip("::ffff:10.1.0.3")).has_value()) << "another family";
+  for (size_t n = 0; n < good.size(); ++n) {
+    EXPECT_FALSE(ParseNeighbourMessage(std::span(good).first(n), dst).has_value()) << n << " bytes";
+  }
+  std::vector<uint8_t> bad_attr = good;
+  bad_attr[NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(ndmsg))] = 0xFF;  // NDA_DST's length past the end
+  EXPECT_FALSE(ParseNeighbourMessage(bad_attr, dst).has_value());
+  std::vector<uint8_t> route = good;
+  reinterpret_cast<nlmsghdr*>(route.data())->nlmsg_type = RTM_NEWROUTE;
+  EXPECT_FALSE(ParseNeighbourMessage(route, dst).has_value());
+}
+
+// The kernel's tables for real, in a network namespace of this test's own:
+// veth vt0 10.9.0.1/24 + fd00::1/64, a permanent neighbour 10.9.0.8 / fd00::8,
+// 10.20.0.0/16 through 10.9.0.8.
+class NeighbourTableTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (unshare(CLONE_NEWNET) != 0) {
+      skip_ = std::string("unshare(CLONE_NEWNET): ") + strerror(errno) + " (needs root)";
+      return;
+    }
+    const int rc = system(
+        "set -e; exec >/dev/null 2>&1; ip link set lo up;"
+        " ip link add vt0 type veth peer name vt1; ip link set vt0 up; ip link set vt1 up;"
+        " ip addr add 10.9.0.1/24 dev vt0; ip -6 addr add fd00::1/64 dev vt0 nodad;"
+        " ip neigh add 10.9.0.8 lladdr 02:00:00:00:00:08 dev vt0 nud permanent;"
+        " ip -6 neigh add fd00::8 lladdr 02:00:00:00:00:09 dev vt0 nud permanent;"
+        " ip route add 10.20.0.0/16 via 10.9.0.8");
+    if (rc != 0) skip_ = "ip link add ... type veth failed (no iproute2 or veth here)";
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    auto t = NeighbourTable::Open();
+    ASSERT_TRUE(t.ok()) << t.status();
+    table_ = std::make_unique<NeighbourTable>(std::move(*t));
+  }
+  static inline std::string skip_;
+  std::unique_ptr<NeighbourTable> table_;
+};
+
+constexpr auto kShort = std::chrono::milliseconds(50);
+
+TEST_F(NeighbourTableTest, APermanentEntryResolvesToItsMac) {
+  auto hw = table_->Resolve(Ip("10.9.0.8"), absl::nullopt, kShort);
+  ASSERT_TRUE(hw.ok()) << hw.status();
+  EXPECT_EQ(*hw, (std::vector<uint8_t>{2, 0, 0, 0, 0, 8}));
+  auto hw6 = table_->Resolve(Ip("fd00::8"), Ip("fd00::1"), kShort);
+  ASSERT_TRUE(hw6.ok()) << hw6.status();
+  EXPECT_EQ(*hw6, (std::vector<uint8_t>{2, 0, 0, 0, 0, 9}));
+}
+
+TEST_F(NeighbourTableTest, ARoutedDestinationResolvesItsGateway) {
+  auto route = table_->Route(Ip("10.20.1.1"), absl::nullopt);
+  ASSERT_TRUE(route.ok()) << route.status();
+  EXPECT_EQ(route->ifindex, static_cast<int>(if_nametoindex("vt0")));
+  EXPECT_EQ(route->next_hop.ToString(), "10.9.0.8");
+  auto hw = table_->Resolve(Ip("10.20.1.1"), Ip("10.9.0.1"), kShort);
+  ASSERT_TRUE(hw.ok()) << hw.status();
+  EXPECT_EQ(*hw, (std::vector<uint8_t>{2, 0, 0, 0, 0, 8}));
+}
+
+TEST_F(NeighbourTableTest, ALocalAddressNeedsNoNeighbour) {
+  auto hw = table_->Resolve(Ip("10.9.0.1"), absl::nullopt, kShort);
+  ASSERT_TRUE(hw.ok()) << hw.status();
+  EXPECT_TRUE(hw->empty());
+}
+
+TEST_F(NeighbourTableTest, NoRouteIsEnetunreachAtOnce) {
+  auto hw = table_->Resolve(Ip("10.99.0.1"), absl::nullopt, std::chrono::seconds(10));
+  ASSERT_FALSE(hw.ok());
+  EXPECT_EQ(mad::ErrnoOf(hw.status()), ENETUNREACH) << hw.status();
+  EXPECT_NE(hw.status().message().find("no route to 10.99.0.1"), std::string::npos)
+      << hw.status();
+}
+
+TEST_F(NeighbourTableTest, ASilentHostTimesOutAfterTheKernelWasAskedToResolve) {
+  auto hw = table_->Resolve(Ip("10.9.0.9"), absl::nullopt, kShort);
+  ASSERT_FALSE(hw.ok());
+  EXPECT_EQ(hw.status().code(), absl::StatusCode::kDeadlineExceeded) << hw.status();
+  EXPECT_EQ(mad::ErrnoOf(hw.status()), ETIMEDOUT);
+  // NTF_USE created the entry and started ARP: it is in the table, not usable.
+  auto e = table_->Lookup(static_cast<int>(if_nametoindex("vt0")), Ip("10.9.0.9"));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_FALSE(e->usable());
+}
+
+}  // namespace
+}  // namespace uscm::verbs
