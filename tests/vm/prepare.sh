@@ -26,6 +26,7 @@ declare -A NEED=(
   [ibverbs-providers]=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
   [ibverbs-utils]=/usr/bin/ibv_devinfo
   [rdmacm-utils]=/usr/bin/rping
+  [perftest]=/usr/bin/ib_send_bw
   [xz-utils]=/usr/bin/xz
   [python3]=/usr/bin/python3
 )
