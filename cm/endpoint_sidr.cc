@@ -30,6 +30,10 @@ absl::StatusOr<ConnId> CmEndpoint::SidrRequest(TimePoint now,
   c.state = CmState::kSidrReqSent;
   c.service_id = p.service_id;
   c.peer = p.peer;
+  // RoCE has no LID routing: every MAD needs a GRH (as AddressForPath gives a
+  // REQ). Without it the SIDR_REQ leaves with no IP header the peer can use
+  // and a kernel peer never answers (udaddy to the kernel: UNREACHABLE -110).
+  c.peer.has_grh = c.peer.has_grh || port_.link_layer == mad::LinkLayer::kEthernet;
   c.pkey = p.pkey;
   c.local_comm_id = NewCommId();
   c.sidr_request_id = c.local_comm_id;

@@ -61,6 +61,32 @@ TEST(SidrTest, SuccessCarriesQpnQkeyAndPrivateData) {
   p.ExpectAllTablesEmpty();
 }
 
+// On RoCE the SIDR_REQ (and its retries) carries a GRH even when the path
+// says subnet-local, as every MAD on an Ethernet port does.
+TEST(SidrTest, EthernetPortSendsTheRequestWithAGrh) {
+  mad::LocalPort ib = testing::MakePort(1, testing::kGuidA);
+  mad::LocalPort roce = ib;
+  roce.link_layer = mad::LinkLayer::kEthernet;
+  for (const mad::LocalPort& port : {ib, roce}) {
+    CmEndpoint e(port, testing::TestConfig(), 1);
+    SidrRequestParams p = MakeSidr();
+    p.peer.has_grh = false;
+    p.peer.gid = mad::Gid::FromParts(0, 0x0000ffffc0a84e01ull);  // ::ffff:192.168.78.1
+    auto id = e.SidrRequest(mad::TimePoint::Epoch(), p);
+    ASSERT_TRUE(id.ok()) << id.status();
+    const std::vector<OutgoingMad> tx = DrainTx(e);
+    ASSERT_EQ(tx.size(), 1u);
+    const bool ethernet = port.link_layer == mad::LinkLayer::kEthernet;
+    EXPECT_EQ(tx[0].to.has_grh, ethernet);
+    EXPECT_EQ(tx[0].to.gid, p.peer.gid);
+    e.HandleTimeout(*e.NextDeadline());  // the retry goes the same way
+    const std::vector<OutgoingMad> retry = DrainTx(e);
+    ASSERT_EQ(retry.size(), 1u);
+    EXPECT_EQ(retry[0].to.has_grh, ethernet);
+    ASSERT_TRUE(e.Destroy(mad::TimePoint::Epoch(), *id).ok());
+  }
+}
+
 TEST(SidrTest, NoListenerIsStatus1AndTimeoutIsUnreachable) {
   Pair p;
   auto id = p.a.SidrRequest(p.now, MakeSidr());
