@@ -90,6 +90,38 @@ void ToIbvAh(const uscm_ah_attr& in, ibv_ah_attr* out) {
   out->port_num = in.port_num;
 }
 
+void ToConnParam(const uscm_conn_param& c, bool connect_request, rdma_conn_param* out) {
+  out->responder_resources = connect_request ? c.initiator_depth : c.responder_resources;
+  out->initiator_depth = connect_request ? c.responder_resources : c.initiator_depth;
+  out->flow_control = c.flow_control;
+  out->retry_count = c.retry_count;
+  out->rnr_retry_count = c.rnr_retry_count;
+  out->srq = c.srq;
+  out->qp_num = c.qp_num;
+}
+
+void ToPathRec(const uscm_path& p, ibv_sa_path_rec* out) {
+  ibv_sa_path_rec& r = *out;
+  memset(&r, 0, sizeof(r));
+  memcpy(r.sgid.raw, p.sgid, 16);
+  memcpy(r.dgid.raw, p.dgid, 16);
+  r.slid = htobe16(p.slid);
+  r.dlid = htobe16(p.dlid);
+  r.flow_label = htobe32(p.flow_label);
+  r.hop_limit = p.hop_limit;
+  r.traffic_class = p.traffic_class;
+  r.reversible = 1;
+  r.numb_path = 1;
+  r.pkey = htobe16(p.pkey);
+  r.sl = p.sl;
+  r.mtu_selector = 2;  // exactly
+  r.mtu = p.mtu;
+  r.rate_selector = 2;
+  r.rate = p.rate;
+  r.packet_life_time_selector = 2;
+  r.packet_life_time = p.packet_life_time;
+}
+
 uscm_conn_param ToUscmParam(const rdma_conn_param& p) {
   uscm_conn_param u = {};
   u.private_data = p.private_data;

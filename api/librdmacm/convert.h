@@ -21,6 +21,13 @@ void ToSockaddr(const uscm_addr& a, sockaddr_storage* out);
 bool IsWildcard(const uscm_addr& a);
 void ToIbvAh(const uscm_ah_attr& in, ibv_ah_attr* out);
 uscm_conn_param ToUscmParam(const rdma_conn_param& p);
+// An event's connection parameters without the private data; on a
+// CONNECT_REQUEST the depths from this side, as the kernel's
+// cma_set_req_event_data: the REQ's responder resources are our initiator
+// depth and vice versa.
+void ToConnParam(const uscm_conn_param& c, bool connect_request, rdma_conn_param* out);
+// uscm's path as librdmacm's id->route.path_rec holds it (network order).
+void ToPathRec(const uscm_path& p, ibv_sa_path_rec* out);
 
 // The source address the kernel's routing table picks for `dst` (a UDP
 // socket connected to it: nothing is sent), port 0; -1 when there is no

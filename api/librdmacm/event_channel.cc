@@ -12,6 +12,7 @@
 
 #include <deque>
 #include <mutex>
+#include <vector>
 #include <new>
 
 #include "api/librdmacm/devices.h"
@@ -129,6 +130,28 @@ int MoveEvents(rdma_event_channel* from, rdma_event_channel* to, EventMatch matc
     ++moved;
   }
   return moved;
+}
+
+int DropEvents(rdma_event_channel* channel, EventMatch match, const void* arg) {
+  Channel* ch = FromPublic(channel);
+  std::vector<Event*> dropped;
+  {
+    std::lock_guard<std::mutex> lock(ch->state->mu);
+    for (auto it = ch->state->queue.begin(); it != ch->state->queue.end();) {
+      if (!match((*it)->pub, arg)) {
+        ++it;
+        continue;
+      }
+      // Its count, as in MoveEvents: none left means a reader has it.
+      pollfd p = {ch->pub.fd, POLLIN, 0};
+      eventfd_t one;
+      if (poll(&p, 1, 0) != 1 || eventfd_read(ch->pub.fd, &one) != 0) break;
+      dropped.push_back(*it);
+      it = ch->state->queue.erase(it);
+    }
+  }
+  for (Event* e : dropped) Release(e);  // on_ack outside the channel's lock
+  return static_cast<int>(dropped.size());
 }
 
 }  // namespace uscm::librdmacm

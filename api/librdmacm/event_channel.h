@@ -52,6 +52,12 @@ int CountEvents(rdma_event_channel* channel, EventMatch match, const void* arg);
 // `from` has already counted stays (the rest move).
 int MoveEvents(rdma_event_channel* from, rdma_event_channel* to, EventMatch match, const void* arg);
 
+// Frees the queued events `match` accepts (each one's on_ack runs): what the
+// kernel does with an id's undelivered events when the id is destroyed
+// (rdma_destroy_id waits only for events the program retrieved). The number
+// dropped; an event a reader has already counted stays.
+int DropEvents(rdma_event_channel* channel, EventMatch match, const void* arg);
+
 }  // namespace uscm::librdmacm
 
 #endif  // USCM_API_LIBRDMACM_EVENT_CHANNEL_H_

@@ -165,6 +165,31 @@ TEST_F(EventChannelTest, RetrievedEventOutlivesItsChannel) {
   EXPECT_EQ(rdma_ack_cm_event(event), 0);
 }
 
+// DropEvents frees the matching queued events (their on_ack runs once) and
+// takes their counts off the fd; the others stay, in order.
+TEST_F(EventChannelTest, DropEventsFreesOnlyTheMatchingOnes) {
+  int acks = 0;
+  auto ack = [](void* n) { ++*static_cast<int*>(n); };
+  ASSERT_EQ(QueueEventWithAck(channel_, EventOf(RDMA_CM_EVENT_TIMEWAIT_EXIT), nullptr, 0, ack, &acks), 0);
+  ASSERT_EQ(QueueEventWithAck(channel_, EventOf(RDMA_CM_EVENT_ESTABLISHED), nullptr, 0, ack, &acks), 0);
+  ASSERT_EQ(QueueEventWithAck(channel_, EventOf(RDMA_CM_EVENT_TIMEWAIT_EXIT), nullptr, 0, ack, &acks), 0);
+  auto timewait = [](const rdma_cm_event& e, const void*) {
+    return e.event == RDMA_CM_EVENT_TIMEWAIT_EXIT;
+  };
+  EXPECT_EQ(DropEvents(channel_, timewait, nullptr), 2);
+  EXPECT_EQ(acks, 2);
+  EXPECT_EQ(QueuedEvents(channel_), 1);
+  SetNonBlocking();
+  rdma_cm_event* event = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(channel_, &event), 0);
+  EXPECT_EQ(event->event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(rdma_ack_cm_event(event), 0);
+  EXPECT_EQ(acks, 3);
+  EXPECT_FALSE(Readable(channel_->fd, 0)) << "the dropped events' counts are gone";
+  EXPECT_EQ(rdma_get_cm_event(channel_, &event), -1);
+  EXPECT_EQ(errno, EAGAIN);
+}
+
 TEST_F(EventChannelTest, ArgumentErrors) {
   rdma_cm_event* event = nullptr;
   errno = 0;

@@ -29,6 +29,8 @@
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/fail.h"
+#include "api/librdmacm/port_choice.h"
+#include "api/librdmacm/ud_ah.h"
 
 namespace uscm::librdmacm {
 namespace {
@@ -102,16 +104,25 @@ void ForwardLoop(uscm_event_channel* channel) {
   }
 }
 
-// The first ACTIVE port of the kept devices that uscm_device_open accepts.
+// The first ACTIVE port of the kept devices that uscm_device_open accepts,
+// among those USCM_DEVICE allows (port_choice.h).
 int EnsureBackendLocked(const char* call) {
   if (g_backend.dev != nullptr) return 0;
   if (EnsureDevices(call) != 0) return -1;
+  PortChoice choice;
+  std::string why;
+  if (!ParsePortChoice(getenv("USCM_DEVICE"), &choice, &why)) {
+    return Fail(EINVAL, call, why.c_str());
+  }
   int err = ENODEV;
-  std::string why = "no ACTIVE port on any RDMA device";
+  why = choice.ca.empty() ? "no ACTIVE port on any RDMA device"
+                          : "USCM_DEVICE=" + std::string(getenv("USCM_DEVICE")) +
+                                ": no such ACTIVE port (see ibv_devinfo)";
   for (ibv_context* verbs : OpenContexts()) {
     ibv_device_attr dattr;
     if (ibv_query_device(verbs, &dattr) != 0) continue;
     for (int port = 1; port <= dattr.phys_port_cnt; ++port) {
+      if (!PortChosen(choice, ibv_get_device_name(verbs->device), port)) continue;
       ibv_port_attr pattr;
       if (ibv_query_port(verbs, port, &pattr) != 0 || pattr.state != IBV_PORT_ACTIVE) continue;
       uscm_device* dev = uscm_device_open(ibv_get_device_name(verbs->device), port);
@@ -171,25 +182,7 @@ void FillRoute(Id* id) {
     route.path_rec = static_cast<ibv_sa_path_rec*>(calloc(1, sizeof(ibv_sa_path_rec)));
     if (route.path_rec == nullptr) return;
   }
-  ibv_sa_path_rec& r = *route.path_rec;
-  memset(&r, 0, sizeof(r));
-  memcpy(r.sgid.raw, p.sgid, 16);
-  memcpy(r.dgid.raw, p.dgid, 16);
-  r.slid = htobe16(p.slid);
-  r.dlid = htobe16(p.dlid);
-  r.flow_label = htobe32(p.flow_label);
-  r.hop_limit = p.hop_limit;
-  r.traffic_class = p.traffic_class;
-  r.reversible = 1;
-  r.numb_path = 1;
-  r.pkey = htobe16(p.pkey);
-  r.sl = p.sl;
-  r.mtu_selector = 2;  // exactly
-  r.mtu = p.mtu;
-  r.rate_selector = 2;
-  r.rate = p.rate;
-  r.packet_life_time_selector = 2;
-  r.packet_life_time = p.packet_life_time;
+  ToPathRec(p, route.path_rec);
   route.num_paths = 1;
 }
 
@@ -293,6 +286,10 @@ void Forward(const uscm_cm_event& ue) {
       ue.event == USCM_CM_EVENT_MULTICAST_JOIN || ue.event == USCM_CM_EVENT_MULTICAST_ERROR;
   if (IsUd(id->pub.ps) || multicast) {
     ToIbvAh(ue.param.ud.ah_attr, &ev.param.ud.ah_attr);
+    if (ue.event == USCM_CM_EVENT_ESTABLISHED && !g_backend.testing) {
+      CompleteUdAh(id->pub.verbs, id->pub.port_num, &id->pub.route.addr.src_addr,
+                   &ev.param.ud.ah_attr);
+    }
     ev.param.ud.qp_num = ue.param.ud.qp_num;
     ev.param.ud.qkey = ue.param.ud.qkey;
     data = ue.param.ud.private_data;
@@ -304,24 +301,13 @@ void Forward(const uscm_cm_event& ue) {
       len = 0;
     }
   } else {
-    const uscm_conn_param& c = ue.param.conn;
-    ev.param.conn.responder_resources = c.responder_resources;
-    ev.param.conn.initiator_depth = c.initiator_depth;
+    ToConnParam(ue.param.conn, ue.event == USCM_CM_EVENT_CONNECT_REQUEST, &ev.param.conn);
     if (ue.event == USCM_CM_EVENT_CONNECT_REQUEST) {
-      // As the kernel (cma_set_req_event_data): from this side, the REQ's
-      // responder resources are our initiator depth and vice versa.
-      ev.param.conn.responder_resources = c.initiator_depth;
-      ev.param.conn.initiator_depth = c.responder_resources;
       id->state->req_initiator_depth = ev.param.conn.initiator_depth;
       id->state->req_responder_resources = ev.param.conn.responder_resources;
     }
-    ev.param.conn.flow_control = c.flow_control;
-    ev.param.conn.retry_count = c.retry_count;
-    ev.param.conn.rnr_retry_count = c.rnr_retry_count;
-    ev.param.conn.srq = c.srq;
-    ev.param.conn.qp_num = c.qp_num;
-    data = c.private_data;
-    len = c.private_data_len;
+    data = ue.param.conn.private_data;
+    len = ue.param.conn.private_data_len;
   }
   if (data == nullptr) len = 0;
   {
@@ -494,8 +480,10 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
   return 0;
 }
 
-// As librdmacm: waits until every event of the id handed to the program is
-// acked.
+// As librdmacm: the id's events still queued are discarded (the kernel's
+// ucma drops them), then it waits until every event of the id handed to the
+// program is acked. Waiting for queued ones too hung perftest's server
+// (ib_send_bw -R) on a TIMEWAIT_EXIT it never reads.
 int rdma_destroy_id(rdma_cm_id* pub) {
   using namespace uscm::librdmacm;
   Id* id;
@@ -511,11 +499,16 @@ int rdma_destroy_id(rdma_cm_id* pub) {
     rdma_ack_cm_event(pub->event);
     pub->event = nullptr;
   }
-  {
-    std::unique_lock<std::mutex> lock(id->state->mu);
-    id->state->acked.wait(lock, [&] { return id->state->unacked == 0; });
+  std::unique_lock<std::mutex> lock(g_mu);  // the forwarder queues nothing meanwhile
+  for (;;) {
+    DropEvents(pub->channel, OwnEvent, pub);
+    std::unique_lock<std::mutex> acked(id->state->mu);
+    if (id->state->unacked == 0) break;
+    lock.unlock();
+    id->state->acked.wait(acked, [&] { return id->state->unacked == 0; });
+    acked.unlock();
+    lock.lock();
   }
-  std::lock_guard<std::mutex> lock(g_mu);
   if (uscm_destroy_id(id->state->uid) != 0) return UscmFailed("rdma_destroy_id");
   ByUscmId().erase(id->state->uid);
   ByPublic().erase(&id->pub);

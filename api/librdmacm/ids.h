@@ -1,8 +1,8 @@
 // The rdma_cm_id calls of the drop-in over the uscm C API (api/c/uscm_cma.h).
 //
 // One uscm port serves the process (the "backend"): the first ACTIVE
-// InfiniBand port of the devices rdma_get_devices opens, through
-// uscm_device_open (umad, or the host's uscmd). Its uscm event channel is
+// port of the devices rdma_get_devices opens (USCM_DEVICE may name one:
+// port_choice.h), through uscm_device_open (umad, or the host's uscmd). Its uscm event channel is
 // drained by a forwarding thread that turns each uscm event into the
 // program's rdma_cm_event (its rdma_cm_id, listen_id, status, param.conn /
 // param.ud with a copy of the private data) on the id's own channel.

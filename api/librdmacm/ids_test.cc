@@ -245,6 +245,31 @@ TEST_F(IdsTest, DestroyIdWaitsForTheAck) {
   EXPECT_TRUE(destroyed);
 }
 
+// An event queued and never retrieved does not hold rdma_destroy_id (the
+// kernel's ucma discards it; librdmacm waits only for delivered events):
+// perftest's ib_send_bw -R server destroys its id with a TIMEWAIT_EXIT
+// queued and hung before. The other id's events stay.
+TEST_F(IdsTest, DestroyIdDiscardsEventsNotRetrieved) {
+  rdma_cm_id* id = nullptr;
+  rdma_cm_id* other = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_create_id(ch_, &other, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = Ipv4("10.0.0.2", 7003);
+  ASSERT_EQ(rdma_resolve_addr(other, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  while (QueuedEvents(ch_) < 2) {
+    ASSERT_EQ(uscm_sim_run_until_event(sim_, BackendChannel(), 120000), 0);
+    PumpEvents();
+  }
+  EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);  // returns: nothing was delivered
+  ASSERT_EQ(QueuedEvents(ch_), 1);
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_ADDR_RESOLVED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->id, other);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  EXPECT_EQ(rdma_destroy_id(other), 0) << strerror(errno);
+}
+
 // rdma_join_multicast / _ex and rdma_leave_multicast on a UD id: the
 // MULTICAST_JOIN event carries the group's address vector, the multicast QPN
 // and the join's context as private_data (librdmacm's convention).

@@ -1,0 +1,57 @@
+#include "api/librdmacm/ud_ah.h"
+
+#include <netinet/in.h>
+#include <string.h>
+
+namespace uscm::librdmacm {
+
+bool GidOfAddress(const sockaddr* addr, ibv_gid* out) {
+  if (addr == nullptr) return false;
+  memset(out, 0, sizeof(*out));
+  if (addr->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+    out->raw[10] = out->raw[11] = 0xFF;
+    memcpy(&out->raw[12], &in->sin_addr, 4);
+    return true;
+  }
+  if (addr->sa_family == AF_INET6) {
+    memcpy(out->raw, &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, 16);
+    return true;
+  }
+  return false;
+}
+
+int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid) {
+  int found = -1;
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (memcmp(table[i].gid.raw, gid.raw, 16) != 0) continue;
+    if (table[i].roce_v2) return static_cast<int>(i);
+    if (found < 0) found = static_cast<int>(i);
+  }
+  return found;
+}
+
+void CompleteUdAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah) {
+  ah->port_num = port_num;
+  ibv_port_attr pa;
+  if (verbs == nullptr || ibv_query_port(verbs, port_num, &pa) != 0 ||
+      pa.link_layer != IBV_LINK_LAYER_ETHERNET) {
+    return;
+  }
+  ah->is_global = 1;
+  ibv_gid wanted;
+  if (!GidOfAddress(src, &wanted)) return;
+  std::vector<GidEntry> table;
+  for (int i = 0; i < pa.gid_tbl_len; ++i) {
+    GidEntry e{};
+    if (ibv_query_gid(verbs, port_num, i, &e.gid) != 0) break;
+    ibv_gid_entry ex{};
+    e.roce_v2 = ibv_query_gid_ex(verbs, port_num, i, &ex, 0) == 0 &&
+                ex.gid_type == IBV_GID_TYPE_ROCE_V2;
+    table.push_back(e);
+  }
+  const int index = GidIndexIn(table, wanted);
+  if (index >= 0) ah->grh.sgid_index = static_cast<uint8_t>(index);
+}
+
+}  // namespace uscm::librdmacm

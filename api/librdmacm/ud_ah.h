@@ -1,0 +1,41 @@
+// The address handle a UD id's ESTABLISHED event carries (param.ud.ah_attr,
+// the SIDR reply), completed as the kernel fills it (ib_init_ah_attr_from_path
+// then ib_copy_ah_attr_to_user): port_num is the id's port and, on RoCE, the
+// AH is global (a GRH on every packet) with the source GID index of the id's
+// own address. uscm's event has neither: without them udaddy's ibv_create_ah
+// fails on RoCE ("udaddy: failure creating address handle").
+#ifndef USCM_API_LIBRDMACM_UD_AH_H_
+#define USCM_API_LIBRDMACM_UD_AH_H_
+
+#include <infiniband/verbs.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace uscm::librdmacm {
+
+// One entry of a port's GID table.
+struct GidEntry {
+  ibv_gid gid;
+  bool roce_v2 = false;
+};
+
+// The GID of an IP address as the kernel puts it in a RoCE GID table:
+// ::ffff:a.b.c.d for IPv4, the address itself for IPv6. False for other
+// families (AF_IB, NULL).
+bool GidOfAddress(const sockaddr* addr, ibv_gid* out);
+
+// Index of `gid` in `table`, its RoCE v2 entry when the port lists it twice
+// (v1 and v2, as the kernel's rdma_cm uses v2); -1 when absent.
+int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid);
+
+// Completes `ah` for an id on (verbs, port_num) whose source address is
+// `src`: port_num always; on an Ethernet port is_global = 1 and
+// grh.sgid_index = GidIndexIn(the port's table, GidOfAddress(src)) (left as
+// it is when the address has no GID there).
+void CompleteUdAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah);
+
+}  // namespace uscm::librdmacm
+
+#endif  // USCM_API_LIBRDMACM_UD_AH_H_
