@@ -1,7 +1,7 @@
 // uscm exec: runs an unmodified rdma_cm program on uscm's drop-in
 // librdmacm.so.1 (api/librdmacm).
 //
-//   uscm exec [--libdir DIR] [--no-uscmd] -- PROGRAM [ARGS...]
+//   uscm exec [--libdir DIR] [--device CA[:PORT]] [--no-uscmd] -- PROGRAM [ARGS...]
 //
 // 1. Finds the drop-in: --libdir, $USCM_LIBDIR, <bindir>/../lib/uscm (an
 //    installed tree, tools/install.sh), <bindir>/../api/librdmacm (bazel-bin).
@@ -12,7 +12,10 @@
 //    that cannot start (no permission on /dev/infiniband/umad*, the kernel's
 //    ib_cm owns the CM class) is reported and skipped; the program then owns
 //    the port itself, as one process alone may.
-// 3. Puts the drop-in first on LD_LIBRARY_PATH and execs PROGRAM.
+// 3. Puts the drop-in first on LD_LIBRARY_PATH and execs PROGRAM. --device
+//    sets USCM_DEVICE: the port the drop-in serves the program on (by default
+//    the first ACTIVE one; api/librdmacm/port_choice.h), and only that port
+//    gets a uscmd.
 //
 // The uscmd it starts keeps running after PROGRAM exits (a router on demand,
 // as a socket-activated service would be); its log is /tmp/uscmd-<ca>-<port>.log.
@@ -36,6 +39,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "api/librdmacm/port_choice.h"
 #include "cm/router/router_transport.h"
 #include "cm/router/server.h"
 #include "tools/cli.h"
@@ -47,7 +51,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kUsage[] =
-    "Usage: uscm exec [--libdir DIR] [--no-uscmd] -- PROGRAM [ARGS...]\n"
+    "Usage: uscm exec [--libdir DIR] [--device CA[:PORT]] [--no-uscmd] -- PROGRAM [ARGS...]\n"
     "\n"
     "Runs an unmodified rdma_cm program (rping, ucmatose, ib_send_bw -R, ...) on\n"
     "uscm: its librdmacm.so.1 first on LD_LIBRARY_PATH, and a uscmd router\n"
@@ -58,6 +62,9 @@ constexpr char kUsage[] =
     "Options:\n"
     "  --libdir DIR   where librdmacm.so.1 is (default: $USCM_LIBDIR, else next to\n"
     "                 this uscm: ../lib/uscm or ../api/librdmacm)\n"
+    "  --device CA[:PORT]  the RDMA port the program runs on (sets USCM_DEVICE;\n"
+    "                 default: the first ACTIVE port). The drop-in serves one\n"
+    "                 port per process: name it on a host with several devices\n"
     "  --no-uscmd     start no router (the program owns the port itself)\n";
 
 std::string SelfDir() {
@@ -166,6 +173,7 @@ bool StartRouter(const std::string& uscmd, const ActivePort& p) {
 
 int RunExec(int argc, char** argv) {
   std::string libdir_flag;
+  const char* device = nullptr;
   bool start_uscmd = true;
   int i = 0;
   for (; i < argc; ++i) {
@@ -182,6 +190,10 @@ int RunExec(int argc, char** argv) {
       start_uscmd = false;
     } else if (a == "--libdir" && i + 1 < argc) {
       libdir_flag = argv[++i];
+    } else if (a == "--device" && i + 1 < argc) {
+      device = argv[++i];
+    } else if (absl::StartsWith(a, "--device=")) {
+      device = argv[i] + strlen("--device=");
     } else if (absl::StartsWith(a, "--libdir=")) {
       libdir_flag = std::string(absl::StripPrefix(a, "--libdir="));
     } else if (absl::StartsWith(a, "-")) {
@@ -204,9 +216,23 @@ int RunExec(int argc, char** argv) {
                  looked.c_str());
     return kExitFailure;
   }
+  librdmacm::PortChoice choice;
+  std::string why;
+  if (device != nullptr) {
+    if (!librdmacm::ParsePortChoice(device, &choice, &why) || choice.ca.empty()) {
+      std::fprintf(stderr, "uscm exec: --device %s: %s\n", device,
+                   why.empty() ? "expected CA or CA:PORT, e.g. rxe1 or rxe1:1" : why.c_str());
+      return kExitUsage;
+    }
+    setenv("USCM_DEVICE", device, 1);
+  } else if (!librdmacm::ParsePortChoice(std::getenv("USCM_DEVICE"), &choice, &why)) {
+    std::fprintf(stderr, "uscm exec: %s\n", why.c_str());
+    return kExitUsage;
+  }
   if (start_uscmd) {
     const std::string uscmd = (fs::path(SelfDir()) / "uscmd").string();
     for (const ActivePort& p : ActivePorts()) {
+      if (!librdmacm::PortChosen(choice, p.ca.c_str(), p.port)) continue;
       if (router::RouterServesAt(router::DefaultRouterSocket(p.ca, p.port))) continue;
       if (access(uscmd.c_str(), X_OK) != 0) {
         std::fprintf(stderr, "uscm exec: no uscmd next to uscm (%s); the program owns %s port %d\n",

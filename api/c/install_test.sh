@@ -40,6 +40,12 @@ grep -q "errno $(python3 -c 'import errno; print(errno.ENODEV)')" "$TEST_TMPDIR/
 # uscm exec from the installed tree finds the installed drop-in.
 out=$("$prefix/bin/uscm" exec --no-uscmd -- sh -c 'echo "$LD_LIBRARY_PATH"')
 [[ "$out" == "$prefix/lib/uscm"* ]] || { echo "FAIL: LD_LIBRARY_PATH=$out"; exit 1; }
+# --device names the port the drop-in serves (USCM_DEVICE); a malformed one is refused.
+out=$("$prefix/bin/uscm" exec --no-uscmd --device rxe1:1 -- sh -c 'echo "$USCM_DEVICE"')
+[[ "$out" == "rxe1:1" ]] || { echo "FAIL: --device rxe1:1 gave USCM_DEVICE=$out"; exit 1; }
+rc=0; err=$("$prefix/bin/uscm" exec --no-uscmd --device rxe1:x -- true 2>&1) || rc=$?
+[[ $rc == 2 && "$err" == *"USCM_DEVICE=rxe1:x: the port is not a number"* ]] ||
+  { echo "FAIL: --device rxe1:x: exit $rc, $err"; exit 1; }
 if [[ -x /usr/bin/rping ]]; then
   loaded=$("$prefix/bin/uscm" exec --no-uscmd -- ldd /usr/bin/rping | grep "librdmacm.so.1 =>" || true)
   [[ "$loaded" == *"=> $prefix/lib/uscm/librdmacm.so.1 "* ]] ||
