@@ -1,0 +1,63 @@
+# tests/vm/dropin.sh - sourced (after lib.sh) by the groups that run Debian's unmodified
+# rdma_cm programs on uscm's drop-in librdmacm.so.1 through `uscm exec` (61-, 62-, 63-*).
+#
+# USCM runs a program through `uscm exec` (drop-in first on LD_LIBRARY_PATH, uscmd
+# started for the port when none runs), with USCM_DEBUG=1 so that a drop-in listener
+# says "listening on" (the readiness line) and a failed call says why. An array, not a
+# function: $! of `"${USCM[@]}" PROG &` is the process a `kill` stops (timeout passes
+# the signal on; uscm exec execs the program, so the pid is the program's).
+T=${T:-120}   # seconds for any one step: TCG guests on a loaded 2-core host are slow
+USCM=(env USCM_DEBUG=1 timeout "$T" "$USCM_VM_BIN/tools/uscm" exec --)
+
+# no_kernel_cm NAME: PASS when none of ib_cm, rdma_cm, rdma_ucm is loaded
+no_kernel_cm() { check "$1" bash -c '! lsmod | grep -Ewq "^(ib_cm|rdma_cm|rdma_ucm)"'; }
+
+# show LOG: the end of a program's log, indented, for a FAIL
+show() { sed 's/^/  | /' "$1" | tail -n 30; }
+
+# run_to NAME LOG CMD...: runs CMD in the foreground, output in LOG; PASS on exit 0
+run_to() {
+  local name=$1 log=$2 rc=0; shift 2
+  "$@" > "$log" 2>&1 || rc=$?
+  if [ "$rc" = 0 ]; then pass "$name"; else show "$log"; fail "$name" "exit $rc"; fi
+}
+
+# finish NAME PID LOG: PASS when the background program PID exits 0
+finish() {
+  local rc=0
+  wait "$2" || rc=$?
+  if [ "$rc" = 0 ]; then pass "$1"; else
+    show "$3"; fail "$1" "exit $rc: $(grep -v '^ *$' "$3" | tail -n 1)"
+  fi
+}
+
+# has_lines NAME LOG REGEX COUNT: LOG has exactly COUNT lines matching REGEX
+has_lines() {
+  local n; n=$(grep -cE -- "$3" "$2")
+  if [ "$n" = "$4" ]; then pass "$1"; printf '  = %s\n' "$(grep -Em1 -- "$3" "$2")"; else
+    show "$2"; fail "$1" "$n lines match /$3/, not $4"
+  fi
+}
+
+# ping_lines PREFIX N: the N data lines rping -v prints (64-byte buffer): "rdma-ping-K: "
+# then 63 - 13 characters cycling through 'A'..'z' from 'A'+K
+ping_lines() {
+  local prefix=$1 n=$2 k i c s
+  for ((k = 0; k < n; k++)); do
+    s="rdma-ping-$k: "; c=$((65 + k))
+    for ((i = ${#s}; i < 63; i++)); do
+      s+=$(printf "\\$(printf '%03o' "$c")"); c=$((c + 1)); ((c > 122)) && c=65
+    done
+    printf '%s%s\n' "$prefix" "$s"
+  done
+}
+
+# check_pings NAME LOG PREFIX N: the log's data lines are exactly the N expected ones
+check_pings() {
+  local got; got=$(grep -E "^$3rdma-ping-" "$2")
+  if [ "$got" = "$(ping_lines "$3" "$4")" ]; then
+    pass "$1"; printf '  = %s\n' "$(grep -E "^$3rdma-ping-" "$2" | tail -n 1)"
+  else
+    show "$2"; fail "$1" "$(grep -cE "^$3rdma-ping-" "$2") data lines, not the $4 expected"
+  fi
+}
