@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Two of Debian's unmodified rdma_cm programs at once on one port, on uscm's drop-in
+# librdmacm.so.1 (issue 13): one VM (rxe0 192.168.77.1 <-veth-> rxe1 192.168.77.2) with
+# no ib_cm, rdma_cm, rdma_ucm (asserted). rping's and ucmatose's servers both on rxe0,
+# their clients both on rxe1, all four through `uscm exec` and no uscmd started by
+# hand: the first `uscm exec` on a port starts its uscmd, and the second program on that
+# port goes through it too (without it the second would find the CM class taken).
+# The drop-in serves one port per process (the first ACTIVE one, rxe0), so the clients
+# name theirs: `uscm exec --device rxe1` (USCM_DEVICE).
+# Checked: all four exit 0, rping's 10 data lines byte for byte on both ends,
+# ucmatose's "data transfers complete" / "return status 0" on both ends, and each
+# port's uscmd (started by uscm exec) served two clients.
+# targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
+. "$(dirname "$0")/../lib.sh"
+vm_boot --timeout 400
+. "$VM_DIR/dropin.sh"
+
+S=192.168.77.1 C=192.168.77.2 N=10
+
+# the clients' port (the servers take the default, the first ACTIVE one: rxe0)
+ON_RXE1=(env USCM_DEBUG=1 timeout "$T" "$USCM_VM_BIN/tools/uscm" exec --device rxe1 --)
+
+no_kernel_cm no-kernel-cm
+# One program after the other is ready: the first `uscm exec` on a port starts its
+# uscmd, the second finds it answering (two started at the same instant would both
+# try to start one).
+"${USCM[@]}" rping -s -a $S -p 7190 -v > /tmp/rping-s.log 2>&1 & rping_s=$!
+wait_for /tmp/rping-s.log 'listening on'
+"${USCM[@]}" ucmatose -b $S -p 7191 > /tmp/ucmatose-s.log 2>&1 & ucmatose_s=$!
+wait_for /tmp/ucmatose-s.log 'listening on'
+"${ON_RXE1[@]}" rping -c -a $S -I $C -p 7190 -v -C $N > /tmp/rping-c.log 2>&1 & rping_c=$!
+wait_for /tmp/uscmd-rxe1-1.log '^uscmd: rxe1 port 1'
+"${ON_RXE1[@]}" ucmatose -s $S -b $C -p 7191 > /tmp/ucmatose-c.log 2>&1 & ucmatose_c=$!
+
+finish rping-client-on-rxe1 $rping_c /tmp/rping-c.log
+finish ucmatose-client-on-rxe1 $ucmatose_c /tmp/ucmatose-c.log
+finish rping-server-on-rxe0 $rping_s /tmp/rping-s.log
+finish ucmatose-server-on-rxe0 $ucmatose_s /tmp/ucmatose-s.log
+check_pings rping-client-data /tmp/rping-c.log 'ping data: ' $N
+check_pings rping-server-data /tmp/rping-s.log 'server ping data: ' $N
+for side in s c; do
+  has_lines "ucmatose-$side-data" /tmp/ucmatose-$side.log '^data transfers complete$' 1
+  has_lines "ucmatose-$side-status" /tmp/ucmatose-$side.log '^return status 0$' 1
+done
+# uscm exec started one uscmd per port; both programs of a port went through it
+# (uscmd prints its counts when it stops)
+for dev in rxe0 rxe1; do
+  pid=$(pgrep -f "uscmd --ca $dev --port 1") && kill $pid
+  for ((i = 0; i < T * 10; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+  check_output "uscmd-$dev-served-both" 'clients 2 accepted, 0 refused' cat /tmp/uscmd-$dev-1.log
+done
+group_end
