@@ -647,7 +647,10 @@ absl::StatusOr<cm::QpAttributes> CmId::InitQpAttr(cm::QpState state) const {
         "init_qp_attr: RTR / RTS attributes need a connection (connect or a CONNECT_REQUEST); "
         "id is in state ", IdStateName(state_)));
   }
-  if (!bound_) return WrongState("init_qp_attr(INIT)", state_, "a bound or resolved id");
+  // A UD id from a SIDR_REQ (CONNECT_REQUEST) shares the listener's port.
+  if (!bound_ && !conn_.valid()) {
+    return WrongState("init_qp_attr(INIT)", state_, "a bound or resolved id");
+  }
   cm::QpAttributes a;
   a.state = cm::QpState::kInit;
   a.mask = cm::kQpState | cm::kQpPkeyIndex | cm::kQpPort |

@@ -234,6 +234,12 @@ TEST_F(RdmaCmTest, UdSidrResolvesQpnAndQkey) {
   ASSERT_TRUE(a->Connect(cp).ok());
   Event req = Next(1, EventType::kConnectRequest);
   EXPECT_EQ(req.ud.private_data, Fill(180, 3));
+  // The new UD id's QP is made before accepting (udaddy's server): INIT
+  // attributes without access flags, on the listener's port.
+  auto init = req.id->InitQpAttr(cm::QpState::kInit);
+  ASSERT_TRUE(init.ok()) << init.status();
+  EXPECT_EQ(init->port_num, dev(1).port().port_num);
+  EXPECT_EQ(init->mask & cm::kQpAccessFlags, 0u);
   ConnParam ap;
   ap.qp_num = 0x777;
   ASSERT_TRUE(req.id->Accept(ap).ok());
