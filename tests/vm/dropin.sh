@@ -12,8 +12,20 @@ USCM=(env USCM_DEBUG=1 timeout "$T" "$USCM_VM_BIN/tools/uscm" exec --)
 # no_kernel_cm NAME: PASS when none of ib_cm, rdma_cm, rdma_ucm is loaded
 no_kernel_cm() { check "$1" bash -c '! lsmod | grep -Ewq "^(ib_cm|rdma_cm|rdma_ucm)"'; }
 
-# show LOG: the end of a program's log, indented, for a FAIL
-show() { sed 's/^/  | /' "$1" | tail -n 30; }
+# show LOG: the end of a program's log, indented, for a FAIL; after a crash also the
+# backtraces of the core files (the VM's /tmp is its own: cores are written there)
+show() {
+  sed 's/^/  | /' "$1" | tail -n 30
+  local c exe
+  for c in /tmp/core.*; do   # core.<program>.<pid>
+    [ -e "$c" ] || continue
+    exe=${c#/tmp/core.}; exe=$(command -v "${exe%.*}")
+    gdb -q -batch -ex 'thread apply all bt 20' "$exe" "$c" 2>&1 |
+      grep -E '^(#|Thread|Program)' | sed "s|^|  core ${c#/tmp/}: |" | head -n 80
+    rm -f "$c"
+  done
+}
+ulimit -c unlimited 2>/dev/null && echo '/tmp/core.%e.%p' > /proc/sys/kernel/core_pattern 2>/dev/null
 
 # run_to NAME LOG CMD...: runs CMD in the foreground, output in LOG; PASS on exit 0
 run_to() {
