@@ -9,8 +9,7 @@
 #      both ends print the bandwidth line
 #   3. ucmatose -c 10 (10 RC connections, 10 x 100 B each way on each): both ways
 # Checked: every program exits 0, udaddy / ucmatose print "data transfers complete"
-# and "return status 0" and no "failing connection request", perftest's result line
-# (the sender's with a non-zero average bandwidth).
+# and "return status 0" and no "failing connection request"; perftest prints its result line.
 # Readiness: the kernel listener shows in `rdma resource show cm_id`; the drop-in says
 # "listening on" (USCM_DEBUG=1).
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
@@ -22,11 +21,11 @@ IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
 C=10   # ucmatose connections
 # perftest: 100 iterations of its default 64 KiB message; -F: TCG's CPU frequency varies
 BW=(-R -F -n 100)
-# The sender's result line has a non-zero average; the receiver's only its shape: its
-# clock under TCG at load 17 once gave "0.00 0.00 0.000000" for a complete run (its exit
-# status says all 100 receives completed).
-BW_LINE='^ *65536 +100 +[0-9.]+ +([1-9][0-9]*|0)\.[0-9]*[1-9][0-9]* '
-BW_SERVER_LINE='^ *65536 +100 +[0-9.]+ +[0-9.]+ +[0-9.]+'
+# The result line's shape (the fields are separated by spaces and tabs). Not its
+# figures: under TCG at load 15-17 perftest's clock gave "0.00 0.00 0.000000" for
+# complete runs, on the kernel's side as on the drop-in's; that every send completed
+# is the exit status (perftest fails on a bad completion).
+BW_LINE='^ *65536[[:space:]]+100[[:space:]]+[0-9.]+[[:space:]]+[0-9.]+[[:space:]]+[0-9.]+[[:space:]]*$'
 
 # transfers_ok NAME LOG: udaddy's / ucmatose's end: every connection's messages polled
 # (both programs wait for all of them before saying so) and "return status 0". A
@@ -54,7 +53,7 @@ if [ "$USCM_VM_ROLE" = a ]; then
   timeout $T ib_send_bw "${BW[@]}" -p 18515 > /tmp/bw-s.log 2>&1 & pid=$!
   kernel_listening 18515 && sync.sh signal kernel-bw-ready
   finish kernel-send-bw-served-dropin "$pid" /tmp/bw-s.log
-  has_lines kernel-send-bw-server-result /tmp/bw-s.log "$BW_SERVER_LINE" 1
+  has_lines kernel-send-bw-server-result /tmp/bw-s.log "$BW_LINE" 1
   sync.sh wait dropin-bw-ready $T
   run_to kernel-send-bw-to-dropin /tmp/bw-c.log timeout $T ib_send_bw "${BW[@]}" -p 18516 "$PEER"
   has_lines kernel-send-bw-client-result /tmp/bw-c.log "$BW_LINE" 1
@@ -90,7 +89,7 @@ else
   "${USCM[@]}" ib_send_bw "${BW[@]}" -p 18516 > /tmp/bw-s.log 2>&1 & pid=$!
   wait_for /tmp/bw-s.log 'listening on' && sync.sh signal dropin-bw-ready
   finish dropin-send-bw-served-kernel "$pid" /tmp/bw-s.log
-  has_lines dropin-send-bw-server-result /tmp/bw-s.log "$BW_SERVER_LINE" 1
+  has_lines dropin-send-bw-server-result /tmp/bw-s.log "$BW_LINE" 1
 
   # 3. ucmatose -c 10
   sync.sh wait kernel-ucmatose-ready $T
