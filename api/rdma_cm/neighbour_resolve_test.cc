@@ -173,13 +173,12 @@ TEST_F(NeighbourResolveTest, DestroyingAnIdWhileItsEntryResolvesLeavesNoEvent) {
   ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.9"),
                               mad::Duration::Millis(30))
                   .ok());
+  const size_t asked = Asked();
   ASSERT_TRUE(ch_->DestroyId(id).ok());
   pollfd p{ch_->fd(), POLLIN, 0};
   EXPECT_EQ(poll(&p, 1, 200), 0) << "an event for a destroyed id";
-  const size_t asked = Asked();
-  pollfd none{-1, 0, 0};
-  poll(&none, 1, 50);
-  EXPECT_EQ(Asked(), asked) << "the destroyed id's entry is no longer probed";
+  // At most the round that was under way when the id went probes it once more.
+  EXPECT_LE(Asked(), asked + 1) << "the destroyed id's entry is no longer probed";
 }
 
 }  // namespace

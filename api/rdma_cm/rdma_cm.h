@@ -440,6 +440,7 @@ class Device final : public cm::NodeObserver {
   };
   void QueueResolve(PendingResolve p);  // device lock held
   void ResolverLoop();
+  bool Live(const PendingResolve& p) const;  // the id still waits for this answer
   void StopResolver();
 
   std::unique_ptr<cm::Node> node_;

@@ -9,6 +9,7 @@
 //     passes (the kernel's process_one_req list), so the call returns at once
 //     and ADDR_RESOLVED / ADDR_ERROR comes later, as from the kernel;
 //   * RoCE without a table: the IP's own GID.
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -161,6 +162,9 @@ void Device::ResolverLoop() {
       resolver_cv_.wait(lock);
       continue;
     }
+    // Ids destroyed (or resolving again) since the last round are not probed.
+    std::erase_if(pending_resolves_, [this](const PendingResolve& p) { return !Live(p); });
+    if (pending_resolves_.empty()) continue;
     std::vector<PendingResolve> round = pending_resolves_;
     lock.unlock();
     std::vector<absl::StatusOr<absl::optional<mad::Gid>>> answers;
@@ -175,8 +179,7 @@ void Device::ResolverLoop() {
       auto it = std::find_if(pending_resolves_.begin(), pending_resolves_.end(),
                              [&](const PendingResolve& q) { return q.id == p.id && q.seq == p.seq; });
       if (it == pending_resolves_.end()) continue;
-      const bool live = ids_.contains(p.id) && p.id->resolve_seq_ == p.seq &&
-                        p.id->state_ == IdState::kAddrQuery;
+      const bool live = Live(p);
       if (live && StillResolving(answers[i]) && now < p.deadline) continue;
       if (live && StillResolving(answers[i])) {
         answers[i] = mad::WithErrno(
@@ -189,6 +192,10 @@ void Device::ResolverLoop() {
     }
     resolver_cv_.wait_for(lock, kProbeInterval);
   }
+}
+
+bool Device::Live(const PendingResolve& p) const {
+  return ids_.contains(p.id) && p.id->resolve_seq_ == p.seq && p.id->state_ == IdState::kAddrQuery;
 }
 
 void Device::StopResolver() {
