@@ -9,9 +9,16 @@
 //   BM_ApiSimFabric   the same through the rdma_cm-style API (uscm::CmId,
 //                     event channels) over the simulated fabric, including
 //                     resolve_addr / resolve_route (path cache) per connection.
-//   BM_MemoryEndpoint / BM_MemoryApi
+//   BM_CApiSimFabric  the same through the uscm C API (uscm_cma.h), the layer
+//                     the drop-in librdmacm calls: uscm_get_cm_event /
+//                     uscm_ack_cm_event, C handles.
+//   BM_MemoryEndpoint / BM_MemoryApi / BM_MemoryCApi
 //                     100k connections held ESTABLISHED; heap delta
 //                     (HeapBytes()) divided by 100k.
+//
+// The API pairs use the endpoint pairs' TimeWait (1 ms), so records in
+// TimeWait stay bounded as virtual time goes on (`records`), and report the
+// scheduler steps and event channel syscalls per connection.
 //
 // Targets (issue 5): >= 200,000 connections/s, <= 1 KiB per connection.
 #include <malloc.h>
@@ -22,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "api/c/uscm_cma.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "api/rdma_cm/rdma_cm_testing.h"
 #include "benchmark/benchmark.h"
@@ -226,7 +234,7 @@ struct ApiPair {
   // ib: RDMA_PS_IB with AF_IB addresses (no IP port per id: 100k ids would
   // exhaust the 25,536 ephemeral ports of an IP port space).
   explicit ApiPair(bool ib = false) : ps(ib ? PortSpace::kIb : PortSpace::kTcp) {
-    f = std::move(*testing::SimFabric::Create(3));
+    f = std::move(*testing::SimFabric::Create(3, nullptr, NodeOptions()));
     listener = *f->host(1).channel->CreateId(nullptr, ps);
     Address a = f->host(1).ip;
     a.port = 7471;
@@ -245,6 +253,15 @@ struct ApiPair {
       abort();
     }
     return *e;
+  }
+  static cm::NodeOptions NodeOptions() {
+    cm::NodeOptions o;
+    o.cm.timewait = mad::Duration::Millis(1);
+    return o;
+  }
+  size_t records() {
+    return f->host(0).device->node().cm().connection_count() +
+           f->host(1).device->node().cm().connection_count();
   }
   // One connection to ESTABLISHED on both sides; returns (active, passive).
   std::pair<CmId*, CmId*> Establish(uint32_t qpn) {
@@ -291,8 +308,118 @@ void BM_ApiSimFabric(benchmark::State& state) {
   }
   state.counters["conn/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["records"] = static_cast<double>(p.records());
+  state.counters["steps/conn"] = benchmark::Counter(
+      static_cast<double>(p.f->scheduler().steps()), benchmark::Counter::kAvgIterations);
 }
 BENCHMARK(BM_ApiSimFabric);
+
+// The same connection through the uscm C API, as the drop-in librdmacm makes
+// it: C ids and events (uscm_get_cm_event / uscm_ack_cm_event), the passive
+// id's C handle made on its CONNECT_REQUEST.
+struct CApiPair {
+  explicit CApiPair(bool ib = false) : ps(ib ? USCM_PS_IB : USCM_PS_TCP) {
+    f = std::move(*testing::SimFabric::Create(3, nullptr, ApiPair::NodeOptions()));
+    for (int h = 0; h < 2; ++h) {
+      dev[h] = uscm_device_wrap(f->host(h).device.get());
+      ch[h] = uscm_create_event_channel_on(dev[h]);
+    }
+    uscm_create_id(ch[1], &listener, nullptr, ps);
+    if (ib) {
+      const mad::LocalPort& port = f->host(1).device->port();
+      dst.family = USCM_AF_IB;
+      std::copy(port.gid.raw.begin(), port.gid.raw.end(), dst.gid);
+      dst.lid = port.lid;
+      dst.service_id = 0x13F0000 | 7471;
+    } else {
+      uscm_parse_addr("10.0.0.2:7471", &dst);
+    }
+    if (uscm_bind_addr(listener, &dst) != 0 || uscm_listen(listener, 1 << 30) != 0) {
+      fprintf(stderr, "listen: %s\n", uscm_last_error());
+      abort();
+    }
+    // Waiting reads the C++ channel under the C one (queued()), as
+    // ApiPair does: no poll(2) per scheduler step charged to the API.
+    for (int h = 0; h < 2; ++h) {
+      uscm_cm_id* probe;
+      uscm_create_id(ch[h], &probe, nullptr, ps);
+      cpp[h] = static_cast<CmId*>(probe->impl)->channel();
+      uscm_destroy_id(probe);
+    }
+  }
+  ~CApiPair() {
+    uscm_destroy_id(listener);
+    for (int h = 0; h < 2; ++h) {
+      uscm_destroy_event_channel(ch[h]);
+      uscm_device_unwrap_free(dev[h]);
+    }
+  }
+  // The next event on host h's channel (must be `want`), acked; its id.
+  uscm_cm_id* Next(int h, uscm_cm_event_type want) {
+    sim::Scheduler& s = f->scheduler();
+    EventChannel* c = cpp[h];
+    (void)s.RunUntil([c] { return c->queued() > 0; }, s.Now() + mad::Duration::Seconds(120));
+    uscm_cm_event* e = nullptr;
+    if (uscm_get_cm_event(ch[h], &e) != 0 || e->event != want) {
+      fprintf(stderr, "host %d: wanted %s: %s\n", h, uscm_event_str(want),
+              e != nullptr ? uscm_event_str(e->event) : uscm_last_error());
+      abort();
+    }
+    uscm_cm_id* id = e->id;
+    uscm_ack_cm_event(e);
+    return id;
+  }
+  std::pair<uscm_cm_id*, uscm_cm_id*> Establish(uint32_t qpn) {
+    uscm_cm_id* id;
+    uscm_create_id(ch[0], &id, nullptr, ps);
+    uscm_resolve_addr(id, nullptr, &dst, 2000);
+    Next(0, USCM_CM_EVENT_ADDR_RESOLVED);
+    uscm_resolve_route(id, 2000);
+    Next(0, USCM_CM_EVENT_ROUTE_RESOLVED);
+    uscm_conn_param cp{};
+    cp.retry_count = 7;
+    cp.rnr_retry_count = 7;
+    cp.qp_num = qpn;
+    uscm_connect(id, &cp);
+    uscm_cm_id* passive = Next(1, USCM_CM_EVENT_CONNECT_REQUEST);
+    cp.qp_num = qpn + 0x100000;
+    uscm_accept(passive, &cp);
+    Next(0, USCM_CM_EVENT_CONNECT_RESPONSE);
+    uscm_establish(id);
+    Next(1, USCM_CM_EVENT_ESTABLISHED);
+    return {id, passive};
+  }
+  uscm_port_space ps;
+  std::unique_ptr<testing::SimFabric> f;
+  uscm_device* dev[2];
+  uscm_event_channel* ch[2];
+  EventChannel* cpp[2];
+  uscm_cm_id* listener;
+  uscm_addr dst{};
+};
+
+void BM_CApiSimFabric(benchmark::State& state) {
+  CApiPair p;
+  uint32_t qpn = 1;
+  for (auto _ : state) {
+    auto [a, b] = p.Establish(qpn);
+    qpn = (qpn + 1) & 0xFFFFF;
+    uscm_disconnect(a);
+    p.Next(1, USCM_CM_EVENT_DISCONNECTED);
+    uscm_disconnect(b);
+    p.Next(0, USCM_CM_EVENT_DISCONNECTED);
+    uscm_destroy_id(a);
+    uscm_destroy_id(b);
+  }
+  state.counters["conn/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["records"] = static_cast<double>(
+      p.f->host(0).device->node().cm().connection_count() +
+      p.f->host(1).device->node().cm().connection_count());
+  state.counters["steps/conn"] = benchmark::Counter(
+      static_cast<double>(p.f->scheduler().steps()), benchmark::Counter::kAvgIterations);
+}
+BENCHMARK(BM_CApiSimFabric);
 
 constexpr int kHeld = 100000;
 
@@ -333,6 +460,21 @@ void BM_MemoryApi(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_MemoryApi)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_MemoryCApi(benchmark::State& state) {
+  for (auto _ : state) {
+    CApiPair p(/*ib=*/true);
+    p.Establish(0x7FFFF);  // warm the path cache and the queues
+    const size_t before = HeapBytes();
+    for (int i = 0; i < kHeld; ++i) {
+      p.Establish(static_cast<uint32_t>(i + 1));
+    }
+    const size_t after = HeapBytes();
+    state.counters["bytes/conn(both ends)"] = static_cast<double>(after - before) / kHeld;
+    state.counters["bytes/conn(one end)"] = static_cast<double>(after - before) / kHeld / 2;
+  }
+}
+BENCHMARK(BM_MemoryCApi)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace uscm

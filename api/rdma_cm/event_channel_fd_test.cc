@@ -1,0 +1,99 @@
+// EventChannel's fd is readable exactly while events are queued, whatever
+// moves them: bursts (one eventfd write per empty -> non-empty transition),
+// GetEvent draining the queue, DestroyId dropping queued events, Migrate
+// moving them to another channel. ADDR_RESOLVED is queued by ResolveAddr
+// itself, so no simulated time needs to run.
+#include <poll.h>
+
+#include <vector>
+
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
+#include "gtest/gtest.h"
+
+namespace uscm {
+namespace {
+
+bool Readable(const EventChannel& ch) {
+  pollfd p{ch.fd(), POLLIN, 0};
+  return poll(&p, 1, 0) == 1;
+}
+
+class EventChannelFdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto f = testing::SimFabric::Create(/*seed=*/5);
+    ASSERT_TRUE(f.ok()) << f.status();
+    f_ = std::move(*f);
+  }
+  EventChannel& ch() { return *f_->host(0).channel; }
+  // A new id on `channel` with its ADDR_RESOLVED queued.
+  CmId* Resolved(EventChannel& channel) {
+    CmId* id = *channel.CreateId(nullptr, PortSpace::kTcp);
+    Address dst = f_->host(1).ip;
+    dst.port = 7471;
+    EXPECT_TRUE(id->ResolveAddr(absl::nullopt, dst).ok());
+    return id;
+  }
+  void GetAndAck(EventChannel& channel) {
+    absl::StatusOr<Event*> e = channel.GetEvent();
+    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_TRUE(channel.AckEvent(*e).ok());
+  }
+
+  std::unique_ptr<testing::SimFabric> f_;
+};
+
+TEST_F(EventChannelFdTest, ReadableUntilTheLastOfABurstIsRetrieved) {
+  EXPECT_FALSE(Readable(ch()));
+  std::vector<CmId*> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(Resolved(ch()));
+  ASSERT_EQ(ch().queued(), 3u);
+  for (int left = 3; left > 0; --left) {
+    EXPECT_TRUE(Readable(ch())) << left << " queued";
+    GetAndAck(ch());
+  }
+  EXPECT_FALSE(Readable(ch()));
+  EXPECT_EQ(ch().GetEvent().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(Readable(ch()));
+  // Empty -> non-empty again: readable again.
+  CmId* again = Resolved(ch());
+  EXPECT_TRUE(Readable(ch()));
+  GetAndAck(ch());
+  EXPECT_FALSE(Readable(ch()));
+  for (CmId* id : ids) ASSERT_TRUE(ch().DestroyId(id).ok());
+  ASSERT_TRUE(ch().DestroyId(again).ok());
+}
+
+TEST_F(EventChannelFdTest, DestroyingTheIdsOfQueuedEventsClearsTheFd) {
+  CmId* a = Resolved(ch());
+  CmId* b = Resolved(ch());
+  ASSERT_TRUE(ch().DestroyId(a).ok());
+  EXPECT_EQ(ch().queued(), 1u);
+  EXPECT_TRUE(Readable(ch()));
+  ASSERT_TRUE(ch().DestroyId(b).ok());
+  EXPECT_EQ(ch().queued(), 0u);
+  EXPECT_FALSE(Readable(ch()));
+}
+
+TEST_F(EventChannelFdTest, MigrateMovesReadability) {
+  auto other = f_->host(0).device->CreateEventChannel();
+  ASSERT_TRUE(other.ok()) << other.status();
+  CmId* a = Resolved(ch());
+  CmId* b = Resolved(ch());
+  ASSERT_TRUE(a->Migrate(other->get()).ok());
+  EXPECT_TRUE(Readable(ch()));  // b's event stays
+  EXPECT_TRUE(Readable(**other));
+  ASSERT_TRUE(b->Migrate(other->get()).ok());
+  EXPECT_FALSE(Readable(ch()));
+  EXPECT_EQ((*other)->queued(), 2u);
+  GetAndAck(**other);
+  EXPECT_TRUE(Readable(**other));
+  GetAndAck(**other);
+  EXPECT_FALSE(Readable(**other));
+  ASSERT_TRUE((*other)->DestroyId(a).ok());
+  ASSERT_TRUE((*other)->DestroyId(b).ok());
+}
+
+}  // namespace
+}  // namespace uscm
