@@ -74,6 +74,8 @@ class CmEndpoint {
   absl::optional<mad::TimePoint> NextDeadline() const;
   bool PollTransmit(OutgoingMad* out);
   bool PollEvent(CmEvent* out);
+  // An event waits for PollEvent.
+  bool has_events() const { return events_head_ < events_.size(); }
 
   // ---- user calls ----
   absl::StatusOr<ConnId> Connect(mad::TimePoint now, const ConnectParams& p);

@@ -96,6 +96,15 @@ class Node {
     kicked_ = true;
     RearmTimer();
   }
+  // Rearm after a user call of the CM endpoint or the SA client (connect,
+  // accept, reject, establish, disconnect, destroy, a path query): their MADs
+  // went out with FlushLocked and the answers come back as MADs, so the next
+  // step runs at once only when an event or SA result already waits for the
+  // observer (Rtu's ESTABLISHED, a path cache hit). Saves a step per call.
+  void RearmIfOutput() {
+    if (cm_.has_events() || sa_.pending_results() > 0) kicked_ = true;
+    RearmTimer();
+  }
 
   CmEndpoint& cm() { return cm_; }
   mad::Agent& agent() { return agent_; }

@@ -194,12 +194,26 @@ EventChannel::~EventChannel() {
   if (fd_ >= 0) close(fd_);
 }
 
+// The eventfd holds 1 exactly while the queue is not empty: written on the
+// empty -> non-empty transition, read when the queue drains (a burst of
+// events costs two syscalls, not two per event).
+void EventChannel::SyncFdLocked() {
+  const bool want = !queue_.empty();
+  if (want == fd_readable_) return;
+  uint64_t v = 1;
+  if (want) {
+    (void)!write(fd_, &v, sizeof v);
+  } else {
+    (void)!read(fd_, &v, sizeof v);
+  }
+  fd_readable_ = want;
+}
+
 void EventChannel::Push(std::unique_ptr<Event> e) {
   std::lock_guard<std::mutex> lock(mu_);
   if (e->id != nullptr) ++e->id->unacked_;
   queue_.push_back(std::move(e));
-  uint64_t one = 1;
-  (void)!write(fd_, &one, sizeof one);
+  SyncFdLocked();
 }
 
 absl::StatusOr<CmId*> EventChannel::CreateId(void* context, PortSpace ps) {
@@ -224,10 +238,9 @@ absl::StatusOr<Event*> EventChannel::GetEvent() {
   if (queue_.empty()) {
     return absl::UnavailableError("get_cm_event: no event queued; wait until fd() is readable");
   }
-  uint64_t junk;
-  (void)!read(fd_, &junk, sizeof junk);
   std::unique_ptr<Event> e = std::move(queue_.front());
   queue_.pop_front();
+  SyncFdLocked();
   Event* raw = e.get();
   delivered_.emplace(raw, std::move(e));
   return raw;
@@ -284,12 +297,11 @@ absl::Status EventChannel::DestroyId(CmId* id) {
         if ((*it)->listen_id == id && (*it)->id != id) orphans.push_back((*it)->id);
         --(*it)->id->unacked_;
         it = queue_.erase(it);
-        uint64_t junk;
-        (void)!read(fd_, &junk, sizeof junk);
       } else {
         ++it;
       }
     }
+    SyncFdLocked();
     for (CmId* o : orphans) o->listener_ = nullptr, o->state_ = IdState::kDestroying;
     for (CmId* o : orphans) {
       // Reject on the orphan's behalf (REJ 28), then free it.
@@ -297,9 +309,15 @@ absl::Status EventChannel::DestroyId(CmId* id) {
     }
     for (CmId* o : orphans) device_->FreeId(o);
   }
+  // Leaving multicast groups is the multicast manager's work, done in a step.
+  const bool joined = !id->joins_.empty();
   device_->FreeId(id);
   device_->node_->FlushLocked();
-  device_->node_->Rearm();
+  if (joined) {
+    device_->node_->Rearm();
+  } else {
+    device_->node_->RearmIfOutput();
+  }
   return absl::OkStatus();
 }
 
@@ -351,9 +369,11 @@ absl::StatusOr<std::unique_ptr<EventChannel>> Device::CreateEventChannel() {
   return std::unique_ptr<EventChannel>(new EventChannel(this, fd));
 }
 
-std::string Device::IpKey(const Address& a) {
-  return std::string(reinterpret_cast<const char*>(a.ip.data()), a.ip.size()) +
-         (a.family == Address::Family::kIpv4 ? "4" : "6");
+Device::IpKeyBytes Device::IpKey(const Address& a) {
+  IpKeyBytes k;
+  std::copy(a.ip.begin(), a.ip.end(), k.begin());
+  k[16] = a.family == Address::Family::kIpv4 ? 4 : 6;
+  return k;
 }
 
 mad::Gid RoceGidOf(const Address& ip) {
@@ -451,7 +471,7 @@ void Device::FreeId(CmId* id) {
     const uint32_t key = uint32_t{static_cast<uint16_t>(id->ps_)} << 16 | id->local_.port;
     auto it = ports_in_use_.find(key);
     if (it != ports_in_use_.end() && --it->second <= 0) ports_in_use_.erase(it);
-    if (!id->options_.reuse_addr) {
+    if (!id->opts().reuse_addr) {
       auto ex = exclusive_ports_.find(key);
       if (ex != exclusive_ports_.end() && --ex->second <= 0) exclusive_ports_.erase(ex);
     }
@@ -483,7 +503,7 @@ absl::Status Device::AllocPort(CmId* id) {
     const uint32_t key = uint32_t{static_cast<uint16_t>(id->ps_)} << 16 | p;
     if (!ports_in_use_.contains(key)) {
       ports_in_use_[key] = 1;
-      if (!id->options_.reuse_addr) exclusive_ports_[key] = 1;
+      if (!id->opts().reuse_addr) exclusive_ports_[key] = 1;
       id->local_.port = p;
       return absl::OkStatus();
     }
@@ -528,13 +548,13 @@ absl::Status CmId::BindAddr(const Address& addr) {
     auto it = device_->ports_in_use_.find(key);
     // Shared only when every id bound to it and this one set REUSEADDR.
     if (it != device_->ports_in_use_.end() &&
-        (!options_.reuse_addr || device_->exclusive_ports_.contains(key))) {
+        (!opts().reuse_addr || device_->exclusive_ports_.contains(key))) {
       return absl::AlreadyExistsError(absl::StrCat(
           "bind_addr: port ", addr.port, " is in use in this port space (errno EADDRINUSE); "
           "set REUSEADDR on both ids to share it"));
     }
     ++device_->ports_in_use_[key];
-    if (!options_.reuse_addr) ++device_->exclusive_ports_[key];
+    if (!opts().reuse_addr) ++device_->exclusive_ports_[key];
   }
   local_.gid = port.gid;
   local_.lid = port.lid;
@@ -547,18 +567,18 @@ absl::Status CmId::ResolveRoute(mad::Duration) {
   if (state_ != IdState::kAddrResolved) {
     return WrongState("resolve_route", state_, "ADDR_RESOLVED");
   }
-  if (options_.ib_path.has_value()) {
-    path_ = *options_.ib_path;
+  if (opts().ib_path.has_value()) {
+    path_ = *opts().ib_path;
     path_from_sa_ = false;
     if (path_->mtu >= 1 && path_->mtu <= 5) path_mtu_ = path_->mtu;  // IB_PATH with an MTU
-    if (options_.tos) path_->traffic_class = *options_.tos;
+    if (opts().tos) path_->traffic_class = *opts().tos;
     state_ = IdState::kRouteResolved;
     device_->Post(this, EventType::kRouteResolved, 0);
     return absl::OkStatus();
   }
   if (device_->options_.roce && local_.is_ip() && peer_.is_ip()) {
     // No SA on RoCE: the path from the two IPs.
-    path_ = RocePath(local_, peer_, device_->options_.roce_path_mtu, options_.tos.value_or(0));
+    path_ = RocePath(local_, peer_, device_->options_.roce_path_mtu, opts().tos.value_or(0));
     path_from_sa_ = false;
     path_mtu_ = path_->mtu;
     state_ = IdState::kRouteResolved;
@@ -570,14 +590,20 @@ absl::Status CmId::ResolveRoute(mad::Duration) {
                            : mad::wire::ServiceIdFor(
                                  static_cast<mad::wire::PortSpace>(ps_), peer_.port);
   sa::PathQuery q = sa::PathQuery::RdmaCm(local_.gid, peer_.gid, peer_.pkey, sid);
-  if (options_.tos && peer_.family == Address::Family::kIpv6) q.TClass(*options_.tos);
-  absl::StatusOr<uint64_t> qid = device_->node_->sa().GetPath(device_->node_->Now(), q);
+  if (opts().tos && peer_.family == Address::Family::kIpv6) q.TClass(*opts().tos);
+  cm::Node& node = *device_->node_;
+  const TimePoint now = node.Now();
+  absl::StatusOr<uint64_t> qid = node.sa().GetPath(now, q);
   if (!qid.ok()) return Prefix("resolve_route", qid.status());
   sa_query_ = *qid;
   device_->by_query_[*qid] = this;
   state_ = IdState::kRouteQuery;
-  device_->node_->FlushLocked();
-  device_->node_->Rearm();
+  node.FlushLocked();
+  // A path cache hit is answered at once: ROUTE_RESOLVED is queued before
+  // this call returns, with no step of the node (what the step after Rearm
+  // would do). A query that went to the SA is answered by its MAD.
+  while (absl::optional<sa::SaResult> r = node.sa().PollResult()) device_->OnSaResult(now, *r);
+  node.RearmIfOutput();
   return absl::OkStatus();
 }
 
@@ -603,12 +629,12 @@ IdState CmId::state() const {
 
 IdOptions CmId::options() const {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
-  return options_;
+  return opts();
 }
 
 absl::Status CmId::SetOption(const IdOptions& o) {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
-  if (o.reuse_addr != options_.reuse_addr && (bound_ || state_ != IdState::kIdle)) {
+  if (o.reuse_addr != opts().reuse_addr && (bound_ || state_ != IdState::kIdle)) {
     return WrongState("set_option(REUSEADDR)", state_, "IDLE and not yet bound");
   }
   if (o.ack_timeout && *o.ack_timeout > 31) {
@@ -624,11 +650,11 @@ absl::Status CmId::SetOption(const IdOptions& o) {
         "set_option(BACKOFF): factor ", o.backoff_factor, " must be 1..16"));
   }
   // Only a new IB_PATH is bound to the state; other options may change later.
-  if (o.ib_path && o.ib_path != options_.ib_path && state_ != IdState::kAddrResolved &&
+  if (o.ib_path && o.ib_path != opts().ib_path && state_ != IdState::kAddrResolved &&
       state_ != IdState::kIdle) {
     return WrongState("set_option(IB_PATH)", state_, "IDLE or ADDR_RESOLVED");
   }
-  options_ = o;
+  options_ = std::make_unique<IdOptions>(o);
   return absl::OkStatus();
 }
 
@@ -637,8 +663,8 @@ absl::StatusOr<cm::QpAttributes> CmId::InitQpAttr(cm::QpState state) const {
   if (conn_.valid() && !is_ud()) {
     absl::StatusOr<cm::QpAttributes> a = device_->node_->cm().GetQpAttributes(conn_, state);
     if (!a.ok()) return Prefix("init_qp_attr", a.status());
-    if (state == cm::QpState::kRts && options_.ack_timeout) {
-      a->timeout = *options_.ack_timeout;
+    if (state == cm::QpState::kRts && opts().ack_timeout) {
+      a->timeout = *opts().ack_timeout;
     }
     return a;
   }
@@ -714,12 +740,11 @@ absl::Status CmId::Migrate(EventChannel* to) {
       ++it;
       continue;
     }
-    uint64_t junk, one = 1;
-    (void)!read(from->fd_, &junk, sizeof junk);
     to->queue_.push_back(std::move(*it));
-    (void)!write(to->fd_, &one, sizeof one);
     it = from->queue_.erase(it);
   }
+  from->SyncFdLocked();
+  to->SyncFdLocked();
   for (CmId* m : moving) m->channel_ = to;
   return absl::OkStatus();
 }

@@ -253,24 +253,34 @@ class CmId {
   EventChannel* channel_;
   void* context_;
   PortSpace ps_;
-  // Guarded by the device's node mutex.
+  // Guarded by the device's node mutex. (The small fields sit together:
+  // a CmId is held per connection end, docs/CM.md "Performance".)
   IdState state_ = IdState::kIdle;
-  uint64_t resolve_seq_ = 0;  // which resolve_addr a pending answer belongs to
-  Address local_;
-  Address peer_;
   bool bound_ = false;
-  IdOptions options_;
-  absl::optional<cm::PathInfo> path_;  // local = this side
   // The route came from an SA PathRecord (or the path cache), not from the
   // IB_PATH option nor a REQ: a timeout or a path REJ invalidates it.
   bool path_from_sa_ = false;
   uint8_t path_mtu_ = 4;
   bool swallow_established_ = false;
+  bool ud_reply_pending_ = false;
+  Address local_;
+  Address peer_;
+  // Out of line, from the first SetOption on (88 bytes most ids never use);
+  // opts() reads the defaults while there is none.
+  std::unique_ptr<IdOptions> options_;
+  const IdOptions& opts() const {
+    static const IdOptions kDefaults;
+    return options_ != nullptr ? *options_ : kDefaults;
+  }
+  absl::optional<cm::PathInfo> path_;  // local = this side
   cm::ConnId conn_;
   cm::ListenId listen_;
+  // Guarded by the channel mutex: events queued or delivered, not acked.
+  int unacked_ = 0;
   uint64_t listen_sid_ = 0, listen_mask_ = 0;  // claimed from a shared port's router
   CmId* listener_ = nullptr;        // passive ids: the listening id
   uint64_t sa_query_ = 0;           // outstanding route query
+  uint64_t resolve_seq_ = 0;        // which resolve_addr a pending answer belongs to
   absl::optional<cm::Ece> local_ece_;
   cm::Ece remote_ece_;
   QpTransitioner* qp_ = nullptr;
@@ -279,8 +289,9 @@ class CmId {
   // report as the kernel's rdma_cm does (cma_set_rep_event_data); 0 on a
   // passive id (the kernel's ESTABLISHED after an RTU has no parameters).
   uint32_t remote_qpn_ = 0;
-  std::vector<uint8_t> rep_private_data_;  // held for ESTABLISHED
-  bool ud_reply_pending_ = false;
+  // The REP's private data from CONNECT_RESPONSE until ESTABLISHED (with an
+  // attached QP) takes it; empty otherwise.
+  std::vector<uint8_t> rep_private_data_;
   struct McJoinState {
     Address group;
     void* context = nullptr;
@@ -292,12 +303,10 @@ class CmId {
     bool refused = false;      // MULTICAST_ERROR from the SA: nothing to leave there
   };
   std::vector<McJoinState> joins_;
-  // Guarded by the channel mutex: events queued or delivered, not acked.
-  int unacked_ = 0;
 };
 
 // rdma_event_channel: a queue of events with a pollable fd (an eventfd that
-// is readable while events are queued).
+// is readable exactly while events are queued).
 class EventChannel {
  public:
   ~EventChannel();
@@ -327,11 +336,14 @@ class EventChannel {
   friend class CmId;  // Migrate
   explicit EventChannel(Device* device, int fd) : device_(device), fd_(fd) {}
   void Push(std::unique_ptr<Event> e);  // device lock held
+  // Makes the fd readable iff the queue is not empty (mu_ held).
+  void SyncFdLocked();
 
   Device* device_;
   int fd_;
   mutable std::mutex mu_;
   std::deque<std::unique_ptr<Event>> queue_;
+  bool fd_readable_ = false;  // the eventfd holds 1 (guarded by mu_)
   absl::flat_hash_map<Event*, std::unique_ptr<Event>> delivered_;
 };
 
@@ -411,7 +423,9 @@ class Device final : public cm::NodeObserver {
     mad::Gid gid;
     uint16_t lid = 0;
   };
-  static std::string IpKey(const Address& a);
+  // The 16 address bytes and the family (no allocation per resolve_addr).
+  using IpKeyBytes = std::array<uint8_t, 17>;
+  static IpKeyBytes IpKey(const Address& a);
 
   // rdma_cm.cc (device lock held for all of these)
   void Post(CmId* id, EventType t, int status, std::string detail = {});
@@ -446,7 +460,7 @@ class Device final : public cm::NodeObserver {
   std::unique_ptr<cm::Node> node_;
   cm::RealNode* real_;  // null when simulated
   DeviceOptions options_;
-  absl::flat_hash_map<std::string, Neighbor> neighbors_;
+  absl::flat_hash_map<IpKeyBytes, Neighbor> neighbors_;
   absl::flat_hash_map<CmId*, std::unique_ptr<CmId>> ids_;
   absl::flat_hash_map<uint64_t, CmId*> by_conn_;    // ConnId packed
   absl::flat_hash_map<uint64_t, CmId*> by_listen_;  // ListenId packed

@@ -72,8 +72,8 @@ absl::Status CmId::Connect(const ConnParam& param) {
   auto pd = RequestData("connect", ip, is_ud(), local_, peer_, param.private_data);
   if (!pd.ok()) return pd.status();
   cm::RetryPolicy retry;
-  retry.response_timeout = options_.response_timeout;
-  retry.backoff_factor = options_.backoff_factor;
+  retry.response_timeout = opts().response_timeout;
+  retry.backoff_factor = opts().backoff_factor;
 
   if (is_ud()) {
     cm::SidrRequestParams p;
@@ -83,7 +83,7 @@ absl::Status CmId::Connect(const ConnParam& param) {
     p.peer.sl = path_->sl;
     p.peer.has_grh = !path_->subnet_local;
     p.peer.gid = path_->remote_gid;
-    if (options_.max_cm_retries) p.max_retries = *options_.max_cm_retries;
+    if (opts().max_cm_retries) p.max_retries = *opts().max_cm_retries;
     p.private_data = std::move(*pd);
     p.retry = retry;
     absl::StatusOr<cm::ConnId> c = node.cm().SidrRequest(now, p);
@@ -111,7 +111,7 @@ absl::Status CmId::Connect(const ConnParam& param) {
     p.retry_count = std::min<uint8_t>(param.retry_count, 7);
     p.rnr_retry_count = std::min<uint8_t>(param.rnr_retry_count, 7);
     p.srq = param.srq != 0;
-    if (options_.max_cm_retries) p.max_cm_retries = *options_.max_cm_retries;
+    if (opts().max_cm_retries) p.max_cm_retries = *opts().max_cm_retries;
     p.ece = local_ece_;
     p.private_data = std::move(*pd);
     p.retry = retry;
@@ -132,7 +132,7 @@ absl::Status CmId::Connect(const ConnParam& param) {
   device_->by_conn_[Pack(conn_.index, conn_.generation)] = this;
   state_ = IdState::kConnect;
   node.FlushLocked();
-  node.Rearm();
+  node.RearmIfOutput();
   return absl::OkStatus();
 }
 
@@ -151,11 +151,11 @@ absl::Status CmId::Listen(int backlog) {
   }
   const uint32_t b = backlog <= 0 ? 1024 : static_cast<uint32_t>(backlog);
   absl::StatusOr<cm::ListenId> l =
-      device_->node_->cm().Listen(sid, mask, b, options_.reuse_addr);
+      device_->node_->cm().Listen(sid, mask, b, opts().reuse_addr);
   if (!l.ok()) return Prefix("listen", l.status());
   // On a port shared through uscmd the router must route this service's
   // REQs here (OK at once when the process owns the port).
-  if (absl::Status claim = device_->node_->transport().ClaimService(sid, mask, options_.reuse_addr);
+  if (absl::Status claim = device_->node_->transport().ClaimService(sid, mask, opts().reuse_addr);
       !claim.ok()) {
     (void)device_->node_->cm().StopListening(*l);
     return Prefix("listen", claim);
@@ -195,7 +195,7 @@ absl::Status CmId::Accept(const ConnParam& param) {
     device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
       state_ = IdState::kEstablished;
     node.FlushLocked();
-    node.Rearm();
+    node.RearmIfOutput();
     return absl::OkStatus();
   }
   if (param.private_data.size() > kRepPrivateData) {
@@ -218,8 +218,8 @@ absl::Status CmId::Accept(const ConnParam& param) {
   p.failover_accepted = false;  // as rdma_cm
   if (local_ece_) p.ece_options = local_ece_->options;
   p.private_data = param.private_data;
-  p.retry.response_timeout = options_.response_timeout;
-  p.retry.backoff_factor = options_.backoff_factor;
+  p.retry.response_timeout = opts().response_timeout;
+  p.retry.backoff_factor = opts().backoff_factor;
   qpn_ = p.qpn;
   absl::Status s = node.cm().Accept(now, conn_, p);
   if (!s.ok()) return Prefix("accept", s);
@@ -227,8 +227,8 @@ absl::Status CmId::Accept(const ConnParam& param) {
     // librdmacm moves the QP to RTR and RTS as part of rdma_accept.
     for (cm::QpState st : {cm::QpState::kInit, cm::QpState::kRtr, cm::QpState::kRts}) {
       absl::StatusOr<cm::QpAttributes> a = node.cm().GetQpAttributes(conn_, st);
-      if (a.ok() && st == cm::QpState::kRts && options_.ack_timeout) {
-        a->timeout = *options_.ack_timeout;
+      if (a.ok() && st == cm::QpState::kRts && opts().ack_timeout) {
+        a->timeout = *opts().ack_timeout;
       }
       absl::Status m = a.ok() ? qp_->Modify(*a) : a.status();
       if (!m.ok()) {
@@ -240,7 +240,7 @@ absl::Status CmId::Accept(const ConnParam& param) {
   }
   state_ = IdState::kAccepted;
   node.FlushLocked();
-  node.Rearm();
+  node.RearmIfOutput();
   return absl::OkStatus();
 }
 
@@ -273,7 +273,7 @@ absl::Status CmId::Reject(std::span<const uint8_t> private_data) {
   device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
   state_ = IdState::kIdle;
   device_->node_->FlushLocked();
-  device_->node_->Rearm();
+  device_->node_->RearmIfOutput();
   return absl::OkStatus();
 }
 
@@ -289,7 +289,7 @@ absl::Status CmId::RejectEce(std::span<const uint8_t> private_data) {
   device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
   state_ = IdState::kIdle;
   device_->node_->FlushLocked();
-  device_->node_->Rearm();
+  device_->node_->RearmIfOutput();
   return absl::OkStatus();
 }
 
@@ -306,7 +306,7 @@ absl::Status CmId::Establish() {
   }
   state_ = IdState::kEstablished;
   device_->node_->FlushLocked();
-  device_->node_->Rearm();
+  device_->node_->RearmIfOutput();
   return absl::OkStatus();
 }
 
@@ -330,7 +330,7 @@ absl::Status CmId::Disconnect() {
   if (!s.ok()) return Prefix("disconnect", s);
   state_ = IdState::kDisconnect;
   device_->node_->FlushLocked();
-  device_->node_->Rearm();
+  device_->node_->RearmIfOutput();
   return absl::OkStatus();
 }
 
@@ -389,7 +389,7 @@ absl::Status CmId::JoinMulticastEx(const Address& group, void* context, McJoinFl
   if (flags == McJoinFlags::kSendOnlyFullMember) {
     j.join_state = mad::wire::JoinState(mad::wire::JoinState::kSendOnlyFullMember);
   }
-  if (options_.tos) j.tclass = *options_.tos;
+  if (opts().tos) j.tclass = *opts().tos;
   absl::StatusOr<uint64_t> t = device_->node_->mc().Join(device_->node_->Now(), j);
   if (!t.ok()) return Prefix("join_multicast", t.status());
   McJoinState js;

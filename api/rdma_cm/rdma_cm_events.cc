@@ -111,7 +111,7 @@ void Device::OnSaResult(mad::TimePoint, sa::SaResult& r) {
   id->path_ = cm::PathFromRecord(r.paths[0]);
   id->path_from_sa_ = true;
   id->path_mtu_ = id->path_->mtu;
-  if (id->options_.tos) id->path_->traffic_class = *id->options_.tos;
+  if (id->opts().tos) id->path_->traffic_class = *id->opts().tos;
   id->state_ = IdState::kRouteResolved;
   Post(id, EventType::kRouteResolved, 0);
 }
@@ -189,7 +189,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       }
       id->state_ = IdState::kEstablished;
       ev->event = EventType::kEstablished;
-      ev->conn.private_data = id->rep_private_data_;
+      ev->conn.private_data = std::move(id->rep_private_data_);  // not needed after this
       ev->conn.qp_num = id->remote_qpn_;
       ev->remote_ece = id->remote_ece_;
       break;
@@ -252,7 +252,9 @@ void Device::OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e) {
     id->state_ = IdState::kConnectResponse;
     auto ev = std::make_unique<Event>();
     ev->event = EventType::kConnectResponse;
-    ev->conn.private_data = id->rep_private_data_;
+    // Establish() swallows the ESTABLISHED that follows: the data is the
+    // event's alone (an established id holds no copy).
+    ev->conn.private_data = std::move(id->rep_private_data_);
     ev->conn.qp_num = id->remote_qpn_;
     ev->remote_ece = e.remote_ece;
     PostEvent(id, std::move(ev));
@@ -260,8 +262,8 @@ void Device::OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e) {
   }
   for (cm::QpState st : {cm::QpState::kRtr, cm::QpState::kRts}) {
     absl::StatusOr<cm::QpAttributes> a = node_->cm().GetQpAttributes(id->conn_, st);
-    if (a.ok() && st == cm::QpState::kRts && id->options_.ack_timeout) {
-      a->timeout = *id->options_.ack_timeout;
+    if (a.ok() && st == cm::QpState::kRts && id->opts().ack_timeout) {
+      a->timeout = *id->opts().ack_timeout;
     }
     absl::Status m = a.ok() ? id->qp_->Modify(*a) : a.status();
     if (!m.ok()) {
@@ -327,9 +329,12 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
   child->path_ = Reversed(e.req.primary);
   child->path_mtu_ = e.req.path_mtu;
   child->remote_ece_ = e.remote_ece;
-  child->options_.ack_timeout = listener->options_.ack_timeout;
-  child->options_.response_timeout = listener->options_.response_timeout;
-  child->options_.backoff_factor = listener->options_.backoff_factor;
+  if (listener->options_ != nullptr) {
+    child->options_ = std::make_unique<IdOptions>();
+    child->options_->ack_timeout = listener->options_->ack_timeout;
+    child->options_->response_timeout = listener->options_->response_timeout;
+    child->options_->backoff_factor = listener->options_->backoff_factor;
+  }
   child->state_ = IdState::kConnectRequest;
   by_conn_[Pack(e.conn.index, e.conn.generation)] = child;
   ev->listen_id = listener;
