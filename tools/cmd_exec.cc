@@ -1,27 +1,35 @@
 // uscm exec: runs an unmodified rdma_cm program on uscm's drop-in
 // librdmacm.so.1 (api/librdmacm).
 //
-//   uscm exec [--libdir DIR] [--device CA[:PORT]] [--no-uscmd] -- PROGRAM [ARGS...]
+//   uscm exec [--libdir DIR] [--device CA[:PORT]] [--idle-exit S] [--no-uscmd] -- PROGRAM [ARGS...]
 //
 // 1. Finds the drop-in: --libdir, $USCM_LIBDIR, <bindir>/../lib/uscm (an
 //    installed tree, tools/install.sh), <bindir>/../api/librdmacm (bazel-bin).
 // 2. For every ACTIVE RDMA port without a live uscmd, starts one (the port's
 //    router, docs/ROUTER.md) in the background and waits until its socket
 //    answers, so that several programs share the port: the first program
-//    would otherwise own the port's CM class and lock the others out. A uscmd
-//    that cannot start (no permission on /dev/infiniband/umad*, the kernel's
-//    ib_cm owns the CM class) is reported and skipped; the program then owns
-//    the port itself, as one process alone may.
-// 3. Puts the drop-in first on LD_LIBRARY_PATH and execs PROGRAM. --device
+//    would otherwise own the port's CM class and lock the others out.
+//    Always through uscmd: a program that owns the port itself cannot clean
+//    up when it is killed (kill -9), while uscmd sends what the kernel sends
+//    on process exit (DREQ for its established connections, REJ for pending
+//    ones; docs/ROUTER.md). So a uscmd that cannot start (no permission on
+//    /dev/infiniband/umad*, the kernel's ib_cm owns the CM class) is an
+//    error, unless --no-uscmd says the program may own the port.
+// 3. Holds one connection to every router open across the exec (an
+//    inherited descriptor): uscmd's idle timer (--idle-exit) starts only
+//    once PROGRAM and every other client are gone.
+// 4. Puts the drop-in first on LD_LIBRARY_PATH and execs PROGRAM. --device
 //    sets USCM_DEVICE: the port the drop-in serves the program on (by default
 //    the first ACTIVE one; api/librdmacm/port_choice.h), and only that port
 //    gets a uscmd.
 //
-// The uscmd it starts keeps running after PROGRAM exits (a router on demand,
-// as a socket-activated service would be); its log is /tmp/uscmd-<ca>-<port>.log.
+// The uscmd it starts exits by itself S seconds (--idle-exit, default 30)
+// after its last client left; its log is /tmp/uscmd-<ca>-<port>.log.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,13 +59,15 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kUsage[] =
-    "Usage: uscm exec [--libdir DIR] [--device CA[:PORT]] [--no-uscmd] -- PROGRAM [ARGS...]\n"
+    "Usage: uscm exec [--libdir DIR] [--device CA[:PORT]] [--idle-exit S] [--no-uscmd]\n"
+    "                 -- PROGRAM [ARGS...]\n"
     "\n"
     "Runs an unmodified rdma_cm program (rping, ucmatose, ib_send_bw -R, ...) on\n"
     "uscm: its librdmacm.so.1 first on LD_LIBRARY_PATH, and a uscmd router\n"
     "started for every active RDMA port that has none, so several programs\n"
-    "share a port. The uscmd keeps running afterwards (log in\n"
-    "/tmp/uscmd-<ca>-<port>.log; stop it with kill).\n"
+    "share a port, and a killed program's peers still get its DREQs and REJs\n"
+    "(from uscmd). A router that cannot start is an error. The uscmd exits by\n"
+    "itself S seconds after its last program (log in /tmp/uscmd-<ca>-<port>.log).\n"
     "\n"
     "Options:\n"
     "  --libdir DIR   where librdmacm.so.1 is (default: $USCM_LIBDIR, else next to\n"
@@ -65,7 +75,12 @@ constexpr char kUsage[] =
     "  --device CA[:PORT]  the RDMA port the program runs on (sets USCM_DEVICE;\n"
     "                 default: the first ACTIVE port). The drop-in serves one\n"
     "                 port per process: name it on a host with several devices\n"
-    "  --no-uscmd     start no router (the program owns the port itself)\n";
+    "  --idle-exit S  a uscmd started here exits S seconds after its last client\n"
+    "                 (default 30; 0: it keeps running)\n"
+    "  --no-uscmd     start no router (the program owns the port itself and\n"
+    "                 nothing cleans up for it if it is killed)\n";
+
+constexpr int kDefaultIdleExitSeconds = 30;
 
 std::string SelfDir() {
   std::error_code ec;
@@ -131,10 +146,11 @@ std::string LastLine(const std::string& file) {
 }
 
 // Starts uscmd for `p` in its own session; true once its socket answers.
-bool StartRouter(const std::string& uscmd, const ActivePort& p) {
+bool StartRouter(const std::string& uscmd, const ActivePort& p, int idle_exit_s) {
   const std::string socket = router::DefaultRouterSocket(p.ca, p.port);
   const std::string log = absl::StrCat("/tmp/uscmd-", p.ca, "-", p.port, ".log");
   const std::string port = std::to_string(p.port);
+  const std::string idle = absl::StrCat("--idle-exit=", idle_exit_s);
   const pid_t pid = fork();
   if (pid < 0) return false;
   if (pid == 0) {
@@ -147,7 +163,7 @@ bool StartRouter(const std::string& uscmd, const ActivePort& p) {
     }
     if (null >= 0) dup2(null, STDIN_FILENO);
     execl(uscmd.c_str(), uscmd.c_str(), "--ca", p.ca.c_str(), "--port", port.c_str(),
-          "--socket", socket.c_str(), static_cast<char*>(nullptr));
+          "--socket", socket.c_str(), idle.c_str(), static_cast<char*>(nullptr));
     std::fprintf(stderr, "uscm exec: cannot run %s: %s\n", uscmd.c_str(), std::strerror(errno));
     _exit(127);
   }
@@ -157,8 +173,8 @@ bool StartRouter(const std::string& uscmd, const ActivePort& p) {
     if (router::RouterServesAt(socket)) return true;
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) {
-      std::fprintf(stderr, "uscm exec: no uscmd for %s port %d (%s); the program owns the port\n",
-                   p.ca.c_str(), p.port, LastLine(log).c_str());
+      std::fprintf(stderr, "uscm exec: uscmd for %s port %d did not start: %s\n", p.ca.c_str(),
+                   p.port, LastLine(log).c_str());
       return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -169,12 +185,30 @@ bool StartRouter(const std::string& uscmd, const ActivePort& p) {
   return false;
 }
 
+// A connection to the router at `socket`, inherited by the program (no
+// FD_CLOEXEC): the router counts it as a client until the program exits.
+// It never sends a frame; the program's own library connects separately.
+bool HoldRouter(const std::string& socket) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket.size() >= sizeof addr.sun_path) return false;
+  std::memcpy(addr.sun_path, socket.data(), socket.size());
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  if (fd < 0) return false;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int RunExec(int argc, char** argv) {
   std::string libdir_flag;
   const char* device = nullptr;
   bool start_uscmd = true;
+  int idle_exit_s = kDefaultIdleExitSeconds;
   int i = 0;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
@@ -188,6 +222,12 @@ int RunExec(int argc, char** argv) {
     }
     if (a == "--no-uscmd") {
       start_uscmd = false;
+    } else if ((a == "--idle-exit" && i + 1 < argc) || absl::StartsWith(a, "--idle-exit=")) {
+      const std::string v = a == "--idle-exit" ? argv[++i] : a.substr(strlen("--idle-exit="));
+      if (!absl::SimpleAtoi(v, &idle_exit_s) || idle_exit_s < 0) {
+        std::fprintf(stderr, "uscm exec: --idle-exit %s: seconds, 0 or more\n", v.c_str());
+        return kExitUsage;
+      }
     } else if (a == "--libdir" && i + 1 < argc) {
       libdir_flag = argv[++i];
     } else if (a == "--device" && i + 1 < argc) {
@@ -233,13 +273,30 @@ int RunExec(int argc, char** argv) {
     const std::string uscmd = (fs::path(SelfDir()) / "uscmd").string();
     for (const ActivePort& p : ActivePorts()) {
       if (!librdmacm::PortChosen(choice, p.ca.c_str(), p.port)) continue;
-      if (router::RouterServesAt(router::DefaultRouterSocket(p.ca, p.port))) continue;
-      if (access(uscmd.c_str(), X_OK) != 0) {
-        std::fprintf(stderr, "uscm exec: no uscmd next to uscm (%s); the program owns %s port %d\n",
-                     uscmd.c_str(), p.ca.c_str(), p.port);
-        continue;
+      const std::string socket = router::DefaultRouterSocket(p.ca, p.port);
+      if (!router::RouterServesAt(socket)) {
+        if (access(uscmd.c_str(), X_OK) != 0) {
+          std::fprintf(stderr,
+                       "uscm exec: no uscmd next to uscm (%s) for %s port %d; reinstall uscm, "
+                       "or pass --no-uscmd to let the program own the port\n",
+                       uscmd.c_str(), p.ca.c_str(), p.port);
+          return kExitFailure;
+        }
+        if (!StartRouter(uscmd, p, idle_exit_s)) {
+          std::fprintf(stderr,
+                       "uscm exec: not running %s without a router on %s port %d (pass "
+                       "--no-uscmd to let the program own the port)\n",
+                       argv[i], p.ca.c_str(), p.port);
+          return kExitFailure;
+        }
       }
-      StartRouter(uscmd, p);
+      // Between the check and here an idle router may have exited: then the
+      // program would own the port, so this is an error too.
+      if (!HoldRouter(socket)) {
+        std::fprintf(stderr, "uscm exec: the router on %s went away (%s); run it again\n",
+                     socket.c_str(), std::strerror(errno));
+        return kExitFailure;
+      }
     }
   }
   const char* old = std::getenv("LD_LIBRARY_PATH");

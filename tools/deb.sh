@@ -7,6 +7,7 @@
 #   /usr/include/uscm/*.h
 #   /usr/lib/pkgconfig/uscm.pc          prefix=/usr
 #   /lib/systemd/system/uscmd.service   the router for one port (not enabled)
+#   /lib/systemd/system/uscmd.socket    its socket activation (not enabled)
 #   /usr/share/man/man1/uscm.1.gz, /usr/share/man/man8/uscmd.8.gz
 #   /usr/share/doc/uscm/copyright
 #
@@ -49,10 +50,11 @@ sed -i "s|^prefix=.*|prefix=/usr|" "$root/usr/lib/pkgconfig/uscm.pc"
 version=$(sed -n 's/^Version: *//p' "$root/usr/lib/pkgconfig/uscm.pc")
 arch=$(dpkg --print-architecture)
 
-# 2. The systemd unit, pointing at the packaged binary. There is no socket
-# unit: uscmd creates and listens on its socket itself (no socket activation).
+# 2. The systemd units, pointing at the packaged binary: the service, and the
+# socket that starts it on demand (socket activation; neither is enabled).
 install -d "$root/lib/systemd/system"
 sed 's|/usr/local/bin/uscmd|/usr/bin/uscmd|g' tools/uscmd.service >"$root/lib/systemd/system/uscmd.service"
+install -m 0644 tools/uscmd.socket "$root/lib/systemd/system/uscmd.socket"
 chmod 0644 "$root/lib/systemd/system/uscmd.service"
 
 # 3. Man pages from the binaries' own --help (so every command and option is
@@ -109,6 +111,10 @@ install -d "$root/usr/share/man/man1" "$root/usr/share/man/man8"
   echo "/lib/systemd/system/uscmd.service"
   echo "runs uscmd for one port (USCMD_CA, USCMD_PORT; default mlx5_0 port 1) with its"
   echo "socket in /run/uscmd: systemctl edit uscmd; systemctl enable \\-\\-now uscmd"
+  echo ".TP"
+  echo "/lib/systemd/system/uscmd.socket"
+  echo "socket activation: systemd listens and starts uscmd on the first connection"
+  echo "(set USCMD_IDLE_EXIT to let it exit when idle): systemctl enable \\-\\-now uscmd.socket"
   echo ".SH SEE ALSO"
   echo ".BR uscm (1)"
 } >"$work/uscmd.8"

@@ -29,12 +29,14 @@ grep -q '^ Package: uscm$' "$TEST_TMPDIR/info.txt" || fail "Package is not uscm"
 dpkg-deb -x "$deb" "$root"
 for f in usr/bin/uscm usr/bin/uscmd usr/lib/uscm/librdmacm.so.1 usr/lib/libuscm.so.0 usr/lib/libuscm.so \
          usr/include/uscm/uscm_cma.h usr/include/uscm/uscm_device.h usr/lib/pkgconfig/uscm.pc \
-         lib/systemd/system/uscmd.service usr/share/man/man1/uscm.1.gz usr/share/man/man8/uscmd.8.gz; do
+         lib/systemd/system/uscmd.service lib/systemd/system/uscmd.socket usr/share/man/man1/uscm.1.gz usr/share/man/man8/uscmd.8.gz; do
   [[ -e "$root/$f" ]] || fail "$f not in the package"
 done
 [[ ! -e "$root/usr/lib/librdmacm.so.1" ]] || fail "the drop-in is beside system libraries"
 grep -q '^prefix=/usr$' "$root/usr/lib/pkgconfig/uscm.pc" || fail "uscm.pc: $(head -1 "$root/usr/lib/pkgconfig/uscm.pc")"
 grep -q '^ExecStart=/usr/bin/uscmd ' "$root/lib/systemd/system/uscmd.service" || fail "the unit does not run /usr/bin/uscmd"
+grep -q '^ListenSequentialPacket=/run/uscmd/' "$root/lib/systemd/system/uscmd.socket" ||
+  fail "uscmd.socket does not listen where uscmd.service serves"
 
 # uscm demo from the unpacked root, on the simulated fabric (uscm does not
 # link libuscm: no LD_LIBRARY_PATH).

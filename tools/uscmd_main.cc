@@ -2,10 +2,15 @@
 // SA agents through umad and shares them with every uscm process on the host
 // over a Unix socket; those processes use router::RouterTransport.
 //
-//   uscmd [--ca mlx5_0] [--port 1] [--socket PATH] [--slot-bits 8]
+//   uscmd [--ca mlx5_0] [--port 1] [--socket PATH] [--slot-bits 8] [--idle-exit S]
 //
-// Stops on SIGINT / SIGTERM and prints its counters.
+// Stops on SIGINT / SIGTERM, or after S seconds without a client, and prints
+// its counters. Under systemd socket activation (tools/uscmd.socket) it serves
+// the passed socket (LISTEN_FDS) instead of binding one.
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +27,7 @@ namespace {
 
 constexpr char kUsage[] =
     "Usage: uscmd [--ca NAME] [--port N] [--socket PATH] [--socket-mode OCTAL] [--slot-bits B]\n"
-    "             [--sim-issm]\n"
+    "             [--idle-exit SECONDS] [--sim-issm]\n"
     "\n"
     "The uscm MAD router: owns the port's QP1 (CM class 0x07, SA class 0x03)\n"
     "and routes MADs to the uscm processes of this host, which connect to\n"
@@ -31,10 +36,24 @@ constexpr char kUsage[] =
     "--socket-mode: the socket file's mode (default 0666: any local user, as\n"
     "/dev/infiniband/rdma_cm; 0660 with a group restricts it). A live uscmd's\n"
     "socket is never replaced.\n"
+    "--idle-exit: exit (status 0) once no process has been connected for\n"
+    "SECONDS (default 0: never); `uscm exec` starts its routers with it.\n"
+    "Socket activation: with LISTEN_PID/LISTEN_FDS (systemd's uscmd.socket) it\n"
+    "serves the passed socket and never binds, chmods or unlinks one.\n"
     "--sim-issm: under ibsim (LD_PRELOAD=libumad2sim.so) claim IsSM, without\n"
     "which ibsim hands this node's unsolicited CM MADs to no one.\n";
 
 uscm::router::Server* g_server = nullptr;
+
+// The path a socket is bound to ("" when unnamed).
+std::string BoundPath(int fd) {
+  sockaddr_un addr{};
+  socklen_t len = sizeof addr;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || addr.sun_path[0] == 0) {
+    return "";
+  }
+  return std::string(addr.sun_path, strnlen(addr.sun_path, sizeof addr.sun_path));
+}
 
 void OnSignal(int) {
   if (g_server != nullptr) g_server->Stop();  // an atomic store and an eventfd write
@@ -47,6 +66,7 @@ int main(int argc, char** argv) {
   std::string socket_path;
   int slot_bits = 8;
   uint32_t socket_mode = 0666;
+  int idle_exit_s = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -71,6 +91,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "uscmd: --socket-mode %s: an octal mode 0..0777\n", argv[i]);
         return 2;
       }
+    } else if ((a == "--idle-exit" && has_value) || a.rfind("--idle-exit=", 0) == 0) {
+      const char* v = a == "--idle-exit" ? argv[++i] : argv[i] + std::strlen("--idle-exit=");
+      if (!absl::SimpleAtoi(v, &idle_exit_s) || idle_exit_s < 0) {
+        std::fprintf(stderr, "uscmd: --idle-exit %s: seconds, 0 or more\n", v);
+        return 2;
+      }
     } else if (a == "--slot-bits" && has_value) {
       if (!absl::SimpleAtoi(argv[++i], &slot_bits) || slot_bits < 1 || slot_bits > 8) {
         std::fprintf(stderr, "uscmd: --slot-bits %s: must be 1..8\n", argv[i]);
@@ -81,18 +107,31 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  auto activated = uscm::router::ActivatedListenFd(getenv("LISTEN_PID"), getenv("LISTEN_FDS"),
+                                                   getpid());
+  if (!activated.ok()) {
+    std::fprintf(stderr, "uscmd: %s\n", std::string(activated.status().message()).c_str());
+    return 2;
+  }
+  unsetenv("LISTEN_PID");  // not for any child
+  unsetenv("LISTEN_FDS");
+  unsetenv("LISTEN_FDNAMES");
   auto wire = uscm::mad::UmadTransport::Open(umad);
   if (!wire.ok()) {
     std::fprintf(stderr, "uscmd: %s\n", std::string(wire.status().message()).c_str());
     return 1;
   }
   const uscm::mad::LocalPort& port = (*wire)->port();
-  if (socket_path.empty()) {
+  if (*activated >= 0) {
+    socket_path = BoundPath(*activated);  // systemd's ListenSequentialPacket= path
+  } else if (socket_path.empty()) {
     socket_path = uscm::router::DefaultRouterSocket(port.ca_name, port.port_num);
   }
   uscm::router::ServerOptions options;
   options.socket_path = socket_path;
   options.socket_mode = socket_mode;
+  options.listen_fd = *activated;
+  options.idle_exit = uscm::mad::Duration::Seconds(idle_exit_s);
   options.router.slot_bits = static_cast<uint8_t>(slot_bits);
   auto server = uscm::router::Server::Create(**wire, options);
   if (!server.ok()) {
@@ -104,8 +143,8 @@ int main(int argc, char** argv) {
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  std::printf("uscmd: %s port %d (LID %u) on %s\n", port.ca_name.c_str(), port.port_num,
-              port.lid, socket_path.c_str());
+  std::printf("uscmd: %s port %d (LID %u) on %s%s\n", port.ca_name.c_str(), port.port_num,
+              port.lid, socket_path.c_str(), *activated >= 0 ? " (socket activation)" : "");
   std::fflush(stdout);
   absl::Status s = (*server)->Run();
   g_server = nullptr;
@@ -124,6 +163,9 @@ int main(int argc, char** argv) {
   if (!s.ok()) {
     std::fprintf(stderr, "uscmd: %s\n", std::string(s.message()).c_str());
     return 1;
+  }
+  if ((*server)->idle_exited()) {
+    std::printf("uscmd: no client for %d s: exiting (--idle-exit)\n", idle_exit_s);
   }
   return 0;
 }

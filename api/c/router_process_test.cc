@@ -527,6 +527,21 @@ TEST_F(RouterProcessTest, HelloIsRequiredAndBadFramesAreRefused) {
   EXPECT_EQ(server_->router().counters().claim_conflicts, 1u);
 }
 
+// A live router comes first, even when the port could be owned (or not
+// opened at all: no permission on umad).
+TEST_F(RouterProcessTest, OpenOwnerOrRouterPrefersALiveRouter) {
+  LoopThread loop(server_.get());
+  bool owner_tried = false;
+  auto free_port = [&]() -> absl::StatusOr<std::unique_ptr<mad::Transport>> {
+    owner_tried = true;
+    return absl::PermissionDeniedError("no permission on umad");
+  };
+  auto t = OpenOwnerOrRouter(free_port, path_);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->caps().name, "router");
+  EXPECT_FALSE(owner_tried);
+}
+
 TEST_F(RouterProcessTest, OpenOwnerOrRouterFallsBackOnlyWhenThePortIsTaken) {
   LoopThread loop(server_.get());
   auto taken = [] () -> absl::StatusOr<std::unique_ptr<mad::Transport>> {
@@ -539,7 +554,8 @@ TEST_F(RouterProcessTest, OpenOwnerOrRouterFallsBackOnlyWhenThePortIsTaken) {
   auto broken = [] () -> absl::StatusOr<std::unique_ptr<mad::Transport>> {
     return absl::NotFoundError("no such CA");
   };
-  EXPECT_EQ(OpenOwnerOrRouter(broken, path_).status(), absl::NotFoundError("no such CA"));
+  EXPECT_EQ(OpenOwnerOrRouter(broken, dir_ + "/none.sock").status(),
+            absl::NotFoundError("no such CA"));
   auto nobody = OpenOwnerOrRouter(taken, dir_ + "/none.sock");
   EXPECT_EQ(nobody.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(nobody.status().message().find("CM class already registered"),

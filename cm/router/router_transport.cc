@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -223,6 +224,14 @@ std::string DefaultRouterSocket(const std::string& ca_name, int port_num) {
 absl::StatusOr<std::unique_ptr<mad::Transport>> OpenOwnerOrRouter(
     const std::function<absl::StatusOr<std::unique_ptr<mad::Transport>>()>& open_owner,
     const std::string& socket_path) {
+  // A router serves the port (or systemd holds its activation socket): use
+  // it even when the port is free, so that every process of the host goes
+  // through it and it can clean up for a killed one.
+  struct stat st {};
+  if (stat(socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+    auto first = RouterTransport::Connect(socket_path);
+    if (first.ok()) return std::unique_ptr<mad::Transport>(std::move(*first));
+  }
   auto owner = open_owner();
   if (owner.ok() || owner.status().code() != absl::StatusCode::kFailedPrecondition) {
     return owner;

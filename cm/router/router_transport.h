@@ -94,10 +94,11 @@ class RouterTransport final : public mad::Transport {
 // otherwise: /tmp/uscmd-<ca>-<port>.sock.
 std::string DefaultRouterSocket(const std::string& ca_name, int port_num);
 
-// The automatic choice: `open_owner` tries to own the port (umad); when it
-// fails with FailedPrecondition (the CM class is taken: EINVAL from
-// umad_register) the router at `socket_path` is used instead. Any other
-// error is returned as is.
+// The automatic choice: a router that answers at `socket_path` first (every
+// process of a host then shares it, and it cleans up for a killed one); else
+// `open_owner` tries to own the port (umad); when that fails with
+// FailedPrecondition (the CM class is taken: EINVAL from umad_register) the
+// router at `socket_path` is tried again. Any other error is returned as is.
 absl::StatusOr<std::unique_ptr<mad::Transport>> OpenOwnerOrRouter(
     const std::function<absl::StatusOr<std::unique_ptr<mad::Transport>>()>& open_owner,
     const std::string& socket_path);

@@ -1,6 +1,7 @@
 #include "cm/router/server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -8,10 +9,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace uscm::router {
@@ -56,6 +59,25 @@ bool RouterServesAt(const std::string& socket_path) {
   return live;
 }
 
+absl::StatusOr<int> ActivatedListenFd(const char* listen_pid, const char* listen_fds,
+                                      pid_t self) {
+  if (listen_pid == nullptr || listen_fds == nullptr) return -1;
+  int64_t pid = 0, fds = 0;
+  if (!absl::SimpleAtoi(listen_pid, &pid) || !absl::SimpleAtoi(listen_fds, &fds)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "socket activation: LISTEN_PID=\"", listen_pid, "\" LISTEN_FDS=\"", listen_fds,
+        "\" are not numbers"));
+  }
+  if (pid != self) return -1;  // meant for another process (inherited from a parent)
+  if (fds != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "socket activation passed ", fds,
+        " sockets; uscmd serves one port and takes exactly one (one ListenSequentialPacket=)"));
+  }
+  constexpr int kSdListenFdsStart = 3;  // sd_listen_fds(3)
+  return kSdListenFdsStart;
+}
+
 Server::Server(mad::Transport& wire, ServerOptions options)
     : wire_(wire), options_(std::move(options)), buf_(kMaxFrameBytes) {
   router_ = std::make_unique<Router>(
@@ -79,6 +101,22 @@ absl::Status Server::Init() {
         options_.socket_path.size(), " bytes; it must be 1..", sizeof(addr.sun_path) - 1));
   }
   std::memcpy(addr.sun_path, options_.socket_path.data(), options_.socket_path.size());
+  if (options_.listen_fd >= 0) {
+    // Socket activation: systemd bound it, set its mode and owns the file.
+    owns_socket_file_ = false;
+    listen_fd_ = options_.listen_fd;
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (getsockopt(listen_fd_, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the activated socket (fd ", listen_fd_,
+          ") is not a SOCK_SEQPACKET socket; use ListenSequentialPacket= in the .socket unit"));
+    }
+    const int flags = fcntl(listen_fd_, F_GETFL);
+    if (flags < 0 || fcntl(listen_fd_, F_SETFL, flags | O_NONBLOCK) != 0) return Errno("fcntl");
+    fcntl(listen_fd_, F_SETFD, FD_CLOEXEC);
+    return WatchFds();
+  }
   listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return Errno("socket(AF_UNIX, SOCK_SEQPACKET)");
   if (RouterServesAt(options_.socket_path)) {
@@ -97,6 +135,10 @@ absl::Status Server::Init() {
     return Errno(absl::StrCat("chmod(", options_.socket_path, ")"));
   }
   if (listen(listen_fd_, 128) != 0) return Errno("listen");
+  return WatchFds();
+}
+
+absl::Status Server::WatchFds() {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (epoll_fd_ < 0 || stop_fd_ < 0) return Errno("epoll_create1 / eventfd");
@@ -122,7 +164,7 @@ Server::~Server() {
   for (auto& [fd, c] : conns_) close(fd);
   if (listen_fd_ >= 0) {
     close(listen_fd_);
-    unlink(options_.socket_path.c_str());
+    if (owns_socket_file_) unlink(options_.socket_path.c_str());
   }
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (stop_fd_ >= 0) close(stop_fd_);
@@ -135,11 +177,30 @@ void Server::Stop() {
 }
 
 absl::Status Server::Run() {
+  const mad::RealClock clock;
   while (!stop_) {
-    auto n = RunOnce(mad::Duration::Seconds(1));
+    if (IdleExpired(clock.Now())) {
+      idle_exited_ = true;
+      break;
+    }
+    mad::Duration wait = mad::Duration::Seconds(1);
+    if (idle_since_.has_value()) {
+      wait = std::min(wait, *idle_since_ + options_.idle_exit - clock.Now());
+    }
+    auto n = RunOnce(std::max(wait, mad::Duration::Zero()));
     if (!n.ok()) return n.status();
   }
   return absl::OkStatus();
+}
+
+bool Server::IdleExpired(mad::TimePoint now) {
+  if (options_.idle_exit <= mad::Duration::Zero()) return false;
+  if (!conns_.empty()) {
+    idle_since_.reset();
+    return false;
+  }
+  if (!idle_since_.has_value()) idle_since_ = now;
+  return now - *idle_since_ >= options_.idle_exit;
 }
 
 absl::StatusOr<int> Server::RunOnce(mad::Duration timeout) {

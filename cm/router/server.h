@@ -10,9 +10,12 @@
 #ifndef USCM_CM_ROUTER_SERVER_H_
 #define USCM_CM_ROUTER_SERVER_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,15 @@ struct ServerOptions {
   // (chown by the service manager) restricts it to that group.
   uint32_t socket_mode = 0666;
   RouterOptions router;
+  // Socket activation: an already bound, listening socket (systemd's
+  // LISTEN_FDS, see ActivatedListenFd). The server neither binds nor
+  // unlinks socket_path then (the service manager owns the file), and the
+  // fd is closed with the server.
+  int listen_fd = -1;
+  // Run() returns on its own once no client has been connected for this long
+  // (zero: never), so a router started on demand (uscm exec) does not outlive
+  // its programs. Any socket connection counts, even before its hello.
+  mad::Duration idle_exit = mad::Duration::Zero();
   // For a transport without an fd: advances it (delivers MADs that are due)
   // and returns how long the loop may sleep before calling it again.
   std::function<mad::Duration()> pump;
@@ -52,6 +64,12 @@ struct ServerCounters {
 // router's socket, never to be unlinked. A stale socket file or none: false.
 bool RouterServesAt(const std::string& socket_path);
 
+// systemd socket activation (sd_listen_fds(3)): the passed listening socket
+// (fd 3) when LISTEN_PID is `self` and LISTEN_FDS is 1, -1 when nothing was
+// passed (either variable unset, or LISTEN_PID another process's: inherited
+// from a parent). More than one fd or a malformed value is an error.
+absl::StatusOr<int> ActivatedListenFd(const char* listen_pid, const char* listen_fds, pid_t self);
+
 class Server {
  public:
   static absl::StatusOr<std::unique_ptr<Server>> Create(mad::Transport& wire,
@@ -62,9 +80,14 @@ class Server {
 
   // Waits up to `timeout` for work, then does it. Returns the ready fd count.
   absl::StatusOr<int> RunOnce(mad::Duration timeout);
-  // Loops until Stop().
+  // Loops until Stop(), or until idle_exit has passed without a client.
   absl::Status Run();
   void Stop();
+  // Whether idle_exit has passed at `now` without any client connected:
+  // the idle time starts at the first call after the last client left.
+  bool IdleExpired(mad::TimePoint now);
+  // Whether Run() returned because of idle_exit.
+  bool idle_exited() const { return idle_exited_; }
 
   // Read these only while no thread runs the loop.
   const Router& router() const { return *router_; }
@@ -74,6 +97,7 @@ class Server {
  private:
   Server(mad::Transport& wire, ServerOptions options);
   absl::Status Init();
+  absl::Status WatchFds();
   void Accept();
   void ReadClient(int fd);
   void CloseClient(int fd);
@@ -95,6 +119,9 @@ class Server {
   std::atomic<bool> stop_{false};
   // False when epoll refused the wire's fd (umad2sim): drained every tick.
   bool wire_fd_watched_ = true;
+  bool owns_socket_file_ = true;  // false when the socket came from socket activation
+  std::optional<mad::TimePoint> idle_since_;
+  bool idle_exited_ = false;
   static constexpr mad::Duration kUnwatchedWireTick = mad::Duration::Millis(1);
   ServerCounters counters_;
 };
