@@ -244,8 +244,11 @@ absl::Status RealNode::StartProgressThread() {
       while (read(timer_fd_, &junk, sizeof junk) > 0) {
       }
       if (stop_) break;
-      std::lock_guard<std::mutex> lock(mu_);
-      StepLocked();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        StepLocked();
+      }
+      if (void (*fn)(void*) = after_step_.load(); fn != nullptr) fn(after_step_arg_.load());
     }
   });
   return absl::OkStatus();

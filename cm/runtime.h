@@ -178,6 +178,14 @@ class RealNode final : public Node {
   absl::Status StartProgressThread();
   void StopProgressThread();
   bool has_progress_thread() const { return thread_.joinable(); }
+  // Called by the progress thread after every step, with no lock held: the
+  // events the step posted are in their channels, so a layer above can hand
+  // them on from this thread instead of waking a thread of its own (one
+  // scheduler hop less per event). nullptr: nothing. Any thread may set it.
+  void SetAfterStep(void (*fn)(void*), void* arg) {
+    after_step_arg_.store(arg);
+    after_step_.store(fn);
+  }
   // The epoll fd: readable when Poll has work (for an outer event loop).
   int fd() const { return epoll_fd_; }
   // False when the transport fd could not join the epoll set (see above).
@@ -195,6 +203,8 @@ class RealNode final : public Node {
   bool transport_fd_watched_ = true;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<void (*)(void*)> after_step_{nullptr};
+  std::atomic<void*> after_step_arg_{nullptr};
 };
 
 }  // namespace uscm::cm

@@ -268,6 +268,18 @@ extern "C" int uscm_device_add_neighbor(struct uscm_device* dev, const struct us
   return 0;
 }
 
+extern "C" int uscm_device_set_progress_hook(struct uscm_device* dev, void (*hook)(void*),
+                                             void* arg) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = Opened().find(dev);
+  if (dev == nullptr || it == Opened().end()) {
+    return uscm_fail_with(EINVAL,
+                          "device_set_progress_hook: unknown device (not from uscm_device_open)");
+  }
+  it->second->device->SetAfterProgress(hook, arg);
+  return 0;
+}
+
 extern "C" int uscm_device_close(struct uscm_device* dev) {
   std::unique_ptr<OpenedDevice> opened;
   {

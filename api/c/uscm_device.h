@@ -42,6 +42,11 @@ int uscm_device_close(struct uscm_device* dev);
  * kernel's /proc/net/arp). 0, or -1 with errno EINVAL. */
 int uscm_device_add_neighbor(struct uscm_device* dev, const struct uscm_addr* ip,
                              const uint8_t gid[16]);
+/* `hook(arg)` runs on the device's progress thread after each of its steps,
+ * with no uscm lock held: the events that step posted are in their channels
+ * (a layer such as the drop-in librdmacm moves them on from there, without
+ * waking a thread of its own). NULL removes it. 0, or -1 with errno EINVAL. */
+int uscm_device_set_progress_hook(struct uscm_device* dev, void (*hook)(void*), void* arg);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -95,6 +95,16 @@ int UscmFailed(const char* call) {
 
 int PumpEventsLocked();
 
+// The device's progress thread, after each step (uscm_device_set_progress_hook):
+// the events of MADs it handled reach the program's channels from here,
+// without waking ForwardLoop's thread first.
+void PumpAfterProgress(void*) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_backend.channel != nullptr) PumpEventsLocked();
+}
+
+// What no other thread moved (events of timers, of calls made while the hook
+// was not set yet): the backstop.
 void ForwardLoop(uscm_event_channel* channel) {
   for (;;) {
     pollfd p = {channel->fd, POLLIN, 0};
@@ -139,6 +149,7 @@ int EnsureBackendLocked(const char* call) {
         continue;
       }
       g_backend = Backend{dev, channel, verbs, static_cast<uint8_t>(port), false};
+      uscm_device_set_progress_hook(dev, PumpAfterProgress, nullptr);
       std::thread(ForwardLoop, channel).detach();  // for the life of the process
       return 0;
     }
@@ -356,10 +367,12 @@ int WithId(const char* call, rdma_cm_id* pub, Op op, void (*after)(Id*) = nullpt
     uid = id->state->uid;
   }
   if (op(uid) != 0) return UscmFailed(call);
-  if (after != nullptr) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    after(id);
-  }
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (after != nullptr) after(id);
+  // An event the call posted at once (ADDR_RESOLVED and ROUTE_RESOLVED on
+  // RoCE, a loopback's): to the program's channel from this thread, not
+  // through ForwardLoop's (a scheduler hop per event).
+  PumpEventsLocked();
   return 0;
 }
 

@@ -161,8 +161,9 @@ TEST_F(IdsSyncTest, MigrateIdMovesQueuedEvents) {
   ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
   sockaddr_in dst = Ipv4("10.0.0.2", 7104);
   ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
-  ASSERT_EQ(uscm_sim_run_until_event(sim_, BackendChannel(), 120000), 0);
-  ASSERT_EQ(PumpEvents(), 1);
+  // The call itself moved its ADDR_RESOLVED to the program's channel: no
+  // thread of the drop-in had to wake for it (cmtime's resolve addr step).
+  EXPECT_EQ(PumpEvents(), 0);
   ASSERT_EQ(QueuedEvents(ch_), 1);
 
   rdma_event_channel* other = NewEventChannel();

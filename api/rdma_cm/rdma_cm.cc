@@ -427,6 +427,10 @@ absl::StatusOr<int> Device::Poll(mad::Duration timeout) {
   return real_->Poll(timeout);
 }
 
+void Device::SetAfterProgress(void (*fn)(void*), void* arg) {
+  if (real_ != nullptr) real_->SetAfterStep(fn, arg);
+}
+
 absl::Status Device::StartProgressThread() {
   if (real_ == nullptr) {
     return absl::FailedPreconditionError(

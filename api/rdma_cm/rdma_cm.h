@@ -404,6 +404,8 @@ class Device final : public cm::NodeObserver {
   absl::StatusOr<int> Poll(mad::Duration timeout);
   absl::Status StartProgressThread();
   void StopProgressThread();
+  // RealNode::SetAfterStep of the real driver (ignored when simulated).
+  void SetAfterProgress(void (*fn)(void*), void* arg);
 
   cm::Node& node() { return *node_; }
   const mad::LocalPort& port() const { return node_->port(); }
