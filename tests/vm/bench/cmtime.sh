@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# tests/vm/bench/cmtime.sh [N]: Debian's unmodified cmtime, the kernel CM against uscm's
+# drop-in librdmacm.so.1, in ONE VM boot (rxe0 <-> rxe1 over a veth; docs/VM.md).
+# A bench, not a test: it prints the step totals side by side (docs/API.md "cmtime").
+#   1. kernel CM: cmtime server on rxe0 (192.168.77.1), client bound to rxe1 (192.168.77.2)
+#   2. modprobe -r rdma_ucm rdma_cm ib_cm, then the same through `uscm exec` (the drop-in,
+#      uscmd started on demand): server and client are two processes on rxe0 through uscmd
+#      (the drop-in serves one port per process; docs/VM.md "60-dropin-rping").
+# N connections (default 1000). Run from the repository: bazel build the targets below,
+# then tests/vm/bench/cmtime.sh [N]   (USCM_VM_BIN as for tests/vm/run.sh).
+# targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
+. "$(dirname "$0")/../lib.sh"
+vm_boot --cm --timeout 1500 --env "CMTIME_N=${1:-1000}"
+
+N=${CMTIME_N:-1000}
+T=400
+A=192.168.77.1 B=192.168.77.2
+USCM=$USCM_VM_BIN/tools/uscm
+OUT=/tmp
+
+# run_pair NAME READY PORT SERVER... -- CLIENT...: a cmtime server, then the client
+# (which prints the step table); the server (Debian's cmtime serves until killed) is
+# stopped once the client is done. READY: kernel (a listener in `rdma resource`) or
+# uscm ("listening on" from the drop-in under USCM_DEBUG=1). Logs: $OUT/NAME-*.log.
+run_pair() {
+  local name=$1 ready=$2 port=$3; shift 3
+  local -a server=() client=()
+  while [ "$1" != -- ]; do server+=("$1"); shift; done; shift
+  client=("$@")
+  "${server[@]}" > "$OUT/$name-server.log" 2>&1 & local spid=$!
+  if [ "$ready" = kernel ]; then kernel_listening "$port"; else
+    wait_for "$OUT/$name-server.log" 'listening on' || { cat "$OUT/$name-server.log"; return 1; }; fi
+  local t0=$EPOCHREALTIME
+  timeout $T "${client[@]}" > "$OUT/$name-client.log" 2>&1; local rc=$?
+  echo "$name: client exit $rc after $(echo "$EPOCHREALTIME - $t0" | bc) s"
+  kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+  sed "s/^/  $name| /" "$OUT/$name-client.log"
+  [ "$rc" = 0 ]
+}
+
+# totals NAME: "step<TAB>total" per line of the client's table ("create id : 12.3 ...")
+totals() {
+  awk -F: 'NF >= 2 && $2 ~ /^ *[0-9.]+/ { sub(/ +$/, "", $1); split($2, v, " "); print $1 "\t" v[1] }' \
+    "$OUT/$1-client.log"
+}
+
+run_pair kernel kernel 7471 cmtime -b $A -p 7471 -c "$N" -- \
+  cmtime -s $A -b $B -p 7471 -c "$N" && pass bench-kernel || fail bench-kernel "see above"
+# The kernel CM lets go of the modules once the killed server's ids are gone (asynchronous):
+# retry the unload (a set-up step) with a bound; uscmd cannot start while ib_cm owns the port.
+for ((i = 0; i < T * 10; i++)); do
+  modprobe -r rdma_ucm rdma_cm ib_cm 2>/dev/null && break
+  sleep 0.1
+done
+lsmod | grep -qw ib_cm && fail bench-uscm "ib_cm still loaded after ${T}s: $(modprobe -r ib_cm 2>&1)"
+run_pair uscm uscm 7472 env USCM_DEBUG=1 "$USCM" exec -- cmtime -b $A -p 7472 -c "$N" -- \
+  "$USCM" exec -- cmtime -s $A -b $A -p 7472 -c "$N" && pass bench-uscm || fail bench-uscm "see above"
+echo "cmtime -c $N, step totals (ms): kernel CM | uscm drop-in | kernel / uscm"
+awk -F'\t' 'NR == FNR { k[$1] = $2; order[++n] = $1; next } { u[$1] = $2 }
+  END { for (i = 1; i <= n; i++) { s = order[i]
+          printf "%-14s %10s %10s %8.1fx\n", s, k[s], u[s], (u[s] > 0 ? k[s] / u[s] : 0) } }' \
+  <(totals kernel) <(totals uscm)
+group_end
