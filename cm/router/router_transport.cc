@@ -184,6 +184,25 @@ absl::Status RouterTransport::ClaimService(uint64_t service_id, uint64_t mask, b
     Break(absl::StrCat("failed: ", std::strerror(errno)));
     return status_;
   }
+  return AwaitReply(request, absl::StrCat("the listen on service ID 0x", absl::Hex(service_id)));
+}
+
+// Waits for the release's reply too: once the id is destroyed the service is
+// free for the other processes (the kernel's rdma_destroy_id is as
+// synchronous); without the wait another process's listen could reach the
+// router before this release, on its own socket, and find the service taken.
+void RouterTransport::ReleaseService(uint64_t service_id, uint64_t mask) {
+  if (!status_.ok()) return;
+  const uint32_t request = next_request_++;
+  const auto f = EncodeClaim(FrameType::kRelease, ClaimFrame{request, service_id, mask});
+  if (send(fd_, f.data(), f.size(), MSG_NOSIGNAL) < 0) {
+    Break(absl::StrCat("failed: ", std::strerror(errno)));
+    return;
+  }
+  (void)AwaitReply(request, absl::StrCat("the release of service ID 0x", absl::Hex(service_id)));
+}
+
+absl::Status RouterTransport::AwaitReply(uint32_t request, const std::string& what) {
   const mad::TimePoint deadline = mad::RealClock().Now() + mad::Duration::Seconds(30);
   for (;;) {
     for (auto it = replies_.begin(); it != replies_.end(); ++it) {
@@ -194,9 +213,8 @@ absl::Status RouterTransport::ClaimService(uint64_t service_id, uint64_t mask, b
       }
     }
     if (!WaitReadable(fd_, deadline)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "uscmd router at ", path_, " did not answer the listen on service ID 0x",
-          absl::Hex(service_id), " within 30s"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("uscmd router at ", path_, " did not answer ", what, " within 30s"));
     }
     const ssize_t got = recv(fd_, buf_.data(), buf_.size(), MSG_DONTWAIT);
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
@@ -206,15 +224,6 @@ absl::Status RouterTransport::ClaimService(uint64_t service_id, uint64_t mask, b
     }
     Handle(std::span<const uint8_t>(buf_.data(), static_cast<size_t>(got)), nullptr);
   }
-}
-
-void RouterTransport::ReleaseService(uint64_t service_id, uint64_t mask) {
-  if (!status_.ok()) return;
-  const auto f = EncodeClaim(FrameType::kRelease, ClaimFrame{next_request_++, service_id, mask});
-  if (send(fd_, f.data(), f.size(), MSG_NOSIGNAL) < 0) {
-    Break(absl::StrCat("failed: ", std::strerror(errno)));
-  }
-  replies_.clear();  // nobody waits for release replies
 }
 
 std::string DefaultRouterSocket(const std::string& ca_name, int port_num) {

@@ -72,6 +72,9 @@ class RouterTransport final : public mad::Transport {
  private:
   RouterTransport(int fd, std::string path, Welcome welcome);
   void Break(absl::string_view why);
+  // Reads frames (queueing MADs) until the reply to `request` (a claim or a
+  // release); `what` names it in the timeout error.
+  absl::Status AwaitReply(uint32_t request, const std::string& what);
   void Handle(std::span<const uint8_t> frame,
               absl::FunctionRef<void(const mad::ReceivedMad&)>* sink);
 
