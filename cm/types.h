@@ -277,6 +277,7 @@ struct QpAv {
   uint8_t port_num = 1;
   uint16_t pkey_index = 0;
   uint8_t timeout = 0;  // local ACK timeout code
+  uint8_t sgid_index = 0;  // events' ah_attr (RoCE multicast: the id's own GID)
   friend bool operator==(const QpAv&, const QpAv&) = default;
 };
 

@@ -83,6 +83,7 @@ int Fail(const absl::Status& s) {
     case absl::StatusCode::kUnavailable: err = EAGAIN; break;
     case absl::StatusCode::kResourceExhausted: err = ENOMEM; break;
     case absl::StatusCode::kDeadlineExceeded: err = ETIMEDOUT; break;
+    case absl::StatusCode::kUnimplemented: err = 524; break;  // the kernel's ENOTSUPP (RoCE v2 IPv6 group)
     default: break;
   }
   return Fail(err, std::string(s.message()));
@@ -175,6 +176,7 @@ void FromAh(const uscm::AhAttr& in, uscm_ah_attr* a) {
   a->sl = in.sl;
   a->static_rate = in.static_rate;
   a->port_num = in.port_num;
+  a->sgid_index = in.sgid_index;
 }
 
 uscm::ConnParam ToParam(const uscm_conn_param* p) {

@@ -69,6 +69,7 @@ struct uscm_ah_attr {
   uint8_t sl;
   uint8_t static_rate;
   uint8_t port_num;
+  uint8_t sgid_index; /* the source GID (in the padding: size unchanged) */
 };
 
 struct uscm_conn_param {

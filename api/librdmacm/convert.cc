@@ -83,6 +83,7 @@ void ToIbvAh(const uscm_ah_attr& in, ibv_ah_attr* out) {
   out->grh.flow_label = in.flow_label;
   out->grh.hop_limit = in.hop_limit;
   out->grh.traffic_class = in.traffic_class;
+  out->grh.sgid_index = in.sgid_index;
   out->is_global = in.is_global;
   out->dlid = in.dlid;
   out->sl = in.sl;

@@ -467,7 +467,7 @@ void Device::FreeId(CmId* id) {
   }
   if (id->sa_query_ != 0) by_query_.erase(id->sa_query_);
   for (const CmId::McJoinState& j : id->joins_) {
-    (void)node_->mc().Leave(node_->Now(), j.ticket);
+    if (!j.roce) (void)node_->mc().Leave(node_->Now(), j.ticket);
     if (j.attached && id->qp_ != nullptr) (void)id->qp_->DetachMulticast(j.mgid, j.mlid);  // [fabric]
     by_ticket_.erase(j.ticket);
   }

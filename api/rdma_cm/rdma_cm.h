@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
 #include "cm/qp_transitioner.h"
+#include "api/rdma_cm/roce_multicast.h"
 #include "cm/runtime.h"
 #include "cm/types.h"
 #include "mad/gid.h"
@@ -301,7 +302,11 @@ class CmId {
     mad::Gid mgid;             // [fabric] for the detach
     uint16_t mlid = 0;
     bool refused = false;      // MULTICAST_ERROR from the SA: nothing to leave there
+    bool roce = false;         // joined without SA (no ticket)
+    std::shared_ptr<cm::IpMembership> ip_membership;  // RoCE full member: the IP group
   };
+  // RoCE: the join as cma_iboe_join_multicast (device lock held).
+  absl::Status JoinRoceLocked(const Address& group, void* context, McJoinFlags flags);
   std::vector<McJoinState> joins_;
 };
 
@@ -372,6 +377,13 @@ struct DeviceOptions {
   std::function<absl::StatusOr<absl::optional<mad::Gid>>(const Address& src, const Address& dst,
                                                           mad::Duration timeout)>
       resolve_neighbour;
+  // RoCE multicast without SA (api/rdma_cm/roce_multicast.h): the port's GID table
+  // (RoCE v2 entries; the source GID index of a group's AH), the netdev's IP
+  // group memberships (null: none taken, as on the simulated fabric), and the
+  // static rate of the netdev (iboe_get_rate).
+  std::vector<mad::Gid> roce_gids;
+  std::shared_ptr<cm::IpMulticast> ip_multicast;
+  uint8_t roce_static_rate = 0;
 };
 
 // The GID of an IP address on a RoCE v2 port (IPv4-mapped for IPv4).

@@ -381,6 +381,7 @@ absl::Status CmId::JoinMulticastEx(const Address& group, void* context, McJoinFl
           "join_multicast: already joined to ", group.ToString(), " (errno EADDRINUSE)"));
     }
   }
+  if (device_->options_.roce) return JoinRoceLocked(group, context, flags);
   sa::McJoin j;
   j.mgid = MgidFor(group, peer_.pkey, ps_);
   j.port_gid = device_->port().gid;
@@ -404,13 +405,78 @@ absl::Status CmId::JoinMulticastEx(const Address& group, void* context, McJoinFl
   return absl::OkStatus();
 }
 
+// RoCE has no SA: the join completes at once, as cma_iboe_join_multicast
+// (api/rdma_cm/roce_multicast.h): MGID from the IP, the netdev joins the IP group
+// (full member of an IPv4 group), the QP is attached (unless send-only, as
+// librdmacm's ucma_process_join), and MULTICAST_JOIN carries the group's AH.
+absl::Status CmId::JoinRoceLocked(const Address& group, void* context, McJoinFlags flags) {
+  const DeviceOptions& o = device_->options_;
+  if (!group.is_ip()) {
+    return absl::InvalidArgumentError("join_multicast: a RoCE port joins IP groups only");
+  }
+  const bool ipv4 = group.family == Address::Family::kIpv4;
+  const bool send_only = flags == McJoinFlags::kSendOnlyFullMember;
+  absl::StatusOr<mad::Gid> mgid = cm::RoceMgid(ipv4, group.ip, /*roce_v2=*/true);
+  if (!mgid.ok()) return mgid.status();
+  // The AH's source GID: the id's own IP in the port's GID table.
+  const mad::Gid sgid = RoceGidOf(local_);
+  int sgid_index = o.roce_gids.empty() ? 0 : -1;
+  for (size_t i = 0; i < o.roce_gids.size() && sgid_index < 0; ++i) {
+    if (o.roce_gids[i] == sgid) sgid_index = static_cast<int>(i);
+  }
+  if (sgid_index < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "join_multicast: the id's address ", local_.ToString(), " (GID ", sgid.ToString(),
+        ") is not in the RoCE v2 GID table of ", device_->port().ca_name));
+  }
+  McJoinState js;
+  js.group = group;
+  js.context = context;
+  js.send_only = send_only;
+  js.roce = true;
+  js.mgid = *mgid;
+  if (!send_only && ipv4 && o.ip_multicast != nullptr) {  // cma_igmp_send
+    absl::StatusOr<std::unique_ptr<cm::IpMembership>> m =
+        o.ip_multicast->Join(ipv4, group.ip, local_.ip);
+    if (!m.ok()) return m.status();
+    js.ip_membership = std::move(*m);
+  }
+  auto e = std::make_unique<Event>();
+  e->mc_context = context;
+  e->event = EventType::kMulticastJoin;
+  if (qp_ != nullptr && !send_only) {
+    if (absl::Status a = qp_->AttachMulticast(js.mgid, 0); a.ok()) {
+      js.attached = true;
+    } else {
+      // librdmacm: status = rdma_seterrno(ibv_attach_mcast(...)) = -1.
+      e->event = EventType::kMulticastError;
+      e->status = -1;
+      e->detail = std::string(a.message());
+    }
+  }
+  if (e->event == EventType::kMulticastJoin) {
+    AhAttr& a = e->ud.ah_attr;
+    a.is_global = true;
+    a.dgid = js.mgid;
+    a.hop_limit = cm::RoceMcHopLimit(ipv4, /*roce_v2=*/true);
+    a.static_rate = o.roce_static_rate;
+    a.sgid_index = static_cast<uint8_t>(sgid_index);
+    a.port_num = device_->port().port_num;
+    e->ud.qp_num = kMulticastQpn;
+    e->ud.qkey = ps_ == PortSpace::kUdp ? kUdpQkey : 0;
+  }
+  joins_.push_back(std::move(js));
+  device_->PostEvent(this, std::move(e));
+  return absl::OkStatus();
+}
+
 absl::Status CmId::LeaveMulticast(const Address& group) {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   for (auto it = joins_.begin(); it != joins_.end(); ++it) {
     if (!it->group.SameHost(group)) continue;
     // After MULTICAST_ERROR (the SA refused) there is no membership to leave;
     // as librdmacm, leave_multicast just frees the join.
-    absl::Status s = it->refused ? absl::OkStatus()
+    absl::Status s = it->refused || it->roce ? absl::OkStatus()
                                  : device_->node_->mc().Leave(device_->node_->Now(), it->ticket);
     if (it->attached && qp_ != nullptr) {  // [fabric] ibv_detach_mcast
       absl::Status d = qp_->DetachMulticast(it->mgid, it->mlid);
