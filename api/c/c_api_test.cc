@@ -287,6 +287,17 @@ TEST_F(CApiTest, IbPathOptionReplacesTheSaQuery) {
               "uscm_path_data) = 72");
   ExpectError(uscm_set_option(id, USCM_OPTION_IB, USCM_OPTION_IB_PATH, pd, sizeof pd[0]), EINVAL,
               "set_option(IB_PATH): no entry has flags GMP | PRIMARY | BIDIRECTIONAL");
+  // As the kernel: not before resolve_addr; an unknown option or level is ENOSYS.
+  uscm_cm_id* idle = nullptr;
+  ASSERT_EQ(uscm_create_id(ch_[0], &idle, nullptr, USCM_PS_TCP), 0);
+  ExpectError(uscm_set_option(idle, USCM_OPTION_IB, USCM_OPTION_IB_PATH, pd, sizeof pd), EINVAL,
+              "set_option(IB_PATH): id is in state IDLE; expected ADDR_RESOLVED");
+  int one = 1;
+  ExpectError(uscm_set_option(idle, USCM_OPTION_ID, 99, &one, sizeof one), ENOSYS,
+              "set_option: unknown option (level 0, option 99)");
+  ExpectError(uscm_set_option(idle, 99, USCM_OPTION_ID_TOS, &one, 1), ENOSYS,
+              "set_option: unknown option (level 99, option 0)");
+  ASSERT_EQ(uscm_destroy_id(idle), 0);
   ASSERT_EQ(uscm_set_option(id, USCM_OPTION_IB, USCM_OPTION_IB_PATH, pd, sizeof pd), 0)
       << uscm_last_error();
   const uint64_t sa_requests = fabric_->sa().counters().requests;

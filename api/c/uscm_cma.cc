@@ -436,6 +436,17 @@ int uscm_disconnect(struct uscm_cm_id* id) {
   return Result(c->Disconnect());
 }
 
+namespace {
+bool KnownOption(int level, int optname) {
+  if (level == USCM_OPTION_IB) return optname == USCM_OPTION_IB_PATH;
+  return level == USCM_OPTION_ID &&
+         (optname == USCM_OPTION_ID_TOS || optname == USCM_OPTION_ID_REUSEADDR ||
+          optname == USCM_OPTION_ID_AFONLY || optname == USCM_OPTION_ID_ACK_TIMEOUT ||
+          optname == USCM_OPTION_ID_RESPONSE_TIMEOUT_MS || optname == USCM_OPTION_ID_CM_RETRIES ||
+          optname == USCM_OPTION_ID_BACKOFF);
+}
+}  // namespace
+
 int uscm_set_option(struct uscm_cm_id* id, int level, int optname, const void* optval,
                     size_t optlen) {
   USCM_ID("set_option");
@@ -460,15 +471,19 @@ int uscm_set_option(struct uscm_cm_id* id, int level, int optname, const void* o
   } else if (level == USCM_OPTION_IB && optname == USCM_OPTION_IB_PATH) {
     auto path = IbPathOption(optval, optlen);
     if (!path.ok()) return Fail(path.status());
-    // rdma_set_option(IB_PATH) is refused outside ADDR_RESOLVED even with the
-    // same path (the kernel's rdma_set_ib_path); the C++ SetOption only
+    // rdma_set_option(IB_PATH) is refused outside ADDR_RESOLVED, before
+    // resolve_addr too (the kernel's rdma_set_ib_path); the C++ SetOption only
     // refuses a changed path, so the C call checks the state itself.
     const uscm::IdState st = c->state();
-    if (st != uscm::IdState::kIdle && st != uscm::IdState::kAddrResolved) {
+    if (st != uscm::IdState::kAddrResolved) {
       return Fail(EINVAL, std::string("set_option(IB_PATH): id is in state ") +
-                              uscm::IdStateName(st) + "; expected IDLE or ADDR_RESOLVED");
+                              uscm::IdStateName(st) + "; expected ADDR_RESOLVED");
     }
     o.ib_path = *path;
+  } else if (!KnownOption(level, optname)) {
+    // The kernel's ucma_set_option: an unknown level or option is ENOSYS.
+    return Fail(ENOSYS, "set_option: unknown option (level " + std::to_string(level) +
+                            ", option " + std::to_string(optname) + ")");
   } else {
     return Fail(EINVAL, "set_option: unknown (level " + std::to_string(level) + ", option " +
                             std::to_string(optname) + ") or optlen " + std::to_string(optlen) +

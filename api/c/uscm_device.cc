@@ -159,18 +159,6 @@ uint8_t ActiveMtu(const std::string& ca, int port) {
   return mtu;
 }
 
-// The netdev of the port's first non-zero GID (gid_attrs/ndevs/<i>), or "".
-std::string NetdevOf(const std::string& ca, int port, const std::vector<uscm::mad::Gid>& gids) {
-  for (size_t i = 0; i < gids.size(); ++i) {
-    if (gids[i].is_zero()) continue;
-    std::ifstream f(absl::StrCat("/sys/class/infiniband/", ca, "/ports/", port,
-                                 "/gid_attrs/ndevs/", i));
-    std::string name;
-    if (f && std::getline(f, name) && !name.empty()) return name;
-  }
-  return "";
-}
-
 }  // namespace
 
 extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_num) {
@@ -212,11 +200,10 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
     options.local_ips = IpsOfGids(gids);
     options.roce = true;
     options.roce_path_mtu = ActiveMtu(ca, port);
-    // Multicast without SA (api/rdma_cm/roce_multicast.h): the GID table, the
-    // netdev's IP memberships, and its speed as the group's static rate.
+    // Multicast without SA (api/rdma_cm/roce_multicast.h): the GID table and the
+    // netdev's IP memberships.
     options.roce_gids = gids;
     options.ip_multicast = std::make_shared<uscm::cm::NetdevIpMulticast>();
-    options.roce_static_rate = uscm::cm::IboeStaticRate(uscm::cm::NetdevSpeed(NetdevOf(ca, port, gids)));
   }
   uscm::mad::UmadOptions o;
   o.ca_name = ca;

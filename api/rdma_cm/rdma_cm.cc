@@ -768,11 +768,9 @@ absl::Status CmId::SetLocalEce(const cm::Ece& ece) {
 }
 
 absl::StatusOr<cm::Ece> CmId::GetRemoteEce() const {
+  // As librdmacm's rdma_get_remote_ece: what the id holds, in any state
+  // (zeros before a REQ / REP with ECE arrived, e.g. after REJECTED).
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
-  if (state_ != IdState::kConnectRequest && state_ != IdState::kConnectResponse &&
-      state_ != IdState::kEstablished && state_ != IdState::kAccepted) {
-    return WrongState("get_remote_ece", state_, "CONNECT_REQUEST, CONNECT_RESPONSE or later");
-  }
   return remote_ece_;
 }
 

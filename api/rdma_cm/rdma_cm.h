@@ -378,12 +378,10 @@ struct DeviceOptions {
                                                           mad::Duration timeout)>
       resolve_neighbour;
   // RoCE multicast without SA (api/rdma_cm/roce_multicast.h): the port's GID table
-  // (RoCE v2 entries; the source GID index of a group's AH), the netdev's IP
-  // group memberships (null: none taken, as on the simulated fabric), and the
-  // static rate of the netdev (iboe_get_rate).
+  // (RoCE v2 entries; the source GID index of a group's AH) and the netdev's
+  // IP group memberships (null: none taken, as on the simulated fabric).
   std::vector<mad::Gid> roce_gids;
   std::shared_ptr<cm::IpMulticast> ip_multicast;
-  uint8_t roce_static_rate = 0;
 };
 
 // The GID of an IP address on a RoCE v2 port (IPv4-mapped for IPv4).

@@ -459,7 +459,7 @@ absl::Status CmId::JoinRoceLocked(const Address& group, void* context, McJoinFla
     a.is_global = true;
     a.dgid = js.mgid;
     a.hop_limit = cm::RoceMcHopLimit(ipv4, /*roce_v2=*/true);
-    a.static_rate = o.roce_static_rate;
+    a.static_rate = 0;  // IB_RATE_PORT_CURRENT, as the 6.1 kernel (67-dropin-behaviour)
     a.sgid_index = static_cast<uint8_t>(sgid_index);
     a.port_num = device_->port().port_num;
     e->ud.qp_num = kMulticastQpn;

@@ -8,11 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 
 namespace uscm::cm {
 
@@ -40,17 +37,6 @@ absl::StatusOr<mad::Gid> RoceMgid(bool ipv4, const std::array<uint8_t, 16>& ip, 
   g.raw[10] = g.raw[11] = 0xFF;
   for (int i = 12; i < 16; ++i) g.raw[i] = ip[i];
   return g;
-}
-
-uint8_t IboeStaticRate(const absl::StatusOr<int64_t>& speed_mbps) {
-  if (!speed_mbps.ok()) return 0;  // IB_RATE_PORT_CURRENT
-  // ethtool's speed is a u32: SPEED_UNKNOWN (-1) compares as 0xFFFFFFFF.
-  const uint32_t s = static_cast<uint32_t>(*speed_mbps);
-  if (s >= 40000) return 7;  // IB_RATE_40_GBPS
-  if (s >= 30000) return 4;  // IB_RATE_30_GBPS
-  if (s >= 20000) return 6;  // IB_RATE_20_GBPS
-  if (s >= 10000) return 3;  // IB_RATE_10_GBPS
-  return 0;
 }
 
 namespace {
@@ -91,20 +77,6 @@ absl::StatusOr<std::unique_ptr<IpMembership>> NetdevIpMulticast::Join(
                                                " on the port's netdev: ", strerror(err)));
   }
   return std::unique_ptr<IpMembership>(new SocketMembership(fd));
-}
-
-absl::StatusOr<int64_t> NetdevSpeed(const std::string& netdev, const std::string& sysfs) {
-  const std::string path = absl::StrCat(sysfs, "/class/net/", netdev, "/speed");
-  std::ifstream f(path);
-  std::string line;
-  if (!f || !std::getline(f, line)) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  }
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &v)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": '", line, "' is not a number"));
-  }
-  return v;
 }
 
 }  // namespace uscm::cm

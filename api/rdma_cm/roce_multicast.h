@@ -9,8 +9,8 @@
 //            (cma_igmp_send: IGMP); a send-only member does not.
 //   AH       (cma_make_mc_event / ib_init_ah_from_mcmember) GRH to the MGID,
 //            DLID 0, SL 0, flow label 0, traffic class 0, hop limit 64 for
-//            IPv4 on RoCE v2 (else 1), static rate from the netdev's speed
-//            (iboe_get_rate), the source GID index of the id's own IP.
+//            IPv4 on RoCE v2 (else 1), static rate IB_RATE_PORT_CURRENT (0, as
+//            Debian 12's 6.1), the source GID index of the id's own IP.
 //   QPN / Q_Key  0xFFFFFF and RDMA_UDP_QKEY (RDMA_PS_UDP).
 #ifndef USCM_API_RDMA_CM_ROCE_MULTICAST_H_
 #define USCM_API_RDMA_CM_ROCE_MULTICAST_H_
@@ -18,7 +18,6 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,11 +33,6 @@ absl::StatusOr<mad::Gid> RoceMgid(bool ipv4, const std::array<uint8_t, 16>& ip, 
 // The GRH hop limit of a RoCE group's AH: 64 (IPV6_DEFAULT_HOPLIMIT) for
 // IPv4 on RoCE v2, 1 otherwise.
 inline uint8_t RoceMcHopLimit(bool ipv4, bool roce_v2) { return ipv4 && roce_v2 ? 64 : 1; }
-
-// iboe_get_rate: the IB static rate of a netdev of `speed_mbps` (as ethtool
-// reports it, an unsigned value: SPEED_UNKNOWN -1 counts as huge), or
-// IB_RATE_PORT_CURRENT (0) when the speed cannot be read.
-uint8_t IboeStaticRate(const absl::StatusOr<int64_t>& speed_mbps);
 
 // A membership of the host in an IP multicast group on a netdev; dropped
 // when destroyed.
@@ -65,10 +59,6 @@ class NetdevIpMulticast final : public IpMulticast {
       bool ipv4, const std::array<uint8_t, 16>& group,
       const std::array<uint8_t, 16>& local) override;
 };
-
-// /sys/class/net/<netdev>/speed as the kernel prints it (-1: unknown), or
-// NotFound / InvalidArgument when it cannot be read.
-absl::StatusOr<int64_t> NetdevSpeed(const std::string& netdev, const std::string& sysfs = "/sys");
 
 }  // namespace uscm::cm
 

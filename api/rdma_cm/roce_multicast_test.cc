@@ -34,16 +34,6 @@ TEST(RoceMgidTest, ZeroAddressIsRefused) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(IboeStaticRateTest, AsIboeGetRate) {
-  EXPECT_EQ(cm::IboeStaticRate(int64_t{-1}), 7) << "SPEED_UNKNOWN is a huge u32";
-  EXPECT_EQ(cm::IboeStaticRate(int64_t{100000}), 7);
-  EXPECT_EQ(cm::IboeStaticRate(int64_t{40000}), 7);
-  EXPECT_EQ(cm::IboeStaticRate(int64_t{25000}), 6);
-  EXPECT_EQ(cm::IboeStaticRate(int64_t{10000}), 3);
-  EXPECT_EQ(cm::IboeStaticRate(int64_t{1000}), 0);
-  EXPECT_EQ(cm::IboeStaticRate(absl::NotFoundError("no speed")), 0);
-}
-
 // A netdev that records its IP group memberships.
 class FakeNetdev final : public cm::IpMulticast {
  public:
@@ -94,7 +84,6 @@ class RoceMulticastTest : public ::testing::Test {
     // As rxe on a virtio NIC: fe80 GID, then the IPv4 GID, then the IPv6 one.
     o.roce_gids = {G("fe80::1"), G("::ffff:192.168.78.2"), G("fd00::2")};
     o.ip_multicast = netdev_;
-    o.roce_static_rate = 7;
     auto dev = Device::CreateSimulated(f_->scheduler(), *f_->host(0).qp1, [] { return false; }, o);
     ASSERT_TRUE(dev.ok()) << dev.status();
     dev_ = std::move(*dev);
@@ -136,7 +125,7 @@ TEST_F(RoceMulticastTest, FullMemberJoinsTheIpGroupAttachesAndAddressesTheGroup)
   EXPECT_EQ(a.dgid.ToString(), "::ffff:239.1.2.3");
   EXPECT_EQ(a.hop_limit, 64);
   EXPECT_EQ(a.sgid_index, 1) << "the GID of the id's own address";
-  EXPECT_EQ(a.static_rate, 7);
+  EXPECT_EQ(a.static_rate, 0) << "IB_RATE_PORT_CURRENT";
   EXPECT_EQ(a.dlid, 0);
   EXPECT_EQ(a.sl, 0);
   EXPECT_EQ(a.flow_label, 0u);
