@@ -1,0 +1,139 @@
+/* ECE: rdma_set_local_ece / rdma_get_remote_ece / rdma_reject_ece. Two
+ * connections from client to server: the first is rejected with
+ * rdma_reject_ece, the second accepted (each side with its own ECE options);
+ * both sides print every call's result and the ECE they see. No QPs (the
+ * QPN is given in the conn_param, the client calls rdma_establish), so the
+ * ECE path alone is compared. Built against the system's <rdma/rdma_cma.h>
+ * with -lrdmacm only; 67-dropin-behaviour runs it on the kernel's rdma_cm and
+ * on uscm and compares the outputs line by line.
+ *
+ *   ece -s BIND_IPV4 PORT        server (prints "listening")
+ *   ece -c SERVER_IPV4 PORT      client */
+#define _GNU_SOURCE /* strerrorname_np */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/rdma_cma.h>
+
+static struct rdma_event_channel* ch;
+
+static int call(const char* what, int rc) {
+  printf("%s: rc %d errno %s\n", what, rc, rc == 0 ? "-" : strerrorname_np(errno));
+  return rc;
+}
+
+static struct rdma_cm_event* expect(enum rdma_cm_event_type want) {
+  struct rdma_cm_event* e;
+  if (rdma_get_cm_event(ch, &e) != 0) {
+    printf("no event: errno %s\n", strerrorname_np(errno));
+    exit(1);
+  }
+  printf("event %s status %d\n", rdma_event_str(e->event), e->status);
+  if (e->event != want) {
+    printf("  (wanted %s)\n", rdma_event_str(want));
+    exit(1);
+  }
+  return e;
+}
+
+static void remote_ece(struct rdma_cm_id* id) {
+  struct ibv_ece ece = {0};
+  if (call("  rdma_get_remote_ece", rdma_get_remote_ece(id, &ece)) == 0) {
+    printf("  remote ece: vendor_id 0x%x options 0x%x comp_mask %u\n", ece.vendor_id,
+           ece.options, ece.comp_mask);
+  }
+}
+
+static void local_ece(struct rdma_cm_id* id, uint32_t options) {
+  struct ibv_ece ece = {.vendor_id = 0x15b3, .options = options};
+  char what[64];
+  snprintf(what, sizeof(what), "  rdma_set_local_ece options 0x%x", options);
+  call(what, rdma_set_local_ece(id, &ece));
+}
+
+static void server(struct sockaddr_in* addr) {
+  struct rdma_cm_id* listener;
+  if (rdma_create_id(ch, &listener, NULL, RDMA_PS_TCP) != 0) exit(1);
+  struct ibv_ece bad = {.vendor_id = 0, .options = 1};
+  call("rdma_set_local_ece vendor_id 0", rdma_set_local_ece(listener, &bad));
+  if (call("rdma_bind_addr", rdma_bind_addr(listener, (struct sockaddr*)addr)) ||
+      call("rdma_listen", rdma_listen(listener, 2))) {
+    exit(1);
+  }
+  printf("listening\n");
+  /* 1: rejected with rdma_reject_ece */
+  struct rdma_cm_event* e = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+  struct rdma_cm_id* child = e->id;
+  rdma_ack_cm_event(e);
+  remote_ece(child);
+  local_ece(child, 0x5);
+  call("  rdma_reject_ece", rdma_reject_ece(child, NULL, 0));
+  rdma_destroy_id(child);
+  /* 2: accepted */
+  e = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+  child = e->id;
+  rdma_ack_cm_event(e);
+  remote_ece(child);
+  local_ece(child, 0x3);
+  struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1,
+                              .rnr_retry_count = 7, .qp_num = 0x456};
+  call("  rdma_accept", rdma_accept(child, &p));
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_ESTABLISHED));
+  remote_ece(child);
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_DISCONNECTED));
+  rdma_destroy_id(child);
+  rdma_destroy_id(listener);
+}
+
+static struct rdma_cm_id* connect_to(struct sockaddr_in* addr, uint32_t options) {
+  struct rdma_cm_id* id;
+  if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) != 0) exit(1);
+  local_ece(id, options);
+  call("  rdma_resolve_addr", rdma_resolve_addr(id, NULL, (struct sockaddr*)addr, 2000));
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
+  call("  rdma_resolve_route", rdma_resolve_route(id, 2000));
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1,
+                              .retry_count = 7, .rnr_retry_count = 7, .qp_num = 0x123};
+  call("  rdma_connect", rdma_connect(id, &p));
+  return id;
+}
+
+static void client(struct sockaddr_in* addr) {
+  printf("connection 1\n");
+  struct rdma_cm_id* id = connect_to(addr, 0x7);
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_REJECTED));
+  remote_ece(id);
+  rdma_destroy_id(id);
+  printf("connection 2\n");
+  id = connect_to(addr, 0x7);
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_CONNECT_RESPONSE));
+  remote_ece(id);
+  call("  rdma_establish", rdma_establish(id));
+  call("  rdma_disconnect", rdma_disconnect(id));
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_DISCONNECTED));
+  rdma_destroy_id(id);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 4 || (strcmp(argv[1], "-s") != 0 && strcmp(argv[1], "-c") != 0)) {
+    fprintf(stderr, "usage: ece -s BIND_IPV4 PORT | -c SERVER_IPV4 PORT\n");
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
+  if (inet_pton(AF_INET, argv[2], &addr.sin_addr) != 1) return 2;
+  ch = rdma_create_event_channel();
+  if (ch == NULL) return 1;
+  if (strcmp(argv[1], "-s") == 0) {
+    server(&addr);
+  } else {
+    client(&addr);
+  }
+  rdma_destroy_event_channel(ch);
+  printf("done\n");
+  return 0;
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# One small C program per seed behaviour of issue 13 (tests/vm/behaviour/, built against
+# the system's <rdma/rdma_cma.h> with -lrdmacm, no uscm header), run twice in the VM
+# pair: first both VMs on the kernel's rdma_cm with the system's librdmacm, then, after
+# both unloaded rdma_ucm / rdma_cm / ib_cm, both on uscm's drop-in (LD_LIBRARY_PATH).
+# The two outputs of each program are compared line for line (one check per program
+# and side). The programs print only deterministic values; the differences that stay
+# are in docs/API.md ("What the behaviour programs show").
+#   mc_join   (a alone) rdma_join_multicast / _ex with each join flag, bad arguments
+#   set_option (a alone) each option, good and bad values, and its visible effect
+#   reject    (b server, a client) rdma_reject with 148 bytes; the REJECTED event
+#   ece       (b server, a client) set_local_ece / get_remote_ece / reject_ece, then an
+#             accepted connection: the ECE each side sees
+# targets: //api/librdmacm:librdmacm.so.1 //tests/vm/behaviour:mc_join
+# targets: //tests/vm/behaviour:reject //tests/vm/behaviour:set_option //tests/vm/behaviour:ece
+. "$(dirname "$0")/../lib.sh"
+vm_pair --cm-a --cm-b --timeout 400
+
+B=$USCM_VM_BIN/tests/vm/behaviour
+LIB=$USCM_VM_BIN/api/librdmacm
+IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
+T=120
+
+# phase MODE PORT: every program once, on the kernel (MODE kernel) or the drop-in
+phase() {
+  local mode=$1 port=$2 run=(timeout $T) pid
+  [ "$mode" = uscm ] && run=(env LD_LIBRARY_PATH="$LIB" USCM_DEBUG=1 timeout $T)
+  if [ "$USCM_VM_ROLE" = a ]; then
+    "${run[@]}" "$B/mc_join" "$IP" 239.1.3.1 > /tmp/$mode-mc_join.out 2> /tmp/$mode-mc_join.err
+    "${run[@]}" "$B/set_option" "$IP" "$PEER" 7602 > /tmp/$mode-set_option.out \
+      2> /tmp/$mode-set_option.err
+    sync.sh wait $mode-reject-listening $T
+    "${run[@]}" "$B/reject" -c "$PEER" "$port" > /tmp/$mode-reject-c.out 2> /tmp/$mode-reject-c.err
+    sync.sh wait $mode-ece-listening $T
+    "${run[@]}" "$B/ece" -c "$PEER" $((port + 10)) > /tmp/$mode-ece-c.out 2> /tmp/$mode-ece-c.err
+  else
+    "${run[@]}" "$B/reject" -s "$IP" "$port" > /tmp/$mode-reject-s.out 2> /tmp/$mode-reject-s.err &
+    pid=$!
+    wait_for /tmp/$mode-reject-s.out '^listening' && sync.sh signal $mode-reject-listening
+    wait "$pid"
+    "${run[@]}" "$B/ece" -s "$IP" $((port + 10)) > /tmp/$mode-ece-s.out 2> /tmp/$mode-ece-s.err &
+    pid=$!
+    wait_for /tmp/$mode-ece-s.out '^listening' && sync.sh signal $mode-ece-listening
+    wait "$pid"
+  fi
+}
+# same NAME FILE: the kernel's and uscm's outputs of FILE are the same lines
+same() {
+  if [ -s "/tmp/kernel-$2.out" ] && diff -q "/tmp/kernel-$2.out" "/tmp/uscm-$2.out" > /dev/null; then
+    pass "$1"; printf '  = %s lines, last: %s\n' "$(wc -l < "/tmp/kernel-$2.out")" \
+      "$(tail -n 1 "/tmp/kernel-$2.out")"
+  else
+    diff -u "/tmp/kernel-$2.out" "/tmp/uscm-$2.out" | sed 's/^/  | /' | head -n 60
+    sed 's/^/  uscm stderr| /' "/tmp/uscm-$2.err" | tail -n 15
+    fail "$1" "the kernel's and uscm's outputs differ (- kernel, + uscm)"
+  fi
+}
+
+check kernel-cm-loaded grep -qw rdma_ucm /proc/modules
+phase kernel 7600
+check unload-kernel-cm modprobe -r rdma_ucm rdma_cm ib_cm
+sync.sh signal unloaded-$USCM_VM_ROLE
+sync.sh wait unloaded-$([ "$USCM_VM_ROLE" = a ] && echo b || echo a) $T
+phase uscm 7601
+if [ "$USCM_VM_ROLE" = a ]; then
+  same mc_join-same mc_join
+  same set_option-same set_option
+  same reject-client-same reject-c
+  same ece-client-same ece-c
+  echo "$FAILED" | sync.sh put a-failed
+  sync.sh wait b-done $T
+else
+  same reject-server-same reject-s
+  same ece-server-same ece-s
+  check a-side-passed bash -c "[ \"\$(sync.sh get a-failed $T)\" = 0 ]"
+  sync.sh signal b-done
+fi
+group_end
