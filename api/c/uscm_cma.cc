@@ -485,9 +485,9 @@ int uscm_set_option(struct uscm_cm_id* id, int level, int optname, const void* o
     return Fail(ENOSYS, "set_option: unknown option (level " + std::to_string(level) +
                             ", option " + std::to_string(optname) + ")");
   } else {
-    return Fail(EINVAL, "set_option: unknown (level " + std::to_string(level) + ", option " +
-                            std::to_string(optname) + ") or optlen " + std::to_string(optlen) +
-                            " does not match its type (TOS/ACK_TIMEOUT/CM_RETRIES: 1, "
+    return Fail(EINVAL, "set_option: optlen " + std::to_string(optlen) + " does not match the "
+                            "type of (level " + std::to_string(level) + ", option " +
+                            std::to_string(optname) + ") (TOS/ACK_TIMEOUT/CM_RETRIES: 1, "
                             "REUSEADDR/AFONLY: sizeof(int), RESPONSE_TIMEOUT_MS/BACKOFF: 4, "
                             "IB_PATH: n * sizeof(struct uscm_path_data))");
   }
