@@ -181,5 +181,17 @@ TEST_F(NeighbourResolveTest, DestroyingAnIdWhileItsEntryResolvesLeavesNoEvent) {
   EXPECT_LE(Asked(), asked + 1) << "the destroyed id's entry is no longer probed";
 }
 
+// A multicast group on RoCE (mckey resolves to it) asks no neighbour table:
+// its GID is the IP's, as the kernel's NOARP multicast neighbour.
+TEST_F(NeighbourResolveTest, RoceMulticastGroupNeedsNoNeighbour) {
+  Open(/*roce=*/true);
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kUdp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("239.1.2.3")).ok());
+  EXPECT_EQ(Next().event, EventType::kAddrResolved);
+  EXPECT_EQ(id->GetPeerAddr().gid.ToString(), "::ffff:239.1.2.3");
+  EXPECT_EQ(Asked(), 0u);
+  ASSERT_TRUE(ch_->DestroyId(id).ok());
+}
+
 }  // namespace
 }  // namespace uscm

@@ -85,6 +85,11 @@ absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address
   if (it != device_->neighbors_.end()) {
     peer_.gid = it->second.gid;
     peer_.lid = it->second.lid;
+  } else if (device_->options_.roce && dst.is_multicast()) {
+    // A multicast group (mckey resolves to it): no ARP on Ethernet, the
+    // kernel's neighbour is NOARP with the mapped MAC; the GID is the IP's.
+    peer_.gid = RoceGidOf(dst);
+    peer_.lid = mad::kPermissiveLid;
   } else if (device_->options_.resolve_neighbour) {
     // The kernel's tables, without the device lock (netlink); ADDR_QUERY
     // keeps other calls off the id meanwhile.
