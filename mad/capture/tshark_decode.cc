@@ -254,6 +254,14 @@ absl::StatusOr<TsharkField> TsharkFrame::Get(absl::string_view name) const {
                                           " occurrences of ", name, " (expected 1)"));
 }
 
+void TsharkFrame::SetMadStart(int64_t frame_offset) {
+  for (auto& [name, list] : fields_) {
+    for (TsharkField& f : list) {
+      if (f.frame_offset) f.mad_offset = *f.frame_offset - frame_offset;
+    }
+  }
+}
+
 std::vector<std::string> TsharkArguments(const TsharkOptions& options) {
   std::vector<std::string> args = {options.binary, "-n", "-T", "json", "-x",
                                    "--no-duplicate-keys"};
@@ -347,6 +355,31 @@ absl::StatusOr<std::vector<TsharkFrame>> DecodeWithTshark(const std::string& pca
     return absl::InternalError(absl::StrCat("tshark decoded ", frames->size(),
                                             " frames; the capture holds ",
                                             contents->records.size()));
+  }
+  return frames;
+}
+
+absl::StatusOr<std::vector<TsharkFrame>> DecodeCaptureWithTshark(
+    const std::string& path, const TsharkOptions& options) {
+  if (access(options.binary.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "tshark not found at ", options.binary,
+        ": run tools/setup.sh (installs the Debian package tshark)"));
+  }
+  std::vector<std::string> args = TsharkArguments(options);
+  args.push_back("-r");
+  args.push_back(path);
+  absl::StatusOr<ProcessResult> run = RunProcess(args, ChildEnvironment());
+  if (!run.ok()) return run.status();
+  if (run->exit_code != 0) {
+    return absl::InternalError(absl::StrCat("`", absl::StrJoin(args, " "), "` exited with ",
+                                            run->exit_code, ": ", run->err));
+  }
+  absl::StatusOr<std::vector<TsharkFrame>> frames = ParseTsharkJson(run->out, {}, {});
+  if (!frames.ok()) return frames.status();
+  for (TsharkFrame& frame : *frames) {
+    const std::vector<TsharkField>& base = frame.GetAll("infiniband.mad.baseversion");
+    if (!base.empty() && base.front().frame_offset) frame.SetMadStart(*base.front().frame_offset);
   }
   return frames;
 }

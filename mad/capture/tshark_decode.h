@@ -55,6 +55,9 @@ class TsharkFrame {
   // Exactly one occurrence, else an error naming the frame and field.
   absl::StatusOr<TsharkField> Get(absl::string_view name) const;
   bool Has(absl::string_view name) const { return !GetAll(name).empty(); }
+  // Sets every field's mad_offset from its frame_offset, the MAD starting at
+  // `frame_offset` of this frame.
+  void SetMadStart(int64_t frame_offset);
   const std::map<std::string, std::vector<TsharkField>, std::less<>>& fields() const {
     return fields_;
   }
@@ -82,6 +85,13 @@ std::vector<std::string> TsharkArguments(const TsharkOptions& options = {});
 // environment has none (Bazel's sandbox).
 absl::StatusOr<std::vector<TsharkFrame>> DecodeWithTshark(
     const std::string& pcap_path, const TsharkOptions& options = {});
+
+// Runs tshark on any capture tshark reads (pcap or pcapng, any link type:
+// Ethernet RoCE v2 / v1 too). Offsets inside the MAD are taken from tshark
+// itself: a frame's MAD starts where tshark put infiniband.mad.baseversion
+// (frames without a MAD have no mad_offset). packet_offset is left unset.
+absl::StatusOr<std::vector<TsharkFrame>> DecodeCaptureWithTshark(
+    const std::string& path, const TsharkOptions& options = {});
 
 // Wraps each MAD in a UD packet with `headers`, writes them to a capture in
 // $TEST_TMPDIR (or /tmp), and decodes it: frame i is mads[i].
