@@ -31,7 +31,7 @@ for a in "$@"; do
     *) echo "deb.sh: unknown option $a (try --help)" >&2; exit 2 ;;
   esac
 done
-for t in dpkg-deb dpkg-shlibdeps gzip; do
+for t in dpkg-deb dpkg-shlibdeps gzip strip md5sum; do
   command -v "$t" >/dev/null || { echo "deb.sh: $t is missing (tools/setup.sh installs dpkg-dev)" >&2; exit 1; }
 done
 mkdir -p "$out"
@@ -122,8 +122,33 @@ gzip -9n <"$work/uscm.1" >"$root/usr/share/man/man1/uscm.1.gz"
 gzip -9n <"$work/uscmd.8" >"$root/usr/share/man/man8/uscmd.8.gz"
 chmod 0644 "$root/usr/share/man/man1/uscm.1.gz" "$root/usr/share/man/man8/uscmd.8.gz"
 install -d "$root/usr/share/doc/uscm"
-printf 'uscm: a user-space InfiniBand Communication Manager.\nBuilt from the uscm source tree by tools/deb.sh.\n' \
-  >"$root/usr/share/doc/uscm/copyright"
+maintainer="${DEBFULLNAME:-uscm developers} <${DEBEMAIL:-uscm@users.noreply.github.com}>"
+{
+  echo "uscm: a user-space InfiniBand Communication Manager."
+  echo "Built from the uscm source tree by tools/deb.sh."
+  echo
+  echo "Copyright: $(date -u -d "@${SOURCE_DATE_EPOCH:-$(date +%s)}" +%Y 2>/dev/null || date +%Y) the uscm developers."
+} >"$root/usr/share/doc/uscm/copyright"
+# A native package's changelog (lintian: no-changelog): one entry for this build.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+{
+  echo "uscm ($version) unstable; urgency=medium"
+  echo
+  echo "  * Built from the uscm source tree (commit $commit) by tools/deb.sh."
+  echo
+  echo " -- $maintainer  $(date -u -R -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}")"
+} | gzip -9n >"$root/usr/share/doc/uscm/changelog.gz"
+chmod 0644 "$root/usr/share/doc/uscm/copyright" "$root/usr/share/doc/uscm/changelog.gz"
+
+# Stripped as dh_strip does (lintian: unstripped-binary-or-object); shared
+# libraries are not executable (shared-library-is-executable).
+for f in "$root/usr/bin/uscm" "$root/usr/bin/uscmd"; do
+  strip --remove-section=.comment --remove-section=.note "$f"
+done
+for f in "$root/usr/lib/libuscm.so.0" "$root/usr/lib/uscm/librdmacm.so.1"; do
+  strip --remove-section=.comment --remove-section=.note --strip-unneeded "$f"
+  chmod 0644 "$f"
+done
 
 # 4. Depends: from the binaries' NEEDED sonames (dpkg-shlibdeps wants a
 # debian/control; libuscm.so.0 is found in the package itself with -l).
@@ -143,7 +168,7 @@ cat >"$root/DEBIAN/control" <<EOF
 Package: uscm
 Version: $version
 Architecture: $arch
-Maintainer: uscm developers <uscm@localhost>
+Maintainer: $maintainer
 Installed-Size: $size
 Depends: $depends
 Recommends: ibverbs-providers
@@ -167,6 +192,15 @@ if [ -d /run/systemd/system ]; then systemctl daemon-reload >/dev/null 2>&1 || t
 EOF
   chmod 0755 "$root/DEBIAN/$s"
 done
+# libuscm.so.0 is in the linker's default path: dpkg runs ldconfig through the
+# trigger, and shlibs tells dpkg-shlibdeps of programs linking it which package
+# provides it. (The drop-in in /usr/lib/uscm is found by path, not by ldconfig.)
+echo "activate-noawait ldconfig" >"$root/DEBIAN/triggers"
+echo "libuscm 0 uscm (>= $version)" >"$root/DEBIAN/shlibs"
+chmod 0644 "$root/DEBIAN/triggers" "$root/DEBIAN/shlibs"
+(cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z |
+  xargs -0 md5sum >DEBIAN/md5sums)
+chmod 0644 "$root/DEBIAN/md5sums"
 deb="$out/uscm_${version}_${arch}.deb"
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
 echo "deb.sh: $deb"

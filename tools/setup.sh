@@ -28,6 +28,8 @@ PACKAGES=(
   # tools/deb.sh (dpkg-shlibdeps computes the package's Depends) and its test
   # (man -l renders the uscm(1) / uscmd(8) pages)
   dpkg-dev man-db
+  # the VM lane's 75-deb-install group checks the package with lintian
+  lintian
   # JSON (tshark -T json in the wire cross-check)
   nlohmann-json3-dev
 )

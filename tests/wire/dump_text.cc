@@ -1,7 +1,7 @@
 #include "tests/wire/dump_text.h"
 
 #include <cstring>
-#include <regex>
+#include <algorithm>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -15,22 +15,69 @@
 namespace uscm::mad::wire {
 namespace {
 
+// The next run of non-blank characters of `rest`, consumed with the blanks before it.
+absl::string_view Token(absl::string_view& rest) {
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  const size_t end = std::min(rest.find(' '), rest.size());
+  absl::string_view t = rest.substr(0, end);
+  rest.remove_prefix(end);
+  return t;
+}
+
+bool AllOf(absl::string_view t, absl::string_view chars) {
+  return !t.empty() && t.find_first_not_of(chars) == absl::string_view::npos;
+}
+
+// A frame line's "#" and time columns: "    1 1795324111.006895  ...".
+bool FrameColumns(absl::string_view& rest, int64_t* frame) {
+  absl::string_view n = Token(rest), time = Token(rest);
+  return AllOf(n, "0123456789") && AllOf(time, "0123456789.") && absl::SimpleAtoi(n, frame);
+}
+
 // "    1 1795324111.006895  192.168.78.2 -> 192.168.78.1 QP1   CM REQ Send ..."
-const std::regex& MadLine() {
-  static const auto* const re =
-      new std::regex(R"(^ *(\d+) +[0-9.]+  +(\S+) +-> +(\S+) +QP(\d+) +(.*)$)");
-  return *re;
+bool MadLine(absl::string_view line, DumpedMad* m) {
+  absl::string_view rest = line;
+  if (!FrameColumns(rest, &m->frame)) return false;
+  m->src = std::string(Token(rest));
+  if (Token(rest) != "->") return false;
+  m->dst = std::string(Token(rest));
+  absl::string_view qp = Token(rest);
+  if (!absl::ConsumePrefix(&qp, "QP") || !absl::SimpleAtoi(qp, &m->dest_qp)) return false;
+  m->summary = std::string(absl::StripLeadingAsciiWhitespace(rest));
+  return !m->summary.empty();
 }
+
 // "    7 1795324111.9  not decodable: why"
-const std::regex& BadLine() {
-  static const auto* const re = new std::regex(R"(^ *(\d+) +[0-9.]+  +not decodable: .*$)");
-  return *re;
+bool BadLine(absl::string_view line, int64_t* frame) {
+  absl::string_view rest = line;
+  return FrameColumns(rest, frame) &&
+         absl::StartsWith(absl::StripLeadingAsciiWhitespace(rest), "not decodable: ");
 }
+
+struct FieldText {
+  uint32_t byte = 0, bit = 0;
+  std::string layout, row, value;
+};
+
 // "  MAD+67[5]  REQ.TransportServiceType           0x0"
-const std::regex& FieldLine() {
-  static const auto* const re =
-      new std::regex(R"(^  MAD\+(\d+)(?:\[(\d)\])? +([A-Za-z]+)\.(\S+) +(.*)$)");
-  return *re;
+bool FieldLine(absl::string_view line, FieldText* f) {
+  if (!absl::ConsumePrefix(&line, "  MAD+")) return false;
+  absl::string_view where = Token(line), name = Token(line);
+  absl::string_view bit = "0";
+  if (const size_t open = where.find('['); open != absl::string_view::npos) {
+    bit = where.substr(open + 1);
+    where = where.substr(0, open);
+    if (!absl::ConsumeSuffix(&bit, "]")) return false;
+  }
+  const size_t dot = name.find('.');
+  if (dot == absl::string_view::npos || !AllOf(where, "0123456789") || !AllOf(bit, "01234567") ||
+      !absl::SimpleAtoi(where, &f->byte) || !absl::SimpleAtoi(bit, &f->bit)) {
+    return false;
+  }
+  f->layout = std::string(name.substr(0, dot));
+  f->row = std::string(name.substr(dot + 1));
+  f->value = std::string(absl::StripLeadingAsciiWhitespace(line));
+  return !f->row.empty() && !f->value.empty();
 }
 
 absl::Status LineError(size_t line_no, absl::string_view line, absl::string_view why) {
@@ -97,36 +144,35 @@ absl::StatusOr<DumpText> ParseDumpText(absl::string_view text) {
   size_t line_no = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_no;
-    const std::string s(line);
-    std::smatch m;
-    if (std::regex_match(s, m, MadLine())) {
-      current = &out.mads.emplace_back();
-      current->frame = std::stoll(m[1]);
-      current->src = m[2];
-      current->dst = m[3];
-      current->dest_qp = static_cast<uint32_t>(std::stoul(m[4]));
-      current->summary = m[5];
+    DumpedMad next;
+    int64_t bad_frame = 0;
+    FieldText ft;
+    if (MadLine(line, &next)) {
+      current = &out.mads.emplace_back(std::move(next));
       expect_summary = true;
       continue;
     }
-    if (std::regex_match(s, m, BadLine())) {
-      out.not_decodable.push_back(std::stoll(m[1]));
+    if (BadLine(line, &bad_frame)) {
+      out.not_decodable.push_back(bad_frame);
       current = nullptr;
       continue;
     }
     if (current != nullptr && expect_summary) {  // Dump() repeats the summary first
       expect_summary = false;
-      if (s != current->summary) return LineError(line_no, line, "expected the MAD's summary (is it uscm dump --verbose?)");
+      if (line != current->summary) {
+        return LineError(line_no, line, "expected the MAD's summary (is it uscm dump --verbose?)");
+      }
       continue;
     }
-    if (!std::regex_match(s, m, FieldLine())) {
+    if (!FieldLine(line, &ft)) {
       current = nullptr;  // the header, the summary lines, frames without a MAD
       continue;
     }
     if (current == nullptr) return LineError(line_no, line, "a field line outside a MAD");
-    const uint32_t byte = std::stoul(m[1]);
-    const uint32_t bit = m[2].matched ? std::stoul(m[2]) : 0;
-    const std::string layout_name = m[3], row_name = m[4], value = m[5];
+    const uint32_t byte = ft.byte, bit = ft.bit;
+    const std::string& layout_name = ft.layout;
+    const std::string& row_name = ft.row;
+    const std::string& value = ft.value;
     std::vector<const Layout*> layouts = {&kHeader};
     if (layout_name != "MAD") {
       const uint16_t attr = static_cast<uint16_t>(current->mad[16] << 8 | current->mad[17]);
