@@ -20,7 +20,9 @@ if ! in_vm; then
   "$VM_DIR/pair.sh" --cm-a --cm-b --env "USCM_VM_BIN=$USCM_VM_BIN" --out "$RUN/vms" \
     --capture "$RUN/link.pcap" -- "bash $(readlink -f "$0")" "bash $(readlink -f "$0")"
   rc=$?
-  [ "$rc" = 0 ] || fail pair-ran "pair.sh exited $rc (the VMs' checks are above)"
+  # The VMs' own FAIL lines (if any) are above; with none at all (a boot lost on a
+  # loaded host) tests/vm/run.sh runs the group once more. Nothing to compare either way.
+  [ "$rc" = 0 ] || exit "$rc"
   cp "$RUN/vms/a/link.pcapng" "$RUN/link.pcapng" 2>/dev/null
   check_output capture-pcap-written 'a1 b2 c3 d4|d4 c3 b2 a1' od -An -tx1 -N4 "$RUN/link.pcap"
   check_output capture-pcapng-written '0a 0d 0d 0a' od -An -tx1 -N4 "$RUN/link.pcapng"
@@ -35,7 +37,8 @@ if ! in_vm; then
   # the MAD lines without frame number and time: what crossed the link, in order
   mads() { sed -nE 's/^ *[0-9]+ +[0-9.]+  +([^ ]+ +-> .*)/\1/p' "$1"; }
   mads "$RUN/link.pcap.dump" > "$RUN/pcap.mads"; mads "$RUN/link.pcapng.dump" > "$RUN/pcapng.mads"
-  check pcap-and-pcapng-hold-the-same-mads diff "$RUN/pcap.mads" "$RUN/pcapng.mads"
+  check pcap-and-pcapng-hold-the-same-mads bash -c \
+    "[ -s '$RUN/pcap.mads' ] && diff '$RUN/pcap.mads' '$RUN/pcapng.mads'"
   echo "  = $(wc -l < "$RUN/pcap.mads") MADs in each"
   [ -z "${USCM_VM_KEEP_CAPTURE:-}" ] || echo "captures kept in $RUN"
   group_end
