@@ -1,7 +1,7 @@
 // `uscm sim`: research runs on the simulated fabric. Every list-valued
 // parameter (--loss, --duplicate, --latency-us, --jitter-us, --hosts,
-// --topology, --pattern, --arrivals, --path-cache, --cm-retries,
-// --cm-profile) is swept: one run per point of the cross product of the lists
+// --topology, --pattern, --arrivals, --sa-queue-limit, --path-cache,
+// --cm-retries, --cm-profile) is swept: one run per point of the cross product of the lists
 // (same seed, same workload each time), connections spread over the hosts;
 // writes connections.csv (one row per connection), summary.csv (one row per
 // run), setup_cdf.csv (each run's setup-time CDF), with --sample-us
@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/sim_progress.h"
 #include "tools/sim_world.h"
 #include "mad/sim/fat_tree.h"
 #include "mad/sim/topology.h"
@@ -65,25 +66,6 @@ absl::StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text, const
 
 bool HaveGnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
-class Progress {
- public:
-  explicit Progress(bool enabled) : enabled_(enabled) {}
-  void Show(size_t run, size_t runs, const std::string& label, int done, int total) {
-    if (!enabled_) return;
-    const int width = 30;
-    int filled = total == 0 ? width : done * width / total;
-    std::fprintf(stderr, "\r[%-*s] run %zu/%zu %s: %d/%d connections ", width,
-                 std::string(filled, '#').c_str(), run + 1, runs, label.c_str(), done, total);
-    std::fflush(stderr);
-  }
-  void Done() {
-    if (enabled_) std::fputs("\r\033[K", stderr);
-  }
-
- private:
-  bool enabled_;
-};
-
 std::string Fmt(double v) { return absl::StrFormat("%.3f", v); }
 
 // One point of the sweep.
@@ -94,6 +76,7 @@ struct RunParams {
   std::string cm_profile = "spec";
   int64_t cm_retries = 15;
   bool path_cache = false;
+  int64_t sa_queue_limit = 0;
   std::string topology;       // the --topology value ("" = generated / default)
   std::string topology_file;  // what SimWorld loads
 };
@@ -103,7 +86,7 @@ struct RunParams {
 struct Columns {
   bool duplicate = false, latency_us = false, jitter_us = false, hosts = false, topology = false;
   bool pattern = false, arrivals = false;
-  bool cm_profile = false, cm_retries = false, path_cache = false;
+  bool cm_profile = false, cm_retries = false, path_cache = false, sa_queue_limit = false;
 
   std::string Header() const {
     std::string h = "loss";
@@ -117,6 +100,7 @@ struct Columns {
     if (cm_profile) h += ",cm_profile";
     if (cm_retries) h += ",cm_retries";
     if (path_cache) h += ",path_cache";
+    if (sa_queue_limit) h += ",sa_queue_limit";
     return h;
   }
   std::string Values(const RunParams& p) const {
@@ -131,6 +115,7 @@ struct Columns {
     if (cm_profile) absl::StrAppend(&v, ",", p.cm_profile);
     if (cm_retries) absl::StrAppend(&v, ",", p.cm_retries);
     if (path_cache) absl::StrAppend(&v, ",", p.path_cache ? "on" : "off");
+    if (sa_queue_limit) absl::StrAppend(&v, ",", p.sa_queue_limit);
     return v;
   }
   // The curve / progress label: the swept parameters ("loss 0.01, latency_us
@@ -139,7 +124,7 @@ struct Columns {
   std::string Label(const RunParams& p) const {
     std::vector<std::string> parts;
     if (swept_loss || !(duplicate || latency_us || jitter_us || hosts || topology || pattern ||
-                        arrivals || cm_profile || cm_retries || path_cache)) {
+                        arrivals || cm_profile || cm_retries || path_cache || sa_queue_limit)) {
       parts.push_back(absl::StrFormat("loss %g", p.loss));
     }
     if (duplicate) parts.push_back(absl::StrFormat("duplicate %g", p.duplicate));
@@ -152,6 +137,7 @@ struct Columns {
     if (cm_profile) parts.push_back("cm_profile " + p.cm_profile);
     if (cm_retries) parts.push_back(absl::StrFormat("cm_retries %d", p.cm_retries));
     if (path_cache) parts.push_back(p.path_cache ? "path_cache on" : "path_cache off");
+    if (sa_queue_limit) parts.push_back(absl::StrFormat("sa_queue_limit %d", p.sa_queue_limit));
     return absl::StrJoin(parts, ", ");
   }
   // "loss rate", or the swept parameters joined by " x ".
@@ -168,6 +154,7 @@ struct Columns {
     if (cm_profile) names.push_back("cm_profile");
     if (cm_retries) names.push_back("cm_retries");
     if (path_cache) names.push_back("path_cache");
+    if (sa_queue_limit) names.push_back("sa_queue_limit");
     if (names.empty() || (names.size() == 1 && swept_loss)) return "loss rate";
     return absl::StrJoin(names, " x ");
   }
@@ -269,10 +256,11 @@ constexpr size_t kMaxRuns = 10000;
 }  // namespace
 
 int RunSim(int argc, char** argv) {
-  int64_t connections = 200, seed = 1, interval_us = 10, group = 0, sa_queue_limit = 0;
+  int64_t connections = 200, seed = 1, interval_us = 10, group = 0;
   double sa_service_us = 0, sample_us = 0;
   std::string pattern_list = "ring", arrivals_list = "fixed";
   std::string profile_list = "spec", retries_list = "15", path_cache_list = "off";
+  std::string queue_limit_list = "0";
   std::string loss_list = "0,0.01,0.05,0.1", duplicate_list = "0", latency_list = "0.5",
               jitter_list = "0", hosts_list = "4";
   std::string topology_list, out = "uscm-sim", progress_mode = "auto";
@@ -282,7 +270,7 @@ int RunSim(int argc, char** argv) {
                 "sweep and writes CSV (and PNG plots with gnuplot). Every list option takes\n"
                 "comma-separated values; the runs are the cross product of all lists (loss\n"
                 "varies fastest, then duplicate, jitter, latency, hosts, topology, pattern,\n"
-                "arrivals, path cache, CM retries, CM profile). Virtual\n"
+                "arrivals, SA queue limit, path cache, CM retries, CM profile). Virtual\n"
                 "time: results depend only on the options and the seed, so the same seed\n"
                 "gives the same files.");
   flags.String("hosts", &hosts_list, "hosts taking part, list (who connects to whom: --pattern)");
@@ -302,9 +290,9 @@ int RunSim(int argc, char** argv) {
                "the SA as one server: microseconds per request, FIFO queue (0 = answers at "
                "once); adds sa_wait_mean_us, sa_max_queue, sa_dropped to summary.csv",
                0, 1e9);
-  flags.Int("sa-queue-limit", &sa_queue_limit,
-            "with --sa-service-us: requests beyond this many (waiting + in service) are "
-            "dropped and retried by the clients (0 = no limit)", 0, 100000000);
+  flags.String("sa-queue-limit", &queue_limit_list,
+               "with --sa-service-us: requests beyond this many (waiting + in service) are "
+               "dropped and retried by the clients (0 = no limit), list");
   flags.Double("sample-us", &sample_us,
                "every this many us of virtual time, sample the SA queue depth and the "
                "retransmissions so far into timeseries.csv (and timeseries.png); 0 = off",
@@ -329,7 +317,8 @@ int RunSim(int argc, char** argv) {
   flags.String("out", &out, "output directory (created)");
   flags.Bool("plots", &plots, "draw PNG plots with gnuplot");
   flags.String("progress", &progress_mode,
-               "progress bar on stderr: always, auto (when stderr is a terminal), never");
+               "status line on stderr (run k of n, connections settled, virtual and wall "
+               "time): always, auto (when stderr is a terminal), never");
   flags.Bool("reject", &reject, "the passive side rejects every connection");
   flags.Bool("ece", &ece, "connections carry ECE");
   flags.Epilog(
@@ -375,6 +364,10 @@ int RunSim(int argc, char** argv) {
   }
   auto retries = ParseIntList(retries_list, "cm-retries", 0, 15);
   if (!retries.ok()) return UsageError("sim", std::string(retries.status().message()));
+  auto queue_limits = ParseIntList(queue_limit_list, "sa-queue-limit", 0, 100000000);
+  if (!queue_limits.ok()) {
+    return UsageError("sim", std::string(queue_limits.status().message()));
+  }
   std::vector<bool> caches;
   bool any_cache = false;
   for (absl::string_view v : absl::StrSplit(path_cache_list, ',', absl::SkipEmpty())) {
@@ -399,7 +392,7 @@ int RunSim(int argc, char** argv) {
   }
   const size_t runs = losses->size() * duplicates->size() * latencies->size() * jitters->size() *
                       hosts->size() * topologies.size() * patterns.size() * arrivals.size() *
-                      profiles.size() * retries->size() * caches.size();
+                      profiles.size() * retries->size() * caches.size() * queue_limits->size();
   if (runs > kMaxRuns) {
     return UsageError("sim", absl::StrCat("the sweep has ", runs, " runs (the cross product of "
                                           "the lists); at most ", kMaxRuns));
@@ -416,6 +409,7 @@ int RunSim(int argc, char** argv) {
   cols.cm_profile = profiles.size() > 1;
   cols.cm_retries = retries->size() > 1;
   cols.path_cache = caches.size() > 1;
+  cols.sa_queue_limit = queue_limits->size() > 1;
   if (std::system(("mkdir -p '" + out + "'").c_str()) != 0) {
     return Failure("sim", "cannot create the output directory " + out);
   }
@@ -453,23 +447,26 @@ int RunSim(int argc, char** argv) {
       }
     }
   }
-  // Then the traffic pattern, the arrivals, the path cache, the CM retries
-  // and the CM profile slowest.
+  // Then the traffic pattern, the arrivals, the SA queue limit, the path
+  // cache, the CM retries and the CM profile slowest.
   {
     std::vector<RunParams> base = std::move(sweep);
     sweep.clear();
     for (const std::string& prof : profiles) {
       for (int64_t retry : *retries) {
         for (bool cache : caches) {
-          for (const std::string& arr : arrivals) {
-            for (const std::string& pat : patterns) {
-              for (RunParams p : base) {
-                p.pattern = pat;
-                p.arrivals = arr;
-                p.path_cache = cache;
-                p.cm_retries = retry;
-                p.cm_profile = prof;
-                sweep.push_back(std::move(p));
+          for (int64_t limit : *queue_limits) {
+            for (const std::string& arr : arrivals) {
+              for (const std::string& pat : patterns) {
+                for (RunParams p : base) {
+                  p.pattern = pat;
+                  p.arrivals = arr;
+                  p.sa_queue_limit = limit;
+                  p.path_cache = cache;
+                  p.cm_retries = retry;
+                  p.cm_profile = prof;
+                  sweep.push_back(std::move(p));
+                }
               }
             }
           }
@@ -501,7 +498,7 @@ int RunSim(int argc, char** argv) {
     absl::FPrintF(tf, "%s,t_ms,settled,sa_queue,sa_dropped,sa_retries,cm_retransmissions\n",
                   param_header);
   }
-  Progress progress(show_progress);
+  SweepProgress progress(show_progress, isatty(STDERR_FILENO) != 0);
   std::vector<std::vector<Sample>> series;
   std::vector<std::vector<double>> setups;
   std::vector<std::map<int, int>> retx;
@@ -528,7 +525,7 @@ int RunSim(int argc, char** argv) {
     wo.topology_file = p.topology_file;
     wo.max_hosts = static_cast<size_t>(p.hosts);
     wo.sa.service_time = Duration::Nanos(static_cast<int64_t>(sa_service_us * 1e3));
-    wo.sa.queue_limit = static_cast<size_t>(sa_queue_limit);
+    wo.sa.queue_limit = static_cast<size_t>(p.sa_queue_limit);
     wo.path_cache = p.path_cache;
     CmProfile profile;
     (void)CmProfileByName(p.cm_profile, &profile);
@@ -550,9 +547,13 @@ int RunSim(int argc, char** argv) {
     o.profile = profile;
     o.max_cm_retries = static_cast<uint8_t>(p.cm_retries);
     o.sample_interval = Duration::Nanos(static_cast<int64_t>(sample_us * 1e3));
+    progress.StartRun(run, sweep.size(), label);
+    sim::Scheduler& scheduler = (*world)->scheduler();
+    const TimePoint t0 = scheduler.Now();
+    progress.Update(0, o.connections, 0);
     auto r = RunWorkload(**world, o, [&](int done, int total) {
-      if (done == total || done % std::max(1, total / 100) == 0) {
-        progress.Show(run, sweep.size(), label, done, total);
+      if (done == total || done % std::max(1, total / 1000) == 0) {
+        progress.Update(done, total, (scheduler.Now() - t0).millis());
       }
     });
     if (!r.ok()) {

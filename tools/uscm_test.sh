@@ -152,6 +152,8 @@ fi
 check sim-progress 0 "" -- "$U" sim --out pr1 --connections 30 --loss 0,0.05 --no-plots --progress=always
 grep -qE "\] run 2/2 loss 0.05: 30/30 connections" err.txt || { echo "FAIL --progress=always drew no bar on stderr"; head -c 300 err.txt; fails=$((fails + 1)); }
 [[ $(tr '\r' '\n' < err.txt | grep -c "run [12]/2") -ge 4 ]] || { echo "FAIL --progress=always: fewer than 4 updates"; fails=$((fails + 1)); }
+# The status line: connections settled, the run's virtual time, the sweep's wall time.
+grep -qE "run 2/2 loss 0.05: 30/30 connections, [0-9]+\.[0-9] ms virtual, [0-9]+\.[0-9] s wall" err.txt || { echo "FAIL --progress line lacks virtual / wall time: $(tail -1 err.txt)"; fails=$((fails + 1)); }
 check sim-progress-never 0 "" -- "$U" sim --out pr2 --connections 30 --loss 0,0.05 --no-plots --progress=never
 [[ ! -s err.txt ]] || { echo "FAIL --progress=never wrote to stderr"; fails=$((fails + 1)); }
 check sim-progress-auto 0 "" -- "$U" sim --out pr3 --connections 30 --loss 0,0.05 --no-plots
@@ -188,6 +190,12 @@ head -1 saq/summary.csv | grep -q ",virtual_ms,sa_wait_mean_us,sa_max_queue,sa_d
 # A storm against a queue of 4: full queue, drops, the clients' retries still connect everyone.
 [[ "$(tail -n +2 saq/summary.csv | cut -d, -f4,17 | sort -u)" == "200,4" ]] || { echo "FAIL SA queue limit: $(cut -d, -f4,17,18 saq/summary.csv | tr '\n' ' ')"; fails=$((fails + 1)); }
 [[ $(tail -n +2 saq/summary.csv | cut -d, -f18 | sort -n | head -1) -gt 0 ]] || { echo "FAIL SA queue limit: nothing dropped"; fails=$((fails + 1)); }
+# --sa-queue-limit is a swept list: no limit drops nothing; the run with 4 is saq's incast run.
+check sim-sa-queue-limits 0 "sa_queue_limit 4" -- "$U" sim --hosts 8 --connections 200 --loss 0 --pattern incast --arrivals storm --sa-service-us 5 --sa-queue-limit 0,4 --no-plots --out saql
+head -1 saql/summary.csv | grep -q "^loss,sa_queue_limit,connections," || { echo "FAIL sa_queue_limit column: $(head -1 saql/summary.csv)"; fails=$((fails + 1)); }
+[[ "$(grep '^0,0,' saql/summary.csv | cut -d, -f18)" == "0" ]] || { echo "FAIL no queue limit dropped: $(grep '^0,0,' saql/summary.csv)"; fails=$((fails + 1)); }
+[[ "$(grep '^0,4,' saql/summary.csv | cut -d, -f3-)" == "$(grep '^0,incast,' saq/summary.csv | cut -d, -f3-)" ]] || { echo "FAIL the limit-4 run differs from saq's incast run"; fails=$((fails + 1)); }
+check sim-bad-queue-limit 2 "--sa-queue-limit: 'x' is not an integer" -- "$U" sim --sa-queue-limit 4,x
 
 # sim CM timer profiles, CM retries and the SA client's path cache are swept columns.
 prof=(sim --hosts 8 --connections 200 --loss 0.02 --cm-profile spec,linux,lowlat --cm-retries 0,15 --path-cache off,on --no-plots)
