@@ -27,6 +27,7 @@ class Workload {
   Workload(SimWorld& world, const WorkloadOptions& o, std::function<void(int, int)> progress)
       : world_(world), o_(o), progress_(std::move(progress)), hosts_(world.hosts().size()) {
     results_.resize(o.connections);
+    active_.resize(hosts_);
     started_.resize(o.connections);
     settled_flag_.resize(o.connections);
   }
@@ -285,8 +286,8 @@ class Workload {
     for (const auto& [q, kk] : path_queries_) {
       if (kk == k) return "path query outstanding";
     }
-    for (const auto& [i, m] : active_) {
-      for (const auto& [key, kk] : m) {
+    for (size_t i = 0; i < active_.size(); ++i) {
+      for (const auto& [key, kk] : active_[i]) {
         if (kk != k) continue;
         cm::ConnId id{static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key)};
         auto st = world_.hosts()[i]->cm().State(id);
@@ -317,7 +318,8 @@ class Workload {
   std::vector<TimePoint> started_;
   std::vector<bool> settled_flag_;
   absl::flat_hash_map<std::pair<size_t, uint64_t>, int> path_queries_;  // (host, query id)
-  absl::flat_hash_map<size_t, absl::flat_hash_map<uint64_t, int>> active_;
+  // Per host: its active-side connections (ConnId key -> connection).
+  std::vector<absl::flat_hash_map<uint64_t, int>> active_;
   absl::flat_hash_map<uint32_t, int> by_comm_id_;
   absl::flat_hash_map<int, int> req_sends_, rep_sends_;
   uint32_t next_passive_qpn_ = 0;

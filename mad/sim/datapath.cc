@@ -62,10 +62,14 @@ absl::StatusOr<std::unique_ptr<SimTransport>> Fabric::Open(absl::string_view nod
   }
   std::unique_ptr<SimTransport> t(new SimTransport(this, e, qpn, qkey, LocalPortOf(*ep)));
   qps_[QpKey(e, qpn)] = t.get();
+  if (qpn == mad::kQp1) qp1_of_endpoint_[e] = t.get();
   return t;
 }
 
-void Fabric::Unregister(SimTransport* t) { qps_.erase(QpKey(t->endpoint_, t->qpn_)); }
+void Fabric::Unregister(SimTransport* t) {
+  qps_.erase(QpKey(t->endpoint_, t->qpn_));
+  if (t->qpn_ == mad::kQp1) qp1_of_endpoint_[t->endpoint_] = nullptr;
+}
 
 uint32_t Fabric::AllocSlot() {
   if (free_slots_.empty()) {
@@ -175,7 +179,7 @@ void Fabric::Arrive(uint32_t slot) {
   const Packet& p = slots_[slot];
   const Link& l = links_[p.link];
   if (!l.up || l.generation != p.link_generation) return Drop(slot, DropReason::kLinkDown);
-  if (topo_.nodes[p.node].type == NodeType::kSwitch) return Forward(slot, p.node);
+  if (is_switch_[p.node]) return Forward(slot, p.node);
   const int e = endpoint_of_[p.node][p.port];
   if (e < 0 || endpoints_[e].lid != p.dlid) return Drop(slot, DropReason::kNoRoute);
   Deliver(slot, e);
@@ -186,7 +190,7 @@ void Fabric::Forward(uint32_t slot, int sw) {
   const int own = endpoint_of_[sw][0];
   if (own >= 0 && endpoints_[own].lid == p.dlid) return Deliver(slot, own);
   if (++p.hops > kMaxHops) return Drop(slot, DropReason::kHopLimit);
-  const uint16_t out = p.dlid < fwd_[sw].size() ? fwd_[sw][p.dlid] : kNoPort;
+  const uint16_t out = OutPort(sw, p.dlid);
   if (out == kNoPort) return Drop(slot, DropReason::kNoRoute);
   Transmit(slot, sw, out);
 }
@@ -195,9 +199,13 @@ void Fabric::Deliver(uint32_t slot, int endpoint) {
   const Packet& p = slots_[slot];
   const Endpoint& ep = endpoints_[endpoint];
   if (p.has_grh && p.dgid != ep.gid) return Drop(slot, DropReason::kGid);
-  auto it = qps_.find(QpKey(endpoint, p.dst_qpn));
-  if (it == qps_.end()) return Drop(slot, DropReason::kNoQp);
-  SimTransport* t = it->second;
+  SimTransport* t = nullptr;
+  if (p.dst_qpn == mad::kQp1) {
+    t = qp1_of_endpoint_[endpoint];
+  } else if (auto it = qps_.find(QpKey(endpoint, p.dst_qpn)); it != qps_.end()) {
+    t = it->second;
+  }
+  if (t == nullptr) return Drop(slot, DropReason::kNoQp);
   if (p.qkey != t->qkey_) return Drop(slot, DropReason::kQkey);
   size_t pkey_index = 0;
   while (pkey_index < options_.pkeys.size() && !PkeyMatch(options_.pkeys[pkey_index], p.pkey)) {

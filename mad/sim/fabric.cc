@@ -138,6 +138,9 @@ absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Create(Scheduler& scheduler, con
   }
   if (absl::Status s = f->AssignLids(); !s.ok()) return s;
   f->ComputeRoutes(/*up_only=*/false);
+  f->qp1_of_endpoint_.assign(f->endpoints_.size(), nullptr);
+  f->is_switch_.resize(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) f->is_switch_[n] = nodes[n].type == NodeType::kSwitch;
   return f;
 }
 
@@ -244,9 +247,9 @@ absl::Status Fabric::AssignLids() {
 void Fabric::ComputeRoutes(bool up_only) {
   const auto& nodes = topo_.nodes;
   const uint16_t lid_space = static_cast<uint16_t>(endpoint_by_lid_.size());
-  fwd_.assign(nodes.size(), {});
+  std::vector<std::vector<uint16_t>> table(nodes.size());  // [switch][lid] -> out port
   for (size_t n = 0; n < nodes.size(); ++n) {
-    if (nodes[n].type == NodeType::kSwitch) fwd_[n].assign(lid_space, kNoPort);
+    if (nodes[n].type == NodeType::kSwitch) table[n].assign(lid_space, kNoPort);
   }
   auto usable = [&](int n, int p) {
     const int l = attach_[n][p].link;
@@ -259,7 +262,7 @@ void Fabric::ComputeRoutes(bool up_only) {
     } else if (usable(ep.node, ep.port)) {
       const TopoPort& tp = nodes[ep.node].ports[ep.port];
       if (nodes[tp.remote_node].type == NodeType::kSwitch) {
-        fwd_[tp.remote_node][ep.lid] = static_cast<uint16_t>(tp.remote_port);
+        table[tp.remote_node][ep.lid] = static_cast<uint16_t>(tp.remote_port);
         lids_at[tp.remote_node].push_back(ep.lid);
       }
     }
@@ -287,11 +290,35 @@ void Fabric::ComputeRoutes(bool up_only) {
       }
     }
     for (size_t k = 1; k < queue.size(); ++k) {
-      std::vector<uint16_t>& fwd = fwd_[queue[k]];
+      std::vector<uint16_t>& fwd = table[queue[k]];
       const uint16_t port = toward[queue[k]];
       for (uint16_t lid : lids_at[source]) fwd[lid] = port;
     }
   }
+  lid_space_ = lid_space;
+  route_runs_.clear();
+  route_first_.assign(nodes.size() + 1, 0);
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    route_first_[n] = static_cast<uint32_t>(route_runs_.size());
+    const std::vector<uint16_t>& fwd = table[n];
+    for (size_t lid = 0; lid < fwd.size(); ++lid) {
+      if (lid == 0 || fwd[lid] != fwd[lid - 1]) {
+        route_runs_.push_back(RouteRun{static_cast<uint16_t>(lid), fwd[lid]});
+      }
+    }
+  }
+  route_first_[nodes.size()] = static_cast<uint32_t>(route_runs_.size());
+}
+
+uint16_t Fabric::OutPort(int sw, uint16_t dlid) const {
+  if (dlid >= lid_space_) return kNoPort;
+  const RouteRun* first = route_runs_.data() + route_first_[sw];
+  const RouteRun* last = route_runs_.data() + route_first_[sw + 1];
+  if (first == last) return kNoPort;  // not a switch
+  // The last run starting at or before dlid (the first run starts at LID 0).
+  const RouteRun* it = std::upper_bound(
+      first, last, dlid, [](uint16_t lid, const RouteRun& r) { return lid < r.first_lid; });
+  return (it - 1)->port;
 }
 
 void Fabric::Reroute() { ComputeRoutes(/*up_only=*/true); }
@@ -351,7 +378,7 @@ absl::StatusOr<PathInfo> Fabric::Path(uint16_t slid, uint16_t dlid) const {
   int node = src->node;
   int out = src->port;
   if (src->type == NodeType::kSwitch) {
-    out = fwd_[node][dlid];
+    out = OutPort(node, dlid);
     if (out == kNoPort) return unreachable();
   }
   int slowest = -1;
@@ -371,7 +398,7 @@ absl::StatusOr<PathInfo> Fabric::Path(uint16_t slid, uint16_t dlid) const {
     }
     if (topo_.nodes[next].type != NodeType::kSwitch) return unreachable();
     node = next;
-    out = fwd_[node][dlid];
+    out = OutPort(node, dlid);
     if (out == kNoPort) return unreachable();
   }
   return unreachable();

@@ -221,9 +221,27 @@ class Fabric {
   std::vector<Endpoint> endpoints_;
   std::vector<int> endpoint_by_lid_;           // LID -> endpoint index or -1
   absl::flat_hash_map<std::pair<uint64_t, uint64_t>, int> endpoint_by_gid_;  // (prefix, id)
-  std::vector<std::vector<uint16_t>> fwd_;     // [node][lid] -> out port (switches)
+  // Forwarding tables, run-length coded: switch n's table is the runs
+  // route_runs_[route_first_[n] .. route_first_[n + 1]), each the first LID
+  // of a stretch of LIDs that leave by the same port. Routes send whole
+  // subtrees of consecutive LIDs one way, so a 10,240-host fat tree needs
+  // about 0.3 MB instead of 20 MB of switches x LIDs, and a hop's lookup
+  // stays in cache.
+  struct RouteRun {
+    uint16_t first_lid;
+    uint16_t port;  // kNoPort: no route
+  };
+  std::vector<RouteRun> route_runs_;
+  std::vector<uint32_t> route_first_;  // [node], one past the end at [nodes]
+  uint16_t lid_space_ = 0;
+  // Switch `sw`'s output port toward `dlid`, kNoPort if none.
+  uint16_t OutPort(int sw, uint16_t dlid) const;
   uint16_t sm_lid_ = 0;
   absl::flat_hash_map<uint64_t, SimTransport*> qps_;  // (endpoint << 24 | qpn)
+  // The datapath's per-hop lookups, dense: qps_'s QP1 entries by endpoint
+  // (almost every MAD goes to QP1) and whether a node is a switch.
+  std::vector<SimTransport*> qp1_of_endpoint_;
+  std::vector<uint8_t> is_switch_;
   std::vector<Packet> slots_;
   std::vector<uint32_t> free_slots_;
   FabricCounters counters_;

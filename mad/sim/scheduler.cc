@@ -49,10 +49,31 @@ bool Scheduler::Cancel(EventId id) {
   return false;
 }
 
+Scheduler::ActorEntry* Scheduler::EntryOf(const Actor* actor) {
+  if (actor->scheduler_ != this) return nullptr;
+  return &actors_[actor->scheduler_slot_];
+}
+
+const Scheduler::ActorEntry* Scheduler::EntryOf(const Actor* actor) const {
+  if (actor->scheduler_ != this) return nullptr;
+  return &actors_[actor->scheduler_slot_];
+}
+
 void Scheduler::AddActor(Actor* actor, DeadlineUpdates updates) {
-  auto [it, inserted] = actors_.try_emplace(actor);
-  if (!inserted) return;
-  ActorEntry& e = it->second;
+  if (actor->scheduler_ != nullptr) return;  // registered (here, or elsewhere)
+  uint32_t slot;
+  if (free_actor_slots_.empty()) {
+    slot = static_cast<uint32_t>(actors_.size());
+    actors_.emplace_back();
+  } else {
+    slot = free_actor_slots_.back();
+    free_actor_slots_.pop_back();
+  }
+  actor->scheduler_ = this;
+  actor->scheduler_slot_ = slot;
+  ActorEntry& e = actors_[slot];
+  e = ActorEntry{};
+  e.actor = actor;
   e.order = next_actor_order_++;
   e.updates = updates;
   if (updates == DeadlineUpdates::kPolled) {
@@ -63,22 +84,23 @@ void Scheduler::AddActor(Actor* actor, DeadlineUpdates updates) {
 }
 
 void Scheduler::RemoveActor(Actor* actor) {
-  auto it = actors_.find(actor);
-  if (it == actors_.end()) return;
-  if (it->second.updates == DeadlineUpdates::kPolled) {
-    polled_.erase(std::find(polled_.begin(), polled_.end(),
-                            std::make_pair(it->second.order, actor)));
+  ActorEntry* e = EntryOf(actor);
+  if (e == nullptr) return;
+  if (e->updates == DeadlineUpdates::kPolled) {
+    polled_.erase(std::find(polled_.begin(), polled_.end(), std::make_pair(e->order, actor)));
   } else {
-    Unindex(actor, it->second);
+    Unindex(actor, *e);
   }
-  actors_.erase(it);
+  *e = ActorEntry{};
+  free_actor_slots_.push_back(actor->scheduler_slot_);
+  actor->scheduler_ = nullptr;
 }
 
 void Scheduler::DeadlineChanged(Actor* actor) {
-  auto it = actors_.find(actor);
-  if (it == actors_.end() || it->second.updates == DeadlineUpdates::kPolled) return;
-  Unindex(actor, it->second);
-  Index(actor, it->second);
+  ActorEntry* e = EntryOf(actor);
+  if (e == nullptr || e->updates == DeadlineUpdates::kPolled) return;
+  Unindex(actor, *e);
+  Index(actor, *e);
 }
 
 void Scheduler::Unindex(Actor* actor, ActorEntry& e) {
@@ -109,7 +131,7 @@ void Scheduler::PromoteDue() {
     auto [at, order, actor] = *future_.begin();
     future_.erase(future_.begin());
     due_.insert({order, actor});
-    actors_.find(actor)->second.where = ActorEntry::Where::kDue;
+    EntryOf(actor)->where = ActorEntry::Where::kDue;
   }
 }
 
@@ -155,7 +177,9 @@ Actor* Scheduler::EarliestActor(TimePoint* at) {
 Actor* Scheduler::ScanActors(TimePoint* at) const {
   std::vector<std::pair<uint64_t, Actor*>> all;
   all.reserve(actors_.size());
-  for (const auto& [a, e] : actors_) all.emplace_back(e.order, a);
+  for (const ActorEntry& e : actors_) {
+    if (e.actor != nullptr) all.emplace_back(e.order, e.actor);
+  }
   std::sort(all.begin(), all.end());
   Actor* best = nullptr;
   TimePoint best_at = TimePoint::Infinite();
@@ -178,7 +202,7 @@ void Scheduler::Verify(Actor* chosen, TimePoint at) const {
   if (scan == chosen && (scan == nullptr || scan_at == at)) return;
   auto order = [&](Actor* a) -> int64_t {
     if (a == nullptr) return -1;
-    return static_cast<int64_t>(actors_.find(a)->second.order);
+    return static_cast<int64_t>(EntryOf(a)->order);
   };
   std::fprintf(stderr,
                "sim::Scheduler: the actor index picked actor #%lld at %lldns, asking every "

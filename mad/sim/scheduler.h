@@ -64,11 +64,21 @@ class Rng {
 //    DeadlineChanged. A deadline does not "change" by virtual time passing.
 enum class DeadlineUpdates : uint8_t { kPolled, kNotified };
 
+class Scheduler;
+
 class Actor {
  public:
   virtual ~Actor() = default;
   virtual absl::optional<TimePoint> NextDeadline() const = 0;
   virtual void Wake(TimePoint now) = 0;
+
+ private:
+  friend class Scheduler;
+  // Where the scheduler that registered this actor keeps its entry, so that
+  // DeadlineChanged (once per wake and per arriving MAD) finds it without a
+  // hash lookup into a table as large as the fabric.
+  Scheduler* scheduler_ = nullptr;
+  uint32_t scheduler_slot_ = 0;
 };
 
 class Scheduler {
@@ -142,6 +152,7 @@ class Scheduler {
   // deadline has passed: all such actors tie at now, by registration order)
   // and future_ (keyed by (deadline, order)).
   struct ActorEntry {
+    Actor* actor = nullptr;  // null: a free slot
     uint64_t order = 0;  // registration order
     DeadlineUpdates updates = DeadlineUpdates::kPolled;
     enum class Where : uint8_t { kNone, kDue, kFuture } where = Where::kNone;
@@ -150,6 +161,9 @@ class Scheduler {
   using FutureKey = std::tuple<int64_t, uint64_t, Actor*>;
 
   void DropCancelledTop();
+  // The actor's entry if this scheduler registered it, else null.
+  ActorEntry* EntryOf(const Actor* actor);
+  const ActorEntry* EntryOf(const Actor* actor) const;
   void Unindex(Actor* actor, ActorEntry& e);
   void Index(Actor* actor, ActorEntry& e);
   // Moves notified actors whose deadline is now due into due_.
@@ -166,7 +180,8 @@ class Scheduler {
   Rng rng_;
   std::vector<Event> queue_;
   absl::flat_hash_set<EventId> cancelled_;
-  absl::flat_hash_map<Actor*, ActorEntry> actors_;
+  std::vector<ActorEntry> actors_;      // by Actor::scheduler_slot_
+  std::vector<uint32_t> free_actor_slots_;
   std::vector<std::pair<uint64_t, Actor*>> polled_;  // registration order
   absl::btree_set<std::pair<uint64_t, Actor*>> due_;
   absl::btree_set<FutureKey> future_;

@@ -258,6 +258,34 @@ TEST(SchedulerTest, NotifiedActorsWakeInThePolledOrder) {
   }
 }
 
+// An actor's entry lives in a slot the scheduler reuses after RemoveActor: a
+// newcomer in a freed slot still wakes after the actors registered before it,
+// the removed actor is never woken again, and adding an actor twice (or to a
+// second scheduler while registered) changes nothing.
+TEST(SchedulerTest, ReusedActorSlotsKeepRegistrationOrder) {
+  for (DeadlineUpdates mode : {DeadlineUpdates::kPolled, DeadlineUpdates::kNotified}) {
+    Scheduler s(1);
+    s.set_verify_actor_index(true);
+    std::vector<std::string> log;
+    Pokeable a(&log, 0, Duration::Micros(1), 3);
+    Pokeable b(&log, 1, Duration::Micros(1), 3);
+    Pokeable c(&log, 2, Duration::Micros(1), 3);
+    s.AddActor(&a, mode);
+    s.AddActor(&b, mode);
+    s.AddActor(&b, mode);  // no-op
+    Scheduler other(2);
+    other.AddActor(&a, mode);  // a belongs to s: ignored
+    EXPECT_FALSE(other.Step());
+    ASSERT_TRUE(s.RunFor(Duration::Nanos(500)).ok());
+    s.RemoveActor(&a);
+    c.Poke(TimePoint::Epoch() + Duration::Micros(1));
+    s.AddActor(&c, mode);  // takes a's slot, last in order
+    ASSERT_TRUE(s.RunUntilIdle().ok());
+    EXPECT_THAT(log, ElementsAre("0@0", "1@0", "1@1000", "2@1000", "1@2000", "2@2000", "2@3000"))
+        << static_cast<int>(mode);
+  }
+}
+
 TEST(SchedulerDeathTest, VerifyCatchesAMissingDeadlineChanged) {
   Scheduler s(1);
   s.set_verify_actor_index(true);
