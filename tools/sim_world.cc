@@ -113,7 +113,8 @@ absl::optional<TimePoint> SimHost::NextDeadline() const {
 
 void SimHost::Wake(TimePoint now) {
   dirty_ = false;
-  transport_->Drain([&](const mad::ReceivedMad& m) {
+  ++wakes_;
+  const size_t drained = transport_->Drain([&](const mad::ReceivedMad& m) {
     if (m.data.size() > 1 && m.data[1] == kCmClass) {
       cm_->HandleMad(now, m.from, m.data);
     } else {
@@ -122,10 +123,11 @@ void SimHost::Wake(TimePoint now) {
   });
   agent_->OnTimeout(now);
   cm_->HandleTimeout(now);
-  Flush(now);
+  if (!Flush(now) && drained == 0) ++idle_wakes_;
 }
 
-void SimHost::Flush(TimePoint now) {
+bool SimHost::Flush(TimePoint now) {
+  bool any = false;
   for (bool moved = true; moved;) {
     moved = false;
     cm::OutgoingMad out;
@@ -137,6 +139,7 @@ void SimHost::Flush(TimePoint now) {
         on_cm_sent(out.mad);
       }
     }
+    any = any || agent_->has_output();
     if (!mad::FlushTransmit(*transport_, *agent_).ok()) ++send_errors_;
     cm::CmEvent ev;
     while (cm_->PollEvent(&ev)) {
@@ -148,7 +151,9 @@ void SimHost::Flush(TimePoint now) {
       if (on_sa_result) on_sa_result(*this, now, std::move(*r));
     }
     if (agent_->has_output()) moved = true;
+    any = any || moved;
   }
+  return any;
 }
 
 // ---------------------------------------------------------------- SimWorld

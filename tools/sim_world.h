@@ -123,6 +123,10 @@ class SimHost : public sim::Actor {
   // The SA client's PathRecord cache (Create's `path_cache`), or null.
   const sa::PathCache* path_cache() const { return path_cache_.get(); }
   uint64_t send_errors() const { return send_errors_; }
+  // Wakes, and those in which nothing happened: no MAD drained, nothing sent,
+  // no event or SA result (a timer wheel's cascade, for instance).
+  uint64_t wakes() const { return wakes_; }
+  uint64_t idle_wakes() const { return idle_wakes_; }
 
   std::function<void(SimHost&, TimePoint, const cm::CmEvent&)> on_cm_event;
   std::function<void(SimHost&, TimePoint, sa::SaResult)> on_sa_result;
@@ -131,7 +135,8 @@ class SimHost : public sim::Actor {
 
  private:
   SimHost(sim::Scheduler& scheduler, std::string name) : scheduler_(scheduler), name_(name) {}
-  void Flush(TimePoint now);
+  // True if anything was sent or delivered to the callbacks.
+  bool Flush(TimePoint now);
 
   sim::Scheduler& scheduler_;
   std::string name_;
@@ -144,6 +149,8 @@ class SimHost : public sim::Actor {
   std::unique_ptr<sa::SaClient> sa_;
   bool dirty_ = false;
   uint64_t send_errors_ = 0;
+  uint64_t wakes_ = 0;
+  uint64_t idle_wakes_ = 0;
 };
 
 struct SimWorldOptions {

@@ -67,6 +67,8 @@ struct Point {
   double run_cpu_s = 0;    // the workload, process CPU time
   double warm_cpu_s = 0;   // the warm-up workload (one connection per host), CPU
   uint64_t events = 0;     // scheduler steps in the run
+  uint64_t wakes = 0;      // host wakes in the run
+  uint64_t idle_wakes = 0; // of which nothing happened (e.g. a timer wheel's cascade)
   double idle_bytes = 0;   // heap per host before any connection
   double after_bytes = 0;  // heap per host after the run (the world, not the results)
   int established = 0;
@@ -114,6 +116,11 @@ bool RunPoint(int hosts, int connections, int64_t interval_us, bool warmup, Poin
     }
   }
   const uint64_t steps0 = (*world)->scheduler().steps();
+  uint64_t wakes0 = 0, idle0 = 0;
+  for (const auto& h : (*world)->hosts()) {
+    wakes0 += h->wakes();
+    idle0 += h->idle_wakes();
+  }
   const double cpu1 = CpuSeconds();
   auto r = RunWorkload(**world, o);
   out->run_cpu_s = CpuSeconds() - cpu1;
@@ -123,6 +130,12 @@ bool RunPoint(int hosts, int connections, int64_t interval_us, bool warmup, Poin
     return false;
   }
   out->events = (*world)->scheduler().steps() - steps0;
+  for (const auto& h : (*world)->hosts()) {
+    out->wakes += h->wakes();
+    out->idle_wakes += h->idle_wakes();
+  }
+  out->wakes -= wakes0;
+  out->idle_wakes -= idle0;
   out->setup_s = std::chrono::duration<double>(t1 - t0).count();
   out->run_s = std::chrono::duration<double>(t2 - t1).count();
   std::vector<double> setup;
@@ -170,9 +183,10 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("%8s %12s %9s %13s %9s %9s %12s %12s %11s %12s %12s %9s\n", "hosts",
+  std::printf("%8s %12s %9s %13s %9s %9s %12s %12s %11s %11s %11s %12s %12s %9s\n", "hosts",
               "connections", "setup_s", "warm_us/host", "run_s", "run_cpu_s", "events",
-              "events/s", "cpu_us/conn", "idle_B/host", "after_B/host", "p50_us");
+              "events/s", "wakes/conn", "idle/conn", "cpu_us/conn", "idle_B/host",
+              "after_B/host", "p50_us");
   std::vector<Point> points;
   for (int h : hosts) {
     Point p;
@@ -182,11 +196,14 @@ int Main(int argc, char** argv) {
                    p.connections);
       return 1;
     }
-    std::printf("%8d %12d %9.2f %13.1f %9.2f %9.2f %12llu %12.0f %11.2f %12.0f %12.0f %9.1f\n",
-                p.hosts, p.connections, p.setup_s, 1e6 * p.warm_cpu_s / p.hosts, p.run_s,
-                p.run_cpu_s,
-                static_cast<unsigned long long>(p.events), p.events / p.run_cpu_s,
-                1e6 * p.run_cpu_s / p.connections, p.idle_bytes, p.after_bytes, p.p50_us);
+    std::printf(
+        "%8d %12d %9.2f %13.1f %9.2f %9.2f %12llu %12.0f %11.2f %11.2f %11.2f %12.0f %12.0f "
+        "%9.1f\n",
+        p.hosts, p.connections, p.setup_s, 1e6 * p.warm_cpu_s / p.hosts, p.run_s, p.run_cpu_s,
+        static_cast<unsigned long long>(p.events), p.events / p.run_cpu_s,
+        static_cast<double>(p.wakes) / p.connections,
+        static_cast<double>(p.idle_wakes) / p.connections,
+        1e6 * p.run_cpu_s / p.connections, p.idle_bytes, p.after_bytes, p.p50_us);
     std::fflush(stdout);
     points.push_back(p);
   }
