@@ -68,6 +68,10 @@ class Scheduler;
 
 class Actor {
  public:
+  Actor() = default;
+  // A copy is a new actor: it is not registered where the original is.
+  Actor(const Actor&) {}
+  Actor& operator=(const Actor&) { return *this; }
   virtual ~Actor() = default;
   virtual absl::optional<TimePoint> NextDeadline() const = 0;
   virtual void Wake(TimePoint now) = 0;
