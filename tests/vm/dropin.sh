@@ -1,5 +1,5 @@
 # tests/vm/dropin.sh - sourced (after lib.sh) by the groups that run Debian's unmodified
-# rdma_cm programs on uscm's drop-in librdmacm.so.1 through `uscm exec` (61-, 62-, 63-*).
+# rdma_cm programs on uscm's drop-in librdmacm.so.1 (60- to 67-dropin-*).
 #
 # USCM runs a program through `uscm exec` (drop-in first on LD_LIBRARY_PATH, uscmd
 # started for the port when none runs), with USCM_DEBUG=1 so that a drop-in listener

@@ -23,42 +23,13 @@
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd
 . "$(dirname "$0")/../lib.sh"
 vm_pair --cm-a --timeout 600
+. "$(dirname "$0")/../dropin.sh"   # ping_lines, check_pings, finish
 
 LIB=$USCM_VM_BIN/api/librdmacm
 IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
 T=120   # seconds for any one step: TCG guests on a loaded 2-core host are slow
 N=10
 
-# ping_lines PREFIX N: the N data lines rping -v prints (64-byte buffer)
-ping_lines() {
-  local prefix=$1 n=$2 k i c s
-  for ((k = 0; k < n; k++)); do
-    s="rdma-ping-$k: "; c=$((65 + k))
-    for ((i = ${#s}; i < 63; i++)); do
-      s+=$(printf "\\$(printf '%03o' "$c")"); c=$((c + 1)); ((c > 122)) && c=65
-    done
-    printf '%s%s\n' "$prefix" "$s"
-  done
-}
-# check_pings NAME LOG PREFIX: the log's data lines are exactly the N expected ones
-check_pings() {
-  local got; got=$(grep -E "^$3rdma-ping-" "$2")
-  if [ "$got" = "$(ping_lines "$3" $N)" ]; then
-    pass "$1"; printf '  = %s\n' "$(grep -E "^$3rdma-ping-" "$2" | tail -n 1)"
-  else
-    sed 's/^/  | /' "$2" | tail -n 30
-    fail "$1" "$(grep -cE "^$3rdma-ping-" "$2") data lines, not the $N expected"
-  fi
-}
-# finish NAME PID LOG: PASS when the background program exits 0
-finish() {
-  local rc=0
-  wait "$2" || rc=$?
-  if [ "$rc" = 0 ]; then pass "$1"; else
-    sed 's/^/  | /' "$3" | tail -n 30
-    fail "$1" "exit $rc: $(grep -v '^ *$' "$3" | tail -n 1)"
-  fi
-}
 # the drop-in's environment; an array, not a function, so that $! of "${DROPIN[@]}" CMD &
 # is the process that `kill` stops (timeout passes the signal on to rping)
 DROPIN=(env LD_LIBRARY_PATH="$LIB" USCM_DEBUG=1 timeout $T)
@@ -75,7 +46,7 @@ if [ "$USCM_VM_ROLE" = a ]; then
   timeout $T rping -s -a "$IP" -p 7174 -v > /tmp/rping-s.log 2>&1 & pid=$!
   kernel_listening 7174 && sync.sh signal kernel-server-ready
   finish kernel-rping-s-served-dropin "$pid" /tmp/rping-s.log
-  check_pings kernel-server-data /tmp/rping-s.log 'server ping data: '
+  check_pings kernel-server-data /tmp/rping-s.log 'server ping data: ' $N
   sync.sh wait dropin-client-done $T
 
   # 2. the kernel's rping client against the drop-in's server
@@ -83,7 +54,7 @@ if [ "$USCM_VM_ROLE" = a ]; then
   timeout $T rping -c -a "$PEER" -I "$IP" -p 7175 -v -C $N > /tmp/rping-c.log 2>&1
   rc=$?; if [ $rc = 0 ]; then pass kernel-rping-c-to-dropin; else
     sed 's/^/  | /' /tmp/rping-c.log | tail -n 30; fail kernel-rping-c-to-dropin "exit $rc"; fi
-  check_pings kernel-client-data /tmp/rping-c.log 'ping data: '
+  check_pings kernel-client-data /tmp/rping-c.log 'ping data: ' $N
   sync.sh signal kernel-client-done
 
   # 3. rdma_server (kernel) <- rdma_client (drop-in), then the other way round
@@ -114,14 +85,14 @@ else
   "${DROPIN[@]}" rping -c -a "$PEER" -I "$IP" -p 7174 -v -C $N > /tmp/dropin-c.log 2>&1
   rc=$?; if [ $rc = 0 ]; then pass dropin-rping-c-to-kernel; else
     sed 's/^/  | /' /tmp/dropin-c.log | tail -n 30; fail dropin-rping-c-to-kernel "exit $rc"; fi
-  check_pings dropin-client-data /tmp/dropin-c.log 'ping data: '
+  check_pings dropin-client-data /tmp/dropin-c.log 'ping data: ' $N
   sync.sh signal dropin-client-done
 
   # 2.
   "${DROPIN[@]}" rping -s -a "$IP" -p 7175 -v > /tmp/dropin-s.log 2>&1 & pid=$!
   wait_for /tmp/dropin-s.log 'listening on' && sync.sh signal dropin-server-ready
   finish dropin-rping-s-served-kernel "$pid" /tmp/dropin-s.log
-  check_pings dropin-server-data /tmp/dropin-s.log 'server ping data: '
+  check_pings dropin-server-data /tmp/dropin-s.log 'server ping data: ' $N
   sync.sh wait kernel-client-done $T
 
   # 3.
@@ -152,9 +123,9 @@ else
   "${DROPIN[@]}" rping -c -a "$IP" -p 7177 -v -C $N > /tmp/dropin-c3.log 2>&1
   rc=$?; if [ $rc = 0 ]; then pass dropin-client-via-uscmd; else
     sed 's/^/  | /' /tmp/dropin-c3.log | tail -n 30; fail dropin-client-via-uscmd "exit $rc"; fi
-  check_pings dropin-client-via-uscmd-data /tmp/dropin-c3.log 'ping data: '
+  check_pings dropin-client-via-uscmd-data /tmp/dropin-c3.log 'ping data: ' $N
   finish dropin-server-via-uscmd "$pid" /tmp/dropin-s3.log
-  check_pings dropin-server-via-uscmd-data /tmp/dropin-s3.log 'server ping data: '
+  check_pings dropin-server-via-uscmd-data /tmp/dropin-s3.log 'server ping data: ' $N
   kill "$upid"; wait "$upid"
   check_output uscmd-routed-both 'clients 2 accepted, 0 refused' cat /tmp/uscmd.log
   # 5.
