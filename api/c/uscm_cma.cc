@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include <infiniband/verbs.h>
 
+#include "api/c/c_api_internal.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "cm/path_from_record.h"
 #include "mad/status_errno.h"
@@ -19,37 +20,22 @@
 #include "verbs/qp_transitions.h"
 #include "verbs/rc_resources.h"
 
-struct uscm_device {
-  uscm::Device* dev;
-};
 
 namespace {
 
+using uscm::c_api::Fail;
+using uscm::c_api::FromAh;
+using uscm::c_api::g_last_error;
+using uscm::c_api::g_mu;
+using uscm::c_api::Handles;
+using uscm::c_api::IdOf;
+using uscm::c_api::Result;
 using uscm::Address;
 using uscm::CmId;
 using uscm::Event;
 using uscm::EventChannel;
 
-thread_local std::string g_last_error;
-std::mutex g_mu;
 uscm_device* g_default = nullptr;
-// CmId -> its C handle (created lazily for passive ids).
-absl::flat_hash_map<CmId*, uscm_cm_id*>& Handles() {
-  static auto* m = new absl::flat_hash_map<CmId*, uscm_cm_id*>();
-  return *m;
-}
-
-// The QP attached to an id (uscm_set_qp / uscm_create_qp), guarded by g_mu.
-struct QpSlot {
-  std::unique_ptr<uscm::QpTransitioner> transitioner;
-  ibv_qp* qp = nullptr;
-  bool owned = false;  // uscm_create_qp: uscm_destroy_qp destroys it
-};
-absl::flat_hash_map<CmId*, QpSlot>& Qps() {
-  static auto* m = new absl::flat_hash_map<CmId*, QpSlot>();
-  return *m;
-}
-const uscm::verbs::VerbsOps* g_verbs_ops = nullptr;  // tests
 
 struct ChannelImpl {
   uscm_event_channel pub;  // first: the C pointer is this struct
@@ -61,53 +47,6 @@ struct EventImpl {
   Event* event;
   ChannelImpl* channel;
 };
-
-int Fail(int err, std::string msg) {
-  g_last_error = std::move(msg);
-  errno = err;
-  return -1;
-}
-
-int Fail(const absl::Status& s) {
-  int err = EINVAL;
-  if (const int carried = uscm::mad::ErrnoOf(s); carried != 0) {
-    return Fail(carried, std::string(s.message()));  // as the kernel reports it
-  }
-  switch (s.code()) {
-    case absl::StatusCode::kFailedPrecondition:
-      err = s.message().find("not acked") != absl::string_view::npos ? EBUSY : EINVAL;
-      break;
-    case absl::StatusCode::kAlreadyExists: err = EADDRINUSE; break;
-    case absl::StatusCode::kPermissionDenied: err = EACCES; break;  // uscmd: port < 1024
-    case absl::StatusCode::kNotFound: err = s.message().find("leave") == 0 ? EADDRNOTAVAIL : ENOENT; break;
-    case absl::StatusCode::kUnavailable: err = EAGAIN; break;
-    case absl::StatusCode::kResourceExhausted: err = ENOMEM; break;
-    case absl::StatusCode::kDeadlineExceeded: err = ETIMEDOUT; break;
-    case absl::StatusCode::kUnimplemented: err = 524; break;  // the kernel's ENOTSUPP (RoCE v2 IPv6 group)
-    default: break;
-  }
-  return Fail(err, std::string(s.message()));
-}
-
-int Result(const absl::Status& s) {
-  if (!s.ok()) return Fail(s);
-  return 0;
-}
-
-CmId* IdOf(uscm_cm_id* id, const char* call) {
-  if (id == nullptr) {
-    Fail(EINVAL, std::string(call) + ": id is NULL");
-    return nullptr;
-  }
-  std::lock_guard<std::mutex> lock(g_mu);
-  CmId* impl = static_cast<CmId*>(id->impl);
-  auto it = Handles().find(impl);
-  if (it == Handles().end() || it->second != id) {
-    Fail(EINVAL, std::string(call) + ": unknown id (destroyed, or not from uscm_create_id)");
-    return nullptr;
-  }
-  return impl;
-}
 
 // Finds or makes the C handle of a C++ id (passive ids appear in events).
 uscm_cm_id* HandleOf(CmId* id, ChannelImpl* ch) {
@@ -164,19 +103,6 @@ void FromAddress(const Address& in, uscm_addr* a) {
   a->pkey = in.pkey;
   a->service_id = in.service_id;
   a->service_mask = in.service_mask;
-}
-
-void FromAh(const uscm::AhAttr& in, uscm_ah_attr* a) {
-  std::memcpy(a->dgid, in.dgid.raw.data(), 16);
-  a->flow_label = in.flow_label;
-  a->hop_limit = in.hop_limit;
-  a->traffic_class = in.traffic_class;
-  a->is_global = in.is_global;
-  a->dlid = in.dlid;
-  a->sl = in.sl;
-  a->static_rate = in.static_rate;
-  a->port_num = in.port_num;
-  a->sgid_index = in.sgid_index;
 }
 
 uscm::ConnParam ToParam(const uscm_conn_param* p) {
@@ -319,14 +245,10 @@ int uscm_destroy_id(struct uscm_cm_id* id) {
   absl::Status s = c->channel()->DestroyId(c);
   if (!s.ok()) return Fail(s);
   Handles().erase(c);
-  Qps().erase(c);  // a QP of uscm_create_qp stays (rdma_destroy_id leaves it too)
+  uscm::c_api::Qps().erase(c);  // a QP of uscm_create_qp stays (rdma_destroy_id leaves it too)
   delete id;
   return 0;
 }
-
-#define USCM_ID(call)          \
-  CmId* c = IdOf(id, call);    \
-  if (c == nullptr) return -1
 
 int uscm_migrate_id(struct uscm_cm_id* id, struct uscm_event_channel* channel) {
   USCM_ID("migrate_id");
@@ -544,184 +466,6 @@ int uscm_leave_multicast(struct uscm_cm_id* id, const struct uscm_addr* addr) {
   return Result(c->LeaveMulticast(*a));
 }
 
-int uscm_init_qp_attr(struct uscm_cm_id* id, struct uscm_qp_attr* attr, int* mask) {
-  USCM_ID("init_qp_attr");
-  if (attr == nullptr || mask == nullptr) return Fail(EINVAL, "init_qp_attr: attr/mask NULL");
-  uscm::cm::QpState st;
-  switch (attr->qp_state) {
-    case USCM_QPS_INIT: st = uscm::cm::QpState::kInit; break;
-    case USCM_QPS_RTR: st = uscm::cm::QpState::kRtr; break;
-    case USCM_QPS_RTS: st = uscm::cm::QpState::kRts; break;
-    default:
-      return Fail(EINVAL, "init_qp_attr: attr->qp_state must be USCM_QPS_INIT, _RTR or _RTS");
-  }
-  auto a = c->InitQpAttr(st);
-  if (!a.ok()) return Fail(a.status());
-  attr->mask = a->mask;
-  attr->qp_access_flags = a->access_flags;
-  attr->pkey_index = a->pkey_index;
-  attr->port_num = a->port_num;
-  FromAh(a->av, &attr->ah_attr);
-  attr->path_mtu = a->path_mtu;
-  attr->dest_qp_num = a->dest_qpn;
-  attr->rq_psn = a->rq_psn;
-  attr->sq_psn = a->sq_psn;
-  attr->max_dest_rd_atomic = a->max_dest_rd_atomic;
-  attr->max_rd_atomic = a->max_rd_atomic;
-  attr->min_rnr_timer = a->min_rnr_timer;
-  attr->timeout = a->timeout;
-  attr->retry_cnt = a->retry_cnt;
-  attr->rnr_retry = a->rnr_retry;
-  *mask = static_cast<int>(a->mask);
-  return 0;
-}
-
-int uscm_set_qp_ex(struct uscm_cm_id* id, struct ibv_qp* qp, uint8_t sgid_index, int active_mtu) {
-  USCM_ID("set_qp");
-  if (qp == nullptr) return Fail(EINVAL, "set_qp: qp is NULL");
-  if (active_mtu < IBV_MTU_256 || active_mtu > IBV_MTU_4096) {
-    return Fail(EINVAL, "set_qp: active_mtu " + std::to_string(active_mtu) +
-                            " is not an enum ibv_mtu (1 = 256 .. 5 = 4096)");
-  }
-  const bool ud = c->is_ud();
-  if (ud ? qp->qp_type != IBV_QPT_UD : qp->qp_type != IBV_QPT_RC && qp->qp_type != IBV_QPT_UC) {
-    return Fail(EINVAL, "set_qp: QP type " + std::to_string(qp->qp_type) + " does not fit port space 0x" +
-                            absl::StrCat(absl::Hex(static_cast<int>(c->port_space()))) +
-                            (ud ? " (UDP / IPOIB need IBV_QPT_UD)" : " (TCP / IB need IBV_QPT_RC or _UC)"));
-  }
-  if (c->state() == uscm::IdState::kListen) {
-    return Fail(EINVAL, "set_qp: id is in state LISTEN; a QP belongs to an id that connects "
-                        "or to the new id of a CONNECT_REQUEST");
-  }
-  std::lock_guard<std::mutex> lock(g_mu);
-  auto have = Qps().find(c);
-  if (have != Qps().end()) {
-    return Fail(EEXIST, "set_qp: the id already has a QP (QPN 0x" +
-                            absl::StrCat(absl::Hex(have->second.qp->qp_num)) +
-                            "); uscm_destroy_qp first");
-  }
-  const uscm::verbs::VerbsOps ops = g_verbs_ops != nullptr ? *g_verbs_ops : uscm::verbs::VerbsOps{};
-  QpSlot slot;
-  slot.qp = qp;
-  if (ud) {
-    // UD: no path MTU to cap; VerbsQp also attaches multicast groups.
-    uscm::verbs::IbvMapOptions m;
-    m.sgid_index = sgid_index;
-    m.qkey = uscm::kUdpQkey;
-    auto v = uscm::verbs::VerbsQp::Wrap(qp, m, ops);
-    if (!v.ok()) return Fail(EINVAL, "set_qp: " + std::string(v.status().message()));
-    slot.transitioner = std::make_unique<uscm::verbs::VerbsQp>(std::move(*v));
-  } else {
-    auto t = uscm::verbs::RcQpTransitioner::Create(qp, sgid_index,
-                                                   static_cast<ibv_mtu>(active_mtu), ops);
-    if (!t.ok()) return Fail(EINVAL, "set_qp: " + std::string(t.status().message()));
-    slot.transitioner = std::move(*t);
-  }
-  absl::Status s = c->SetQp(slot.transitioner.get());
-  if (!s.ok()) return Fail(s);
-  id->qp = qp;
-  Qps()[c] = std::move(slot);
-  return 0;
-}
-
-int uscm_set_qp(struct uscm_cm_id* id, struct ibv_qp* qp) {
-  USCM_ID("set_qp");
-  if (qp == nullptr) return Fail(EINVAL, "set_qp: qp is NULL");
-  const uint8_t port = c->device()->port().port_num;
-  ibv_port_attr pa{};
-  if (ibv_query_port(qp->context, port, &pa) != 0) {
-    return Fail(errno != 0 ? errno : EINVAL,
-                "set_qp: ibv_query_port(port " + std::to_string(port) + ") failed: " +
-                    strerror(errno) + " (is the QP on the id's device?)");
-  }
-  // The source GID: the id's IP as a GID (RoCE: ::ffff:a.b.c.d, or the IPv6
-  // address), else the port's GID. On RoCE, of equal GIDs the RoCE v2 entry
-  // (a dual-mode port lists each address as v1 and v2; the kernel's rdma_cm
-  // uses v2 by default).
-  std::vector<uscm::mad::Gid> wanted;
-  const Address local = c->GetLocalAddr();
-  if (local.family == Address::Family::kIpv4) {
-    uscm::mad::Gid g;
-    g.raw[10] = g.raw[11] = 0xFF;
-    std::memcpy(&g.raw[12], &local.ip[12], 4);
-    wanted.push_back(g);
-  } else if (local.family == Address::Family::kIpv6) {
-    uscm::mad::Gid g;
-    g.raw = local.ip;
-    wanted.push_back(g);
-  }
-  wanted.push_back(c->device()->port().gid);
-  int sgid_index = 0;
-  for (const uscm::mad::Gid& w : wanted) {
-    int found = -1;
-    bool found_v2 = false;
-    for (int i = 0; i < pa.gid_tbl_len && !found_v2; ++i) {
-      ibv_gid g{};
-      if (ibv_query_gid(qp->context, port, i, &g) != 0 ||
-          std::memcmp(g.raw, w.raw.data(), 16) != 0) {
-        continue;
-      }
-      ibv_gid_entry entry{};
-      found_v2 = ibv_query_gid_ex(qp->context, port, i, &entry, 0) == 0 &&
-                 entry.gid_type == IBV_GID_TYPE_ROCE_V2;
-      if (found < 0 || found_v2) found = i;
-    }
-    if (found >= 0) {
-      sgid_index = found;
-      break;
-    }
-  }
-  return uscm_set_qp_ex(id, qp, static_cast<uint8_t>(sgid_index), pa.active_mtu);
-}
-
-int uscm_create_qp(struct uscm_cm_id* id, struct ibv_pd* pd, struct ibv_qp_init_attr* qp_init_attr) {
-  USCM_ID("create_qp");
-  if (pd == nullptr || qp_init_attr == nullptr) {
-    return Fail(EINVAL, "create_qp: pd and qp_init_attr must not be NULL (uscm has no default PD)");
-  }
-  const bool ud = c->is_ud();
-  if (ud ? qp_init_attr->qp_type != IBV_QPT_UD
-         : qp_init_attr->qp_type != IBV_QPT_RC && qp_init_attr->qp_type != IBV_QPT_UC) {
-    return Fail(EINVAL, "create_qp: qp_init_attr->qp_type " + std::to_string(qp_init_attr->qp_type) +
-                            " does not fit the port space" +
-                            (ud ? " (UDP / IPOIB need IBV_QPT_UD)" : " (TCP / IB need IBV_QPT_RC or _UC)"));
-  }
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (Qps().contains(c)) return Fail(EEXIST, "create_qp: the id already has a QP; uscm_destroy_qp first");
-  }
-  ibv_qp* qp = ibv_create_qp(pd, qp_init_attr);
-  if (qp == nullptr) {
-    const int err = errno != 0 ? errno : ENOMEM;
-    return Fail(err, std::string("create_qp: ibv_create_qp failed: ") + strerror(err));
-  }
-  if (uscm_set_qp(id, qp) != 0) {
-    const int err = errno;
-    const std::string msg = "create_qp: " + g_last_error;
-    ibv_destroy_qp(qp);
-    return Fail(err, msg);
-  }
-  std::lock_guard<std::mutex> lock(g_mu);
-  Qps()[c].owned = true;
-  return 0;
-}
-
-void uscm_destroy_qp(struct uscm_cm_id* id) {
-  CmId* c = IdOf(id, "destroy_qp");
-  if (c == nullptr) return;
-  c->ClearQp();  // after this the runtime no longer calls the transitioner
-  QpSlot slot;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    auto it = Qps().find(c);
-    if (it == Qps().end()) return;
-    slot = std::move(it->second);
-    Qps().erase(it);
-  }
-  id->qp = nullptr;
-  if (slot.owned) ibv_destroy_qp(slot.qp);
-}
-
 int uscm_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event** event) {
   if (channel == nullptr || event == nullptr) {
     return Fail(EINVAL, "get_cm_event: channel and event must not be NULL");
@@ -829,5 +573,5 @@ void uscm_device_unwrap_free(struct uscm_device* d) { delete d; }
 int uscm_fail_with(int err, const char* message) { return Fail(err, message); }
 void uscm_set_verbs_ops_for_testing(const uscm::verbs::VerbsOps* ops) {
   std::lock_guard<std::mutex> lock(g_mu);
-  g_verbs_ops = ops;
+  uscm::c_api::g_verbs_ops = ops;
 }
