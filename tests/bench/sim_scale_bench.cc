@@ -89,7 +89,7 @@ bool RunPoint(int hosts, int connections, int64_t interval_us, bool warmup, Poin
   SimWorldOptions wo;
   wo.seed = 1;
   wo.link.latency = Duration::Nanos(500);
-  if (hosts > 2) wo.topology = std::move(*topo);  // 2: uscm sim's two hosts, one switch
+  if (hosts > 2) wo.topology.emplace(std::move(*topo));  // 2: uscm sim's two hosts, one switch
   wo.max_hosts = static_cast<size_t>(hosts);
   auto world = SimWorld::Create(wo, nullptr);
   if (!world.ok()) {
