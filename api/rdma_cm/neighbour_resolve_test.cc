@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "api/rdma_cm/rdma_cm.h"
-#include "api/rdma_cm/rdma_cm_testing.h"
+#include "api/rdma_cm/one_device_fixture.h"
 #include "gtest/gtest.h"
 #include "mad/status_errno.h"
 
@@ -20,12 +20,9 @@ namespace {
 
 using Answer = absl::StatusOr<absl::optional<mad::Gid>>;
 
-class NeighbourResolveTest : public ::testing::Test {
+class NeighbourResolveTest : public testing::OneDeviceTest {
  protected:
-  void Open(bool roce) {
-    auto f = testing::SimFabric::Create(/*seed=*/5);
-    ASSERT_TRUE(f.ok()) << f.status();
-    f_ = std::move(*f);
+  void OpenWithTable(bool roce) {
     DeviceOptions o;
     o.roce = roce;
     o.local_ips = {*Address::Parse("192.168.78.1")};
@@ -39,16 +36,7 @@ class NeighbourResolveTest : public ::testing::Test {
       }
       return answer_;
     };
-    auto dev = Device::CreateSimulated(f_->scheduler(), *f_->host(0).qp1, [] { return false; }, o);
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    dev_ = std::move(*dev);
-    auto ch = dev_->CreateEventChannel();
-    ASSERT_TRUE(ch.ok()) << ch.status();
-    ch_ = std::move(*ch);
-  }
-  void TearDown() override {
-    ch_.reset();
-    dev_.reset();
+    Open(/*seed=*/5, o);
   }
   // The next event, waiting (real time) for the device's resolver thread.
   Event NextWithin(int ms) {
@@ -60,18 +48,7 @@ class NeighbourResolveTest : public ::testing::Test {
     std::lock_guard<std::mutex> lock(mu_);
     return asked_.size();
   }
-  Event Next() {
-    absl::StatusOr<Event*> e = ch_->GetEvent();
-    EXPECT_TRUE(e.ok()) << e.status();
-    if (!e.ok()) return Event{};
-    Event copy = **e;
-    EXPECT_TRUE(ch_->AckEvent(*e).ok());
-    return copy;
-  }
 
-  std::unique_ptr<testing::SimFabric> f_;
-  std::unique_ptr<Device> dev_;
-  std::unique_ptr<EventChannel> ch_;
   std::mutex mu_;
   Answer answer_ = absl::optional<mad::Gid>();
   int pending_answers_ = 0;  // "still resolving" answers before answer_
@@ -79,7 +56,7 @@ class NeighbourResolveTest : public ::testing::Test {
 };
 
 TEST_F(NeighbourResolveTest, RoceAsksTheTableWithTheSourceAndTimeoutThenUsesTheIpsGid) {
-  Open(/*roce=*/true);
+  ASSERT_NO_FATAL_FAILURE(OpenWithTable(/*roce=*/true));
   CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
   ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.2:7174"),
                               mad::Duration::Millis(1500))
@@ -94,7 +71,7 @@ TEST_F(NeighbourResolveTest, RoceAsksTheTableWithTheSourceAndTimeoutThenUsesTheI
 }
 
 TEST_F(NeighbourResolveTest, ATableThatFailsIsAddrErrorWithItsErrno) {
-  Open(/*roce=*/true);
+  ASSERT_NO_FATAL_FAILURE(OpenWithTable(/*roce=*/true));
   answer_ = mad::WithErrno(absl::UnavailableError("netlink: cannot open NETLINK_ROUTE"), EIO);
   CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
   ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.9")).ok());
@@ -105,7 +82,7 @@ TEST_F(NeighbourResolveTest, ATableThatFailsIsAddrErrorWithItsErrno) {
 }
 
 TEST_F(NeighbourResolveTest, NoRouteFailsTheCallItselfWithItsErrno) {
-  Open(/*roce=*/true);
+  ASSERT_NO_FATAL_FAILURE(OpenWithTable(/*roce=*/true));
   answer_ = mad::WithErrno(absl::UnavailableError("no route to 10.99.0.1"), ENETUNREACH);
   CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
   absl::Status s = id->ResolveAddr(absl::nullopt, *Address::Parse("10.99.0.1"));
@@ -116,7 +93,7 @@ TEST_F(NeighbourResolveTest, NoRouteFailsTheCallItselfWithItsErrno) {
 }
 
 TEST_F(NeighbourResolveTest, InfinibandTakesTheGidFromTheIpoibEntry) {
-  Open(/*roce=*/false);
+  ASSERT_NO_FATAL_FAILURE(OpenWithTable(/*roce=*/false));
   answer_ = absl::optional<mad::Gid>(*mad::Gid::Parse("fe80::2:c903:a1:b2c3"));
   CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
   ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.3")).ok());
@@ -132,7 +109,7 @@ TEST_F(NeighbourResolveTest, InfinibandTakesTheGidFromTheIpoibEntry) {
 }
 
 TEST_F(NeighbourResolveTest, AnEntryStillResolvingAnswersLaterFromTheResolverThread) {
-  Open(/*roce=*/true);
+  ASSERT_NO_FATAL_FAILURE(OpenWithTable(/*roce=*/true));
   pending_answers_ = 3;  // before the resolver thread exists: no lock needed
   CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
   ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.2"),
@@ -146,7 +123,7 @@ TEST_F(NeighbourResolveTest, AnEntryStillResolvingAnswersLaterFromTheResolverThr
 }
 
 TEST_F(NeighbourResolveTest, AnEntryThatNeverResolvesIsAddrErrorAfterTheTimeout) {
-  Open(/*roce=*/true);
+  ASSERT_NO_FATAL_FAILURE(OpenWithTable(/*roce=*/true));
   pending_answers_ = 1 << 30;
   CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
   ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.9"),
@@ -167,7 +144,7 @@ TEST_F(NeighbourResolveTest, AnEntryThatNeverResolvesIsAddrErrorAfterTheTimeout)
 }
 
 TEST_F(NeighbourResolveTest, DestroyingAnIdWhileItsEntryResolvesLeavesNoEvent) {
-  Open(/*roce=*/true);
+  ASSERT_NO_FATAL_FAILURE(OpenWithTable(/*roce=*/true));
   pending_answers_ = 1 << 30;
   CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
   ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.9"),
@@ -184,7 +161,7 @@ TEST_F(NeighbourResolveTest, DestroyingAnIdWhileItsEntryResolvesLeavesNoEvent) {
 // A multicast group on RoCE (mckey resolves to it) asks no neighbour table:
 // its GID is the IP's, as the kernel's NOARP multicast neighbour.
 TEST_F(NeighbourResolveTest, RoceMulticastGroupNeedsNoNeighbour) {
-  Open(/*roce=*/true);
+  ASSERT_NO_FATAL_FAILURE(OpenWithTable(/*roce=*/true));
   CmId* id = *ch_->CreateId(nullptr, PortSpace::kUdp);
   ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("239.1.2.3")).ok());
   EXPECT_EQ(Next().event, EventType::kAddrResolved);

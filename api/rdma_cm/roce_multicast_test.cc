@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "api/rdma_cm/rdma_cm.h"
-#include "api/rdma_cm/rdma_cm_testing.h"
+#include "api/rdma_cm/one_device_fixture.h"
 #include "gtest/gtest.h"
 
 namespace uscm {
@@ -72,44 +72,22 @@ class FakeUdQp final : public QpTransitioner {
   absl::Status attach_error;
 };
 
-class RoceMulticastTest : public ::testing::Test {
+class RoceMulticastTest : public testing::OneDeviceTest {
  protected:
   void SetUp() override {
-    auto f = testing::SimFabric::Create(/*seed=*/7);
-    ASSERT_TRUE(f.ok()) << f.status();
-    f_ = std::move(*f);
     DeviceOptions o;
     o.roce = true;
     o.local_ips = {*Address::Parse("192.168.78.2"), *Address::Parse("fd00::2")};
     // As rxe on a virtio NIC: fe80 GID, then the IPv4 GID, then the IPv6 one.
     o.roce_gids = {G("fe80::1"), G("::ffff:192.168.78.2"), G("fd00::2")};
     o.ip_multicast = netdev_;
-    auto dev = Device::CreateSimulated(f_->scheduler(), *f_->host(0).qp1, [] { return false; }, o);
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    dev_ = std::move(*dev);
-    ch_ = std::move(*dev_->CreateEventChannel());
+    ASSERT_NO_FATAL_FAILURE(Open(/*seed=*/7, o));
     id_ = *ch_->CreateId(nullptr, PortSpace::kUdp);
     ASSERT_TRUE(id_->BindAddr(*Address::Parse("192.168.78.2")).ok());
-  }
-  void TearDown() override {
-    ch_.reset();
-    dev_.reset();
-  }
-  Event Next(EventType want) {
-    absl::StatusOr<Event*> e = ch_->GetEvent();
-    EXPECT_TRUE(e.ok()) << e.status();
-    if (!e.ok()) return Event{};
-    Event copy = **e;
-    EXPECT_EQ(copy.event, want) << EventTypeName(copy.event) << " " << copy.detail;
-    EXPECT_TRUE(ch_->AckEvent(*e).ok());
-    return copy;
   }
 
   std::shared_ptr<FakeNetdev> netdev_ = std::make_shared<FakeNetdev>();
   FakeUdQp qp_;
-  std::unique_ptr<testing::SimFabric> f_;
-  std::unique_ptr<Device> dev_;
-  std::unique_ptr<EventChannel> ch_;
   CmId* id_ = nullptr;
 };
 

@@ -3,47 +3,21 @@
 #include <memory>
 
 #include "api/rdma_cm/rdma_cm.h"
-#include "api/rdma_cm/rdma_cm_testing.h"
+#include "api/rdma_cm/one_device_fixture.h"
 #include "gtest/gtest.h"
 
 namespace uscm {
 namespace {
 
-class RoceResolveTest : public ::testing::Test {
+class RoceResolveTest : public testing::OneDeviceTest {
  protected:
   void SetUp() override {
-    auto f = testing::SimFabric::Create(/*seed=*/5);
-    ASSERT_TRUE(f.ok()) << f.status();
-    f_ = std::move(*f);
     DeviceOptions o;
     o.roce = true;
     o.roce_path_mtu = 3;  // 1024: a 1500-byte Ethernet MTU
     o.local_ips = {*Address::Parse("192.168.78.1"), *Address::Parse("fd00::1")};
-    auto dev = Device::CreateSimulated(f_->scheduler(), *f_->host(0).qp1, [] { return false; }, o);
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    dev_ = std::move(*dev);
-    auto ch = dev_->CreateEventChannel();
-    ASSERT_TRUE(ch.ok()) << ch.status();
-    ch_ = std::move(*ch);
+    ASSERT_NO_FATAL_FAILURE(Open(/*seed=*/5, o));
   }
-  void TearDown() override {
-    ch_.reset();
-    dev_.reset();
-  }
-
-  Event Next(EventType want) {
-    absl::StatusOr<Event*> e = ch_->GetEvent();
-    EXPECT_TRUE(e.ok()) << e.status();
-    if (!e.ok()) return Event{};
-    Event copy = **e;
-    EXPECT_EQ(copy.event, want) << EventTypeName(copy.event) << " " << copy.detail;
-    EXPECT_TRUE(ch_->AckEvent(*e).ok());
-    return copy;
-  }
-
-  std::unique_ptr<testing::SimFabric> f_;
-  std::unique_ptr<Device> dev_;
-  std::unique_ptr<EventChannel> ch_;
 };
 
 TEST_F(RoceResolveTest, Ipv4PathFromTheAddressesWithoutSa) {
