@@ -80,11 +80,32 @@ std::vector<uscm::Address> IpsOfGids(const std::vector<uscm::mad::Gid>& gids) {
 // DeviceOptions::resolve_neighbour on a real port: the kernel's route and
 // neighbour tables (verbs/neighbours.h), as rdma_resolve_ip reads them. The
 // GID on InfiniBand is in the IPoIB hardware address; on RoCE it is the IP's.
-absl::StatusOr<absl::optional<uscm::mad::Gid>> ResolveNeighbour(const uscm::Address& src,
-                                                                const uscm::Address& dst,
-                                                                uscm::mad::Duration timeout,
-                                                                bool ethernet) {
-  auto to_ip = [](const uscm::Address& a) {
+// One NETLINK_ROUTE socket per device, opened at the first question and shared
+// by the calling threads and the device's resolver thread (a libnl socket is
+// not thread-safe; the device asks with a zero timeout, so no one waits long).
+class NeighbourResolver {
+ public:
+  explicit NeighbourResolver(bool ethernet) : ethernet_(ethernet) {}
+
+  absl::StatusOr<absl::optional<uscm::mad::Gid>> Resolve(const uscm::Address& src,
+                                                         const uscm::Address& dst,
+                                                         uscm::mad::Duration timeout) {
+    absl::optional<uscm::verbs::IpAddr> from;
+    if (src.is_ip() && !src.is_any() && src.family == dst.family) from = ToIp(src);
+    const auto ms = std::chrono::milliseconds(std::max<int64_t>(timeout.nanos() / 1000000, 0));
+    absl::StatusOr<std::vector<uint8_t>> hw = Hardware(ToIp(dst), from, ms);
+    if (!hw.ok()) return hw.status();
+    if (ethernet_ || hw->empty()) return absl::optional<uscm::mad::Gid>();
+    absl::optional<uscm::mad::Gid> gid = uscm::verbs::GidOfIpoibLladdr(*hw);
+    if (!gid.has_value()) {
+      return absl::NotFoundError(absl::StrCat("the neighbour entry of ", dst.ToString(), " has a ",
+                                              hw->size(), "-byte hardware address, not IPoIB's 20"));
+    }
+    return gid;
+  }
+
+ private:
+  static uscm::verbs::IpAddr ToIp(const uscm::Address& a) {
     uscm::verbs::IpAddr ip;
     ip.family = a.family == uscm::Address::Family::kIpv4 ? AF_INET : AF_INET6;
     if (ip.family == AF_INET) {
@@ -93,22 +114,23 @@ absl::StatusOr<absl::optional<uscm::mad::Gid>> ResolveNeighbour(const uscm::Addr
       ip.ip = a.ip;
     }
     return ip;
-  };
-  absl::StatusOr<uscm::verbs::NeighbourTable> table = uscm::verbs::NeighbourTable::Open();
-  if (!table.ok()) return table.status();
-  absl::optional<uscm::verbs::IpAddr> from;
-  if (src.is_ip() && !src.is_any() && src.family == dst.family) from = to_ip(src);
-  const auto ms = std::chrono::milliseconds(std::max<int64_t>(timeout.nanos() / 1000000, 0));
-  absl::StatusOr<std::vector<uint8_t>> hw = table->Resolve(to_ip(dst), from, ms);
-  if (!hw.ok()) return hw.status();
-  if (ethernet || hw->empty()) return absl::optional<uscm::mad::Gid>();
-  absl::optional<uscm::mad::Gid> gid = uscm::verbs::GidOfIpoibLladdr(*hw);
-  if (!gid.has_value()) {
-    return absl::NotFoundError(absl::StrCat("the neighbour entry of ", dst.ToString(), " has a ",
-                                            hw->size(), "-byte hardware address, not IPoIB's 20"));
   }
-  return gid;
-}
+  absl::StatusOr<std::vector<uint8_t>> Hardware(const uscm::verbs::IpAddr& dst,
+                                                const absl::optional<uscm::verbs::IpAddr>& from,
+                                                std::chrono::milliseconds timeout) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!table_.has_value()) {
+      absl::StatusOr<uscm::verbs::NeighbourTable> t = uscm::verbs::NeighbourTable::Open();
+      if (!t.ok()) return t.status();
+      table_.emplace(std::move(*t));
+    }
+    return table_->Resolve(dst, from, timeout);
+  }
+
+  const bool ethernet_;
+  std::mutex mu_;
+  absl::optional<uscm::verbs::NeighbourTable> table_;
+};
 
 // The IP addresses of the port's IPoIB interfaces (hardware address with
 // the port's GID), as rdma_cm binds and resolves on IB.
@@ -223,9 +245,10 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
                   absl::StrCat("device_open: ", transport.status().message()));
   }
   if (!ethernet) options.local_ips = IpoibIps((*transport)->port().gid);
-  options.resolve_neighbour = [ethernet](const uscm::Address& src, const uscm::Address& dst,
-                                         uscm::mad::Duration timeout) {
-    return ResolveNeighbour(src, dst, timeout, ethernet);
+  auto neighbours = std::make_shared<NeighbourResolver>(ethernet);
+  options.resolve_neighbour = [neighbours](const uscm::Address& src, const uscm::Address& dst,
+                                           uscm::mad::Duration timeout) {
+    return neighbours->Resolve(src, dst, timeout);
   };
   auto opened = std::make_unique<OpenedDevice>();
   opened->transport = std::move(*transport);
