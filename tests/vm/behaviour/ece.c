@@ -18,26 +18,7 @@
 
 #include <rdma/rdma_cma.h>
 
-static struct rdma_event_channel* ch;
-
-static int call(const char* what, int rc) {
-  printf("%s: rc %d errno %s\n", what, rc, rc == 0 ? "-" : strerrorname_np(errno));
-  return rc;
-}
-
-static struct rdma_cm_event* expect(enum rdma_cm_event_type want) {
-  struct rdma_cm_event* e;
-  if (rdma_get_cm_event(ch, &e) != 0) {
-    printf("no event: errno %s\n", strerrorname_np(errno));
-    exit(1);
-  }
-  printf("event %s status %d\n", rdma_event_str(e->event), e->status);
-  if (e->event != want) {
-    printf("  (wanted %s)\n", rdma_event_str(want));
-    exit(1);
-  }
-  return e;
-}
+#include "tests/vm/behaviour/behaviour.h"
 
 static void remote_ece(struct rdma_cm_id* id) {
   struct ibv_ece ece = {0};
@@ -92,10 +73,7 @@ static struct rdma_cm_id* connect_to(struct sockaddr_in* addr, uint32_t options)
   struct rdma_cm_id* id;
   if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) != 0) exit(1);
   local_ece(id, options);
-  call("  rdma_resolve_addr", rdma_resolve_addr(id, NULL, (struct sockaddr*)addr, 2000));
-  rdma_ack_cm_event(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
-  call("  rdma_resolve_route", rdma_resolve_route(id, 2000));
-  rdma_ack_cm_event(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  resolve_to(id, addr, "  ");
   struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1,
                               .retry_count = 7, .rnr_retry_count = 7, .qp_num = 0x123};
   call("  rdma_connect", rdma_connect(id, &p));
@@ -124,8 +102,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
-  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
-  if (inet_pton(AF_INET, argv[2], &addr.sin_addr) != 1) return 2;
+  struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
   ch = rdma_create_event_channel();
   if (ch == NULL) return 1;
   if (strcmp(argv[1], "-s") == 0) {

@@ -16,12 +16,9 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-static struct rdma_event_channel* ch;
-static int context_tag;
+#include "tests/vm/behaviour/behaviour.h"
 
-static void call(const char* what, int rc) {
-  printf("%s: rc %d errno %s\n", what, rc, rc == 0 ? "-" : strerrorname_np(errno));
-}
+static int context_tag;
 
 /* The next event, printed; returns its type (-1: none). */
 static int next_event(void) {
@@ -60,22 +57,14 @@ static void join_ex(struct rdma_cm_id* id, struct sockaddr* group, uint32_t mask
   }
 }
 
-static struct sockaddr_in ipv4(const char* text) {
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  if (inet_pton(AF_INET, text, &a.sin_addr) != 1) {
-    fprintf(stderr, "mc_join: %s is no IPv4 address\n", text);
-    exit(2);
-  }
-  return a;
-}
-
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: mc_join BIND_IPV4 GROUP_IPV4\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
-  struct sockaddr_in bind = ipv4(argv[1]), group = ipv4(argv[2]), zero = ipv4("0.0.0.0");
+  struct sockaddr_in bind = ipv4_arg(argv[1], "0"), group = ipv4_arg(argv[2], "0"),
+                     zero = ipv4_arg("0.0.0.0", "0");
   struct sockaddr_in6 group6 = {.sin6_family = AF_INET6};
   inet_pton(AF_INET6, "ff0e::1:2", &group6.sin6_addr);
   ch = rdma_create_event_channel();

@@ -15,12 +15,7 @@
 
 #include <rdma/rdma_cma.h>
 
-static struct rdma_event_channel* ch;
-
-static void call(const char* what, int rc) {
-  printf("%s: rc %d errno %s\n", what, rc, rc == 0 ? "-" : strerrorname_np(errno));
-  if (rc != 0) exit(1);
-}
+#include "tests/vm/behaviour/behaviour.h"
 
 static void print_bytes(const char* what, const void* data, unsigned len) {
   printf("  %s %u:", what, len);
@@ -31,28 +26,13 @@ static void print_bytes(const char* what, const void* data, unsigned len) {
   printf("\n");
 }
 
-static struct rdma_cm_event* expect(enum rdma_cm_event_type want) {
-  struct rdma_cm_event* e;
-  if (rdma_get_cm_event(ch, &e) != 0) {
-    printf("no event: errno %s\n", strerrorname_np(errno));
-    exit(1);
-  }
-  printf("event %s status %d\n", rdma_event_str(e->event), e->status);
-  if (e->event != want) {
-    printf("  (wanted %s)\n", rdma_event_str(want));
-    exit(1);
-  }
-  return e;
-}
-
 int main(int argc, char** argv) {
   if (argc != 4 || (strcmp(argv[1], "-s") != 0 && strcmp(argv[1], "-c") != 0)) {
     fprintf(stderr, "usage: reject -s BIND_IPV4 PORT | -c SERVER_IPV4 PORT\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
-  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
-  if (inet_pton(AF_INET, argv[2], &addr.sin_addr) != 1) return 2;
+  struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
   ch = rdma_create_event_channel();
   struct rdma_cm_id* id;
   if (ch == NULL || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) != 0) {
@@ -61,27 +41,24 @@ int main(int argc, char** argv) {
   }
   unsigned char data[148];
   if (strcmp(argv[1], "-s") == 0) {
-    call("rdma_bind_addr", rdma_bind_addr(id, (struct sockaddr*)&addr));
-    call("rdma_listen", rdma_listen(id, 1));
+    must("rdma_bind_addr", rdma_bind_addr(id, (struct sockaddr*)&addr));
+    must("rdma_listen", rdma_listen(id, 1));
     printf("listening\n");
     struct rdma_cm_event* e = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
     struct rdma_cm_id* child = e->id;
     print_bytes("request private_data", e->param.conn.private_data,
                 e->param.conn.private_data_len);
     for (unsigned i = 0; i < sizeof(data); ++i) data[i] = (unsigned char)(0xA0 + i);
-    call("rdma_reject 148 bytes", rdma_reject(child, data, sizeof(data)));
+    must("rdma_reject 148 bytes", rdma_reject(child, data, sizeof(data)));
     rdma_ack_cm_event(e);
-    call("rdma_destroy_id child", rdma_destroy_id(child));
+    must("rdma_destroy_id child", rdma_destroy_id(child));
   } else {
-    call("rdma_resolve_addr", rdma_resolve_addr(id, NULL, (struct sockaddr*)&addr, 2000));
-    rdma_ack_cm_event(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
-    call("rdma_resolve_route", rdma_resolve_route(id, 2000));
-    rdma_ack_cm_event(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
+    resolve_to(id, &addr, "");
     for (unsigned i = 0; i < 16; ++i) data[i] = (unsigned char)(0x10 + i);
     struct rdma_conn_param p = {.private_data = data, .private_data_len = 16,
                                 .responder_resources = 1, .initiator_depth = 1,
                                 .retry_count = 7, .rnr_retry_count = 7, .qp_num = 0x123};
-    call("rdma_connect", rdma_connect(id, &p));
+    must("rdma_connect", rdma_connect(id, &p));
     struct rdma_cm_event* e = expect(RDMA_CM_EVENT_REJECTED);
     print_bytes("reject private_data", e->param.conn.private_data,
                 e->param.conn.private_data_len);

@@ -15,12 +15,7 @@
 
 #include <rdma/rdma_cma.h>
 
-static struct rdma_event_channel* ch;
-
-static int call(const char* what, int rc) {
-  printf("%s: rc %d errno %s\n", what, rc, rc == 0 ? "-" : strerrorname_np(errno));
-  return rc;
-}
+#include "tests/vm/behaviour/behaviour.h"
 
 static void next_event(void) {
   struct rdma_cm_event* e;
@@ -60,12 +55,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
-  struct sockaddr_in local = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
-  struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
-  if (inet_pton(AF_INET, argv[1], &local.sin_addr) != 1 ||
-      inet_pton(AF_INET, argv[2], &peer.sin_addr) != 1) {
-    return 2;
-  }
+  struct sockaddr_in local = ipv4_arg(argv[1], argv[3]), peer = ipv4_arg(argv[2], argv[3]);
   ch = rdma_create_event_channel();
   if (ch == NULL) return 1;
   uint8_t u8;
