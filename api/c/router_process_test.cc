@@ -28,13 +28,13 @@
 #include "api/rdma_cm/rdma_cm.h"
 #include "cm/cm_testing.h"
 #include "cm/endpoint.h"
+#include "cm/router/router_testing.h"
 #include "cm/router/router_transport.h"
 #include "cm/router/server.h"
 #include "cm/runtime.h"
 #include "gtest/gtest.h"
 #include "mad/sim/fabric.h"
 #include "mad/sim/scheduler.h"
-#include "mad/sim/topology.h"
 
 namespace uscm::router {
 namespace {
@@ -55,14 +55,6 @@ using ::uscm::Address;
 constexpr uint64_t kSid = 0x0000000001060000ull | 7471;
 constexpr uint16_t kPeerLid = 3;
 constexpr mad::Duration kChildDeadline = mad::Duration::Seconds(60);
-
-std::string ShortTempDir() {
-  const char* t = getenv("TEST_TMPDIR");
-  if (t != nullptr && std::string(t).size() < 60) return t;
-  char tmpl[] = "/tmp/uscmd-test-XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  return d != nullptr ? d : "/tmp";
-}
 
 // Runs a server's loop on a thread; stops and joins on scope exit too, so a
 // failed ASSERT does not leave a joinable thread behind.
@@ -134,14 +126,14 @@ enum class ChildMode { kConnect, kCrashAfterRep };
 class RouterProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ShortTempDir();
+    dir_ = testing::ShortSocketDir();
     path_ = dir_ + "/uscmd.sock";
-    sched_ = std::make_unique<sim::Scheduler>(3);
-    auto f = sim::Fabric::Create(*sched_, sim::TwoHostsOneSwitch());
-    ASSERT_TRUE(f.ok()) << f.status();
-    fabric_ = std::move(*f);
-    wire_ = *fabric_->Open("host1");
-    peer_tx_ = *fabric_->Open("host2");
+    auto p = testing::OpenSimPorts(/*seed=*/3);
+    ASSERT_TRUE(p.ok()) << p.status();
+    sim_ = std::move(*p);
+    sched_ = sim_.scheduler.get();
+    wire_ = sim_.host1.get();
+    peer_tx_ = sim_.host2.get();
     peer_ = std::make_unique<cm::CmEndpoint>(peer_tx_->port(), cm::CmConfig{}, 5);
     ASSERT_TRUE(peer_->Listen(kSid, ~uint64_t{0}, 1024, false).ok());
     start_ = clock_.Now();
@@ -217,9 +209,10 @@ class RouterProcessTest : public ::testing::Test {
   mad::TimePoint start_;
   std::function<bool()> done_;
   std::atomic<bool> done_flag_{false};
-  std::unique_ptr<sim::Scheduler> sched_;
-  std::unique_ptr<sim::Fabric> fabric_;
-  std::unique_ptr<sim::SimTransport> wire_, peer_tx_;
+  testing::SimPorts sim_;
+  sim::Scheduler* sched_ = nullptr;
+  sim::SimTransport* wire_ = nullptr;     // the router's port (host1)
+  sim::SimTransport* peer_tx_ = nullptr;  // the peer's (host2)
   std::unique_ptr<cm::CmEndpoint> peer_;
   std::unique_ptr<Server> server_;
   std::vector<CmEventType> peer_events_;

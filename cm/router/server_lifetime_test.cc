@@ -14,23 +14,15 @@
 #include <string>
 #include <thread>
 
+#include "cm/router/router_testing.h"
 #include "cm/router/router_transport.h"
 #include "cm/router/server.h"
 #include "gtest/gtest.h"
-#include "mad/sim/fabric.h"
-#include "mad/sim/scheduler.h"
-#include "mad/sim/topology.h"
 
 namespace uscm::router {
 namespace {
 
 constexpr uint64_t kSid = 0x0000000001060000ull | 7471;
-
-std::string ShortTempDir() {
-  char tmpl[] = "/tmp/uscmd-life-XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  return d != nullptr ? d : "/tmp";
-}
 
 // A client socket connected to `path` (no hello: enough to count as a client).
 int ConnectRaw(const std::string& path) {
@@ -61,13 +53,11 @@ int BoundListener(const std::string& path, mode_t mode) {
 class ServerLifetimeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ShortTempDir();
+    dir_ = testing::ShortSocketDir();
     path_ = dir_ + "/uscmd.sock";
-    sched_ = std::make_unique<sim::Scheduler>(3);
-    auto f = sim::Fabric::Create(*sched_, sim::TwoHostsOneSwitch());
-    ASSERT_TRUE(f.ok()) << f.status();
-    fabric_ = std::move(*f);
-    wire_ = *fabric_->Open("host1");
+    auto p = testing::OpenSimPorts(/*seed=*/3);
+    ASSERT_TRUE(p.ok()) << p.status();
+    sim_ = std::move(*p);
   }
   void TearDown() override {
     unlink(path_.c_str());
@@ -80,13 +70,11 @@ class ServerLifetimeTest : public ::testing::Test {
     o.idle_exit = idle_exit;
     o.listen_fd = listen_fd;
     o.pump = [] { return mad::Duration::Millis(1); };
-    return Server::Create(*wire_, o);
+    return Server::Create(*sim_.host1, o);
   }
 
   std::string dir_, path_;
-  std::unique_ptr<sim::Scheduler> sched_;
-  std::unique_ptr<sim::Fabric> fabric_;
-  std::unique_ptr<sim::SimTransport> wire_;
+  testing::SimPorts sim_;
 };
 
 TEST_F(ServerLifetimeTest, IdleTimeCountsOnlyWhileNoClientIsConnected) {
