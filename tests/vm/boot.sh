@@ -123,7 +123,11 @@ fi
 
 echo "${PREFIX}boot.sh: $USCM_VM_KVER, $ACCEL, link $LINK${NIC:+ $NIC $IP}" >&2
 t0=$EPOCHREALTIME
-timeout -k 5 "$TIMEOUT" "${QEMU[@]}" < /dev/null > "$XFER/serial" 2>&1 &
+# The file exists before tail opens it: qemu's redirection happens in the
+# background child, and on a loaded host tail could come first, find no file
+# and stream nothing (a VM that ran with none of its lines in the group's log).
+: > "$XFER/serial"
+timeout -k 5 "$TIMEOUT" "${QEMU[@]}" < /dev/null >> "$XFER/serial" 2>&1 &
 QPID=$!
 # stream the console (prefixed, escape sequences and CRs dropped) while qemu runs
 tail -n +1 --pid="$QPID" -f "$XFER/serial" 2>/dev/null |
