@@ -1,7 +1,7 @@
 // `uscm sim`: research runs on the simulated fabric. Every list-valued
 // parameter (--loss, --duplicate, --latency-us, --jitter-us, --hosts,
 // --topology, --pattern, --arrivals, --sa-queue-limit, --path-cache,
-// --cm-retries, --cm-profile) is swept: one run per point of the cross product of the lists
+// --cm-retries, --cm-profile, --procs-per-host) is swept: one run per point of the cross product of the lists
 // (same seed, same workload each time), connections spread over the hosts;
 // writes connections.csv (one row per connection), summary.csv (one row per
 // run), setup_cdf.csv (each run's setup-time CDF), with --sample-us
@@ -26,6 +26,7 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/sim_progress.h"
+#include "tools/sim_router_host.h"
 #include "tools/sim_world.h"
 #include "mad/sim/fat_tree.h"
 #include "mad/sim/topology.h"
@@ -77,6 +78,7 @@ struct RunParams {
   int64_t cm_retries = 15;
   bool path_cache = false;
   int64_t sa_queue_limit = 0;
+  int64_t procs_per_host = 1;
   std::string topology;       // the --topology value ("" = generated / default)
   std::string topology_file;  // what SimWorld loads
 };
@@ -87,6 +89,7 @@ struct Columns {
   bool duplicate = false, latency_us = false, jitter_us = false, hosts = false, topology = false;
   bool pattern = false, arrivals = false;
   bool cm_profile = false, cm_retries = false, path_cache = false, sa_queue_limit = false;
+  bool procs_per_host = false;
 
   std::string Header() const {
     std::string h = "loss";
@@ -101,6 +104,7 @@ struct Columns {
     if (cm_retries) h += ",cm_retries";
     if (path_cache) h += ",path_cache";
     if (sa_queue_limit) h += ",sa_queue_limit";
+    if (procs_per_host) h += ",procs_per_host";
     return h;
   }
   std::string Values(const RunParams& p) const {
@@ -116,6 +120,7 @@ struct Columns {
     if (cm_retries) absl::StrAppend(&v, ",", p.cm_retries);
     if (path_cache) absl::StrAppend(&v, ",", p.path_cache ? "on" : "off");
     if (sa_queue_limit) absl::StrAppend(&v, ",", p.sa_queue_limit);
+    if (procs_per_host) absl::StrAppend(&v, ",", p.procs_per_host);
     return v;
   }
   // The curve / progress label: the swept parameters ("loss 0.01, latency_us
@@ -124,7 +129,8 @@ struct Columns {
   std::string Label(const RunParams& p) const {
     std::vector<std::string> parts;
     if (swept_loss || !(duplicate || latency_us || jitter_us || hosts || topology || pattern ||
-                        arrivals || cm_profile || cm_retries || path_cache || sa_queue_limit)) {
+                        arrivals || cm_profile || cm_retries || path_cache || sa_queue_limit ||
+                        procs_per_host)) {
       parts.push_back(absl::StrFormat("loss %g", p.loss));
     }
     if (duplicate) parts.push_back(absl::StrFormat("duplicate %g", p.duplicate));
@@ -138,6 +144,7 @@ struct Columns {
     if (cm_retries) parts.push_back(absl::StrFormat("cm_retries %d", p.cm_retries));
     if (path_cache) parts.push_back(p.path_cache ? "path_cache on" : "path_cache off");
     if (sa_queue_limit) parts.push_back(absl::StrFormat("sa_queue_limit %d", p.sa_queue_limit));
+    if (procs_per_host) parts.push_back(absl::StrFormat("procs_per_host %d", p.procs_per_host));
     return absl::StrJoin(parts, ", ");
   }
   // "loss rate", or the swept parameters joined by " x ".
@@ -155,6 +162,7 @@ struct Columns {
     if (cm_retries) names.push_back("cm_retries");
     if (path_cache) names.push_back("path_cache");
     if (sa_queue_limit) names.push_back("sa_queue_limit");
+    if (procs_per_host) names.push_back("procs_per_host");
     if (names.empty() || (names.size() == 1 && swept_loss)) return "loss rate";
     return absl::StrJoin(names, " x ");
   }
@@ -260,7 +268,7 @@ int RunSim(int argc, char** argv) {
   double sa_service_us = 0, sample_us = 0;
   std::string pattern_list = "ring", arrivals_list = "fixed";
   std::string profile_list = "spec", retries_list = "15", path_cache_list = "off";
-  std::string queue_limit_list = "0";
+  std::string queue_limit_list = "0", procs_list = "1";
   std::string loss_list = "0,0.01,0.05,0.1", duplicate_list = "0", latency_list = "0.5",
               jitter_list = "0", hosts_list = "4";
   std::string topology_list, out = "uscm-sim", progress_mode = "auto";
@@ -270,7 +278,8 @@ int RunSim(int argc, char** argv) {
                 "sweep and writes CSV (and PNG plots with gnuplot). Every list option takes\n"
                 "comma-separated values; the runs are the cross product of all lists (loss\n"
                 "varies fastest, then duplicate, jitter, latency, hosts, topology, pattern,\n"
-                "arrivals, SA queue limit, path cache, CM retries, CM profile). Virtual\n"
+                "arrivals, SA queue limit, path cache, CM retries, CM profile, processes\n"
+                "per host). Virtual\n"
                 "time: results depend only on the options and the seed, so the same seed\n"
                 "gives the same files.");
   flags.String("hosts", &hosts_list, "hosts taking part, list (who connects to whom: --pattern)");
@@ -293,6 +302,12 @@ int RunSim(int argc, char** argv) {
   flags.String("sa-queue-limit", &queue_limit_list,
                "with --sa-service-us: requests beyond this many (waiting + in service) are "
                "dropped and retried by the clients (0 = no limit), list");
+  flags.String("procs-per-host", &procs_list,
+               "uscm processes per host, list (1..255; 1 = the process owns QP1): more "
+               "puts the host's MAD router (cm/router) in front of that many processes, each "
+               "with its own CM endpoint, SA client and comm ID range, listening on its own "
+               "service ID; connections' ends go to a host's processes in turn; adds "
+               "router_to_clients, router_unroutable, router_refused to summary.csv");
   flags.Double("sample-us", &sample_us,
                "every this many us of virtual time, sample the SA queue depth and the "
                "retransmissions so far into timeseries.csv (and timeseries.png); 0 = off",
@@ -364,6 +379,9 @@ int RunSim(int argc, char** argv) {
   }
   auto retries = ParseIntList(retries_list, "cm-retries", 0, 15);
   if (!retries.ok()) return UsageError("sim", std::string(retries.status().message()));
+  auto procs = ParseIntList(procs_list, "procs-per-host", 1, 255);
+  if (!procs.ok()) return UsageError("sim", std::string(procs.status().message()));
+  const bool any_procs = *std::max_element(procs->begin(), procs->end()) > 1;
   auto queue_limits = ParseIntList(queue_limit_list, "sa-queue-limit", 0, 100000000);
   if (!queue_limits.ok()) {
     return UsageError("sim", std::string(queue_limits.status().message()));
@@ -392,7 +410,8 @@ int RunSim(int argc, char** argv) {
   }
   const size_t runs = losses->size() * duplicates->size() * latencies->size() * jitters->size() *
                       hosts->size() * topologies.size() * patterns.size() * arrivals.size() *
-                      profiles.size() * retries->size() * caches.size() * queue_limits->size();
+                      profiles.size() * retries->size() * caches.size() * queue_limits->size() *
+                      procs->size();
   if (runs > kMaxRuns) {
     return UsageError("sim", absl::StrCat("the sweep has ", runs, " runs (the cross product of "
                                           "the lists); at most ", kMaxRuns));
@@ -410,6 +429,7 @@ int RunSim(int argc, char** argv) {
   cols.cm_retries = retries->size() > 1;
   cols.path_cache = caches.size() > 1;
   cols.sa_queue_limit = queue_limits->size() > 1;
+  cols.procs_per_host = procs->size() > 1;
   if (std::system(("mkdir -p '" + out + "'").c_str()) != 0) {
     return Failure("sim", "cannot create the output directory " + out);
   }
@@ -448,24 +468,27 @@ int RunSim(int argc, char** argv) {
     }
   }
   // Then the traffic pattern, the arrivals, the SA queue limit, the path
-  // cache, the CM retries and the CM profile slowest.
+  // cache, the CM retries, the CM profile and the processes per host slowest.
   {
     std::vector<RunParams> base = std::move(sweep);
     sweep.clear();
-    for (const std::string& prof : profiles) {
-      for (int64_t retry : *retries) {
-        for (bool cache : caches) {
-          for (int64_t limit : *queue_limits) {
-            for (const std::string& arr : arrivals) {
-              for (const std::string& pat : patterns) {
-                for (RunParams p : base) {
-                  p.pattern = pat;
-                  p.arrivals = arr;
-                  p.sa_queue_limit = limit;
-                  p.path_cache = cache;
-                  p.cm_retries = retry;
-                  p.cm_profile = prof;
-                  sweep.push_back(std::move(p));
+    for (int64_t np : *procs) {
+      for (const std::string& prof : profiles) {
+        for (int64_t retry : *retries) {
+          for (bool cache : caches) {
+            for (int64_t limit : *queue_limits) {
+              for (const std::string& arr : arrivals) {
+                for (const std::string& pat : patterns) {
+                  for (RunParams p : base) {
+                    p.pattern = pat;
+                    p.arrivals = arr;
+                    p.sa_queue_limit = limit;
+                    p.path_cache = cache;
+                    p.cm_retries = retry;
+                    p.cm_profile = prof;
+                    p.procs_per_host = np;
+                    sweep.push_back(std::move(p));
+                  }
                 }
               }
             }
@@ -490,9 +513,10 @@ int RunSim(int argc, char** argv) {
                 param_header);
   absl::FPrintF(sf, "%s,connections,established,rejected,failed,setup_min_us,setup_p50_us,"
                 "setup_p99_us,setup_max_us,retransmissions_mean,sa_retries,fabric_sent,"
-                "fabric_dropped,virtual_ms%s%s\n", param_header,
+                "fabric_dropped,virtual_ms%s%s%s\n", param_header,
                 sa_service_us > 0 ? ",sa_wait_mean_us,sa_max_queue,sa_dropped" : "",
-                any_cache ? ",path_cache_hits" : "");
+                any_cache ? ",path_cache_hits" : "",
+                any_procs ? ",router_to_clients,router_unroutable,router_refused" : "");
   absl::FPrintF(df, "%s,setup_us,fraction\n", param_header);
   if (tf != nullptr) {
     absl::FPrintF(tf, "%s,t_ms,settled,sa_queue,sa_dropped,sa_retries,cm_retransmissions\n",
@@ -527,6 +551,7 @@ int RunSim(int argc, char** argv) {
     wo.sa.service_time = Duration::Nanos(static_cast<int64_t>(sa_service_us * 1e3));
     wo.sa.queue_limit = static_cast<size_t>(p.sa_queue_limit);
     wo.path_cache = p.path_cache;
+    wo.procs_per_host = static_cast<size_t>(p.procs_per_host);
     CmProfile profile;
     (void)CmProfileByName(p.cm_profile, &profile);
     wo.cm.rounding = profile.rounding;
@@ -596,6 +621,16 @@ int RunSim(int argc, char** argv) {
                                    c.max_queue, c.dropped);
     }
     if (any_cache) absl::StrAppend(&sa_columns, ",", r->path_cache_hits);
+    if (any_procs) {
+      router::RouterCounters sum;  // all hosts' routers (none with one process)
+      for (const auto& rh : (*world)->routers()) {
+        sum.to_clients += rh->counters().to_clients;
+        sum.wire_unroutable += rh->counters().wire_unroutable;
+        sum.refused_mads += rh->counters().refused_mads;
+      }
+      absl::StrAppend(&sa_columns, ",", sum.to_clients, ",", sum.wire_unroutable, ",",
+                      sum.refused_mads);
+    }
     absl::FPrintF(sf, "%s,%d,%d,%d,%d,%s,%s,%s,%s,%.4f,%d,%d,%d,%s%s\n", values, r->conns.size(),
                   established, rejected, failed, Fmt(times.empty() ? 0 : times.front()),
                   Fmt(Percentile(times, 0.5)), Fmt(Percentile(times, 0.99)),

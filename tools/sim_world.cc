@@ -7,6 +7,7 @@
 #include "mad/agent_pump.h"
 #include "mad/sim/topology.h"
 #include "mad/wire/printer.h"
+#include "tools/sim_router_host.h"
 
 namespace uscm::tools {
 
@@ -82,27 +83,50 @@ absl::StatusOr<std::unique_ptr<SimHost>> SimHost::Create(sim::Fabric& fabric,
                                              fabric.sm_lid());
     h->transport_ = h->tap_.get();
   }
-  h->cm_ = std::make_unique<cm::CmEndpoint>(h->qp1_->port(), cm_config, seed);
-  mad::AgentConfig ac = mad::ConfigFor(*h->transport_);
-  ac.first_tid = static_cast<uint32_t>(seed * 0x10000 + 1);
-  h->agent_ = std::make_unique<mad::Agent>(ac, fabric.scheduler().Now());
-  sa::SaClientConfig sc;
-  sc.sa = sa::SaAddressFor(h->qp1_->port());
-  if (path_cache) {
-    h->path_cache_ = std::make_unique<sa::PathCache>();
-    sc.path_cache = h->path_cache_.get();
-  }
-  h->sa_ = std::make_unique<sa::SaClient>(h->agent_.get(), sc);
+  h->Build(fabric.scheduler().Now(), seed, cm_config, path_cache);
   SimHost* raw = h.get();
   h->qp1_->set_on_arrival([raw] { raw->scheduler_.DeadlineChanged(raw); });
   fabric.scheduler().AddActor(raw, sim::DeadlineUpdates::kNotified);
   return h;
 }
 
+absl::StatusOr<std::unique_ptr<SimHost>> SimHost::CreateProcess(
+    sim::Scheduler& scheduler, router::LocalRouter& router, const std::string& name,
+    uint64_t seed, cm::CmConfig cm_config, bool path_cache) {
+  std::unique_ptr<SimHost> h(new SimHost(scheduler, name));
+  auto client = router.Connect();
+  if (!client.ok()) return client.status();
+  h->routed_ = std::move(*client);
+  h->transport_ = h->routed_.get();
+  // The comm ID range the router gave this process, as cm::Node does.
+  cm_config.comm_id_prefix_bits = h->routed_->caps().comm_id_prefix_bits;
+  cm_config.comm_id_prefix = h->routed_->caps().comm_id_prefix;
+  h->Build(scheduler.Now(), seed, cm_config, path_cache);
+  SimHost* raw = h.get();
+  h->routed_->set_on_arrival([raw] { raw->scheduler_.DeadlineChanged(raw); });
+  scheduler.AddActor(raw, sim::DeadlineUpdates::kNotified);
+  return h;
+}
+
+void SimHost::Build(TimePoint now, uint64_t seed, cm::CmConfig cm_config, bool path_cache) {
+  cm_ = std::make_unique<cm::CmEndpoint>(transport_->port(), cm_config, seed);
+  mad::AgentConfig ac = mad::ConfigFor(*transport_);
+  ac.first_tid = static_cast<uint32_t>(seed * 0x10000 + 1);
+  agent_ = std::make_unique<mad::Agent>(ac, now);
+  sa::SaClientConfig sc;
+  sc.sa = sa::SaAddressFor(transport_->port());
+  if (path_cache) {
+    path_cache_ = std::make_unique<sa::PathCache>();
+    sc.path_cache = path_cache_.get();
+  }
+  sa_ = std::make_unique<sa::SaClient>(agent_.get(), sc);
+}
+
 SimHost::~SimHost() { scheduler_.RemoveActor(this); }
 
 absl::optional<TimePoint> SimHost::NextDeadline() const {
-  if (dirty_ || qp1_->pending() > 0 || agent_->has_output() || sa_->pending_results() > 0) {
+  const size_t pending = qp1_ != nullptr ? qp1_->pending() : routed_->pending();
+  if (dirty_ || pending > 0 || agent_->has_output() || sa_->pending_results() > 0) {
     return TimePoint::Epoch();
   }
   absl::optional<TimePoint> d = cm_->NextDeadline();
@@ -180,15 +204,36 @@ absl::StatusOr<std::unique_ptr<SimWorld>> SimWorld::Create(const SimWorldOptions
   if (!sa.ok()) return sa.status();
   w->sa_ = std::move(*sa);
   if (timeline != nullptr) timeline->Name(w->fabric_->sm_lid(), w->sa_name());
+  if (options.procs_per_host < 1 || options.procs_per_host > 255) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "procs_per_host is ", options.procs_per_host,
+        "; a host's router has slots for 1..255 processes"));
+  }
+  w->procs_per_host_ = options.procs_per_host;
   uint64_t seed = options.seed * 1000;
+  size_t ports = 0;
   for (const sim::Endpoint& ep : w->fabric_->endpoints()) {
     if (ep.type != sim::NodeType::kCa || ep.lid == w->fabric_->sm_lid()) continue;
-    if (options.max_hosts != 0 && w->hosts_.size() >= options.max_hosts) break;
-    auto host = SimHost::Create(*w->fabric_, ep.node_id, timeline, ++seed, options.cm,
-                                  options.path_cache);
-    if (!host.ok()) return host.status();
+    if (options.max_hosts != 0 && ports >= options.max_hosts) break;
+    ++ports;
     if (timeline != nullptr) timeline->Name(ep.lid, ep.node_id);
-    w->hosts_.push_back(std::move(*host));
+    if (options.procs_per_host == 1) {
+      auto host = SimHost::Create(*w->fabric_, ep.node_id, timeline, ++seed, options.cm,
+                                  options.path_cache);
+      if (!host.ok()) return host.status();
+      w->hosts_.push_back(std::move(*host));
+      continue;
+    }
+    auto router = SimRouterHost::Create(*w->fabric_, ep.node_id, timeline);
+    if (!router.ok()) return router.status();
+    for (size_t p = 0; p < options.procs_per_host; ++p) {
+      auto proc = SimHost::CreateProcess(*w->scheduler_, (*router)->router(),
+                                         absl::StrCat(ep.node_id, "/p", p), ++seed, options.cm,
+                                         options.path_cache);
+      if (!proc.ok()) return proc.status();
+      w->hosts_.push_back(std::move(*proc));
+    }
+    w->routers_.push_back(std::move(*router));
   }
   if (w->hosts_.empty()) {
     return absl::InvalidArgumentError("the topology has no CA port besides the SM's");
@@ -198,6 +243,7 @@ absl::StatusOr<std::unique_ptr<SimWorld>> SimWorld::Create(const SimWorldOptions
 
 SimWorld::~SimWorld() {
   hosts_.clear();
+  routers_.clear();
   sa_.reset();
 }
 

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "cm/endpoint.h"
 #include "cm/path_from_record.h"
+#include "cm/router/local_router.h"
 #include "mad/agent.h"
 #include "mad/capture/ib_packet.h"
 #include "mad/capture/pcap_writer.h"
@@ -99,6 +100,11 @@ class TapTransport final : public mad::Transport {
 // host runs and sends what the call queued. The host is a kNotified actor:
 // its deadline changes only in Wake, on a MAD's arrival and by Touch, so the
 // scheduler never polls it (the cost of a step does not grow with hosts).
+//
+// With several processes per host (SimWorldOptions::procs_per_host) a SimHost
+// is one process: CreateProcess puts it behind the host's router (a
+// SimRouterHost) on a LocalRouterClient, with the comm ID range the router
+// gave it; the router owns QP1.
 class SimHost : public sim::Actor {
  public:
   static absl::StatusOr<std::unique_ptr<SimHost>> Create(sim::Fabric& fabric,
@@ -106,6 +112,10 @@ class SimHost : public sim::Actor {
                                                          Timeline* timeline, uint64_t seed,
                                                          cm::CmConfig cm_config = {},
                                                          bool path_cache = false);
+  // A process named `name` behind `router` (which must outlive it).
+  static absl::StatusOr<std::unique_ptr<SimHost>> CreateProcess(
+      sim::Scheduler& scheduler, router::LocalRouter& router, const std::string& name,
+      uint64_t seed, cm::CmConfig cm_config = {}, bool path_cache = false);
   ~SimHost() override;
 
   absl::optional<TimePoint> NextDeadline() const override;
@@ -116,7 +126,14 @@ class SimHost : public sim::Actor {
   }
 
   const std::string& name() const { return name_; }
-  const mad::LocalPort& port() const { return qp1_->port(); }
+  const mad::LocalPort& port() const { return transport_->port(); }
+  // Asks the port's router for the REQs of `service_id` (a no-op when the
+  // host owns its QP1); AlreadyExists when another process has it.
+  absl::Status ClaimService(uint64_t service_id) {
+    return transport_->ClaimService(service_id, ~uint64_t{0}, false);
+  }
+  // This process's side of the host's router, or null when it owns QP1.
+  const router::LocalRouterClient* router_client() const { return routed_.get(); }
   cm::CmEndpoint& cm() { return *cm_; }
   sa::SaClient& sa() { return *sa_; }
   mad::Agent& agent() { return *agent_; }
@@ -135,6 +152,8 @@ class SimHost : public sim::Actor {
 
  private:
   SimHost(sim::Scheduler& scheduler, std::string name) : scheduler_(scheduler), name_(name) {}
+  // The endpoint, agent and SA client over transport_.
+  void Build(TimePoint now, uint64_t seed, cm::CmConfig cm_config, bool path_cache);
   // True if anything was sent or delivered to the callbacks.
   bool Flush(TimePoint now);
 
@@ -142,7 +161,8 @@ class SimHost : public sim::Actor {
   std::string name_;
   std::unique_ptr<sim::SimTransport> qp1_;
   std::unique_ptr<TapTransport> tap_;
-  mad::Transport* transport_ = nullptr;  // tap_ or qp1_
+  std::unique_ptr<router::LocalRouterClient> routed_;  // instead of qp1_ behind a router
+  mad::Transport* transport_ = nullptr;  // tap_, qp1_ or routed_
   std::unique_ptr<cm::CmEndpoint> cm_;
   std::unique_ptr<mad::Agent> agent_;
   std::unique_ptr<sa::PathCache> path_cache_;  // before sa_: outlives the client
@@ -162,7 +182,13 @@ struct SimWorldOptions {
   sa::SimSaConfig sa;
   cm::CmConfig cm;
   bool path_cache = false;  // each host's SA client caches PathRecords
+  // uscm processes per CA port. 1: the host's one process owns QP1 (no
+  // router). More: a SimRouterHost owns QP1 and each process is a SimHost
+  // behind it; hosts() lists the processes host by host.
+  size_t procs_per_host = 1;
 };
+
+class SimRouterHost;
 
 class SimWorld {
  public:
@@ -173,7 +199,11 @@ class SimWorld {
   sim::Scheduler& scheduler() { return *scheduler_; }
   sim::Fabric& fabric() { return *fabric_; }
   sa::SimSa& sa() { return *sa_; }
+  // The processes: one per CA port, or procs_per_host() of each, in order.
   std::vector<std::unique_ptr<SimHost>>& hosts() { return hosts_; }
+  size_t procs_per_host() const { return procs_per_host_; }
+  // The routers, one per CA port, when procs_per_host() > 1.
+  std::vector<std::unique_ptr<SimRouterHost>>& routers() { return routers_; }
   std::string sa_name() const;
 
  private:
@@ -181,7 +211,9 @@ class SimWorld {
   std::unique_ptr<sim::Scheduler> scheduler_;
   std::unique_ptr<sim::Fabric> fabric_;
   std::unique_ptr<sa::SimSa> sa_;
+  std::vector<std::unique_ptr<SimRouterHost>> routers_;  // before hosts_: outlive them
   std::vector<std::unique_ptr<SimHost>> hosts_;
+  size_t procs_per_host_ = 1;
 };
 
 // The CM's view of a path the SA returned (cm/path_from_record.h).

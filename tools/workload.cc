@@ -25,15 +25,22 @@ uint64_t Key(cm::ConnId id) { return uint64_t{id.index} << 32 | id.generation; }
 class Workload {
  public:
   Workload(SimWorld& world, const WorkloadOptions& o, std::function<void(int, int)> progress)
-      : world_(world), o_(o), progress_(std::move(progress)), hosts_(world.hosts().size()) {
+      : world_(world),
+        o_(o),
+        progress_(std::move(progress)),
+        procs_(world.procs_per_host()),
+        hosts_(world.hosts().size() / procs_) {
     results_.resize(o.connections);
-    active_.resize(hosts_);
+    active_.resize(world.hosts().size());
     started_.resize(o.connections);
     settled_flag_.resize(o.connections);
   }
 
-  // Client and server of every connection, fixed before the run.
+  // Client and server process of every connection, fixed before the run:
+  // the pattern picks the hosts; each host hands its connections' client
+  // ends to its processes in turn, and its server ends likewise.
   void PlanPairs() {
+    std::vector<size_t> next_client(hosts_), next_server(hosts_);
     pairs_.resize(o_.connections);
     sim::Rng rng(o_.seed ^ 0x70a17e5ULL);
     const size_t g = o_.group >= 2 && static_cast<size_t>(o_.group) < hosts_
@@ -59,7 +66,8 @@ class Workload {
         c = rng.Below(hosts_);
         s = (c + 1 + rng.Below(hosts_ - 1)) % hosts_;
       }
-      pairs_[uk] = {c, s};
+      pairs_[uk] = {c * procs_ + next_client[c]++ % procs_,
+                    s * procs_ + next_server[s]++ % procs_};
     }
   }
 
@@ -87,10 +95,13 @@ class Workload {
 
   absl::StatusOr<WorkloadResult> Run() {
     auto& hosts = world_.hosts();
-    if (hosts.size() < 2) return absl::InvalidArgumentError("the workload needs two hosts");
+    if (hosts_ < 2) return absl::InvalidArgumentError("the workload needs two hosts");
     for (size_t i = 0; i < hosts.size(); ++i) {
       SimHost& h = *hosts[i];
-      auto l = h.cm().Listen(o_.service_id, ~0ULL, 1024, false);
+      // Each process of a host listens on its own service ID (the router
+      // hands it the REQs for it).
+      if (absl::Status c = h.ClaimService(ServiceOf(i)); !c.ok()) return c;
+      auto l = h.cm().Listen(ServiceOf(i), ~0ULL, 1024, false);
       if (!l.ok()) return l.status();
       h.on_cm_event = [this, i](SimHost& host, TimePoint now, const cm::CmEvent& e) {
         OnCm(i, host, now, e);
@@ -172,8 +183,12 @@ class Workload {
     }
   }
 
+  // Indexes into world_.hosts() (processes).
   size_t ClientOf(int k) const { return pairs_[k].first; }
   size_t ServerOf(int k) const { return pairs_[k].second; }
+  // The service ID process `proc` listens on: the option's, plus the
+  // process's index on its host.
+  uint64_t ServiceOf(size_t proc) const { return o_.service_id + proc % procs_; }
 
   void Start(int k) {
     SimHost& c = *world_.hosts()[ClientOf(k)];
@@ -183,7 +198,8 @@ class Workload {
     results_[k].server = s.name();
     started_[k] = world_.scheduler().Now();
     auto q = c.sa().GetPath(started_[k], sa::PathQuery::RdmaCm(c.port().gid, s.port().gid,
-                                                               0xFFFF, o_.service_id));
+                                                               0xFFFF,
+                                                               ServiceOf(ServerOf(k))));
     if (!q.ok()) return Settle(k, std::string(q.status().message()));
     path_queries_[{ClientOf(k), *q}] = k;
     c.Touch();
@@ -196,7 +212,7 @@ class Workload {
     path_queries_.erase(it);
     if (!r.status.ok()) return Settle(k, absl::StrCat("path query: ", r.status.message()));
     cm::ConnectParams p;
-    p.service_id = o_.service_id;
+    p.service_id = ServiceOf(ServerOf(k));
     p.primary = PathFromRecord(r.paths[0]);
     if (o_.profile.packet_life_time) p.primary.packet_life_time = *o_.profile.packet_life_time;
     if (o_.profile.local_ack_timeout) p.primary.local_ack_timeout = *o_.profile.local_ack_timeout;
@@ -311,7 +327,8 @@ class Workload {
   SimWorld& world_;
   WorkloadOptions o_;
   std::function<void(int, int)> progress_;
-  size_t hosts_;
+  size_t procs_;  // processes per host
+  size_t hosts_;  // CA ports
   std::vector<std::pair<size_t, size_t>> pairs_;  // (client, server) per connection
   std::vector<ConnResult> results_;
   std::vector<Sample> samples_;
