@@ -214,6 +214,24 @@ check sim-bad-profile 2 "--cm-profile: 'fast': expected spec, linux or lowlat" -
 check sim-bad-retries 2 "--cm-retries: '16' is not an integer in \[0, 15\]" -- "$U" sim --cm-retries 16
 check sim-bad-path-cache 2 "--path-cache: 'yes': expected on or off" -- "$U" sim --path-cache yes
 
+# sim --procs-per-host: N uscm processes per host behind the host's MAD router
+# (cm/router). One process per host is the old host: this sweep's CSVs are the
+# snapshot the one-process simulator wrote before the router was in it (cc3a0a0).
+one=(sim --hosts 8 --connections 200 --loss 0,0.02 --pattern ring,incast --arrivals storm --sa-service-us 2 --no-plots)
+check sim-procs-one 0 "pattern incast" -- "$U" "${one[@]}" --procs-per-host 1 --out pp1
+[[ "$(md5sum < pp1/connections.csv | cut -c1-32)" == 05b66049b2172d4b1eeb6a73cb542dda ]] || { echo "FAIL --procs-per-host 1: connections.csv is not the snapshot"; fails=$((fails + 1)); }
+[[ "$(md5sum < pp1/summary.csv | cut -c1-32)" == 31902562167261d9c987f248c32b7e2d ]] || { echo "FAIL --procs-per-host 1: summary.csv is not the snapshot"; fails=$((fails + 1)); }
+procs=(sim --hosts 4 --connections 200 --loss 0,0.05 --arrivals storm --procs-per-host 1,4 --cm-profile lowlat --no-plots)
+check sim-procs 0 "loss 0.05, procs_per_host 4" -- "$U" "${procs[@]}" --out pp2
+head -1 pp2/summary.csv | grep -q "^loss,procs_per_host,connections,.*,virtual_ms,router_to_clients,router_unroutable,router_refused$" || { echo "FAIL procs columns: $(head -1 pp2/summary.csv)"; fails=$((fails + 1)); }
+# Everyone connects; the routers handed frames to processes only with 4; none unroutable or refused.
+[[ "$(awk -F, 'NR > 1 { print $2, $4, ($16 > 0), $17, $18 }' pp2/summary.csv | sort -u | tr '\n' ' ')" == "1 200 0 0 0 4 200 1 0 0 " ]] || { echo "FAIL procs runs: $(cut -d, -f1,2,4,16-18 pp2/summary.csv | tr '\n' ' ')"; fails=$((fails + 1)); }
+# The processes are named host/pN and each of the 4 of a host is used.
+[[ $(awk -F, '$2 == 4 { print $4 }' pp2/connections.csv | sort -u | grep -c '/p[0-3]$') -eq 16 ]] || { echo "FAIL procs: not 16 client processes"; fails=$((fails + 1)); }
+check sim-procs-again 0 "" -- "$U" "${procs[@]}" --out pp3
+cmp -s pp2/connections.csv pp3/connections.csv && cmp -s pp2/summary.csv pp3/summary.csv || { echo "FAIL procs: same seed, different CSV"; fails=$((fails + 1)); }
+check sim-bad-procs 2 "--procs-per-host: '256' is not an integer in \[1, 255\]" -- "$U" sim --procs-per-host 1,256
+
 # sim outputs over virtual time: setup_cdf.csv always; with --sample-us, the SA
 # queue depth and the retransmissions so far every N us (timeseries.csv).
 ts=(sim --hosts 64 --connections 1000 --loss 0.01 --pattern random --arrivals storm --sa-service-us 20 --sa-queue-limit 32 --no-plots)
