@@ -82,6 +82,12 @@ TEST(ProcsPerHostTest, FourProcessesPerHostConnectEveryConnectionThroughTheirRou
     EXPECT_EQ(c.refused_mads, 0u) << router->name();
     EXPECT_EQ(c.claim_conflicts, 0u) << router->name();
     EXPECT_GT(c.to_clients, 0u) << router->name();
+    // Every connection ended (DREQ / DREP): the router tracks none.
+    for (const auto& h : w->hosts()) {
+      if (h->router_client() == nullptr) continue;
+      EXPECT_EQ(router->router().router().tracked(h->router_client()->slot()), 0u)
+          << router->name() << " " << h->name();
+    }
   }
   // The frames the routers handed out reached each process: PathRecord
   // answers, and the REQ / REP / RTU / DREQ / DREP of its connections.
