@@ -4,6 +4,13 @@
 // data, optionally a disconnect. Setup time is measured in virtual time from
 // the path query to ESTABLISHED (or REJ) at the active side; CM
 // retransmissions are counted per connection from the MADs on the wire.
+//
+// With several processes per host (SimWorld::procs_per_host() = P) the
+// pattern picks hosts as below, and each host hands its connections' client
+// ends to its processes in turn (the first connection it starts to process 0,
+// the next to 1, ...), and its server ends likewise; process p listens on
+// service_id + p (claimed at the host's router), so a REQ reaches the one
+// process that claimed it. P = 1 is the plain run.
 #ifndef USCM_TOOLS_WORKLOAD_H_
 #define USCM_TOOLS_WORKLOAD_H_
 
@@ -42,7 +49,7 @@ bool CmProfileByName(absl::string_view name, CmProfile* out);
 struct WorkloadOptions {
   int connections = 100;
   mad::Duration interval = mad::Duration::Micros(10);  // between connection starts
-  uint64_t service_id = 0x0000000001060000ULL | 7471;
+  uint64_t service_id = 0x0000000001060000ULL | 7471;  // + process index on its host
   bool reject = false;   // the passive side rejects every REQ (REJ 28)
   bool ece = false;      // REQ carries ECE; REP answers with the same options
   std::vector<uint8_t> private_data;  // in REQ; REP / REJ carry a fixed reply
