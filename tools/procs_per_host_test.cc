@@ -51,8 +51,8 @@ WorkloadOptions Storm(int connections, WorkloadOptions::Pattern pattern) {
 std::string Digest(const WorkloadResult& r) {
   std::string s = absl::StrCat(r.fabric_sent, " ", r.fabric_dropped, " ", r.elapsed.nanos(), "\n");
   for (const ConnResult& c : r.conns) {
-    absl::StrAppend(&s, c.index, " ", c.client, " ", c.server, " ", c.established, c.rejected,
-                    " ", c.error, " ", c.setup_us, " ", c.retransmissions, "\n");
+    absl::StrAppend(&s, c.index, " ", c.client, " ", c.server, " ", c.established, c.rejected, " ",
+                    c.error, " ", c.setup_us, " ", c.retransmissions, "\n");
   }
   return s;
 }

@@ -98,8 +98,7 @@ void LocalRouterClient::Receive(std::span<const uint8_t> frame) {
   ++counters_.undecodable;
 }
 
-size_t LocalRouterClient::Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink,
-                                size_t max) {
+size_t LocalRouterClient::Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink, size_t max) {
   size_t n = 0;
   while (n < max && !inbox_.empty()) {
     // Out of the queue first: the sink may make the router queue more.

@@ -64,8 +64,8 @@ class LocalRouter {
 struct LocalRouterClientCounters {
   uint64_t sent = 0;
   uint64_t received = 0;
-  uint64_t refused = 0;           // MADs the router would not send
-  uint64_t undecodable = 0;       // frames from the router that did not decode
+  uint64_t refused = 0;      // MADs the router would not send
+  uint64_t undecodable = 0;  // frames from the router that did not decode
 };
 
 // One process's side of a LocalRouter: a mad::Transport like RouterTransport,

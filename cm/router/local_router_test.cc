@@ -112,7 +112,8 @@ TEST_F(LocalRouterTest, ARequestGoesToTheClientThatClaimedItsServiceId) {
   EXPECT_EQ(b->Drain([&](const mad::ReceivedMad& m) {
     EXPECT_EQ(m.from.lid, kPeerLid);
     sids.push_back(ServiceIdOf(m));
-  }), 1u);
+  }),
+            1u);
   EXPECT_EQ(sids, std::vector<uint64_t>{kSid + 1});
   EXPECT_EQ(b->pending(), 0u);
   PeerConnects(kSid, 0x302);
