@@ -279,9 +279,8 @@ int RunSim(int argc, char** argv) {
                 "comma-separated values; the runs are the cross product of all lists (loss\n"
                 "varies fastest, then duplicate, jitter, latency, hosts, topology, pattern,\n"
                 "arrivals, SA queue limit, path cache, CM retries, CM profile, processes\n"
-                "per host). Virtual\n"
-                "time: results depend only on the options and the seed, so the same seed\n"
-                "gives the same files.");
+                "per host). Virtual time: results depend only on the options and the\n"
+                "seed, so the same seed gives the same files.");
   flags.String("hosts", &hosts_list, "hosts taking part, list (who connects to whom: --pattern)");
   flags.Int("connections", &connections, "connections per run", 1, 1000000);
   flags.String("loss", &loss_list, "per-link loss probabilities, list");
