@@ -222,10 +222,10 @@ void OnAck(void* arg) {
   state->acked.notify_all();
 }
 
-// Once a connection ended, uscm stops driving the id's QP: it moved it to
-// ERROR already, and programs destroy the QP with ibv_destroy_qp (rping
-// does) while a late DREP or DREQ could still make the CM touch it. The QP
-// itself stays the program's (id->qp), as with librdmacm.
+// uscm stops driving the id's QP, which stays the program's (id->qp): once
+// connected, only the program's calls touch it, as with librdmacm
+// (rdma_disconnect: ShutdownQp). perftest -R frees a connected QP with
+// ibv_destroy_qp, then the peer's DREQ made uscm move it to ERROR (SIGSEGV).
 void DetachQp(uscm_cm_id* uid) {
   if (uid->qp != nullptr) uscm_destroy_qp(uid);  // of uscm_set_qp: only detached
 }
@@ -275,6 +275,7 @@ void Forward(const uscm_cm_event& ue) {
     case USCM_CM_EVENT_CONNECT_RESPONSE:
     case USCM_CM_EVENT_ESTABLISHED:
       FillAddrs(id);
+      if (ue.event == USCM_CM_EVENT_ESTABLISHED && !IsUd(id->pub.ps)) DetachQp(ue.id);
       break;
     case USCM_CM_EVENT_DISCONNECTED:
     case USCM_CM_EVENT_REJECTED:
@@ -670,10 +671,11 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
   return uscm::librdmacm::Complete(id, "rdma_accept");
 }
 
-// As librdmacm, the QP goes to ERROR (uscm does it), and from then on it is
-// the program's alone (DetachQp).
+// As librdmacm, the QP goes to ERROR first (ShutdownQp; uscm does it again
+// for a QP it still drives), and from then on it is the program's alone.
 int rdma_disconnect(rdma_cm_id* id) {
   if (uscm::librdmacm::WithId("rdma_disconnect", id, [&](uscm_cm_id* uid) {
+        if (uscm::librdmacm::ShutdownQp(id, "rdma_disconnect") != 0) return -1;
         if (uscm_disconnect(uid) != 0) return -1;
         uscm::librdmacm::DetachQp(uid);
         return 0;

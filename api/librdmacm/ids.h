@@ -62,6 +62,14 @@ uscm_cm_id* UscmIdOf(rdma_cm_id* id, const char* call);
 // rdma_destroy_qp). The CQs it made stay (they may still be in use).
 void ForgetQp(rdma_cm_id* id);
 
+// qps.cc: librdmacm's ucma_shutdown, the first step of rdma_disconnect:
+// the program's QP (id->qp) to ERROR, in the caller's thread; 0 without a
+// QP, or -1 with errno. For a QP uscm no longer drives (see DetachQp in
+// ids.cc: once connected, the QP is the program's alone).
+int ShutdownQp(rdma_cm_id* id, const char* call);
+// Tests: the ibv_modify_qp that ShutdownQp calls (NULL: ibv_modify_qp).
+void SetModifyQpForTesting(int (*modify)(ibv_qp*, ibv_qp_attr*, int));
+
 // Moves every event queued on the backend's uscm channel to the programs'
 // channels; the number moved, or -1 with errno.
 int PumpEvents();

@@ -5,7 +5,9 @@
 // for each CQ the program leaves out, moved to INIT (UD: on to RTS with the
 // port space's Q_Key), and handed to the uscm CM (uscm_set_qp), which moves
 // an RC QP to RTR / RTS while connecting or accepting and to ERROR on
-// REJECTED / DISCONNECTED.
+// REJECTED. Once connected the QP is the program's alone (ids.cc DetachQp):
+// rdma_disconnect moves it to ERROR in the caller's thread (ShutdownQp), as
+// librdmacm does; a peer's DREQ leaves it as it is, as the kernel does.
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -215,6 +217,30 @@ int CreateSrq(rdma_cm_id* id, ibv_srq_init_attr_ex* attr, const char* call) {
 }
 
 }  // namespace
+
+// SetModifyQpForTesting
+int (*g_modify_qp)(ibv_qp*, ibv_qp_attr*, int) = &ibv_modify_qp;
+
+void SetModifyQpForTesting(int (*modify)(ibv_qp*, ibv_qp_attr*, int)) {
+  std::lock_guard<std::mutex> lock(g_qp_mu);
+  g_modify_qp = modify != nullptr ? modify : &ibv_modify_qp;
+}
+
+// As librdmacm's ucma_modify_qp_err (rdma_disconnect on IB and RoCE).
+int ShutdownQp(rdma_cm_id* id, const char* call) {
+  if (id->qp == nullptr) return 0;
+  int (*modify)(ibv_qp*, ibv_qp_attr*, int);
+  {
+    std::lock_guard<std::mutex> lock(g_qp_mu);
+    modify = g_modify_qp;
+  }
+  ibv_qp_attr attr = {};
+  attr.qp_state = IBV_QPS_ERR;
+  if (int rc = modify(id->qp, &attr, IBV_QP_STATE); rc != 0) {
+    return Fail(rc, call, "ibv_modify_qp of the id's QP to ERROR failed");
+  }
+  return 0;
+}
 
 void ForgetQp(rdma_cm_id* id) {
   std::lock_guard<std::mutex> lock(g_qp_mu);
