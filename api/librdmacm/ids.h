@@ -64,8 +64,8 @@ void ForgetQp(rdma_cm_id* id);
 
 // qps.cc: librdmacm's ucma_shutdown, the first step of rdma_disconnect:
 // the program's QP (id->qp) to ERROR, in the caller's thread; 0 without a
-// QP, or -1 with errno. For a QP uscm no longer drives (see DetachQp in
-// ids.cc: once connected, the QP is the program's alone).
+// QP, or -1 with errno. Once connected the QP is the program's alone (uscm
+// no longer drives it: DetachQp in ids.cc), so this is what moves it.
 int ShutdownQp(rdma_cm_id* id, const char* call);
 // Tests: the ibv_modify_qp that ShutdownQp calls (NULL: ibv_modify_qp).
 void SetModifyQpForTesting(int (*modify)(ibv_qp*, ibv_qp_attr*, int));

@@ -216,10 +216,10 @@ int CreateSrq(rdma_cm_id* id, ibv_srq_init_attr_ex* attr, const char* call) {
   return 0;
 }
 
-}  // namespace
-
-// SetModifyQpForTesting
+// What ShutdownQp calls (SetModifyQpForTesting); guarded by g_qp_mu.
 int (*g_modify_qp)(ibv_qp*, ibv_qp_attr*, int) = &ibv_modify_qp;
+
+}  // namespace
 
 void SetModifyQpForTesting(int (*modify)(ibv_qp*, ibv_qp_attr*, int)) {
   std::lock_guard<std::mutex> lock(g_qp_mu);
