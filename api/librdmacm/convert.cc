@@ -74,7 +74,10 @@ void ToSockaddr(const uscm_addr& a, sockaddr_storage* out) {
 
 bool IsWildcard(const uscm_addr& a) {
   static const uint8_t kZero[16] = {};
-  return a.family == USCM_AF_IB ? memcmp(a.gid, kZero, 16) == 0 : memcmp(a.ip, kZero, 16) == 0;
+  if (a.family == USCM_AF_IB) return memcmp(a.gid, kZero, 16) == 0;
+  if (memcmp(a.ip, kZero, 16) == 0) return true;
+  if (a.family == USCM_AF_INET) return a.ip[12] == 127;  // IPv4-mapped: 127.0.0.0/8
+  return memcmp(a.ip, kZero, 15) == 0 && a.ip[15] == 1;  // ::1
 }
 
 void ToIbvAh(const uscm_ah_attr& in, ibv_ah_attr* out) {

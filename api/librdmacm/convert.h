@@ -17,7 +17,8 @@ namespace uscm::librdmacm {
 int ToUscmAddr(const sockaddr* sa, uscm_addr* a);
 // uscm to a sockaddr (all zero for AF_UNSPEC).
 void ToSockaddr(const uscm_addr& a, sockaddr_storage* out);
-// INADDR_ANY / in6addr_any, or an all-zero GID.
+// INADDR_ANY / in6addr_any, loopback (127.0.0.0/8, ::1: the kernel's cma_any_addr
+// counts it as the wildcard), or an all-zero GID.
 bool IsWildcard(const uscm_addr& a);
 void ToIbvAh(const uscm_ah_attr& in, ibv_ah_attr* out);
 uscm_conn_param ToUscmParam(const rdma_conn_param& p);

@@ -357,6 +357,53 @@ TEST_F(IdsTest, Errors) {
   EXPECT_EQ(rdma_destroy_id(id), 0);
 }
 
+// Loopback is the wildcard, as the kernel's cma_any_addr: rdma_bind_addr to
+// 127.0.0.1 / ::1 succeeds without a device (libfabric's verbs provider binds
+// "localhost" while it picks a passive endpoint's address, then takes the
+// interfaces' addresses because id->verbs is NULL; fi_getinfo failed (-61)
+// when the bind did), and a listener on it takes a REQ to the host's address.
+// An address that is not the host's still fails.
+TEST_F(IdsTest, LoopbackBindIsTheWildcardAsTheKernel) {
+  rdma_cm_id* v4 = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &v4, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in lo = Ipv4("127.0.0.1", 7002);
+  ASSERT_EQ(rdma_bind_addr(v4, reinterpret_cast<sockaddr*>(&lo)), 0) << strerror(errno);
+  EXPECT_EQ(v4->verbs, nullptr);
+  EXPECT_EQ(v4->port_num, 0) << "no device, as a wildcard bind";
+  EXPECT_EQ(IpOf(&v4->route.addr.src_addr), "127.0.0.1");
+  ASSERT_EQ(rdma_listen(v4, 1), 0) << strerror(errno);
+  uscm_cm_id* peer = PeerConnect(7002, 0x42, "req");  // to 10.0.0.1:7002
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->listen_id, v4);
+  EXPECT_EQ(rdma_reject(e->id, nullptr, 0), 0) << strerror(errno);
+  rdma_cm_id* req_id = e->id;
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_REJECTED);
+  ASSERT_NE(pe, nullptr);
+  uscm_ack_cm_event(pe);
+
+  rdma_cm_id* v6 = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &v6, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in6 lo6 = {};
+  lo6.sin6_family = AF_INET6;
+  lo6.sin6_addr = in6addr_loopback;
+  EXPECT_EQ(rdma_bind_addr(v6, reinterpret_cast<sockaddr*>(&lo6)), 0) << strerror(errno);
+  EXPECT_EQ(v6->port_num, 0);
+
+  rdma_cm_id* other = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &other, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in not_here = Ipv4("128.0.0.1", 0);
+  errno = 0;
+  EXPECT_EQ(rdma_bind_addr(other, reinterpret_cast<sockaddr*>(&not_here)), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(rdma_destroy_id(other), 0);
+  EXPECT_EQ(rdma_destroy_id(v6), 0);
+  EXPECT_EQ(rdma_destroy_id(req_id), 0);
+  EXPECT_EQ(rdma_destroy_id(v4), 0);
+  EXPECT_EQ(uscm_destroy_id(peer), 0) << uscm_last_error();
+}
+
 // rdma_create_qp's checks before any verbs call (QP creation itself runs in
 // the VM lane: tests/vm/groups/60-dropin-rping.sh).
 TEST_F(IdsTest, CreateQpAndSrqNeedAnIdWithADevice) {

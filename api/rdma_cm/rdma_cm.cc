@@ -150,6 +150,14 @@ bool Address::is_any() const {
   return std::all_of(ip.begin(), ip.end(), [](uint8_t b) { return b == 0; });
 }
 
+bool Address::is_loopback() const {
+  if (family == Family::kIpv4) return ip[12] == 127;
+  if (family == Family::kIpv6) {
+    return std::all_of(ip.begin(), ip.end() - 1, [](uint8_t b) { return b == 0; }) && ip[15] == 1;
+  }
+  return false;
+}
+
 bool Address::is_multicast() const {
   if (family == Family::kIpv4) return (ip[12] & 0xF0) == 0xE0;
   if (family == Family::kIpv6) return ip[0] == 0xFF;
@@ -532,7 +540,11 @@ absl::Status CmId::BindAddr(const Address& addr) {
     return absl::OkStatus();
   }
   if (!addr.is_ip()) return absl::InvalidArgumentError("bind_addr: address family unspecified");
-  if (!addr.is_any()) {
+  // Loopback counts as the wildcard, as the kernel's cma_any_addr: bound, no
+  // device of its own, and a listener on it takes any destination
+  // (libfabric's verbs provider binds "localhost" while it picks a passive
+  // endpoint's address).
+  if (!addr.is_any() && !addr.is_loopback()) {
     bool mine = false;
     for (const Address& a : device_->options_.local_ips) mine |= a.SameHost(addr);
     if (!mine) {

@@ -88,6 +88,8 @@ struct Address {
   bool is_ip() const { return family == Family::kIpv4 || family == Family::kIpv6; }
   // INADDR_ANY / in6addr_any (IP), or an all-zero GID (IB).
   bool is_any() const;
+  // 127.0.0.0/8 or ::1.
+  bool is_loopback() const;
   bool is_multicast() const;
   uint32_t ipv4() const;  // host order
   std::string ToString() const;

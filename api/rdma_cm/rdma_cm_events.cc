@@ -302,9 +302,11 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
       local.port = listener->local_.port;
     }
     // As the kernel: a header we cannot use, or a destination this listener
-    // is not bound to, gets REJ 28 without private data.
-    if (!h.ok() || fam != listener->local_.family ||
-        (!listener->local_.is_any() && !listener->local_.SameHost(local))) {
+    // is not bound to, gets REJ 28 without private data. A listener on
+    // loopback takes any destination, as on the wildcard (cma_any_addr).
+    const Address& bound = listener->local_;
+    if (!h.ok() || fam != bound.family ||
+        (!bound.is_any() && !bound.is_loopback() && !bound.SameHost(local))) {
       (void)node_->cm().Reject(now, e.conn, cm::RejReason::kConsumerReject, {});
       return;
     }
