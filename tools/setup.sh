@@ -19,8 +19,9 @@ PACKAGES=(
   ibsim-utils libumad2sim0 opensm infiniband-diags
   # VM lane (tests/vm): qemu + busybox initramfs + the guest's RDMA tools
   qemu-system-x86 busybox-static cpio kmod iproute2 ibverbs-providers rdmacm-utils xz-utils
-  # the drop-in librdmacm's VM groups: ib_send_bw -R (rdma_cm connection setup)
-  perftest
+  # the drop-in librdmacm's VM groups: ib_send_bw -R (rdma_cm connection setup);
+  # programs that link librdmacm (68-dropin-more): qperf, libfabric's fi_pingpong, UCX
+  perftest qperf libfabric-bin ucx-utils
   # independent decoder for the wire cross-check, plotting, misc
   tshark python3 gnuplot-nox valgrind
   # tools/install.sh test: a C program built with `pkg-config --cflags --libs uscm`

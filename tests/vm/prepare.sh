@@ -27,6 +27,9 @@ declare -A NEED=(
   [ibverbs-utils]=/usr/bin/ibv_devinfo
   [rdmacm-utils]=/usr/bin/rping
   [perftest]=/usr/bin/ib_send_bw
+  [qperf]=/usr/bin/qperf
+  [libfabric-bin]=/usr/bin/fi_pingpong
+  [ucx-utils]=/usr/bin/io_demo
   [xz-utils]=/usr/bin/xz
   [python3]=/usr/bin/python3
 )

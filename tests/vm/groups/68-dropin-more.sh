@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Programs that link librdmacm which issue 13 does not name, unmodified, on uscm's
+# drop-in librdmacm.so.1 through `uscm exec` (VM b, no kernel CM) against the kernel CM
+# (VM a). What runs (docs/API.md "Other programs"):
+#   1. qperf 0.4.11 (`-cm1`: RC connection through the RDMA CM): the kernel's qperf
+#      server <- drop-in `qperf -cm1 PEER rc_bw rc_lat`. Not the other way: a drop-in
+#      qperf server does not answer (not understood yet, docs/API.md).
+#   2. libfabric 1.17's verbs provider, MSG endpoint (`fi_pingpong -p verbs -e msg`:
+#      rdma_cm connection, 100 x 64 B ping-pong): both ways. The drop-in server needs
+#      rdma_bind_addr to 127.0.0.1 to work as in the kernel (libfabric binds
+#      "localhost" while it picks the passive endpoint's address).
+# Out: fi_pingpong -e rdm -p "verbs;ofi_rxm" fails on the kernel CM too under rxe
+# ("Unable to create verbs CQ"); UCX's io_demo (rdmacm sockaddr CM) runs on the kernel
+# but not on the drop-in (docs/API.md).
+# Checked: exit status 0 and each program's result lines.
+# Readiness: qperf's and fi_pingpong's TCP control ports listen (their servers open
+# the RDMA side only when a client has come through that socket).
+# targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
+. "$(dirname "$0")/../lib.sh"
+vm_pair --cm-a --timeout 600
+. "$VM_DIR/dropin.sh"
+
+IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
+FI=(fi_pingpong -p verbs -e msg -I 100 -S 64)
+QPERF_PORT=19765 FI_PORT=47592   # the programs' default control ports
+
+# tcp_listening PORT: until a TCP socket listens on PORT here, for at most $T seconds
+tcp_listening() {
+  local i
+  for ((i = 0; i < T * 10; i++)); do
+    [ -n "$(ss -Htln "sport = :$1" 2>/dev/null)" ] && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on TCP port $1 after ${T}s" >&2; return 1
+}
+# pingpong_ok NAME LOG: fi_pingpong's result line: 64-byte messages, 100 sent, 100 acked
+pingpong_ok() { has_lines "$1" "$2" '^64 +100 +=100 ' 1; }
+
+if [ "$USCM_VM_ROLE" = a ]; then
+  check kernel-cm-loaded-a grep -qw rdma_ucm /proc/modules
+
+  # 1. qperf: the server serves until stopped
+  timeout $T qperf > /tmp/qperf-s.log 2>&1 & pid=$!
+  tcp_listening $QPERF_PORT && sync.sh signal kernel-qperf-ready
+  sync.sh wait dropin-qperf-done $T
+  kill "$pid"; wait "$pid" 2>/dev/null
+
+  # 2. fi_pingpong, kernel server <- drop-in client, then the other way
+  timeout $T "${FI[@]}" > /tmp/fi-s.log 2>&1 & pid=$!
+  tcp_listening $FI_PORT && sync.sh signal kernel-fi-ready
+  finish kernel-fi_pingpong-served-dropin "$pid" /tmp/fi-s.log
+  pingpong_ok kernel-fi_pingpong-server-result /tmp/fi-s.log
+  sync.sh wait dropin-fi-ready $T
+  run_to kernel-fi_pingpong-to-dropin /tmp/fi-c.log timeout $T "${FI[@]}" "$PEER"
+  pingpong_ok kernel-fi_pingpong-client-result /tmp/fi-c.log
+  echo "$FAILED" | sync.sh put a-failed
+  sync.sh wait b-done $T
+else
+  no_kernel_cm no-kernel-cm-b
+
+  # 1. qperf
+  sync.sh wait kernel-qperf-ready $T
+  run_to dropin-qperf-to-kernel /tmp/qperf-c.log \
+    "${USCM[@]}" qperf -cm1 -t 1 "$PEER" rc_bw rc_lat
+  sync.sh signal dropin-qperf-done
+  has_lines dropin-qperf-rc_bw /tmp/qperf-c.log '^ +bw += +[0-9.]+ [KMG]?B/sec$' 1
+  has_lines dropin-qperf-rc_lat /tmp/qperf-c.log '^ +latency += +[0-9.]+ (ns|us|ms|sec)$' 1
+
+  # 2. fi_pingpong
+  sync.sh wait kernel-fi-ready $T
+  run_to dropin-fi_pingpong-to-kernel /tmp/fi-c.log "${USCM[@]}" "${FI[@]}" "$PEER"
+  pingpong_ok dropin-fi_pingpong-client-result /tmp/fi-c.log
+  "${USCM[@]}" "${FI[@]}" > /tmp/fi-s.log 2>&1 & pid=$!
+  tcp_listening $FI_PORT && sync.sh signal dropin-fi-ready
+  finish dropin-fi_pingpong-served-kernel "$pid" /tmp/fi-s.log
+  pingpong_ok dropin-fi_pingpong-server-result /tmp/fi-s.log
+
+  check_output uscmd-started-on-demand '^uscmd: rxe0 port 1' cat /tmp/uscmd-rxe0-1.log
+  check a-side-passed bash -c "[ \"\$(sync.sh get a-failed $T)\" = 0 ]"
+  sync.sh signal b-done
+fi
+group_end
