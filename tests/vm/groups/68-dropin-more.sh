@@ -4,7 +4,8 @@
 # (VM a). What runs (docs/API.md "Other programs"):
 #   1. qperf 0.4.11 (`-cm1`: RC connection through the RDMA CM): the kernel's qperf
 #      server <- drop-in `qperf -cm1 PEER rc_bw rc_lat`. Not the other way: a drop-in
-#      qperf server does not answer (not understood yet, docs/API.md).
+#      qperf server misses qperf's 5 s timeout under TCG, and its second test's child
+#      binds the first one's port again (docs/API.md "Other programs").
 #   2. libfabric 1.17's verbs provider, MSG endpoint (`fi_pingpong -p verbs -e msg`:
 #      rdma_cm connection, 100 x 64 B ping-pong): both ways. The drop-in server needs
 #      rdma_bind_addr to 127.0.0.1 to work as in the kernel (libfabric binds
