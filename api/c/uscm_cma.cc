@@ -192,9 +192,15 @@ struct uscm_event_channel* uscm_create_event_channel_on(struct uscm_device* dev)
     Fail(ch.status());
     return nullptr;
   }
+  // The C channel's fd is a field the program may poll at any time: made now.
+  const int fd = (*ch)->fd();
+  if (fd < 0) {
+    Fail(errno, absl::StrCat("create_event_channel: eventfd: ", strerror(errno)));
+    return nullptr;
+  }
   auto* impl = new ChannelImpl();
   impl->ch = std::move(*ch);
-  impl->pub.fd = impl->ch->fd();
+  impl->pub.fd = fd;
   return &impl->pub;
 }
 

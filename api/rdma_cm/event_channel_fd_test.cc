@@ -1,7 +1,8 @@
 // EventChannel's fd is readable exactly while events are queued, whatever
 // moves them: bursts (one eventfd write per empty -> non-empty transition),
 // GetEvent draining the queue, DestroyId dropping queued events, Migrate
-// moving them to another channel. ADDR_RESOLVED is queued by ResolveAddr
+// moving them to another channel; and from the moment it is made (the first
+// fd() call), whatever was queued before. ADDR_RESOLVED is queued by ResolveAddr
 // itself, so no simulated time needs to run.
 #include <poll.h>
 
@@ -93,6 +94,44 @@ TEST_F(EventChannelFdTest, MigrateMovesReadability) {
   EXPECT_FALSE(Readable(**other));
   ASSERT_TRUE((*other)->DestroyId(a).ok());
   ASSERT_TRUE((*other)->DestroyId(b).ok());
+}
+
+// A channel's fd is made when first asked for (EventChannel::fd): events
+// queued before that make it readable from the moment it is handed out, and
+// until then the channel made no eventfd syscall.
+TEST_F(EventChannelFdTest, FdAskedForAfterEventsQueuedIsReadableAtOnce) {
+  auto late = f_->host(0).device->CreateEventChannel();
+  ASSERT_TRUE(late.ok()) << late.status();
+  EventChannel& ch = **late;
+  CmId* a = Resolved(ch);
+  CmId* b = Resolved(ch);
+  GetAndAck(ch);
+  GetAndAck(ch);
+  CmId* c = Resolved(ch);
+  EXPECT_EQ(ch.fd_syscalls(), 0u) << "no fd asked for: no syscall per event";
+  const int fd = ch.fd();
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(Readable(ch)) << "c's event was queued before the fd existed";
+  EXPECT_EQ(ch.fd(), fd) << "the same fd every time";
+  GetAndAck(ch);
+  EXPECT_FALSE(Readable(ch));
+  EXPECT_EQ(ch.fd_syscalls(), 2u);  // written when made, read when drained
+  for (CmId* id : {a, b, c}) ASSERT_TRUE(ch.DestroyId(id).ok());
+}
+
+TEST_F(EventChannelFdTest, FdAskedForOnAnEmptyQueueIsNotReadable) {
+  auto late = f_->host(0).device->CreateEventChannel();
+  ASSERT_TRUE(late.ok()) << late.status();
+  EventChannel& ch = **late;
+  CmId* a = Resolved(ch);
+  GetAndAck(ch);
+  ASSERT_GE(ch.fd(), 0);
+  EXPECT_FALSE(Readable(ch));
+  CmId* b = Resolved(ch);
+  EXPECT_TRUE(Readable(ch));
+  GetAndAck(ch);
+  EXPECT_FALSE(Readable(ch));
+  for (CmId* id : {a, b}) ASSERT_TRUE(ch.DestroyId(id).ok());
 }
 
 }  // namespace

@@ -202,18 +202,35 @@ EventChannel::~EventChannel() {
   if (fd_ >= 0) close(fd_);
 }
 
+int EventChannel::fd() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) {
+    fd_ = eventfd(0, EFD_NONBLOCK | EFD_SEMAPHORE | EFD_CLOEXEC);
+    if (fd_ < 0) return -1;
+    fd_readable_ = false;
+    SyncFdLocked();  // events queued before anyone asked make it readable now
+  }
+  return fd_;
+}
+
+uint64_t EventChannel::fd_syscalls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fd_syscalls_;
+}
+
 // The eventfd holds 1 exactly while the queue is not empty: written on the
 // empty -> non-empty transition, read when the queue drains (a burst of
-// events costs two syscalls, not two per event).
-void EventChannel::SyncFdLocked() {
+// events costs two syscalls, not two per event). No fd yet: nothing to do.
+void EventChannel::SyncFdLocked() const {
   const bool want = !queue_.empty();
-  if (want == fd_readable_) return;
+  if (fd_ < 0 || want == fd_readable_) return;
   uint64_t v = 1;
   if (want) {
     (void)!write(fd_, &v, sizeof v);
   } else {
     (void)!read(fd_, &v, sizeof v);
   }
+  ++fd_syscalls_;
   fd_readable_ = want;
 }
 
@@ -262,7 +279,7 @@ absl::StatusOr<Event*> EventChannel::WaitEvent(mad::Duration timeout) {
     const mad::Duration left = end - mad::RealClock().Now();
     if (left <= mad::Duration::Zero()) return e;
     if (device_->real_->has_progress_thread()) {
-      pollfd p{fd_, POLLIN, 0};
+      pollfd p{fd(), POLLIN, 0};
       poll(&p, 1, static_cast<int>(std::max<int64_t>(left.nanos() / 1000000, 1)));
     } else {
       absl::StatusOr<int> n = device_->Poll(std::min(left, mad::Duration::Millis(10)));
@@ -372,9 +389,7 @@ Device::~Device() {
 }
 
 absl::StatusOr<std::unique_ptr<EventChannel>> Device::CreateEventChannel() {
-  int fd = eventfd(0, EFD_NONBLOCK | EFD_SEMAPHORE | EFD_CLOEXEC);
-  if (fd < 0) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
-  return std::unique_ptr<EventChannel>(new EventChannel(this, fd));
+  return std::unique_ptr<EventChannel>(new EventChannel(this));
 }
 
 Device::IpKeyBytes Device::IpKey(const Address& a) {

@@ -320,7 +320,14 @@ class EventChannel {
   EventChannel(const EventChannel&) = delete;
   EventChannel& operator=(const EventChannel&) = delete;
 
-  int fd() const { return fd_; }
+  // The pollable fd, made by the first call: from then on it is readable
+  // exactly while events are queued (at once if some already are). Until
+  // then the channel makes no syscall per event, so a user who only calls
+  // GetEvent (libfabric's FI_WAIT_NONE) does not pay for an fd it never
+  // polls. -1 if eventfd(2) failed (errno says why; a later call retries).
+  int fd() const;
+  // eventfd reads and writes so far (two per empty -> non-empty -> empty).
+  uint64_t fd_syscalls() const;
   // rdma_create_id on this channel's device.
   absl::StatusOr<CmId*> CreateId(void* context, PortSpace ps);
   // The next event, or Unavailable("no event queued; poll fd()") at once.
@@ -341,16 +348,18 @@ class EventChannel {
  private:
   friend class Device;
   friend class CmId;  // Migrate
-  explicit EventChannel(Device* device, int fd) : device_(device), fd_(fd) {}
+  explicit EventChannel(Device* device) : device_(device) {}
   void Push(std::unique_ptr<Event> e);  // device lock held
-  // Makes the fd readable iff the queue is not empty (mu_ held).
-  void SyncFdLocked();
+  // Makes the fd, if made, readable iff the queue is not empty (mu_ held).
+  void SyncFdLocked() const;
 
   Device* device_;
-  int fd_;
   mutable std::mutex mu_;
   std::deque<std::unique_ptr<Event>> queue_;
-  bool fd_readable_ = false;  // the eventfd holds 1 (guarded by mu_)
+  // Guarded by mu_; made by fd() (hence mutable).
+  mutable int fd_ = -1;
+  mutable bool fd_readable_ = false;  // the eventfd holds 1
+  mutable uint64_t fd_syscalls_ = 0;
   absl::flat_hash_map<Event*, std::unique_ptr<Event>> delivered_;
 };
 

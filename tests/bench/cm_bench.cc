@@ -19,9 +19,13 @@
 // The API pairs use the endpoint pairs' TimeWait (1 ms), so records in
 // TimeWait stay bounded as virtual time goes on (`records`), and report the
 // scheduler steps and event channel syscalls per connection.
+//   BM_EventfdWriteRead  one eventfd write + read: what an event costs an
+//                     API channel whose fd is in use.
 //
 // Targets (issue 5): >= 200,000 connections/s, <= 1 KiB per connection.
 #include <malloc.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -288,8 +292,14 @@ struct ApiPair {
   Address dst;
 };
 
+// Arg 0: nobody asks for the channels' fds (a C++ user polling GetEvent);
+// arg 1: both fds made first, so every event costs its eventfd syscalls as in
+// the drop-in.
 void BM_ApiSimFabric(benchmark::State& state) {
   ApiPair p;
+  if (state.range(0) != 0) {
+    for (int h = 0; h < 2; ++h) (void)p.f->host(h).channel->fd();
+  }
   uint32_t qpn = 1;
   uint64_t ok = 0;
   for (auto _ : state) {
@@ -311,8 +321,28 @@ void BM_ApiSimFabric(benchmark::State& state) {
   state.counters["records"] = static_cast<double>(p.records());
   state.counters["steps/conn"] = benchmark::Counter(
       static_cast<double>(p.f->scheduler().steps()), benchmark::Counter::kAvgIterations);
+  state.counters["fd_syscalls/conn"] = benchmark::Counter(
+      static_cast<double>(p.f->host(0).channel->fd_syscalls() +
+                          p.f->host(1).channel->fd_syscalls()),
+      benchmark::Counter::kAvgIterations);
 }
-BENCHMARK(BM_ApiSimFabric);
+BENCHMARK(BM_ApiSimFabric)->ArgName("fd")->Arg(0)->Arg(1);
+
+// What one event costs in eventfd syscalls when the application takes each
+// event as it comes: the write that makes the fd readable and the read that
+// clears it (the floor of an API connection with its fd in use is the
+// connection without the fd plus fd_syscalls/conn / 2 of these).
+void BM_EventfdWriteRead(benchmark::State& state) {
+  const int fd = eventfd(0, EFD_NONBLOCK | EFD_SEMAPHORE | EFD_CLOEXEC);
+  uint64_t v = 1, bad = 0;
+  for (auto _ : state) {
+    bad += write(fd, &v, sizeof v) != sizeof v;
+    bad += read(fd, &v, sizeof v) != sizeof v;
+  }
+  close(fd);
+  if (bad != 0) state.SkipWithError("eventfd write/read failed");
+}
+BENCHMARK(BM_EventfdWriteRead);
 
 // The same connection through the uscm C API, as the drop-in librdmacm makes
 // it: C ids and events (uscm_get_cm_event / uscm_ack_cm_event), the passive
@@ -429,6 +459,9 @@ void BM_CApiSimFabric(benchmark::State& state) {
       p.f->host(1).device->node().cm().connection_count());
   state.counters["steps/conn"] = benchmark::Counter(
       static_cast<double>(p.f->scheduler().steps()), benchmark::Counter::kAvgIterations);
+  state.counters["fd_syscalls/conn"] = benchmark::Counter(
+      static_cast<double>(p.cpp[0]->fd_syscalls() + p.cpp[1]->fd_syscalls()),
+      benchmark::Counter::kAvgIterations);
 }
 BENCHMARK(BM_CApiSimFabric);
 
