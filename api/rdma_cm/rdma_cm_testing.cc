@@ -6,10 +6,12 @@
 namespace uscm::testing {
 
 absl::StatusOr<std::unique_ptr<SimFabric>> SimFabric::Create(
-    uint64_t seed, const sim::FaultInjectorOptions* faults, cm::NodeOptions node) {
+    uint64_t seed, const sim::FaultInjectorOptions* faults, cm::NodeOptions node,
+    sim::FabricOptions fabric_options) {
   std::unique_ptr<SimFabric> f(new SimFabric());
   f->scheduler_ = std::make_unique<sim::Scheduler>(seed);
-  auto fabric = sim::Fabric::Create(*f->scheduler_, sim::TwoHostsOneSwitch());
+  auto fabric = sim::Fabric::Create(*f->scheduler_, sim::TwoHostsOneSwitch(),
+                                    std::move(fabric_options));
   if (!fabric.ok()) return fabric.status();
   f->fabric_ = std::move(*fabric);
   auto sa = sa::SimSa::Create(*f->fabric_);

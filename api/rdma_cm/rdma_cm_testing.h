@@ -31,7 +31,7 @@ class SimFabric {
   // `faults` applies to both hosts' QP1 (send and receive), or none.
   static absl::StatusOr<std::unique_ptr<SimFabric>> Create(
       uint64_t seed, const sim::FaultInjectorOptions* faults = nullptr,
-      cm::NodeOptions node = {});
+      cm::NodeOptions node = {}, sim::FabricOptions fabric = {});
   ~SimFabric();
 
   sim::Scheduler& scheduler() { return *scheduler_; }

@@ -1,6 +1,8 @@
 // The per-MAD datapath of the simulated fabric and SimTransport. A MAD is one
 // slot in a pool; each hop is one scheduler event carrying the slot index.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -241,8 +243,23 @@ void Fabric::Drop(uint32_t slot, DropReason reason) {
   FreeSlot(slot);
 }
 
+uint64_t Fabric::trace_digest() const {
+  if (!options_.trace_digest) {
+    fprintf(stderr, "sim::Fabric::trace_digest: FabricOptions::trace_digest is false\n");
+    abort();
+  }
+  return digest_;
+}
+
 void Fabric::Record(const Packet& p, bool delivered, DropReason reason) {
   const TimePoint now = scheduler_.Now();
+  if (options_.trace_digest) MixIntoDigest(p, now, delivered, reason);
+  if (trace_) {
+    trace_(TraceEvent{now, delivered, reason, p.slid, p.dlid, p.src_qpn, p.dst_qpn, p.len});
+  }
+}
+
+void Fabric::MixIntoDigest(const Packet& p, TimePoint now, bool delivered, DropReason reason) {
   Mix(digest_, delivered ? 0xFF : static_cast<uint64_t>(reason), 1);
   Mix(digest_, static_cast<uint64_t>(now.nanos()), 8);
   Mix(digest_, p.slid, 2);
@@ -258,9 +275,6 @@ void Fabric::Record(const Packet& p, bool delivered, DropReason reason) {
       MixWord(digest_, w);
     }
     for (; i < p.len; ++i) Mix(digest_, p.data[i], 1);
-  }
-  if (trace_) {
-    trace_(TraceEvent{now, delivered, reason, p.slid, p.dlid, p.src_qpn, p.dst_qpn, p.len});
   }
 }
 

@@ -56,6 +56,9 @@ struct FabricOptions {
   std::vector<uint16_t> pkeys = {0xFFFF};  // every port's P_Key table
   uint8_t mtu = 4;                         // IBA MTU enum (4 = 2048) of every port
   size_t receive_queue_depth = 4096;       // per QP; more is dropped and counted
+  // false: no trace digest (a bench that never reads it saves an FNV pass
+  // over every delivered MAD); trace_digest() then aborts, as a caller bug.
+  bool trace_digest = true;
 };
 
 enum class DropReason : uint8_t {
@@ -152,7 +155,7 @@ class Fabric {
 
   const FabricCounters& counters() const { return counters_; }
   // FNV-1a over every delivery and drop (time, addresses, QPNs, bytes).
-  uint64_t trace_digest() const { return digest_; }
+  uint64_t trace_digest() const;
   void set_trace_sink(std::function<void(const TraceEvent&)> sink) { trace_ = std::move(sink); }
   Scheduler& scheduler() { return scheduler_; }
 
@@ -204,6 +207,7 @@ class Fabric {
   void Deliver(uint32_t slot, int endpoint);
   void Drop(uint32_t slot, DropReason reason);
   void Record(const Packet& p, bool delivered, DropReason reason);
+  void MixIntoDigest(const Packet& p, TimePoint now, bool delivered, DropReason reason);
   uint32_t AllocSlot();
   void FreeSlot(uint32_t slot);
   void Register(SimTransport* t);

@@ -182,6 +182,22 @@ TEST(FabricDeterminismTest, TheDigestOfAFaultFreeRunIsPinned) {
   EXPECT_EQ(f->trace_digest(), 0x2bfcbc55a4f6355bULL) << std::hex << f->trace_digest();
 }
 
+TEST(FabricDeterminismTest, WithoutTheDigestTheTraceStillRunsAndReadingItIsABug) {
+  Scheduler s(99);
+  FabricOptions o;
+  o.trace_digest = false;
+  std::unique_ptr<Fabric> f = *Fabric::Create(s, TwoHostsOneSwitch(), o);
+  std::unique_ptr<SimTransport> a = *f->Open("host1");
+  std::unique_ptr<SimTransport> b = *f->Open("host2");
+  int traced = 0;
+  f->set_trace_sink([&](const TraceEvent&) { ++traced; });
+  ASSERT_TRUE(a->Send(To(3), Mad(1)).ok());
+  ASSERT_TRUE(s.RunUntilIdle().ok());
+  EXPECT_EQ(traced, 1);
+  EXPECT_EQ(f->counters().delivered, 1u);
+  EXPECT_DEATH((void)f->trace_digest(), "trace_digest is false");
+}
+
 TEST(FabricStatisticsTest, LossAndDuplicationRatesMatchTheirProbabilities) {
   Scheduler s(2024);
   FabricOptions o;

@@ -213,36 +213,44 @@ void Scheduler::Verify(Actor* chosen, TimePoint at) const {
   std::abort();
 }
 
-TimePoint Scheduler::NextTime() {
+Scheduler::NextStep Scheduler::PickNext() {
   DropCancelledTop();
   TimePoint actor_at;
   Actor* actor = EarliestActor(&actor_at);
-  TimePoint t = queue_.empty() ? TimePoint::Infinite() : queue_.front().at;
-  if (actor != nullptr && actor_at < t) t = actor_at;
-  if (queue_.empty() && actor == nullptr) return TimePoint::Infinite();
-  return t;
+  NextStep n;
+  if (!queue_.empty() && (actor == nullptr || queue_.front().at <= actor_at)) {
+    n.event = true;
+    n.at = queue_.front().at;
+  } else if (actor != nullptr) {
+    n.actor = actor;
+    n.at = actor_at;
+  }
+  return n;
 }
 
-bool Scheduler::Step() {
-  DropCancelledTop();
-  TimePoint actor_at;
-  Actor* actor = EarliestActor(&actor_at);
-  const bool have_event = !queue_.empty();
-  if (!have_event && actor == nullptr) return false;
+void Scheduler::Run(const NextStep& n) {
   ++steps_;
-  if (have_event && (actor == nullptr || queue_.front().at <= actor_at)) {
+  if (n.event) {
     std::pop_heap(queue_.begin(), queue_.end(), Later);
     Event e = std::move(queue_.back());
     queue_.pop_back();
     clock_.AdvanceTo(e.at);
     e.cb();
-    return true;
+    return;
   }
-  clock_.AdvanceTo(actor_at);
-  actor->Wake(Now());
+  clock_.AdvanceTo(n.at);
+  n.actor->Wake(Now());
   // Wake may have removed the actor (or others); a notified one is asked
   // again now, since its deadline is whatever Wake left.
-  DeadlineChanged(actor);
+  DeadlineChanged(n.actor);
+}
+
+TimePoint Scheduler::NextTime() { return PickNext().at; }
+
+bool Scheduler::Step() {
+  const NextStep n = PickNext();
+  if (!n.event && n.actor == nullptr) return false;
+  Run(n);
   return true;
 }
 
@@ -250,12 +258,14 @@ absl::Status Scheduler::RunUntil(absl::FunctionRef<bool()> done, TimePoint deadl
                                  uint64_t max_steps) {
   for (uint64_t i = 0;; ++i) {
     if (done()) return absl::OkStatus();
-    const TimePoint next = NextTime();
-    if (next == TimePoint::Infinite() && deadline == TimePoint::Infinite()) {
+    // Picked once per step: the actors' deadlines are asked once, not again
+    // by Step (half the polling of a step, docs/CM.md "The API layer").
+    const NextStep n = PickNext();
+    if (n.at == TimePoint::Infinite() && deadline == TimePoint::Infinite()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "simulation went idle at ", Now().nanos(), "ns before the condition held"));
     }
-    if (next > deadline) {
+    if (n.at > deadline) {
       clock_.AdvanceTo(deadline);
       return absl::DeadlineExceededError(
           absl::StrCat("condition not met by virtual time ", deadline.nanos(), "ns"));
@@ -264,7 +274,7 @@ absl::Status Scheduler::RunUntil(absl::FunctionRef<bool()> done, TimePoint deadl
       return absl::ResourceExhaustedError(absl::StrCat(
           "condition not met after ", max_steps, " steps (livelock?) at ", Now().nanos(), "ns"));
     }
-    Step();
+    Run(n);
   }
 }
 

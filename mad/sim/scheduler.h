@@ -177,6 +177,15 @@ class Scheduler {
   // The same by asking every actor (the reference for verify_).
   Actor* ScanActors(TimePoint* at) const;
   void Verify(Actor* chosen, TimePoint at) const;
+  // The next step: the earliest event (events first at equal times) or
+  // actor; neither (at Infinite()) when nothing is due at all.
+  struct NextStep {
+    TimePoint at = TimePoint::Infinite();
+    Actor* actor = nullptr;
+    bool event = false;
+  };
+  NextStep PickNext();
+  void Run(const NextStep& n);  // n is PickNext()'s, nothing changed since
   // Time of the next step, Infinite() if none.
   TimePoint NextTime();
 

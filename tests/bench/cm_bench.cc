@@ -153,7 +153,9 @@ BENCHMARK(BM_EndpointPair);
 // drained on the other side.
 struct FabricPair {
   FabricPair() : sched(7) {
-    fabric = std::move(*sim::Fabric::Create(sched, sim::TwoHostsOneSwitch()));
+    sim::FabricOptions o;
+    o.trace_digest = false;  // as the API pairs: nothing reads it
+    fabric = std::move(*sim::Fabric::Create(sched, sim::TwoHostsOneSwitch(), o));
     ta = std::move(*fabric->Open("host1"));
     tb = std::move(*fabric->Open("host2"));
     a = std::make_unique<CmEndpoint>(ta->port(), EndpointPair::Config(), 1);
@@ -238,7 +240,7 @@ struct ApiPair {
   // ib: RDMA_PS_IB with AF_IB addresses (no IP port per id: 100k ids would
   // exhaust the 25,536 ephemeral ports of an IP port space).
   explicit ApiPair(bool ib = false) : ps(ib ? PortSpace::kIb : PortSpace::kTcp) {
-    f = std::move(*testing::SimFabric::Create(3, nullptr, NodeOptions()));
+    f = std::move(*testing::SimFabric::Create(3, nullptr, NodeOptions(), FabricOptions()));
     listener = *f->host(1).channel->CreateId(nullptr, ps);
     Address a = f->host(1).ip;
     a.port = 7471;
@@ -257,6 +259,12 @@ struct ApiPair {
       abort();
     }
     return *e;
+  }
+  // Nothing here reads the fabric's trace digest.
+  static sim::FabricOptions FabricOptions() {
+    sim::FabricOptions o;
+    o.trace_digest = false;
+    return o;
   }
   static cm::NodeOptions NodeOptions() {
     cm::NodeOptions o;
@@ -349,7 +357,8 @@ BENCHMARK(BM_EventfdWriteRead);
 // id's C handle made on its CONNECT_REQUEST.
 struct CApiPair {
   explicit CApiPair(bool ib = false) : ps(ib ? USCM_PS_IB : USCM_PS_TCP) {
-    f = std::move(*testing::SimFabric::Create(3, nullptr, ApiPair::NodeOptions()));
+    f = std::move(*testing::SimFabric::Create(3, nullptr, ApiPair::NodeOptions(),
+                                              ApiPair::FabricOptions()));
     for (int h = 0; h < 2; ++h) {
       dev[h] = uscm_device_wrap(f->host(h).device.get());
       ch[h] = uscm_create_event_channel_on(dev[h]);
