@@ -14,8 +14,9 @@
 // until the id's events are acked), bind_addr, resolve_addr, resolve_route,
 // listen, get_request, connect, accept, reject, reject_ece, set_local_ece,
 // get_remote_ece, establish, notify, disconnect, set_option, init_qp_attr,
-// join_multicast(_ex), leave_multicast, migrate_id, create_ep (without
-// qp_init_attr), destroy_ep. Not done (ENOSYS): see cma.cc.
+// join_multicast(_ex), leave_multicast, migrate_id, create_ep, destroy_ep
+// (get_request and create_ep: endpoints.cc; the pass-through calls:
+// id_calls.cc). Not done (ENOSYS): see cma.cc.
 //
 // Tests swap the backend for a simulated uscm device (UseDeviceForTesting)
 // and move its events by hand (PumpEvents).
@@ -52,6 +53,19 @@ int ForId(const char* call, rdma_cm_id* id, const std::function<int(uscm_cm_id*)
 // librdmacm's ucma_complete: in synchronous mode waits for the id's event and
 // turns its status into the call's result; 0 at once in asynchronous mode.
 int CompleteCall(rdma_cm_id* id, const char* call);
+
+// The backend opened (EnsureBackendLocked under the library's lock): 0, or
+// -1 with errno (USCM_DEBUG names `call`).
+int EnsureBackend(const char* call);
+// True for an id of this library in synchronous mode (NULL channel).
+bool IsSyncId(rdma_cm_id* id);
+// rdma_create_ep (RAI_PASSIVE) with a qp_init_attr: kept on the listener,
+// read back by rdma_get_request for each new id's QP.
+void KeepEndpointQpAttr(rdma_cm_id* id, const ibv_qp_init_attr& attr);
+bool EndpointQpAttr(rdma_cm_id* id, ibv_qp_init_attr* attr);
+// The next event on `channel`, blocking (under a test driver, the driver
+// runs the fabric until one is queued).
+int WaitForEvent(rdma_event_channel* channel, rdma_cm_event** event);
 
 // The uscm id behind a program's id; NULL with errno EINVAL (and USCM_DEBUG
 // naming `call`) for an id this library did not create or already destroyed.
