@@ -41,9 +41,7 @@ int rdma_notify(rdma_cm_id* id, ibv_event_type event) {
 // Level and option numbers are librdmacm's, and struct ibv_path_data is
 // struct uscm_path_data: passed through.
 int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t optlen) {
-  return uscm::librdmacm::ForId("rdma_set_option", id, [&](uscm_cm_id* uid) {
-    return uscm_set_option(uid, level, optname, optval, optlen);
-  });
+  return uscm::librdmacm::SetOption(id, level, optname, optval, optlen);
 }
 
 int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {

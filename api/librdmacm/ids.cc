@@ -22,6 +22,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "api/c/uscm_cma.h"
 #include "api/c/uscm_device.h"
@@ -29,7 +30,7 @@
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/fail.h"
-#include "api/librdmacm/port_choice.h"
+#include "api/librdmacm/ports.h"
 #include "api/librdmacm/ud_ah.h"
 
 namespace uscm::librdmacm {
@@ -51,6 +52,18 @@ struct IdState {
   // creates each new id's QP from it, on the listener's PD.
   bool has_ep_qp_attr = false;
   ibv_qp_init_attr ep_qp_attr = {};
+  // A wildcard listener's uscm ids on the other ports (cma_listen_on_all).
+  std::vector<uscm_cm_id*> more_listeners;
+  // rdma_set_option's options, set again on the uscm id that replaces `uid`
+  // when the id moves to another port (PlaceLocked).
+  struct Option {
+    int level, name;
+    std::string value;
+  };
+  std::vector<Option> options;
+  // rdma_bind_addr to a wildcard (port included): what a move repeats.
+  bool wildcard_bound = false;
+  uscm_addr bound = {};
   std::mutex mu;
   std::condition_variable acked;
   int unacked = 0;
@@ -60,21 +73,13 @@ struct IdState {
 struct Id {
   rdma_cm_id pub;
   IdState* state;
+  Port* port;  // where `state->uid` lives
 };
 static_assert(offsetof(Id, pub) == 0);
 
-struct Backend {
-  uscm_device* dev = nullptr;
-  uscm_event_channel* channel = nullptr;
-  ibv_context* verbs = nullptr;  // NULL for a simulated device
-  uint8_t port_num = 0;
-  bool testing = false;
-};
-
-// Guards the backend, the id tables and the translation of events (the pump
-// and rdma_destroy_id's uscm_destroy_id never overlap).
+// Guards the ports (ports.h), the id tables and the translation of events
+// (the pump and rdma_destroy_id's uscm_destroy_id never overlap).
 std::mutex g_mu;
-Backend g_backend;
 void (*g_driver)(void*) = nullptr;  // SetDriverForTesting
 void* g_driver_arg = nullptr;
 
@@ -100,7 +105,7 @@ int PumpEventsLocked();
 // without waking ForwardLoop's thread first.
 void PumpAfterProgress(void*) {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_backend.channel != nullptr) PumpEventsLocked();
+  PumpEventsLocked();
 }
 
 // What no other thread moved (events of timers, of calls made while the hook
@@ -114,48 +119,26 @@ void ForwardLoop(uscm_event_channel* channel) {
   }
 }
 
-// The first ACTIVE port of the kept devices that uscm_device_open accepts,
-// among those USCM_DEVICE allows (port_choice.h).
-int EnsureBackendLocked(const char* call) {
-  if (g_backend.dev != nullptr) return 0;
-  if (EnsureDevices(call) != 0) return -1;
-  PortChoice choice;
-  std::string why;
-  if (!ParsePortChoice(getenv("USCM_DEVICE"), &choice, &why)) {
-    return Fail(EINVAL, call, why.c_str());
-  }
-  int err = ENODEV;
-  why = choice.ca.empty() ? "no ACTIVE port on any RDMA device"
-                          : "USCM_DEVICE=" + std::string(getenv("USCM_DEVICE")) +
-                                ": no such ACTIVE port (see ibv_devinfo)";
-  for (ibv_context* verbs : OpenContexts()) {
-    ibv_device_attr dattr;
-    if (ibv_query_device(verbs, &dattr) != 0) continue;
-    for (int port = 1; port <= dattr.phys_port_cnt; ++port) {
-      if (!PortChosen(choice, ibv_get_device_name(verbs->device), port)) continue;
-      ibv_port_attr pattr;
-      if (ibv_query_port(verbs, port, &pattr) != 0 || pattr.state != IBV_PORT_ACTIVE) continue;
-      uscm_device* dev = uscm_device_open(ibv_get_device_name(verbs->device), port);
-      if (dev == nullptr) {
-        err = errno;
-        why = uscm_last_error();
-        continue;
-      }
-      uscm_event_channel* channel = uscm_create_event_channel_on(dev);
-      if (channel == nullptr) {
-        err = errno;
-        why = uscm_last_error();
-        uscm_device_close(dev);
-        continue;
-      }
-      g_backend = Backend{dev, channel, verbs, static_cast<uint8_t>(port), false};
-      uscm_device_set_progress_hook(dev, PumpAfterProgress, nullptr);
-      std::thread(ForwardLoop, channel).detach();  // for the life of the process
-      return 0;
-    }
-  }
-  return Fail(err, call, why.c_str());
+// A real port, once opened: its events reach the programs' channels.
+void OnPortOpen(Port* port) {
+  uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr);
+  std::thread(ForwardLoop, port->channel).detach();  // for the life of the process
 }
+
+// Where an id lives until an address says otherwise: the first port that
+// opens (of those USCM_DEVICE allows: ports.h).
+Port* DefaultPortLocked(const char* call) {
+  if (EnsurePortsLocked(call) != 0) return nullptr;
+  int err = ENODEV;
+  for (Port* port : PortsLocked()) {
+    if (OpenPortLocked(port, call, OnPortOpen) == 0) return port;
+    err = errno;
+  }
+  errno = err;
+  return nullptr;
+}
+
+int EnsureBackendLocked(const char* call) { return DefaultPortLocked(call) != nullptr ? 0 : -1; }
 
 Id* FindLocked(rdma_cm_id* pub) {
   auto it = ByPublic().find(pub);
@@ -176,10 +159,10 @@ void FillAddrs(Id* id) {
 // id->verbs, port_num and the shared PD, once the id has its port.
 void AttachDevice(Id* id) {
   if (id->pub.port_num != 0) return;
-  id->pub.verbs = g_backend.verbs;
-  id->pub.port_num = g_backend.port_num;
-  if (g_backend.verbs != nullptr) {
-    id->pub.pd = AcquireSharedPd(g_backend.verbs);
+  id->pub.verbs = id->port->verbs;
+  id->pub.port_num = id->port->port_num;
+  if (id->port->verbs != nullptr) {
+    id->pub.pd = AcquireSharedPd(id->port->verbs);
     id->state->holds_pd = id->pub.pd != nullptr;
   }
 }
@@ -202,10 +185,79 @@ void AttachAndFill(Id* id) {
   FillAddrs(id);
 }
 
-Id* NewId(uscm_cm_id* uid, rdma_event_channel* channel, void* context, rdma_port_space ps) {
+// A wildcard bind leaves the id without a device, as in librdmacm.
+void RememberWildcard(Id* id) {
+  FillAddrs(id);
+  id->state->wildcard_bound = uscm_getname(id->state->uid, &id->state->bound) == 0;
+}
+
+// A new uscm id on `port` with the options and wildcard bind of `id`.
+uscm_cm_id* CloneOnLocked(Id* id, Port* port, const char* call) {
+  if (OpenPortLocked(port, call, OnPortOpen) != 0) return nullptr;
+  uscm_cm_id* uid = nullptr;
+  if (uscm_create_id(port->channel, &uid, nullptr, static_cast<uscm_port_space>(id->pub.ps)) != 0) {
+    UscmFailed(call);
+    return nullptr;
+  }
+  for (const IdState::Option& o : id->state->options) {
+    if (uscm_set_option(uid, o.level, o.name, o.value.data(), o.value.size()) != 0) {
+      UscmFailed(call);
+      uscm_destroy_id(uid);
+      return nullptr;
+    }
+  }
+  if (id->state->wildcard_bound && uscm_bind_addr(uid, &id->state->bound) != 0) {
+    UscmFailed(call);
+    uscm_destroy_id(uid);
+    return nullptr;
+  }
+  return uid;
+}
+
+// librdmacm binds an id to the device of the address it binds or resolves
+// from (ucma_get_device): an id with no device yet (created, or bound to a
+// wildcard) moves to `to`'s uscm port. NULL `to` (an address of no port):
+// it stays. 0, or -1 with errno.
+int PlaceLocked(Id* id, Port* to, const char* call) {
+  if (to == nullptr || to == id->port || id->pub.port_num != 0) return 0;
+  uscm_cm_id* uid = CloneOnLocked(id, to, call);
+  if (uid == nullptr) return -1;
+  uscm_destroy_id(id->state->uid);  // fresh: no events, no peer
+  ByUscmId().erase(id->state->uid);
+  ByUscmId()[uid] = id;
+  id->state->uid = uid;
+  id->port = to;
+  return 0;
+}
+
+// The kernel's cma_listen_on_all: a listener with no device (bound to a
+// wildcard, or not bound) listens on every port; its CONNECT_REQUESTs carry
+// the port they arrived on. A port that cannot be opened is left out (said
+// with USCM_DEBUG).
+void ListenOnOtherPortsLocked(Id* id, int backlog) {
+  if (id->pub.port_num != 0 || !id->state->more_listeners.empty()) return;
+  if (uscm_getname(id->state->uid, &id->state->bound) != 0) return;
+  id->state->wildcard_bound = true;
+  for (Port* port : PortsLocked()) {
+    if (port == id->port) continue;
+    uscm_cm_id* uid = CloneOnLocked(id, port, "rdma_listen");
+    if (uid == nullptr) continue;
+    if (uscm_listen(uid, backlog) != 0) {
+      UscmFailed("rdma_listen");
+      uscm_destroy_id(uid);
+      continue;
+    }
+    id->state->more_listeners.push_back(uid);
+    ByUscmId()[uid] = id;
+  }
+}
+
+Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* context,
+         rdma_port_space ps) {
   auto* id = new Id{};
   id->state = new IdState;
   id->state->uid = uid;
+  id->port = port;
   id->pub.channel = channel;
   id->pub.context = context;
   id->pub.ps = ps;
@@ -230,8 +282,8 @@ void DetachQp(uscm_cm_id* uid) {
   if (uid->qp != nullptr) uscm_destroy_qp(uid);  // of uscm_set_qp: only detached
 }
 
-// One uscm event to the program's channel.
-void Forward(const uscm_cm_event& ue) {
+// One uscm event of `from` to the program's channel.
+void Forward(const uscm_cm_event& ue, Port* from) {
   Id* listen = nullptr;
   if (ue.listen_id != nullptr) {
     auto it = ByUscmId().find(ue.listen_id);
@@ -253,7 +305,7 @@ void Forward(const uscm_cm_event& ue) {
         return;
       }
     }
-    id = NewId(ue.id, channel, listen->pub.context, listen->pub.ps);
+    id = NewId(ue.id, from, channel, listen->pub.context, listen->pub.ps);
     id->state->sync = listen->state->sync;
     AttachDevice(id);
     FillAddrs(id);
@@ -298,7 +350,7 @@ void Forward(const uscm_cm_event& ue) {
       ue.event == USCM_CM_EVENT_MULTICAST_JOIN || ue.event == USCM_CM_EVENT_MULTICAST_ERROR;
   if (IsUd(id->pub.ps) || multicast) {
     ToIbvAh(ue.param.ud.ah_attr, &ev.param.ud.ah_attr);
-    if (ue.event == USCM_CM_EVENT_ESTABLISHED && !g_backend.testing) {
+    if (ue.event == USCM_CM_EVENT_ESTABLISHED && !id->port->testing) {
       CompleteUdAh(id->pub.verbs, id->pub.port_num, &id->pub.route.addr.src_addr,
                    &ev.param.ud.ah_attr);
     }
@@ -336,21 +388,26 @@ void Forward(const uscm_cm_event& ue) {
 }
 
 int PumpEventsLocked() {
-  if (g_backend.channel == nullptr) return Fail(ENODEV, "pump", "no backend");
   int moved = 0;
-  for (;;) {
-    // Only what is queued now: on a real device uscm_get_cm_event would wait.
-    pollfd p = {g_backend.channel->fd, POLLIN, 0};
-    if (poll(&p, 1, 0) != 1) break;
-    uscm_cm_event* ue = nullptr;
-    if (uscm_get_cm_event(g_backend.channel, &ue) != 0) {
-      if (errno == EAGAIN) break;
-      return UscmFailed("pump");
+  bool any = false;
+  for (Port* port : PortsLocked()) {
+    if (port->channel == nullptr) continue;
+    any = true;
+    for (;;) {
+      // Only what is queued now: on a real device uscm_get_cm_event would wait.
+      pollfd p = {port->channel->fd, POLLIN, 0};
+      if (poll(&p, 1, 0) != 1) break;
+      uscm_cm_event* ue = nullptr;
+      if (uscm_get_cm_event(port->channel, &ue) != 0) {
+        if (errno == EAGAIN) break;
+        return UscmFailed("pump");
+      }
+      Forward(*ue, port);
+      uscm_ack_cm_event(ue);
+      ++moved;
     }
-    Forward(*ue);
-    uscm_ack_cm_event(ue);
-    ++moved;
   }
+  if (!any) return Fail(ENODEV, "pump", "no port open");
   return moved;
 }
 
@@ -423,25 +480,30 @@ void SetDriverForTesting(void (*drive)(void*), void* arg) {
   g_driver_arg = arg;
 }
 
-int UseDeviceForTesting(uscm_device* dev) {
+int UseDeviceForTesting(uscm_device* dev) { return UseDevicesForTesting({dev}, {}); }
+
+int UseDevicesForTesting(const std::vector<uscm_device*>& devs,
+                         const std::vector<std::vector<Addr16>>& ips) {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_backend.dev != nullptr) return Fail(EBUSY, "test backend", "a backend is in use");
-  uscm_event_channel* channel = uscm_create_event_channel_on(dev);
-  if (channel == nullptr) return UscmFailed("test backend");
-  g_backend = Backend{dev, channel, nullptr, 1, true};
-  return 0;
+  return UsePortsForTesting(devs, ips);
 }
 
 void ResetBackendForTesting() {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (!g_backend.testing) return;
-  uscm_destroy_event_channel(g_backend.channel);
-  g_backend = Backend{};
+  ResetPortsForTesting();
 }
 
 uscm_event_channel* BackendChannel() {
   std::lock_guard<std::mutex> lock(g_mu);
-  return g_backend.channel;
+  std::vector<Port*> ports = PortsLocked();
+  return ports.empty() ? nullptr : ports.front()->channel;
+}
+
+std::vector<uscm_event_channel*> PortChannelsForTesting() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::vector<uscm_event_channel*> out;
+  for (Port* port : PortsLocked()) out.push_back(port->channel);
+  return out;
 }
 
 int PumpEvents() {
@@ -482,6 +544,34 @@ bool EndpointQpAttr(rdma_cm_id* pub, ibv_qp_init_attr* attr) {
   return true;
 }
 
+int SetOption(rdma_cm_id* pub, int level, int name, const void* value, size_t len) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (EnsureBackendLocked("rdma_set_option") != 0) return -1;
+  Id* id = FindLocked(pub);
+  if (id == nullptr) return Fail(EINVAL, "rdma_set_option", "not an id of rdma_create_id (or destroyed)");
+  if (uscm_set_option(id->state->uid, level, name, value, len) != 0) {
+    return UscmFailed("rdma_set_option");
+  }
+  for (uscm_cm_id* more : id->state->more_listeners) uscm_set_option(more, level, name, value, len);
+  std::vector<IdState::Option>& options = id->state->options;
+  std::erase_if(options, [&](const IdState::Option& o) { return o.level == level && o.name == name; });
+  options.push_back({level, name, std::string(static_cast<const char*>(value), len)});
+  return 0;
+}
+
+void ListenOnOtherPorts(rdma_cm_id* pub, int backlog) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (Id* id = FindLocked(pub); id != nullptr) ListenOnOtherPortsLocked(id, backlog);
+}
+
+void RequestDepths(rdma_cm_id* pub, uint8_t* initiator_depth, uint8_t* responder_resources) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (Id* id = FindLocked(pub); id != nullptr) {
+    *initiator_depth = id->state->req_initiator_depth;
+    *responder_resources = id->state->req_responder_resources;
+  }
+}
+
 int WaitForEvent(rdma_event_channel* channel, rdma_cm_event** event) {
   return WaitEvent(channel, event);
 }
@@ -506,7 +596,8 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
                    rdma_port_space ps) {
   using namespace uscm::librdmacm;
   std::lock_guard<std::mutex> lock(g_mu);
-  if (EnsureBackendLocked("rdma_create_id") != 0) return -1;
+  Port* port = DefaultPortLocked("rdma_create_id");
+  if (port == nullptr) return -1;
   if (id == nullptr) return Fail(EINVAL, "rdma_create_id", "id is NULL");
   const bool sync = channel == nullptr;
   if (sync) {
@@ -514,12 +605,12 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
     if (channel == nullptr) return -1;
   }
   uscm_cm_id* uid = nullptr;
-  if (uscm_create_id(g_backend.channel, &uid, nullptr, static_cast<uscm_port_space>(ps)) != 0) {
+  if (uscm_create_id(port->channel, &uid, nullptr, static_cast<uscm_port_space>(ps)) != 0) {
     int rc = UscmFailed("rdma_create_id");
     if (sync) rdma_destroy_event_channel(channel);
     return rc;
   }
-  Id* created = NewId(uid, channel, context, ps);
+  Id* created = NewId(uid, port, channel, context, ps);
   created->state->sync = sync;
   *id = &created->pub;
   return 0;
@@ -556,6 +647,10 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   }
   if (uscm_destroy_id(id->state->uid) != 0) return UscmFailed("rdma_destroy_id");
   ByUscmId().erase(id->state->uid);
+  for (uscm_cm_id* more : id->state->more_listeners) {
+    if (uscm_destroy_id(more) != 0) Fail(errno, "rdma_destroy_id", uscm_last_error());
+    ByUscmId().erase(more);
+  }
   ByPublic().erase(&id->pub);
   ForgetQp(&id->pub);
   free(id->pub.route.path_rec);
@@ -572,8 +667,14 @@ int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
   if (addr == nullptr || ToUscmAddr(addr, &a) != 0) {
     return Fail(EINVAL, "rdma_bind_addr", "address is NULL or not AF_INET / AF_INET6 / AF_IB");
   }
-  // A wildcard bind leaves the id without a device, as in librdmacm.
-  void (*after)(Id*) = IsWildcard(a) ? &FillAddrs : &AttachAndFill;
+  const bool wildcard = IsWildcard(a);
+  if (!wildcard) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (EnsureBackendLocked("rdma_bind_addr") != 0) return -1;
+    Id* i = FindLocked(id);
+    if (i != nullptr && PlaceLocked(i, PortOfAddressLocked(a), "rdma_bind_addr") != 0) return -1;
+  }
+  void (*after)(Id*) = wildcard ? &RememberWildcard : &AttachAndFill;
   return WithId(
       "rdma_bind_addr", id, [&](uscm_cm_id* uid) { return uscm_bind_addr(uid, &a); }, after);
 }
@@ -591,7 +692,8 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (EnsureBackendLocked("rdma_resolve_addr") != 0) return -1;
-    real = !g_backend.testing;
+    Id* i = FindLocked(id);
+    real = i != nullptr && !i->port->testing;
   }
   // The neighbour (ARP / ND, the IPoIB GID) is the device's to resolve:
   // uscm_device_open gives it the kernel's tables (verbs/neighbours.h).
@@ -601,6 +703,15 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   // of the destination's family.
   bool routed = false;
   if (src_addr == nullptr && real && RouteSource(dst, &src) == 0) routed = true;
+  // The id goes to the port of its source: the given one, else the routing
+  // table's (the device of the route's output interface).
+  if (routed || (src_addr != nullptr && !IsWildcard(src))) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    Id* i = FindLocked(id);
+    if (i != nullptr && PlaceLocked(i, PortOfAddressLocked(src), "rdma_resolve_addr") != 0) {
+      return -1;
+    }
+  }
   int rc = WithId("rdma_resolve_addr", id, [&](uscm_cm_id* uid) {
     const bool with_src = src_addr != nullptr || routed;
     int r = uscm_resolve_addr(uid, with_src ? &src : nullptr, &dst, timeout_ms);
@@ -614,92 +725,6 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   // As librdmacm: the destination shows in id->route at once.
   ToSockaddr(dst, &id->route.addr.dst_storage);
   return Complete(id, "rdma_resolve_addr");
-}
-
-int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
-  if (uscm::librdmacm::WithId("rdma_resolve_route", id, [&](uscm_cm_id* uid) {
-        return uscm_resolve_route(uid, timeout_ms);
-      }) != 0) {
-    return -1;
-  }
-  return uscm::librdmacm::Complete(id, "rdma_resolve_route");
-}
-
-// With USCM_DEBUG, says where it listens: what a script waits for before
-// starting a client (the kernel's listeners show in `rdma resource`).
-int rdma_listen(rdma_cm_id* id, int backlog) {
-  using namespace uscm::librdmacm;
-  if (WithId("rdma_listen", id, [&](uscm_cm_id* uid) { return uscm_listen(uid, backlog); }) != 0) {
-    return -1;
-  }
-  if (DebugEnabled()) {
-    char host[INET6_ADDRSTRLEN] = "?";
-    const sockaddr* sa = &id->route.addr.src_addr;
-    const void* ip = sa->sa_family == AF_INET6
-                         ? static_cast<const void*>(&id->route.addr.src_sin6.sin6_addr)
-                         : static_cast<const void*>(&id->route.addr.src_sin.sin_addr);
-    inet_ntop(sa->sa_family == AF_INET6 ? AF_INET6 : AF_INET, ip, host, sizeof(host));
-    fprintf(stderr, "uscm librdmacm: rdma_listen: listening on %s port %u (%s:%u)\n", host,
-            ntohs(rdma_get_src_port(id)),
-            id->verbs != nullptr ? ibv_get_device_name(id->verbs->device) : "no device",
-            id->port_num);
-  }
-  return 0;
-}
-
-int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
-  if (uscm::librdmacm::WithId("rdma_connect", id, [&](uscm_cm_id* uid) {
-        if (conn_param == nullptr) return uscm_connect(uid, nullptr);
-        uscm_conn_param p = uscm::librdmacm::ToUscmParam(*conn_param);
-        return uscm_connect(uid, &p);
-      }) != 0) {
-    return -1;
-  }
-  return uscm::librdmacm::Complete(id, "rdma_connect");
-}
-
-// As librdmacm's rdma_accept: without conn_param (or with RDMA_MAX_RESP_RES /
-// RDMA_MAX_INIT_DEPTH) the depths of the CONNECT_REQUEST, capped at the
-// device's; without conn_param also retry / RNR retry 7 and the id's QP.
-int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
-  using namespace uscm::librdmacm;
-  uint8_t init = 0, resp = 0;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (Id* i = FindLocked(id); i != nullptr) {
-      init = i->state->req_initiator_depth;
-      resp = i->state->req_responder_resources;
-    }
-  }
-  if (id != nullptr && id->verbs != nullptr) {
-    ibv_device_attr da;
-    if (ibv_query_device(id->verbs, &da) == 0) {
-      init = static_cast<uint8_t>(std::min<int>(init, da.max_qp_init_rd_atom));
-      resp = static_cast<uint8_t>(std::min<int>(resp, da.max_qp_rd_atom));
-    }
-  }
-  rdma_conn_param p = {};
-  if (conn_param != nullptr) {
-    p = *conn_param;
-  } else {
-    p.retry_count = 7;
-    p.rnr_retry_count = 7;
-    if (id != nullptr && id->qp != nullptr) {
-      p.qp_num = id->qp->qp_num;
-      p.srq = id->qp->srq != nullptr;
-    }
-  }
-  if (conn_param == nullptr || p.initiator_depth == RDMA_MAX_INIT_DEPTH) p.initiator_depth = init;
-  if (conn_param == nullptr || p.responder_resources == RDMA_MAX_RESP_RES) {
-    p.responder_resources = resp;
-  }
-  if (WithId("rdma_accept", id, [&](uscm_cm_id* uid) {
-        uscm_conn_param u = ToUscmParam(p);
-        return uscm_accept(uid, &u);
-      }) != 0) {
-    return -1;
-  }
-  return uscm::librdmacm::Complete(id, "rdma_accept");
 }
 
 // As librdmacm, the QP goes to ERROR first (ShutdownQp; uscm does it again

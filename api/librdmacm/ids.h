@@ -1,11 +1,14 @@
 // The rdma_cm_id calls of the drop-in over the uscm C API (api/c/uscm_cma.h).
 //
-// One uscm port serves the process (the "backend"): the first ACTIVE
-// port of the devices rdma_get_devices opens (USCM_DEVICE may name one:
-// port_choice.h), through uscm_device_open (umad, or the host's uscmd). Its uscm event channel is
-// drained by a forwarding thread that turns each uscm event into the
-// program's rdma_cm_event (its rdma_cm_id, listen_id, status, param.conn /
-// param.ud with a copy of the private data) on the id's own channel.
+// The process's RDMA ports (ports.h) are opened through uscm_device_open
+// (umad, or the host's uscmd) on first use. An id is created on the first
+// port that opens, with no device (id->verbs NULL, port_num 0), and moves to
+// the port of the address it binds or resolves from (a NULL source: the
+// routing table's); a listener with no device listens on every port. Each
+// opened port's uscm event channel is drained by a forwarding thread that
+// turns each uscm event into the program's rdma_cm_event (its rdma_cm_id,
+// listen_id, status, param.conn / param.ud with a copy of the private data)
+// on the id's own channel.
 //
 // Done, for programs that bring their own QP (conn_param.qp_num,
 // rdma_init_qp_attr, rdma_establish), in asynchronous mode (a channel given
@@ -15,11 +18,11 @@
 // listen, get_request, connect, accept, reject, reject_ece, set_local_ece,
 // get_remote_ece, establish, notify, disconnect, set_option, init_qp_attr,
 // join_multicast(_ex), leave_multicast, migrate_id, create_ep, destroy_ep
-// (get_request and create_ep: endpoints.cc; the pass-through calls:
-// id_calls.cc). Not done (ENOSYS): see cma.cc.
+// (get_request and create_ep: endpoints.cc; resolve_route, listen, connect,
+// accept: connection_calls.cc; the pass-through calls: id_calls.cc). Not done (ENOSYS): see cma.cc.
 //
-// Tests swap the backend for a simulated uscm device (UseDeviceForTesting)
-// and move its events by hand (PumpEvents).
+// Tests swap the ports for simulated uscm devices (UseDeviceForTesting,
+// UseDevicesForTesting) and move their events by hand (PumpEvents).
 #ifndef USCM_API_LIBRDMACM_IDS_H_
 #define USCM_API_LIBRDMACM_IDS_H_
 
@@ -27,18 +30,26 @@
 #include <rdma/rdma_cma.h>
 
 #include <functional>
+#include <vector>
 
 #include "api/c/uscm_cma.h"
+#include "api/librdmacm/ports.h"
 
 namespace uscm::librdmacm {
 
-// Makes `dev` the backend (no verbs context: id->verbs and id->pd stay NULL;
-// port_num 1) with no forwarding thread. 0, or -1 with errno EBUSY when a
-// backend is already in use.
+// Makes `dev` the only port (no verbs context: id->verbs and id->pd stay NULL;
+// port_num 1) with no forwarding thread. 0, or -1 with errno EBUSY when
+// ports are listed already.
 int UseDeviceForTesting(uscm_device* dev);
-// Drops the backend of UseDeviceForTesting (every id must be destroyed).
+// Several simulated devices as the process's ports (port_num 1, 2, ... in
+// order), `ips[i]` the addresses of device i (ports.h: Addr16).
+int UseDevicesForTesting(const std::vector<uscm_device*>& devs,
+                         const std::vector<std::vector<Addr16>>& ips);
+// Each port's uscm channel, in order.
+std::vector<uscm_event_channel*> PortChannelsForTesting();
+// Drops the ports of UseDevice(s)ForTesting (every id must be destroyed).
 void ResetBackendForTesting();
-// The backend's uscm channel (NULL without a backend).
+// The first port's uscm channel (NULL without ports).
 uscm_event_channel* BackendChannel();
 
 // Synchronous calls wait by calling `drive(arg)` until their channel has an
@@ -54,8 +65,8 @@ int ForId(const char* call, rdma_cm_id* id, const std::function<int(uscm_cm_id*)
 // turns its status into the call's result; 0 at once in asynchronous mode.
 int CompleteCall(rdma_cm_id* id, const char* call);
 
-// The backend opened (EnsureBackendLocked under the library's lock): 0, or
-// -1 with errno (USCM_DEBUG names `call`).
+// The ports listed and the first one opened (EnsureBackendLocked under the
+// library's lock): 0, or -1 with errno (USCM_DEBUG names `call`).
 int EnsureBackend(const char* call);
 // True for an id of this library in synchronous mode (NULL channel).
 bool IsSyncId(rdma_cm_id* id);
@@ -63,6 +74,15 @@ bool IsSyncId(rdma_cm_id* id);
 // read back by rdma_get_request for each new id's QP.
 void KeepEndpointQpAttr(rdma_cm_id* id, const ibv_qp_init_attr& attr);
 bool EndpointQpAttr(rdma_cm_id* id, ibv_qp_init_attr* attr);
+// rdma_set_option: set on the uscm id (and a wildcard listener's others) and
+// kept, to be set again when the id moves to another port.
+int SetOption(rdma_cm_id* id, int level, int name, const void* value, size_t len);
+// rdma_listen, after the id's own listen: a listener with no device listens
+// on every other port too (cma_listen_on_all).
+void ListenOnOtherPorts(rdma_cm_id* id, int backlog);
+// The depths of a passive id's CONNECT_REQUEST (rdma_accept's defaults);
+// unchanged for an unknown id.
+void RequestDepths(rdma_cm_id* id, uint8_t* initiator_depth, uint8_t* responder_resources);
 // The next event on `channel`, blocking (under a test driver, the driver
 // runs the fabric until one is queued).
 int WaitForEvent(rdma_event_channel* channel, rdma_cm_event** event);
@@ -84,7 +104,7 @@ int ShutdownQp(rdma_cm_id* id, const char* call);
 // Tests: the ibv_modify_qp that ShutdownQp calls (NULL: ibv_modify_qp).
 void SetModifyQpForTesting(int (*modify)(ibv_qp*, ibv_qp_attr*, int));
 
-// Moves every event queued on the backend's uscm channel to the programs'
+// Moves every event queued on the open ports' uscm channels to the programs'
 // channels; the number moved, or -1 with errno.
 int PumpEvents();
 

@@ -1,9 +1,8 @@
-// Which RDMA port serves the process. The drop-in opens one port per process
-// (ids.cc, EnsureBackendLocked): by default the first ACTIVE one; USCM_DEVICE
-// names another ("rxe1" = that device's first ACTIVE port, "rxe1:2" = port 2),
-// for hosts with several devices, where librdmacm would pick the device from
-// the address the program binds (which the drop-in does not know yet when it
-// opens the port, at rdma_create_id). `uscm exec --device` sets it.
+// Which RDMA ports serve the process (ports.h). By default every ACTIVE one:
+// an id goes to the port of the address it binds or resolves from, a
+// wildcard listener listens on all. USCM_DEVICE restricts them to one
+// ("rxe1" = that device's first ACTIVE port, "rxe1:2" = port 2); `uscm exec
+// --device` sets it.
 #ifndef USCM_API_LIBRDMACM_PORT_CHOICE_H_
 #define USCM_API_LIBRDMACM_PORT_CHOICE_H_
 

@@ -1,0 +1,205 @@
+// The drop-in's RDMA ports and the addresses of each. See ports.h.
+#include "api/librdmacm/ports.h"
+
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "api/c/uscm_device.h"
+#include "api/librdmacm/devices.h"
+#include "api/librdmacm/fail.h"
+#include "api/librdmacm/port_choice.h"
+#include "mad/gid.h"
+#include "verbs/ipoib.h"
+#include "verbs/roce_addressing.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+struct Table {
+  bool listed = false;
+  std::deque<Port> ports;  // a deque: pointers stay valid
+};
+
+Table& TheTable() {
+  static Table* t = new Table;
+  return *t;
+}
+
+Addr16 Mapped(const void* ipv4) {
+  Addr16 a{};
+  a[10] = a[11] = 0xff;
+  memcpy(&a[12], ipv4, 4);
+  return a;
+}
+
+// The IPs of an InfiniBand port: those of the IPoIB interfaces whose hardware
+// address carries the port's GID (as uscm_device_open finds them).
+std::vector<Addr16> IpoibPortIps(ibv_context* verbs, int port) {
+  std::vector<Addr16> out;
+  ibv_gid gid;
+  if (ibv_query_gid(verbs, port, 0, &gid) != 0) return out;
+  mad::Gid g;
+  memcpy(g.raw.data(), gid.raw, 16);
+  const std::vector<std::string> names = verbs::IpoibInterfacesOf(g);
+  if (names.empty()) return out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || std::find(names.begin(), names.end(), i->ifa_name) == names.end()) {
+      continue;
+    }
+    if (i->ifa_addr->sa_family == AF_INET) {
+      out.push_back(Mapped(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr));
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      Addr16 a;
+      memcpy(a.data(), &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, 16);
+      out.push_back(a);
+    }
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+std::vector<Addr16> GidsOf(ibv_context* verbs, int port, int count) {
+  std::vector<Addr16> out;
+  for (int i = 0; i < count; ++i) {
+    ibv_gid gid;
+    if (ibv_query_gid(verbs, port, i, &gid) != 0) break;
+    Addr16 a;
+    memcpy(a.data(), gid.raw, 16);
+    if (a != Addr16{}) out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Addr16> RocePortIps(const std::string& ca, int port, const std::string& sysfs) {
+  std::vector<Addr16> out;
+  absl::StatusOr<std::vector<mad::Gid>> table = verbs::ReadGidTable(ca, port, sysfs);
+  if (!table.ok()) return out;
+  for (const mad::Gid& g : *table) {
+    if (g.raw != Addr16{}) out.push_back(g.raw);
+  }
+  return out;
+}
+
+Addr16 KeyOf(const uscm_addr& addr) {
+  if (addr.family == USCM_AF_INET) return Mapped(&addr.ip[12]);
+  Addr16 a;
+  memcpy(a.data(), addr.family == USCM_AF_IB ? addr.gid : addr.ip, 16);
+  return a;
+}
+
+int EnsurePortsLocked(const char* call) {
+  Table& t = TheTable();
+  if (t.listed) return 0;
+  if (EnsureDevices(call) != 0) return -1;
+  PortChoice choice;
+  std::string why;
+  const char* env = getenv("USCM_DEVICE");
+  if (!ParsePortChoice(env, &choice, &why)) return Fail(EINVAL, call, why.c_str());
+  for (ibv_context* verbs : OpenContexts()) {
+    ibv_device_attr dattr;
+    if (ibv_query_device(verbs, &dattr) != 0) continue;
+    const char* ca = ibv_get_device_name(verbs->device);
+    for (int port = 1; port <= dattr.phys_port_cnt; ++port) {
+      if (!PortChosen(choice, ca, port)) continue;
+      ibv_port_attr pattr;
+      if (ibv_query_port(verbs, port, &pattr) != 0 || pattr.state != IBV_PORT_ACTIVE) continue;
+      Port p;
+      p.ca = ca;
+      p.port_num = static_cast<uint8_t>(port);
+      p.verbs = verbs;
+      p.gids = GidsOf(verbs, port, pattr.gid_tbl_len);
+      p.ips = pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? RocePortIps(ca, port, "/sys")
+                                                          : IpoibPortIps(verbs, port);
+      t.ports.push_back(std::move(p));
+    }
+  }
+  if (t.ports.empty()) {
+    return Fail(ENODEV, call,
+                choice.ca.empty() ? "no ACTIVE port on any RDMA device"
+                                  : ("USCM_DEVICE=" + std::string(env) +
+                                     ": no such ACTIVE port (see ibv_devinfo)")
+                                        .c_str());
+  }
+  t.listed = true;
+  return 0;
+}
+
+std::vector<Port*> PortsLocked() {
+  std::vector<Port*> out;
+  for (Port& p : TheTable().ports) out.push_back(&p);
+  return out;
+}
+
+Port* PortOfAddressLocked(const uscm_addr& addr) {
+  const Addr16 key = KeyOf(addr);
+  for (Port& p : TheTable().ports) {
+    const std::vector<Addr16>& set = addr.family == USCM_AF_IB ? p.gids : p.ips;
+    if (std::find(set.begin(), set.end(), key) != set.end()) return &p;
+  }
+  return nullptr;
+}
+
+int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
+  if (port->channel != nullptr) return 0;
+  uscm_device* dev = uscm_device_open(port->ca.c_str(), port->port_num);
+  if (dev == nullptr) return Fail(errno, call, uscm_last_error());
+  uscm_event_channel* channel = uscm_create_event_channel_on(dev);
+  if (channel == nullptr) {
+    int err = errno;
+    std::string why = uscm_last_error();
+    uscm_device_close(dev);
+    return Fail(err, call, why.c_str());
+  }
+  port->dev = dev;
+  port->channel = channel;
+  if (on_open != nullptr) on_open(port);
+  return 0;
+}
+
+int UsePortsForTesting(const std::vector<uscm_device*>& devs,
+                       const std::vector<std::vector<Addr16>>& ips) {
+  Table& t = TheTable();
+  if (t.listed) return Fail(EBUSY, "test ports", "ports are listed already");
+  for (size_t i = 0; i < devs.size(); ++i) {
+    Port p;
+    p.ca = "sim" + std::to_string(i);
+    p.port_num = static_cast<uint8_t>(i + 1);
+    p.ips = i < ips.size() ? ips[i] : std::vector<Addr16>{};
+    p.testing = true;
+    p.dev = devs[i];
+    p.channel = uscm_create_event_channel_on(devs[i]);
+    if (p.channel == nullptr) {
+      int err = errno;
+      for (Port& made : t.ports) uscm_destroy_event_channel(made.channel);
+      t.ports.clear();
+      return Fail(err, "test ports", uscm_last_error());
+    }
+    t.ports.push_back(std::move(p));
+  }
+  t.listed = true;
+  return 0;
+}
+
+void ResetPortsForTesting() {
+  Table& t = TheTable();
+  for (Port& p : t.ports) {
+    if (p.testing) uscm_destroy_event_channel(p.channel);
+  }
+  t.ports.clear();
+  t.listed = false;
+}
+
+}  // namespace uscm::librdmacm

@@ -1,0 +1,70 @@
+// The RDMA ports the drop-in serves, as librdmacm finds a device per id: every
+// ACTIVE port of the devices rdma_get_devices opens (USCM_DEVICE /
+// `uscm exec --device` restricts them to one: port_choice.h), listed once with
+// the addresses that belong to each, and each opened through
+// uscm_device_open (umad, or the host's uscmd) on first use. An id goes to
+// the port of the address it binds or resolves from (librdmacm's
+// ucma_get_device after the kernel's cma_acquire_dev_by_src_ip): the GID
+// table of a RoCE port (IPv4-mapped and IPv6 GIDs), the IPoIB interfaces of
+// an InfiniBand port (verbs/ipoib.h), the GIDs for AF_IB.
+//
+// The "Locked" calls run under the caller's lock (ids.cc's): the table has
+// no lock of its own.
+#ifndef USCM_API_LIBRDMACM_PORTS_H_
+#define USCM_API_LIBRDMACM_PORTS_H_
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/c/uscm_cma.h"
+
+namespace uscm::librdmacm {
+
+using Addr16 = std::array<uint8_t, 16>;  // an IPv6 address, IPv4 as ::ffff:a.b.c.d, or a GID
+
+struct Port {
+  std::string ca;
+  uint8_t port_num = 0;
+  ibv_context* verbs = nullptr;  // NULL for a simulated device
+  std::vector<Addr16> ips;       // the port's IP addresses
+  std::vector<Addr16> gids;      // its GID table (AF_IB)
+  bool testing = false;          // a simulated device of UsePortsForTesting
+  // Once opened (OpenPortLocked):
+  uscm_device* dev = nullptr;
+  uscm_event_channel* channel = nullptr;
+};
+
+// Lists the ports the first time (later calls reuse the list): 0, or -1 with
+// errno (ENODEV: none ACTIVE among those USCM_DEVICE allows; EINVAL: a
+// malformed USCM_DEVICE).
+int EnsurePortsLocked(const char* call);
+// The listed ports (stable pointers), in device then port order.
+std::vector<Port*> PortsLocked();
+// The port whose addresses hold `addr` (AF_INET, AF_INET6: its IPs; AF_IB:
+// its GIDs); NULL when none does (a loopback or foreign address: the caller
+// keeps its default, and uscm says what is wrong with the address).
+Port* PortOfAddressLocked(const uscm_addr& addr);
+// Opens `port` once: its uscm device and event channel, then `on_open(port)`
+// (ids.cc: the progress hook and the forwarding thread). 0, or -1 with errno.
+int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*));
+
+// The addresses of a RoCE port from its GID table (zero GIDs left out).
+std::vector<Addr16> RocePortIps(const std::string& ca, int port, const std::string& sysfs);
+// The key `addr` is looked up by (IPv4 mapped; AF_IB: the GID).
+Addr16 KeyOf(const uscm_addr& addr);
+
+// Tests: the ports are the given simulated devices, already opened (channel
+// made here), port_num 1, 2, ... in order. 0, or -1 with errno EBUSY when
+// ports are listed already.
+int UsePortsForTesting(const std::vector<uscm_device*>& devs,
+                       const std::vector<std::vector<Addr16>>& ips);
+// Drops the ports of UsePortsForTesting (every id must be destroyed).
+void ResetPortsForTesting();
+
+}  // namespace uscm::librdmacm
+
+#endif  // USCM_API_LIBRDMACM_PORTS_H_
