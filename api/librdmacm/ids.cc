@@ -73,7 +73,7 @@ struct IdState {
 struct Id {
   rdma_cm_id pub;
   IdState* state;
-  Port* port;  // where `state->uid` lives
+  Port* port;  // where `state->uid` lives; both NULL until the id needs one
 };
 static_assert(offsetof(Id, pub) == 0);
 
@@ -138,7 +138,7 @@ Port* DefaultPortLocked(const char* call) {
   return nullptr;
 }
 
-int EnsureBackendLocked(const char* call) { return DefaultPortLocked(call) != nullptr ? 0 : -1; }
+int EnsureBackendLocked(const char* call) { return EnsurePortsLocked(call); }
 
 Id* FindLocked(rdma_cm_id* pub) {
   auto it = ByPublic().find(pub);
@@ -222,12 +222,22 @@ int PlaceLocked(Id* id, Port* to, const char* call) {
   if (to == nullptr || to == id->port || id->pub.port_num != 0) return 0;
   uscm_cm_id* uid = CloneOnLocked(id, to, call);
   if (uid == nullptr) return -1;
-  uscm_destroy_id(id->state->uid);  // fresh: no events, no peer
-  ByUscmId().erase(id->state->uid);
+  if (id->state->uid != nullptr) {
+    uscm_destroy_id(id->state->uid);  // no device yet: no events, no peer
+    ByUscmId().erase(id->state->uid);
+  }
   ByUscmId()[uid] = id;
   id->state->uid = uid;
   id->port = to;
   return 0;
+}
+
+// An id gets its uscm id when a call needs one: on the port of its address
+// (PlaceLocked), else on the default port.
+int MaterializeLocked(Id* id, const char* call) {
+  if (id->state->uid != nullptr) return 0;
+  Port* port = DefaultPortLocked(call);
+  return port == nullptr ? -1 : PlaceLocked(id, port, call);
 }
 
 // The kernel's cma_listen_on_all: a listener with no device (bound to a
@@ -258,11 +268,11 @@ Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* contex
   id->state = new IdState;
   id->state->uid = uid;
   id->port = port;
+  if (uid != nullptr) ByUscmId()[uid] = id;
   id->pub.channel = channel;
   id->pub.context = context;
   id->pub.ps = ps;
   id->pub.qp_type = IsUd(ps) ? IBV_QPT_UD : IBV_QPT_RC;
-  ByUscmId()[uid] = id;
   ByPublic()[&id->pub] = id;
   return id;
 }
@@ -422,6 +432,7 @@ int WithId(const char* call, rdma_cm_id* pub, Op op, void (*after)(Id*) = nullpt
     if (EnsureBackendLocked(call) != 0) return -1;
     id = FindLocked(pub);
     if (id == nullptr) return Fail(EINVAL, call, "not an id of rdma_create_id (or destroyed)");
+    if (MaterializeLocked(id, call) != 0) return -1;
     uid = id->state->uid;
   }
   if (op(uid) != 0) return UscmFailed(call);
@@ -549,7 +560,7 @@ int SetOption(rdma_cm_id* pub, int level, int name, const void* value, size_t le
   if (EnsureBackendLocked("rdma_set_option") != 0) return -1;
   Id* id = FindLocked(pub);
   if (id == nullptr) return Fail(EINVAL, "rdma_set_option", "not an id of rdma_create_id (or destroyed)");
-  if (uscm_set_option(id->state->uid, level, name, value, len) != 0) {
+  if (id->state->uid != nullptr && uscm_set_option(id->state->uid, level, name, value, len) != 0) {
     return UscmFailed("rdma_set_option");
   }
   for (uscm_cm_id* more : id->state->more_listeners) uscm_set_option(more, level, name, value, len);
@@ -583,6 +594,7 @@ uscm_cm_id* UscmIdOf(rdma_cm_id* pub, const char* call) {
     Fail(EINVAL, call, "not an id of rdma_create_id (or destroyed)");
     return nullptr;
   }
+  if (MaterializeLocked(id, call) != 0) return nullptr;
   return id->state->uid;
 }
 
@@ -596,21 +608,19 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
                    rdma_port_space ps) {
   using namespace uscm::librdmacm;
   std::lock_guard<std::mutex> lock(g_mu);
-  Port* port = DefaultPortLocked("rdma_create_id");
-  if (port == nullptr) return -1;
+  if (EnsurePortsLocked("rdma_create_id") != 0) return -1;
   if (id == nullptr) return Fail(EINVAL, "rdma_create_id", "id is NULL");
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IPOIB && ps != RDMA_PS_IB) {
+    return Fail(EINVAL, "rdma_create_id", "unknown port space");
+  }
   const bool sync = channel == nullptr;
   if (sync) {
     channel = NewEventChannel();  // the id's own: its calls wait on it
     if (channel == nullptr) return -1;
   }
-  uscm_cm_id* uid = nullptr;
-  if (uscm_create_id(port->channel, &uid, nullptr, static_cast<uscm_port_space>(ps)) != 0) {
-    int rc = UscmFailed("rdma_create_id");
-    if (sync) rdma_destroy_event_channel(channel);
-    return rc;
-  }
-  Id* created = NewId(uid, port, channel, context, ps);
+  // No device and no uscm id yet, as librdmacm: the port comes with the
+  // address (PlaceLocked) or the first call that needs one.
+  Id* created = NewId(nullptr, nullptr, channel, context, ps);
   created->state->sync = sync;
   *id = &created->pub;
   return 0;
@@ -645,8 +655,10 @@ int rdma_destroy_id(rdma_cm_id* pub) {
     acked.unlock();
     lock.lock();
   }
-  if (uscm_destroy_id(id->state->uid) != 0) return UscmFailed("rdma_destroy_id");
-  ByUscmId().erase(id->state->uid);
+  if (id->state->uid != nullptr) {
+    if (uscm_destroy_id(id->state->uid) != 0) return UscmFailed("rdma_destroy_id");
+    ByUscmId().erase(id->state->uid);
+  }
   for (uscm_cm_id* more : id->state->more_listeners) {
     if (uscm_destroy_id(more) != 0) Fail(errno, "rdma_destroy_id", uscm_last_error());
     ByUscmId().erase(more);
@@ -692,8 +704,7 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (EnsureBackendLocked("rdma_resolve_addr") != 0) return -1;
-    Id* i = FindLocked(id);
-    real = i != nullptr && !i->port->testing;
+    real = !PortsLocked().front()->testing;
   }
   // The neighbour (ARP / ND, the IPoIB GID) is the device's to resolve:
   // uscm_device_open gives it the kernel's tables (verbs/neighbours.h).
