@@ -19,9 +19,9 @@
 //    inherited descriptor): uscmd's idle timer (--idle-exit) starts only
 //    once PROGRAM and every other client are gone.
 // 4. Puts the drop-in first on LD_LIBRARY_PATH and execs PROGRAM. --device
-//    sets USCM_DEVICE: the port the drop-in serves the program on (by default
-//    the first ACTIVE one; api/librdmacm/port_choice.h), and only that port
-//    gets a uscmd.
+//    sets USCM_DEVICE: the one port the drop-in serves the program on (by
+//    default every ACTIVE one, each id on the port of its address;
+//    api/librdmacm/ports.h), and only that port gets a uscmd.
 //
 // The uscmd it starts exits by itself S seconds (--idle-exit, default 30)
 // after its last client left; its log is /tmp/uscmd-<ca>-<port>.log.
@@ -72,9 +72,9 @@ constexpr char kUsage[] =
     "Options:\n"
     "  --libdir DIR   where librdmacm.so.1 is (default: $USCM_LIBDIR, else next to\n"
     "                 this uscm: ../lib/uscm or ../api/librdmacm)\n"
-    "  --device CA[:PORT]  the RDMA port the program runs on (sets USCM_DEVICE;\n"
-    "                 default: the first ACTIVE port). The drop-in serves one\n"
-    "                 port per process: name it on a host with several devices\n"
+    "  --device CA[:PORT]  the only RDMA port the program runs on (sets\n"
+    "                 USCM_DEVICE; default: every ACTIVE port, each id on the\n"
+    "                 port of the address it binds or resolves from)\n"
     "  --idle-exit S  a uscmd started here exits S seconds after its last client\n"
     "                 (default 30; 0: it keeps running)\n"
     "  --no-uscmd     start no router (the program owns the port itself and\n"
