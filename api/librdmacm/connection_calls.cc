@@ -1,6 +1,6 @@
 // The connection calls of the drop-in made of ForId / CompleteCall (ids.h):
-// resolve_route, listen (on every port for a listener with no device),
-// connect, accept.
+// resolve_addr (the id to the port of its source), resolve_route, listen (on
+// every port for a listener with no device), connect, accept, disconnect.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -16,6 +16,58 @@
 #include "api/librdmacm/ids.h"
 
 extern "C" {
+
+int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, int timeout_ms) {
+  using namespace uscm::librdmacm;
+  uscm_addr src, dst;
+  if (dst_addr == nullptr || ToUscmAddr(dst_addr, &dst) != 0) {
+    return Fail(EINVAL, "rdma_resolve_addr", "destination is NULL or of an unknown family");
+  }
+  if (src_addr != nullptr && ToUscmAddr(src_addr, &src) != 0) {
+    return Fail(EINVAL, "rdma_resolve_addr", "source address of an unknown family");
+  }
+  if (EnsureBackend("rdma_resolve_addr") != 0) return -1;
+  // The neighbour (ARP / ND, the IPoIB GID) is the device's to resolve:
+  // uscm_device_open gives it the kernel's tables (verbs/neighbours.h).
+  // No source: the one the routing table picks, as the kernel's rdma_cm
+  // (rdma_resolve_ip). When that address is on no RDMA port, uscm's choice:
+  // the port's first address of the destination's family.
+  bool routed = false;
+  if (src_addr == nullptr && !OnSimulatedPorts() && RouteSource(dst, &src) == 0) routed = true;
+  // The id goes to the port of its source: the given one, else the routing
+  // table's (the device of the route's output interface).
+  if ((routed || (src_addr != nullptr && !IsWildcard(src))) &&
+      PlaceForSource(id, src, "rdma_resolve_addr") != 0) {
+    return -1;
+  }
+  int rc = ForId("rdma_resolve_addr", id, [&](uscm_cm_id* uid) {
+    const bool with_src = src_addr != nullptr || routed;
+    int r = uscm_resolve_addr(uid, with_src ? &src : nullptr, &dst, timeout_ms);
+    if (r != 0 && routed) {
+      Fail(errno, "rdma_resolve_addr", "the routing table's source is not on the id's port");
+      r = uscm_resolve_addr(uid, nullptr, &dst, timeout_ms);
+    }
+    return r;
+  });
+  if (rc != 0) return rc;
+  // As librdmacm: the destination shows in id->route at once.
+  ToSockaddr(dst, &id->route.addr.dst_storage);
+  return CompleteCall(id, "rdma_resolve_addr");
+}
+
+// As librdmacm, the QP goes to ERROR first (ShutdownQp; uscm does it again
+// for a QP it still drives), and from then on it is the program's alone.
+int rdma_disconnect(rdma_cm_id* id) {
+  if (uscm::librdmacm::ForId("rdma_disconnect", id, [&](uscm_cm_id* uid) {
+        if (uscm::librdmacm::ShutdownQp(id, "rdma_disconnect") != 0) return -1;
+        if (uscm_disconnect(uid) != 0) return -1;
+        uscm::librdmacm::DetachQp(uid);
+        return 0;
+      }) != 0) {
+    return -1;
+  }
+  return uscm::librdmacm::CompleteCall(id, "rdma_disconnect");
+}
 
 int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
   if (uscm::librdmacm::ForId("rdma_resolve_route", id, [&](uscm_cm_id* uid) {

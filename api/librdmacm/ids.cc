@@ -284,13 +284,6 @@ void OnAck(void* arg) {
   state->acked.notify_all();
 }
 
-// uscm stops driving the id's QP, which stays the program's (id->qp): once
-// connected, only the program's calls touch it, as with librdmacm
-// (rdma_disconnect: ShutdownQp). perftest -R frees a connected QP with
-// ibv_destroy_qp, then the peer's DREQ made uscm move it to ERROR (SIGSEGV).
-void DetachQp(uscm_cm_id* uid) {
-  if (uid->qp != nullptr) uscm_destroy_qp(uid);  // of uscm_set_qp: only detached
-}
 
 // One uscm event of `from` to the program's channel.
 void Forward(const uscm_cm_event& ue, Port* from) {
@@ -485,6 +478,22 @@ bool OwnEvent(const rdma_cm_event& e, const void* id) { return e.id == id; }
 
 }  // namespace
 
+void DetachQp(uscm_cm_id* uid) {
+  if (uid->qp != nullptr) uscm_destroy_qp(uid);  // of uscm_set_qp: only detached
+}
+
+bool OnSimulatedPorts() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::vector<Port*> ports = PortsLocked();
+  return !ports.empty() && ports.front()->testing;
+}
+
+int PlaceForSource(rdma_cm_id* pub, const uscm_addr& src, const char* call) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  Id* id = FindLocked(pub);
+  return id == nullptr ? 0 : PlaceLocked(id, PortOfAddressLocked(src), call);
+}
+
 void SetDriverForTesting(void (*drive)(void*), void* arg) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_driver = drive;
@@ -560,7 +569,10 @@ int SetOption(rdma_cm_id* pub, int level, int name, const void* value, size_t le
   if (EnsureBackendLocked("rdma_set_option") != 0) return -1;
   Id* id = FindLocked(pub);
   if (id == nullptr) return Fail(EINVAL, "rdma_set_option", "not an id of rdma_create_id (or destroyed)");
-  if (id->state->uid != nullptr && uscm_set_option(id->state->uid, level, name, value, len) != 0) {
+  // uscm checks the option (a bad one fails now, as librdmacm's): on the
+  // default port when the id has none yet; a later address still moves it.
+  if (MaterializeLocked(id, "rdma_set_option") != 0) return -1;
+  if (uscm_set_option(id->state->uid, level, name, value, len) != 0) {
     return UscmFailed("rdma_set_option");
   }
   for (uscm_cm_id* more : id->state->more_listeners) uscm_set_option(more, level, name, value, len);
@@ -689,67 +701,6 @@ int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
   void (*after)(Id*) = wildcard ? &RememberWildcard : &AttachAndFill;
   return WithId(
       "rdma_bind_addr", id, [&](uscm_cm_id* uid) { return uscm_bind_addr(uid, &a); }, after);
-}
-
-int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, int timeout_ms) {
-  using namespace uscm::librdmacm;
-  uscm_addr src, dst;
-  if (dst_addr == nullptr || ToUscmAddr(dst_addr, &dst) != 0) {
-    return Fail(EINVAL, "rdma_resolve_addr", "destination is NULL or of an unknown family");
-  }
-  if (src_addr != nullptr && ToUscmAddr(src_addr, &src) != 0) {
-    return Fail(EINVAL, "rdma_resolve_addr", "source address of an unknown family");
-  }
-  bool real = false;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (EnsureBackendLocked("rdma_resolve_addr") != 0) return -1;
-    real = !PortsLocked().front()->testing;
-  }
-  // The neighbour (ARP / ND, the IPoIB GID) is the device's to resolve:
-  // uscm_device_open gives it the kernel's tables (verbs/neighbours.h).
-  // No source: the one the routing table picks, as the kernel's rdma_cm
-  // (rdma_resolve_ip). When that address is not on uscm's port (the route
-  // leaves through another device), uscm's choice: the port's first address
-  // of the destination's family.
-  bool routed = false;
-  if (src_addr == nullptr && real && RouteSource(dst, &src) == 0) routed = true;
-  // The id goes to the port of its source: the given one, else the routing
-  // table's (the device of the route's output interface).
-  if (routed || (src_addr != nullptr && !IsWildcard(src))) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    Id* i = FindLocked(id);
-    if (i != nullptr && PlaceLocked(i, PortOfAddressLocked(src), "rdma_resolve_addr") != 0) {
-      return -1;
-    }
-  }
-  int rc = WithId("rdma_resolve_addr", id, [&](uscm_cm_id* uid) {
-    const bool with_src = src_addr != nullptr || routed;
-    int r = uscm_resolve_addr(uid, with_src ? &src : nullptr, &dst, timeout_ms);
-    if (r != 0 && routed) {
-      Fail(errno, "rdma_resolve_addr", "the routing table's source is not on uscm's port");
-      r = uscm_resolve_addr(uid, nullptr, &dst, timeout_ms);
-    }
-    return r;
-  });
-  if (rc != 0) return rc;
-  // As librdmacm: the destination shows in id->route at once.
-  ToSockaddr(dst, &id->route.addr.dst_storage);
-  return Complete(id, "rdma_resolve_addr");
-}
-
-// As librdmacm, the QP goes to ERROR first (ShutdownQp; uscm does it again
-// for a QP it still drives), and from then on it is the program's alone.
-int rdma_disconnect(rdma_cm_id* id) {
-  if (uscm::librdmacm::WithId("rdma_disconnect", id, [&](uscm_cm_id* uid) {
-        if (uscm::librdmacm::ShutdownQp(id, "rdma_disconnect") != 0) return -1;
-        if (uscm_disconnect(uid) != 0) return -1;
-        uscm::librdmacm::DetachQp(uid);
-        return 0;
-      }) != 0) {
-    return -1;
-  }
-  return uscm::librdmacm::Complete(id, "rdma_disconnect");
 }
 
 // The id's queued events (and a listener's queued CONNECT_REQUESTs) move to

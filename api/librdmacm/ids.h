@@ -18,8 +18,9 @@
 // listen, get_request, connect, accept, reject, reject_ece, set_local_ece,
 // get_remote_ece, establish, notify, disconnect, set_option, init_qp_attr,
 // join_multicast(_ex), leave_multicast, migrate_id, create_ep, destroy_ep
-// (get_request and create_ep: endpoints.cc; resolve_route, listen, connect,
-// accept: connection_calls.cc; the pass-through calls: id_calls.cc). Not done (ENOSYS): see cma.cc.
+// (get_request and create_ep: endpoints.cc; resolve_addr, resolve_route,
+// listen, connect, accept, disconnect: connection_calls.cc; the pass-through
+// calls: id_calls.cc). Not done (ENOSYS): see cma.cc.
 //
 // Tests swap the ports for simulated uscm devices (UseDeviceForTesting,
 // UseDevicesForTesting) and move their events by hand (PumpEvents).
@@ -90,6 +91,18 @@ int WaitForEvent(rdma_event_channel* channel, rdma_cm_event** event);
 // The uscm id behind a program's id; NULL with errno EINVAL (and USCM_DEBUG
 // naming `call`) for an id this library did not create or already destroyed.
 uscm_cm_id* UscmIdOf(rdma_cm_id* id, const char* call);
+
+// uscm stops driving the id's QP, which stays the program's (id->qp): once
+// connected, only the program's calls touch it, as with librdmacm
+// (rdma_disconnect: ShutdownQp). perftest -R frees a connected QP with
+// ibv_destroy_qp, then the peer's DREQ made uscm move it to ERROR (SIGSEGV).
+void DetachQp(uscm_cm_id* uid);
+// True when the ports are simulated devices (UseDevice(s)ForTesting): no
+// routing table to ask.
+bool OnSimulatedPorts();
+// rdma_resolve_addr: an id with no device yet moves to the port of `src`
+// (none owns it: it stays). 0, or -1 with errno.
+int PlaceForSource(rdma_cm_id* id, const uscm_addr& src, const char* call);
 
 // qps.cc: drops what rdma_create_qp kept for `id` (rdma_destroy_id; a
 // program that destroyed the QP with ibv_destroy_qp never calls

@@ -124,6 +124,11 @@ TEST_F(PortsTest, BindTakesThePortOfTheAddress) {
 TEST_F(PortsTest, OptionsFollowTheIdToItsPort) {
   rdma_cm_id* id = nullptr;
   ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  // A bad option fails at once, as librdmacm's (checked by uscm), though the
+  // id has no port yet.
+  int wide = 0x20;
+  EXPECT_EQ(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &wide, sizeof(wide)), -1);
+  EXPECT_EQ(errno, EINVAL);
   uint8_t tos = 0x68;
   ASSERT_EQ(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)), 0)
       << strerror(errno);
