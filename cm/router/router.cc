@@ -82,9 +82,29 @@ void Router::ToClient(uint8_t slot, const mad::MadAddress& from, std::span<const
   sink_(slot, frame_buf_);
 }
 
+size_t CmAttrIndex(std::span<const uint8_t> mad) {
+  if (mad.size() < 24) return 16;
+  const uint16_t attr = static_cast<uint16_t>(mad[16] << 8 | mad[17]);
+  return attr >= 0x10 && attr < 0x20 ? attr - 0x10 : 16;
+}
+
+std::string CmAttrCounts(const std::array<uint64_t, 17>& counts) {
+  std::string out;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] == 0) continue;
+    const char* name = i < 16 ? w::CmAttrName(static_cast<w::CmAttr>(0x10 + i)) : nullptr;
+    absl::StrAppend(&out, out.empty() ? "" : " ", name != nullptr ? name : "other", " ",
+                    counts[i]);
+  }
+  return out.empty() ? "none" : out;
+}
+
 void Router::ToWire(const mad::MadAddress& to, std::span<const uint8_t> mad) {
   if (wire_.Send(to, mad).ok()) {
     ++counters_.to_wire;
+    if (mad.size() >= 24 && mad[1] == static_cast<uint8_t>(w::MgmtClass::kCommMgt)) {
+      ++counters_.cm_to_wire[CmAttrIndex(mad)];
+    }
   } else {
     ++counters_.send_errors;
   }
@@ -146,6 +166,7 @@ void Router::RouteWire(const mad::ReceivedMad& m) {
     return;
   }
   if (m.data[1] == static_cast<uint8_t>(w::MgmtClass::kCommMgt)) {
+    ++counters_.cm_from_wire[CmAttrIndex(m.data)];
     RouteWireCm(m);
     return;
   }

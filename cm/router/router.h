@@ -83,7 +83,16 @@ struct RouterCounters {
   uint64_t mc_own_answers = 0;    // SA answers to those leaves (absorbed)
   uint64_t sa_coalesced = 0;      // PathRecord Gets answered with another client's
   uint64_t sa_waiter_resends = 0; // a waiting client's retry re-sent the shared query
+  // CM MADs to / from the wire by attribute ID - 0x10 (REQ .. APR; 16: other):
+  // retransmissions and duplicates show here (uscmd prints them at exit).
+  std::array<uint64_t, 17> cm_to_wire{};
+  std::array<uint64_t, 17> cm_from_wire{};
 };
+
+// The index of a CM MAD's attribute in RouterCounters::cm_to_wire / cm_from_wire.
+size_t CmAttrIndex(std::span<const uint8_t> mad);
+// "REQ 100 REP 100 ..." for the non-zero entries of such an array.
+std::string CmAttrCounts(const std::array<uint64_t, 17>& counts);
 
 // Who a client is, from its socket's peer credentials (Server). In-process
 // clients (tests) are trusted.

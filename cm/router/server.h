@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -51,14 +52,27 @@ struct ServerOptions {
   // For a transport without an fd: advances it (delivers MADs that are due)
   // and returns how long the loop may sleep before calling it again.
   std::function<mad::Duration()> pump;
+  // SO_SNDBUF of each client's socket (the kernel caps it at
+  // net.core.wmem_max: 208 KiB by default, ~300 MAD frames). Frames beyond it
+  // wait in the server's queue (ServerCounters::queued_to_client).
+  int client_send_buffer = 4 << 20;
 };
 
 struct ServerCounters {
   uint64_t accepted = 0;         // socket connections
   uint64_t bad_hello = 0;        // first frame was not a hello
   uint64_t no_credentials = 0;   // SO_PEERCRED failed: treated as unprivileged
-  uint64_t dropped_to_client = 0;  // client socket full: the MAD is lost (retries cover it)
+  // A client's socket full (a process slower than the wire: 1,000 REQs at once
+  // for cmtime's server): frames wait in the client's queue, in order, until
+  // the socket takes them (EPOLLOUT); only beyond kMaxQueuedFrames is one lost.
+  uint64_t queued_to_client = 0;   // frames that had to wait
+  uint64_t max_client_queue = 0;   // the longest a client's queue was
+  uint64_t dropped_to_client = 0;  // queue full: the frame is lost (the CM's retries cover it)
 };
+
+// Frames that may wait for one client before one is dropped (a MAD frame is
+// ~300 bytes: at most ~20 MB for a client that stopped reading).
+inline constexpr size_t kMaxQueuedFrames = 1 << 16;
 
 // Whether a router answers on `socket_path` (a connect succeeds): a live
 // router's socket, never to be unlinked. A stale socket file or none: false.
@@ -102,6 +116,10 @@ class Server {
   void ReadClient(int fd);
   void CloseClient(int fd);
   void SendTo(uint8_t slot, std::span<const uint8_t> frame);
+  // Sends what waits in the client's queue until the socket is full again;
+  // watches EPOLLOUT exactly while something waits.
+  void Flush(int fd);
+  void WatchWritable(int fd, bool on);
 
   mad::Transport& wire_;
   ServerOptions options_;
@@ -112,6 +130,8 @@ class Server {
   struct Conn {
     uint8_t slot = 0;  // 0 until the hello
     ClientCredentials creds;  // SO_PEERCRED at accept
+    std::deque<std::vector<uint8_t>> queued;  // frames the socket had no room for
+    bool watching_out = false;
   };
   absl::flat_hash_map<int, Conn> conns_;     // by fd
   absl::flat_hash_map<uint8_t, int> by_slot_;

@@ -53,8 +53,12 @@ for ((i = 0; i < T * 10; i++)); do
   sleep 0.1
 done
 lsmod | grep -qw ib_cm && fail bench-uscm "ib_cm still loaded after ${T}s: $(modprobe -r ib_cm 2>&1)"
+# uscmd for rxe0 started here (not by `uscm exec`) so that its counters can be printed.
+"$USCM_VM_BIN/tools/uscmd" --ca rxe0 --port 1 > $OUT/uscmd.log 2>&1 & UPID=$!
+wait_for $OUT/uscmd.log '^uscmd: rxe0 port 1' || { cat $OUT/uscmd.log; fail bench-uscm "uscmd did not start"; }
 run_pair uscm uscm 7472 env USCM_DEBUG=1 "$USCM" exec -- cmtime -b $A -p 7472 -c "$N" -- \
   "$USCM" exec -- cmtime -s $A -b $A -p 7472 -c "$N" && pass bench-uscm || fail bench-uscm "see above"
+kill "$UPID"; wait "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log
 echo "cmtime -c $N, step totals (ms): kernel CM | uscm drop-in | kernel / uscm"
 awk -F'\t' 'NR == FNR { k[$1] = $2; order[++n] = $1; next } { u[$1] = $2 }
   END { for (i = 1; i <= n; i++) { s = order[i]
