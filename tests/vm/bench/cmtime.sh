@@ -2,15 +2,19 @@
 # tests/vm/bench/cmtime.sh [N]: Debian's unmodified cmtime, the kernel CM against uscm's
 # drop-in librdmacm.so.1, in ONE VM boot (rxe0 <-> rxe1 over a veth; docs/VM.md).
 # A bench, not a test: it prints the step totals side by side (docs/API.md "cmtime").
-#   1. kernel CM: cmtime server on rxe0 (192.168.77.1), client bound to rxe1 (192.168.77.2)
-#   2. modprobe -r rdma_ucm rdma_cm ib_cm, then the same through `uscm exec` (the drop-in,
-#      uscmd started on demand): server and client are two processes on rxe0 through uscmd
-#      (the drop-in serves one port per process; docs/VM.md "60-dropin-rping").
+#   1. no kernel CM loaded: cmtime through `uscm exec` (the drop-in): server and client are
+#      two processes on rxe0 through one uscmd (the drop-in serves one port per process;
+#      docs/VM.md "60-dropin-rping"); uscmd is started here so that its counters are printed
+#   2. uscmd stopped, modprobe rdma_ucm (rdma_cm, ib_cm): the kernel CM, cmtime server on
+#      rxe0 (192.168.77.1), client bound to rxe1 (192.168.77.2)
+# The drop-in goes first: loading the kernel CM is immediate, while unloading it after a
+# killed -c 1000 server waits for its 1,000 connections to leave (the bench's drop-in half
+# once never started within its bound: the unload loop was still running).
 # N connections (default 1000). Run from the repository: bazel build the targets below,
 # then tests/vm/bench/cmtime.sh [N]   (USCM_VM_BIN as for tests/vm/run.sh).
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
 . "$(dirname "$0")/../lib.sh"
-vm_boot --cm --timeout 1500 --env "CMTIME_N=${1:-1000}"
+vm_boot --timeout 1500 --env "CMTIME_N=${1:-1000}"
 
 N=${CMTIME_N:-1000}
 T=400
@@ -44,21 +48,16 @@ totals() {
     "$OUT/$1-client.log"
 }
 
+lsmod | grep -qw ib_cm && fail bench-uscm "ib_cm is loaded: the drop-in half needs the port's CM class"
+"$USCM_VM_BIN/tools/uscmd" --ca rxe0 --port 1 > $OUT/uscmd.log 2>&1 & UPID=$!
+wait_for $OUT/uscmd.log '^uscmd: rxe0 port 1' || fail bench-uscm "uscmd did not start"
+run_pair uscm uscm 7472 env USCM_DEBUG=1 "$USCM" exec --device rxe0 -- cmtime -b $A -p 7472 -c "$N" -- \
+  "$USCM" exec --device rxe0 -- cmtime -s $A -b $A -p 7472 -c "$N" && pass bench-uscm || fail bench-uscm "see above"
+kill "$UPID"; wait "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log
+# (--device rxe0: `uscm exec` starts no uscmd for rxe1; with ours gone ib_cm may take rxe0's CM class)
+modprobe -a rdma_ucm rdma_cm ib_cm || fail bench-kernel "modprobe rdma_ucm rdma_cm ib_cm failed"
 run_pair kernel kernel 7471 cmtime -b $A -p 7471 -c "$N" -- \
   cmtime -s $A -b $B -p 7471 -c "$N" && pass bench-kernel || fail bench-kernel "see above"
-# The kernel CM lets go of the modules once the killed server's ids are gone (asynchronous):
-# retry the unload (a set-up step) with a bound; uscmd cannot start while ib_cm owns the port.
-for ((i = 0; i < T * 10; i++)); do
-  modprobe -r rdma_ucm rdma_cm ib_cm 2>/dev/null && break
-  sleep 0.1
-done
-lsmod | grep -qw ib_cm && fail bench-uscm "ib_cm still loaded after ${T}s: $(modprobe -r ib_cm 2>&1)"
-# uscmd for rxe0 started here (not by `uscm exec`) so that its counters can be printed.
-"$USCM_VM_BIN/tools/uscmd" --ca rxe0 --port 1 > $OUT/uscmd.log 2>&1 & UPID=$!
-wait_for $OUT/uscmd.log '^uscmd: rxe0 port 1' || { cat $OUT/uscmd.log; fail bench-uscm "uscmd did not start"; }
-run_pair uscm uscm 7472 env USCM_DEBUG=1 "$USCM" exec -- cmtime -b $A -p 7472 -c "$N" -- \
-  "$USCM" exec -- cmtime -s $A -b $A -p 7472 -c "$N" && pass bench-uscm || fail bench-uscm "see above"
-kill "$UPID"; wait "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log
 echo "cmtime -c $N, step totals (ms): kernel CM | uscm drop-in | kernel / uscm"
 awk -F'\t' 'NR == FNR { k[$1] = $2; order[++n] = $1; next } { u[$1] = $2 }
   END { for (i = 1; i <= n; i++) { s = order[i]
