@@ -8,8 +8,8 @@
 #   2. uscmd stopped, modprobe rdma_ucm (rdma_cm, ib_cm): the kernel CM, cmtime server on
 #      rxe0 (192.168.77.1), client bound to rxe1 (192.168.77.2)
 # The drop-in goes first: loading the kernel CM is immediate, while unloading it after a
-# killed -c 1000 server waits for its 1,000 connections to leave (the bench's drop-in half
-# once never started within its bound: the unload loop was still running).
+# killed server waits for its connections to leave (in the old order the drop-in half
+# printed nothing for 8+ minutes at -c 100; most likely the unload loop, not traced).
 # N connections (default 1000). Run from the repository: bazel build the targets below,
 # then tests/vm/bench/cmtime.sh [N]   (USCM_VM_BIN as for tests/vm/run.sh).
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
