@@ -13,11 +13,9 @@
 #include <vector>
 
 #include "cm/router/frame.h"
+#include "cm/router/router_testing.h"
 #include "cm/router/server.h"
 #include "gtest/gtest.h"
-#include "mad/sim/fabric.h"
-#include "mad/sim/scheduler.h"
-#include "mad/sim/topology.h"
 
 namespace uscm::router {
 namespace {
@@ -27,20 +25,15 @@ constexpr uint64_t kSid = 0x0000000001060000ull | 7471;
 class ServerBackpressureTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/uscmd-bp-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    ASSERT_NE(d, nullptr);
-    dir_ = d;
-    sched_ = std::make_unique<sim::Scheduler>(3);
-    auto f = sim::Fabric::Create(*sched_, sim::TwoHostsOneSwitch());
-    ASSERT_TRUE(f.ok()) << f.status();
-    fabric_ = std::move(*f);
-    wire_ = *fabric_->Open("host1");
+    dir_ = testing::ShortSocketDir();
+    auto p = testing::OpenSimPorts(/*seed=*/3);
+    ASSERT_TRUE(p.ok()) << p.status();
+    sim_ = std::move(*p);
     ServerOptions o;
     o.socket_path = dir_ + "/uscmd.sock";
     o.pump = [] { return mad::Duration::Millis(1); };
     o.client_send_buffer = 16 << 10;  // as small as a default wmem_max makes it, and less
-    auto s = Server::Create(*wire_, o);
+    auto s = Server::Create(*sim_.host1, o);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
     client_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -88,9 +81,7 @@ class ServerBackpressureTest : public ::testing::Test {
   }
 
   std::string dir_;
-  std::unique_ptr<sim::Scheduler> sched_;
-  std::unique_ptr<sim::Fabric> fabric_;
-  std::unique_ptr<sim::SimTransport> wire_;
+  testing::SimPorts sim_;
   std::unique_ptr<Server> server_;
   int client_ = -1;
 };
