@@ -107,12 +107,14 @@ class TimerWheel {
   // When Advance next has work, or nullopt when nothing is pending. Guarantee:
   // never later than the firing time (start + tick * ceil-tick) of the earliest
   // pending timer, or than now() if that timer is already due (a past deadline
-  // scheduled since the last Advance); it is exact when that timer is within
-  // 256 ticks of the current tick, and otherwise the start of the bucket that
-  // must be cascaded first. Advance(NextDeadline()) always makes progress; at
-  // most kLevels + 2 such calls reach the earliest timer. Returns a time <= the
-  // current time if a timer is already due. O(1); an empty wheel answers
-  // without looking at the bitmaps.
+  // scheduled since the last Advance). It is exact when that timer is within
+  // 256 ticks of the current tick or shares its bucket with at most 15 others
+  // (so a wheel with few timers never asks for a wake that fires nothing);
+  // otherwise it is the start of the bucket that must be cascaded first.
+  // Advance(NextDeadline()) always makes progress; at most kLevels + 2 such
+  // calls reach the earliest timer. Returns a time <= the
+  // current time if a timer is already due. O(1) (at most 16 entries read);
+  // an empty wheel answers without looking at the bitmaps.
   absl::optional<TimePoint> NextDeadline() const;
 
   size_t size() const { return size_; }

@@ -1,5 +1,6 @@
 #include "mad/timer_wheel.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -127,11 +128,64 @@ TEST(TimerWheelTest, NextDeadlineIsNeverLaterThanTheEarliestTimer) {
   w.Schedule(At(Duration::Nanos(30500)), 2);  // rounds up to 31 us
   EXPECT_EQ(w.NextDeadline(), At(Duration::Micros(31)));
   TimerWheel far(kStart, kTick);
-  far.Schedule(At(Duration::Millis(100)), 1);  // level 2: a cascade point first
-  const absl::optional<TimePoint> next = far.NextDeadline();
-  ASSERT_TRUE(next.has_value());
-  EXPECT_LE(*next, At(Duration::Millis(100)));
-  EXPECT_GT(*next, kStart);
+  far.Schedule(At(Duration::Millis(100)), 1);  // level 2, yet exact: one timer
+  EXPECT_EQ(far.NextDeadline(), At(Duration::Millis(100)));
+}
+
+// A far bucket of one chunk (<= 16 timers) answers its earliest timer, not the
+// tick at which it must be cascaded; a larger one may answer the cascade.
+TEST(TimerWheelTest, NextDeadlineOfAFarBucketIsItsEarliestTimerUpTo16) {
+  TimerWheel w(kStart, kTick);
+  // 70,000..70,015 us: one level-2 bucket (65,536 us wide at a 1 us tick).
+  for (int i = 15; i >= 0; --i) w.Schedule(At(Duration::Micros(70000 + i)), i);
+  EXPECT_EQ(w.NextDeadline(), At(Duration::Micros(70000)));
+  w.Schedule(At(Duration::Micros(70100)), 16);  // a 17th: two chunks
+  const absl::optional<TimePoint> shared = w.NextDeadline();
+  ASSERT_TRUE(shared.has_value());
+  EXPECT_LE(*shared, At(Duration::Micros(70000)));
+}
+
+// Few timers at every level, from random current times: each NextDeadline is
+// the earliest pending timer's firing time, so driving the wheel by it wakes
+// exactly once per distinct firing time (no wake for a cascade).
+TEST(TimerWheelTest, FewTimersWakeOnlyWhenOneFires) {
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  auto next_random = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  for (int round = 0; round < 200; ++round) {
+    TimerWheel w(kStart, kTick);
+    const TimePoint base =
+        At(Duration::Micros(static_cast<int64_t>(next_random() % (uint64_t{1} << 36))));
+    w.Advance(base, [](TimerHandle, uint64_t) {});
+    std::vector<TimePoint> deadlines;
+    const int n = 1 + static_cast<int>(next_random() % 16);
+    for (int i = 0; i < n; ++i) {
+      const int bits = 1 + static_cast<int>(next_random() % 39);  // levels 0..4
+      const Duration d =
+          Duration::Micros(1 + static_cast<int64_t>(next_random() % (uint64_t{1} << bits)));
+      deadlines.push_back(base + d);
+      w.Schedule(base + d, static_cast<uint64_t>(i));
+    }
+    std::sort(deadlines.begin(), deadlines.end());
+    const size_t distinct =
+        std::unique(deadlines.begin(), deadlines.end()) - deadlines.begin();
+    size_t wakes = 0;
+    size_t fired = 0;
+    while (absl::optional<TimePoint> next = w.NextDeadline()) {
+      ASSERT_LT(wakes, distinct) << "round " << round;
+      ASSERT_EQ(*next, deadlines[wakes]) << "round " << round << ", wake " << wakes;
+      ++wakes;
+      const size_t before = fired;
+      w.Advance(*next, [&](TimerHandle, uint64_t) { ++fired; });
+      ASSERT_GT(fired, before) << "round " << round << ": a wake fired nothing";
+    }
+    EXPECT_EQ(wakes, distinct);
+    EXPECT_EQ(fired, static_cast<size_t>(n));
+  }
 }
 
 // Drives the wheel the way a runtime would (sleep until NextDeadline, Advance)
@@ -289,8 +343,7 @@ TEST(TimerWheelMemoryTest, AnUnusedWheelIsSmall) {
   EXPECT_FALSE(w.Cancel(TimerHandle()));
   TimerHandle h = w.Schedule(TimePoint::Epoch() + Duration::Seconds(6), 7);
   EXPECT_TRUE(w.IsPending(h));
-  ASSERT_TRUE(w.NextDeadline().has_value());  // a cascade point, not exact this far ahead
-  EXPECT_LE(*w.NextDeadline(), TimePoint::Epoch() + Duration::Seconds(6));
+  EXPECT_EQ(w.NextDeadline(), TimePoint::Epoch() + Duration::Seconds(6));
 }
 
 }  // namespace
