@@ -38,9 +38,7 @@ void TimerWheel::Reserve(size_t n) {
   nodes_.reserve(n);
   const size_t chunks = n / kChunk + 2 * size_t{kNumBuckets};
   entries_.reserve(chunks * kChunk);
-  chunk_next_.reserve(chunks);
-  chunk_prev_.reserve(chunks);
-  chunk_owner_.reserve(chunks);
+  chunks_.reserve(chunks);
 }
 
 TimePoint TimerWheel::TickToTime(uint64_t tick) const {
@@ -57,12 +55,10 @@ uint32_t TimerWheel::GrowNode() {
 }
 
 uint32_t TimerWheel::GrowChunk() {
-  ABSL_RAW_CHECK(chunk_next_.size() < kNil / kChunk - 1,
+  ABSL_RAW_CHECK(chunks_.size() < kNil / kChunk - 1,
                  "TimerWheel: too many timers");
-  const uint32_t c = static_cast<uint32_t>(chunk_next_.size());
-  chunk_next_.push_back(kNil);
-  chunk_prev_.push_back(kNil);
-  chunk_owner_.push_back(0);
+  const uint32_t c = static_cast<uint32_t>(chunks_.size());
+  chunks_.push_back(ChunkLinks{kNil, kNil, 0});
   entries_.resize(entries_.size() + kChunk);
   return c;
 }
@@ -72,11 +68,11 @@ uint32_t TimerWheel::AppendChunk(uint16_t bucket) {
   const uint32_t c = AllocChunk(bucket);
   if (b.head == kNil) {
     b.head = c;
-    chunk_prev_[c] = kNil;
+    chunks_[c].prev = kNil;
     SetBit(bucket);
   } else {
-    chunk_next_[b.tail] = c;
-    chunk_prev_[c] = b.tail;
+    chunks_[b.tail].next = c;
+    chunks_[c].prev = b.tail;
   }
   b.tail = c;
   return c << kChunkShift;
@@ -87,8 +83,8 @@ void TimerWheel::ShrinkTail(uint16_t bucket) {
   if (b.tail == b.head) return FreeBucket(bucket);
   // The tail chunk is empty and is not the head: the chunk before it is full.
   const uint32_t empty = b.tail;
-  b.tail = chunk_prev_[empty];
-  chunk_next_[b.tail] = kNil;
+  b.tail = chunks_[empty].prev;
+  chunks_[b.tail].next = kNil;
   b.end = (b.tail << kChunkShift) + kChunk;
   FreeChunk(empty);
 }
@@ -108,14 +104,14 @@ void TimerWheel::MoveBucket(uint16_t from, uint16_t to) {
   buckets_[from] = Bucket{};
   ClearBit(from);
   buckets_[to] = b;
-  for (uint32_t c = b.head; c != kNil; c = chunk_next_[c]) chunk_owner_[c] = to;
+  for (uint32_t c = b.head; c != kNil; c = chunks_[c].next) chunks_[c].owner = to;
 }
 
 void TimerWheel::FreeBucket(uint16_t bucket) {
   Bucket& b = buckets_[bucket];
   uint32_t c = b.head;
   while (c != kNil) {
-    const uint32_t next = chunk_next_[c];
+    const uint32_t next = chunks_[c].next;
     FreeChunk(c);
     c = next;
   }
@@ -210,7 +206,7 @@ void TimerWheel::Cascade(int level, int slot) {
   };
   prefetch_nodes(b.head);
   for (uint32_t c = b.head; c != kNil;) {
-    const uint32_t next = c == b.tail ? kNil : chunk_next_[c];
+    const uint32_t next = c == b.tail ? kNil : chunks_[c].next;
     if (next != kNil) {
       const Entry* n = &entries_[next << kChunkShift];
       __builtin_prefetch(n);

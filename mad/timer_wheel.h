@@ -28,8 +28,9 @@
 // into the hole (order within a bucket carries no meaning), so buckets stay
 // dense: no tombstones, no compaction, and an emptied bucket is released at
 // once, so the occupancy bits (and NextDeadline) only see live timers. A
-// chunk's owner is looked up in a small side array, so a cancel touches the
-// timer's node, its bucket and the bucket's tail, but not its own entry.
+// chunk's owner is kept in a 12-byte record beside the chunk's links, so a
+// cancel touches the timer's node, that record, its bucket and the bucket's
+// tail, but not its own entry.
 // Timer state (payload, generation, entry position) is a 16-byte node in one
 // vector with a free list. After Reserve(n), up to n pending timers need no
 // allocation. Handles carry a 32-bit generation, so Cancel of a fired,
@@ -148,6 +149,11 @@ class TimerWheel {
     uint32_t index;   // node
   };
   static_assert(sizeof(Node) == 16 && sizeof(Entry) == 16);
+  struct ChunkLinks {
+    uint32_t next;   // chain link (or free list link)
+    uint32_t prev;   // chain link back (unused at the head)
+    uint16_t owner;  // the bucket the chunk belongs to
+  };
   // A chain of chunks holding entries [head * kChunk, end) in chain order,
   // where end is a position in entries_ (chunk * kChunk + offset) in the tail
   // chunk: all chunks but the tail are full, the tail holds at least one
@@ -192,7 +198,7 @@ class TimerWheel {
   uint32_t AllocChunk(uint16_t owner);
   uint32_t GrowChunk();  // allocates
   void FreeChunk(uint32_t chunk) {
-    chunk_next_[chunk] = free_chunk_;
+    chunks_[chunk].next = free_chunk_;
     free_chunk_ = chunk;
   }
   // Takes the last entry of `bucket` (freeing emptied chunks), or false when
@@ -220,9 +226,9 @@ class TimerWheel {
   uint32_t node_count_ = 0;  // nodes_.size()
   uint32_t free_head_ = kNil;
   std::vector<Entry> entries_;         // kChunk per chunk
-  std::vector<uint32_t> chunk_next_;   // chain link (or free list link)
-  std::vector<uint32_t> chunk_prev_;   // chain link back (unused at the head)
-  std::vector<uint16_t> chunk_owner_;  // the bucket a chunk belongs to
+  // One record per chunk (its links and owner side by side: one cache line
+  // to touch, where three arrays cost three misses on a cold wheel).
+  std::vector<ChunkLinks> chunks_;
   uint32_t free_chunk_ = kNil;
   // Allocated at the first Schedule (24 KB): a wheel that never held a timer
   // (an idle simulated host's CM endpoint and agent) costs a few hundred bytes.
@@ -286,10 +292,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t TimerWheel::AllocChunk(
   if (c == kNil) {
     c = GrowChunk();
   } else {
-    free_chunk_ = chunk_next_[c];
+    free_chunk_ = chunks_[c].next;
   }
-  chunk_next_[c] = kNil;
-  chunk_owner_[c] = owner;
+  chunks_[c].next = kNil;
+  chunks_[c].owner = owner;
   return c;
 }
 
@@ -307,7 +313,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Append(uint16_t bucket,
 
 // Swap-remove: the bucket's last entry fills the hole.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Remove(uint32_t slot) {
-  const uint16_t bucket = chunk_owner_[slot >> kChunkShift];
+  const uint16_t bucket = chunks_[slot >> kChunkShift].owner;
   Bucket& b = buckets_[bucket];
   const uint32_t last = b.end - 1;
   if (slot != last) {
