@@ -169,7 +169,9 @@ class Scheduler {
   ActorEntry* EntryOf(const Actor* actor);
   const ActorEntry* EntryOf(const Actor* actor) const;
   void Unindex(Actor* actor, ActorEntry& e);
+  // Asks the actor for its deadline and indexes it (e is in no index).
   void Index(Actor* actor, ActorEntry& e);
+  void Insert(Actor* actor, ActorEntry& e, TimePoint deadline);
   // Moves notified actors whose deadline is now due into due_.
   void PromoteDue();
   // The earliest actor deadline (clamped to now) and the actor, if any.
