@@ -320,6 +320,26 @@ absl::Status CmId::NotifyCommEst() {
 
 absl::Status CmId::Disconnect() {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  // Before ESTABLISHED the kernel's rdma_disconnect finds no DREQ or DREP to
+  // send (ib_cm in REQ_RCVD / REP_RCVD), returns 0 and the REJ goes out when
+  // the id is destroyed. UCX disconnects in CONNECT_RESPONSE when its QP
+  // fails; the REJ is sent now so the peer learns at once, and 0 is returned.
+  if (!is_ud() && conn_.valid() &&
+      (state_ == IdState::kConnectResponse || state_ == IdState::kConnectRequest)) {
+    if (qp_ != nullptr) (void)qp_->ToError();
+    absl::Status s = RejectWith(this, *device_->node_, conn_, false,
+                                cm::RejReason::kConsumerReject, {}, "disconnect");
+    if (!s.ok()) return s;
+    device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
+    state_ = IdState::kDisconnect;
+    device_->node_->FlushLocked();
+    device_->node_->RearmIfOutput();
+    return absl::OkStatus();
+  }
+  // A second rdma_disconnect after that: nothing left to send, 0 as the kernel.
+  if (state_ == IdState::kDisconnect && !device_->by_conn_.contains(Pack(conn_.index, conn_.generation))) {
+    return absl::OkStatus();
+  }
   if (is_ud() || !conn_.valid() ||
       (state_ != IdState::kEstablished && state_ != IdState::kAccepted &&
        state_ != IdState::kDisconnect)) {

@@ -198,6 +198,35 @@ TEST_F(RdmaCmTest, RejectCarries148BytesAndStatus28) {
   ExpectEmpty();
 }
 
+// The kernel's rdma_disconnect before ESTABLISHED returns 0 (UCX calls it in
+// CONNECT_RESPONSE); uscm's REJ tells the peer at once.
+TEST_F(RdmaCmTest, DisconnectBeforeEstablishedRejectsAndReturnsOk) {
+  CmId* listener = Listener();
+  CmId* a = Resolved();
+  ASSERT_TRUE(a->Connect(ConnParam{}).ok());
+  Event req = Next(1, EventType::kConnectRequest);
+  ASSERT_TRUE(req.id->Accept(ConnParam{}).ok());
+  Next(0, EventType::kConnectResponse);
+  absl::Status s = a->Disconnect();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(a->Disconnect().ok()) << "a second call is 0 too, as the kernel's";
+  EXPECT_EQ(Next(1, EventType::kRejected).status, 28);
+  ASSERT_TRUE(ch(1).DestroyId(req.id).ok());
+
+  // The passive side in CONNECT_REQUEST: the active side is rejected.
+  CmId* c = Resolved();
+  ASSERT_TRUE(c->Connect(ConnParam{}).ok());
+  Event req2 = Next(1, EventType::kConnectRequest);
+  s = req2.id->Disconnect();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(Next(0, EventType::kRejected).status, 28);
+  ASSERT_TRUE(ch(1).DestroyId(req2.id).ok());
+  ASSERT_TRUE(ch(0).DestroyId(c).ok());
+  ASSERT_TRUE(ch(0).DestroyId(a).ok());
+  ASSERT_TRUE(ch(1).DestroyId(listener).ok());
+  ExpectEmpty();
+}
+
 TEST_F(RdmaCmTest, NoListenerIsRejected8) {
   CmId* a = Resolved();
   ASSERT_TRUE(a->Connect(ConnParam{}).ok());
