@@ -11,6 +11,7 @@
 #include "api/librdmacm/convert.h"
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids.h"
+#include "api/librdmacm/ud_ah.h"
 
 using uscm::librdmacm::Fail;
 
@@ -58,6 +59,12 @@ int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
   qp_attr->pkey_index = a.pkey_index;
   qp_attr->port_num = a.port_num;
   uscm::librdmacm::ToIbvAh(a.ah_attr, &qp_attr->ah_attr);
+  // On RoCE the source GID index of the id's own address, as the kernel's
+  // (uscm's AV has index 0: fe80:: on rxe, and UCX's QP failed RTR).
+  if (mask & IBV_QP_AV) {
+    uscm::librdmacm::CompleteAh(id->verbs, id->port_num, &id->route.addr.src_addr,
+                                &qp_attr->ah_attr);
+  }
   qp_attr->path_mtu = static_cast<ibv_mtu>(a.path_mtu);
   qp_attr->dest_qp_num = a.dest_qp_num;
   qp_attr->rq_psn = a.rq_psn;

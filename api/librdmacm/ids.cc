@@ -354,7 +354,7 @@ void Forward(const uscm_cm_event& ue, Port* from) {
   if (IsUd(id->pub.ps) || multicast) {
     ToIbvAh(ue.param.ud.ah_attr, &ev.param.ud.ah_attr);
     if (ue.event == USCM_CM_EVENT_ESTABLISHED && !id->port->testing) {
-      CompleteUdAh(id->pub.verbs, id->pub.port_num, &id->pub.route.addr.src_addr,
+      CompleteAh(id->pub.verbs, id->pub.port_num, &id->pub.route.addr.src_addr,
                    &ev.param.ud.ah_attr);
     }
     ev.param.ud.qp_num = ue.param.ud.qp_num;

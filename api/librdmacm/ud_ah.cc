@@ -31,26 +31,41 @@ int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid) {
   return found;
 }
 
-void CompleteUdAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah) {
-  ah->port_num = port_num;
+namespace {
+
+PortGids ReadPortGids(ibv_context* verbs, uint8_t port_num) {
+  PortGids out;
   ibv_port_attr pa;
-  if (verbs == nullptr || ibv_query_port(verbs, port_num, &pa) != 0 ||
-      pa.link_layer != IBV_LINK_LAYER_ETHERNET) {
-    return;
-  }
-  ah->is_global = 1;
-  ibv_gid wanted;
-  if (!GidOfAddress(src, &wanted)) return;
-  std::vector<GidEntry> table;
+  if (verbs == nullptr || ibv_query_port(verbs, port_num, &pa) != 0) return out;
+  out.ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+  if (!out.ethernet) return out;
   for (int i = 0; i < pa.gid_tbl_len; ++i) {
     GidEntry e{};
     if (ibv_query_gid(verbs, port_num, i, &e.gid) != 0) break;
     ibv_gid_entry ex{};
     e.roce_v2 = ibv_query_gid_ex(verbs, port_num, i, &ex, 0) == 0 &&
                 ex.gid_type == IBV_GID_TYPE_ROCE_V2;
-    table.push_back(e);
+    out.table.push_back(e);
   }
-  const int index = GidIndexIn(table, wanted);
+  return out;
+}
+
+PortGidsReader g_reader = ReadPortGids;
+
+}  // namespace
+
+void SetPortGidsReaderForTesting(PortGidsReader reader) {
+  g_reader = reader != nullptr ? reader : ReadPortGids;
+}
+
+void CompleteAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah) {
+  ah->port_num = port_num;
+  const PortGids port = g_reader(verbs, port_num);
+  if (!port.ethernet) return;
+  ah->is_global = 1;
+  ibv_gid wanted;
+  if (!GidOfAddress(src, &wanted)) return;
+  const int index = GidIndexIn(port.table, wanted);
   if (index >= 0) ah->grh.sgid_index = static_cast<uint8_t>(index);
 }
 

@@ -1,9 +1,12 @@
 // The address handle a UD id's ESTABLISHED event carries (param.ud.ah_attr,
-// the SIDR reply), completed as the kernel fills it (ib_init_ah_attr_from_path
+// the SIDR reply) and the AV of rdma_init_qp_attr(RTR), completed as the
+// kernel fills them (ib_init_ah_attr_from_path
 // then ib_copy_ah_attr_to_user): port_num is the id's port and, on RoCE, the
 // AH is global (a GRH on every packet) with the source GID index of the id's
 // own address. uscm's event has neither: without them udaddy's ibv_create_ah
-// fails on RoCE ("udaddy: failure creating address handle").
+// fails on RoCE ("udaddy: failure creating address handle"), and UCX, which
+// reads the RTR AV's sgid_index for the GID type and family of the device
+// address, moved its QP to RTR with the fe80:: GID (EINVAL).
 #ifndef USCM_API_LIBRDMACM_UD_AH_H_
 #define USCM_API_LIBRDMACM_UD_AH_H_
 
@@ -34,7 +37,17 @@ int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid);
 // `src`: port_num always; on an Ethernet port is_global = 1 and
 // grh.sgid_index = GidIndexIn(the port's table, GidOfAddress(src)) (left as
 // it is when the address has no GID there).
-void CompleteUdAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah);
+void CompleteAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah);
+
+// A port's link layer and GID table, as CompleteAh reads them.
+struct PortGids {
+  bool ethernet = false;
+  std::vector<GidEntry> table;
+};
+// Tests give a port without a device (verbs NULL) a table; nullptr restores
+// ibv_query_port / ibv_query_gid(_ex).
+using PortGidsReader = PortGids (*)(ibv_context* verbs, uint8_t port_num);
+void SetPortGidsReaderForTesting(PortGidsReader reader);
 
 }  // namespace uscm::librdmacm
 

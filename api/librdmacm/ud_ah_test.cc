@@ -63,7 +63,7 @@ TEST(UdAhTest, IndexOfAV1OnlyEntry) {
 
 TEST(UdAhTest, WithoutADeviceOnlyThePortIsSet) {
   ibv_ah_attr ah{};
-  CompleteUdAh(nullptr, 1, nullptr, &ah);
+  CompleteAh(nullptr, 1, nullptr, &ah);
   EXPECT_EQ(ah.port_num, 1);
   EXPECT_EQ(ah.is_global, 0);
 }
