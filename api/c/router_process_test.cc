@@ -506,6 +506,92 @@ TEST_F(RouterProcessTest, SecondListenOnTheSameServiceFailsWithEaddrinuseEvenWit
   EXPECT_EQ(server_->router().claim_count(), 0u);
 }
 
+// Issue 13's qperf server: every process behind one uscmd numbers its own
+// ephemeral ports, so a second process could bind the port another one
+// listens on. As the kernel's cma_alloc_any_port skips a port in use, the
+// second listen moves on to the next free port when the router refuses the
+// claim. Both processes start at 50000 here (ephemeral_start).
+TEST_F(RouterProcessTest, ListenOnAnEphemeralPortAnotherProcessHoldsMovesOn) {
+  LoopThread loop(server_.get());
+  struct Proc {
+    std::unique_ptr<RouterTransport> t;
+    std::unique_ptr<Device> dev;
+    std::unique_ptr<EventChannel> ch;
+    CmId* id = nullptr;
+  };
+  Proc procs[2];
+  for (Proc& p : procs) {
+    auto t = RouterTransport::Connect(path_);
+    ASSERT_TRUE(t.ok()) << t.status();
+    p.t = std::move(*t);
+    DeviceOptions o;
+    o.local_ips.push_back(Address::Ipv4(0x0A000001));
+    o.ephemeral_start = 50000;
+    auto dev = Device::Create(*p.t, o);
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    p.dev = std::move(*dev);
+    auto ch = p.dev->CreateEventChannel();
+    ASSERT_TRUE(ch.ok()) << ch.status();
+    p.ch = std::move(*ch);
+    auto id = p.ch->CreateId(nullptr, PortSpace::kTcp);
+    ASSERT_TRUE(id.ok()) << id.status();
+    p.id = *id;
+    ASSERT_TRUE(p.id->BindAddr(Address::Ipv4(0x0A000001)).ok());  // port 0: ephemeral
+    EXPECT_EQ(p.id->GetLocalAddr().port, 50000);
+  }
+  absl::Status s = procs[0].id->Listen(4);
+  ASSERT_TRUE(s.ok()) << s;
+  s = procs[1].id->Listen(4);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(procs[0].id->GetLocalAddr().port, 50000);
+  EXPECT_EQ(procs[1].id->GetLocalAddr().port, 50001) << "the next free port";
+  EXPECT_EQ(procs[1].dev->ephemeral_moves(), 1u);
+  EXPECT_EQ(server_->router().claim_count(), 2u);
+  // An explicit port another process holds still fails (no move).
+  auto fixed = procs[1].ch->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(fixed.ok());
+  ASSERT_TRUE((*fixed)->BindAddr(Address::Ipv4(0x0A000001, 50000)).ok());
+  EXPECT_EQ((*fixed)->Listen(4).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(procs[1].ch->DestroyId(*fixed).ok());
+  for (Proc& p : procs) ASSERT_TRUE(p.ch->DestroyId(p.id).ok());
+  loop.Stop();
+  EXPECT_EQ(server_->router().counters().claim_conflicts, 2u);
+  EXPECT_EQ(server_->router().claim_count(), 0u);
+}
+
+// Without ephemeral_start each process starts at a port of its own drawn in
+// the kernel's range (net.ipv4.ip_local_port_range), as cma_alloc_any_port,
+// not at a fixed 40000 for every process (seeds 1 and 2 here).
+TEST_F(RouterProcessTest, EphemeralPortsStartApartInTheKernelsRange) {
+  unsigned low = 32768, high = 60999;
+  if (FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    ASSERT_EQ(fscanf(f, "%u %u", &low, &high), 2);
+    fclose(f);
+  }
+  LoopThread loop(server_.get());
+  uint16_t ports[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    auto t = RouterTransport::Connect(path_);
+    ASSERT_TRUE(t.ok()) << t.status();
+    DeviceOptions o;
+    o.local_ips.push_back(Address::Ipv4(0x0A000001));
+    o.node.seed = i + 1;
+    auto dev = Device::Create(**t, o);
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    auto ch = (*dev)->CreateEventChannel();
+    ASSERT_TRUE(ch.ok());
+    auto id = (*ch)->CreateId(nullptr, PortSpace::kTcp);
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE((*id)->BindAddr(Address::Ipv4(0x0A000001)).ok());
+    ports[i] = (*id)->GetLocalAddr().port;
+    EXPECT_GE(ports[i], low);
+    EXPECT_LE(ports[i], high);
+    ASSERT_TRUE((*ch)->DestroyId(*id).ok());
+  }
+  EXPECT_NE(ports[0], ports[1]);
+  loop.Stop();
+}
+
 TEST_F(RouterProcessTest, HelloIsRequiredAndBadFramesAreRefused) {
   LoopThread loop(server_.get());
   auto t = RouterTransport::Connect(path_);

@@ -2,6 +2,8 @@
 // What the runtime does with CM / SA events is in rdma_cm_events.cc.
 #include "api/rdma_cm/rdma_cm.h"
 
+#include <cstdio>
+
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -358,9 +360,33 @@ size_t EventChannel::unacked() const {
 
 // ---------------------------------------------------------------- Device
 
+namespace {
+// net.ipv4.ip_local_port_range ("32768\t60999"), the kernel's range for
+// cma_alloc_any_port; the arguments stay as they are when it cannot be read.
+void ReadLocalPortRange(uint16_t* low, uint16_t* high) {
+  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f == nullptr) return;
+  unsigned lo = 0, hi = 0;
+  if (fscanf(f, "%u %u", &lo, &hi) == 2 && lo >= 1 && lo <= hi && hi <= 65535) {
+    *low = static_cast<uint16_t>(lo);
+    *high = static_cast<uint16_t>(hi);
+  }
+  fclose(f);
+}
+}  // namespace
+
 Device::Device(std::unique_ptr<cm::Node> node, cm::RealNode* real, DeviceOptions options)
     : node_(std::move(node)), real_(real), options_(std::move(options)) {
   rng_state_ = options_.node.seed.value_or(1) * 0x9e3779b97f4a7c15ULL + 1;
+  if (options_.ephemeral_low == 0 || options_.ephemeral_low > options_.ephemeral_high) {
+    options_.ephemeral_low = 32768;
+    options_.ephemeral_high = 60999;
+  }
+  const uint32_t span = uint32_t{options_.ephemeral_high} - options_.ephemeral_low + 1;
+  // A start of its own for every process, without drawing from rng_state_
+  // (the PSNs stay as they were for a seed).
+  next_port_ = options_.ephemeral_start.value_or(
+      static_cast<uint16_t>(options_.ephemeral_low + (rng_state_ >> 17) % span));
   node_->set_observer(this);
 }
 
@@ -376,6 +402,9 @@ absl::StatusOr<std::unique_ptr<Device>> Device::CreateSimulated(sim::Scheduler& 
 absl::StatusOr<std::unique_ptr<Device>> Device::Create(mad::Transport& transport,
                                                        DeviceOptions options) {
   if (!options.node.seed.has_value()) options.node.seed = cm::RandomSeed();
+  if (options.ephemeral_low == 32768 && options.ephemeral_high == 60999) {
+    ReadLocalPortRange(&options.ephemeral_low, &options.ephemeral_high);
+  }
   auto node = cm::RealNode::Create(transport, options.node);
   if (!node.ok()) return node.status();
   cm::RealNode* real = node->get();
@@ -494,15 +523,7 @@ void Device::FreeId(CmId* id) {
     if (j.attached && id->qp_ != nullptr) (void)id->qp_->DetachMulticast(j.mgid, j.mlid);  // [fabric]
     by_ticket_.erase(j.ticket);
   }
-  if (id->bound_ && id->local_.is_ip()) {
-    const uint32_t key = uint32_t{static_cast<uint16_t>(id->ps_)} << 16 | id->local_.port;
-    auto it = ports_in_use_.find(key);
-    if (it != ports_in_use_.end() && --it->second <= 0) ports_in_use_.erase(it);
-    if (!id->opts().reuse_addr) {
-      auto ex = exclusive_ports_.find(key);
-      if (ex != exclusive_ports_.end() && --ex->second <= 0) exclusive_ports_.erase(ex);
-    }
-  }
+  if (id->bound_ && id->local_.is_ip()) FreePort(id);
   // Children still pointing at this listener forget it.
   for (auto& [raw, owned] : ids_) {
     if (raw->listener_ == id) raw->listener_ = nullptr;
@@ -524,18 +545,32 @@ void Device::Post(CmId* id, EventType t, int status, std::string detail) {
 }
 
 absl::Status Device::AllocPort(CmId* id) {
-  for (int tries = 0; tries < 25536; ++tries) {
-    const uint16_t p = next_port_;
-    next_port_ = next_port_ >= 65535 ? 40000 : next_port_ + 1;
+  const uint16_t low = options_.ephemeral_low, high = options_.ephemeral_high;
+  for (uint32_t tries = 0; tries <= uint32_t{high} - low; ++tries) {
+    uint16_t p = next_port_;
+    if (p < low || p > high) p = low;
+    next_port_ = p >= high ? low : p + 1;
     const uint32_t key = uint32_t{static_cast<uint16_t>(id->ps_)} << 16 | p;
     if (!ports_in_use_.contains(key)) {
       ports_in_use_[key] = 1;
       if (!id->opts().reuse_addr) exclusive_ports_[key] = 1;
       id->local_.port = p;
+      id->ephemeral_port_ = true;
       return absl::OkStatus();
     }
   }
-  return absl::ResourceExhaustedError("bind: no free port in 40000..65535");
+  return absl::ResourceExhaustedError(
+      absl::StrCat("bind: no free port in ", low, "..", high, " (errno EADDRNOTAVAIL)"));
+}
+
+void Device::FreePort(CmId* id) {
+  const uint32_t key = uint32_t{static_cast<uint16_t>(id->ps_)} << 16 | id->local_.port;
+  auto it = ports_in_use_.find(key);
+  if (it != ports_in_use_.end() && --it->second <= 0) ports_in_use_.erase(it);
+  if (!id->opts().reuse_addr) {
+    auto ex = exclusive_ports_.find(key);
+    if (ex != exclusive_ports_.end() && --ex->second <= 0) exclusive_ports_.erase(ex);
+  }
 }
 
 // ---------------------------------------------------------------- CmId: addressing

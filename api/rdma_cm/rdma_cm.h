@@ -260,6 +260,7 @@ class CmId {
   // a CmId is held per connection end, docs/CM.md "Performance".)
   IdState state_ = IdState::kIdle;
   bool bound_ = false;
+  bool ephemeral_port_ = false;  // local_.port came from AllocPort
   // The route came from an SA PathRecord (or the path cache), not from the
   // IB_PATH option nor a REQ: a timeout or a path REJ invalidates it.
   bool path_from_sa_ = false;
@@ -393,6 +394,16 @@ struct DeviceOptions {
   // IP group memberships (null: none taken, as on the simulated fabric).
   std::vector<mad::Gid> roce_gids;
   std::shared_ptr<cm::IpMulticast> ip_multicast;
+  // Ephemeral ports (bind to port 0, resolve_addr without a source), as the
+  // kernel's cma_alloc_any_port: from a start in [low, high] drawn from the
+  // device's seed (random on a real device), then upwards, skipping ports in
+  // use. Device::Create reads net.ipv4.ip_local_port_range when these are left
+  // at the kernel's defaults. Several processes behind one uscmd each number
+  // their own ports: a listen on one that another process claimed moves on
+  // to the next free port (CmId::Listen).
+  uint16_t ephemeral_low = 32768;
+  uint16_t ephemeral_high = 60999;
+  absl::optional<uint16_t> ephemeral_start;  // tests: the first port tried
 };
 
 // The GID of an IP address on a RoCE v2 port (IPv4-mapped for IPv4).
@@ -434,6 +445,9 @@ class Device final : public cm::NodeObserver {
   // Ids alive (including passive ids not yet retrieved). 0 after every id
   // was destroyed.
   size_t id_count() const;
+  // Listens moved to another ephemeral port because another process behind
+  // the same uscmd held the first (CmId::Listen).
+  uint64_t ephemeral_moves() const { return ephemeral_moves_; }
 
   void OnProgress(mad::TimePoint now) override;
 
@@ -466,6 +480,7 @@ class Device final : public cm::NodeObserver {
   // wrong (connect timed out, or a REJ reason that blames the path).
   void InvalidateRoute(CmId* id);
   absl::Status AllocPort(CmId* id);
+  void FreePort(CmId* id);  // undoes AllocPort or BindAddr's port (lock held)
   // rdma_cm_resolve.cc: destinations the kernel is still resolving (ARP /
   // ND), probed by one thread until each resolves or its timeout passes.
   struct PendingResolve {
@@ -491,7 +506,8 @@ class Device final : public cm::NodeObserver {
   absl::flat_hash_map<uint64_t, CmId*> by_ticket_;  // multicast ticket
   absl::flat_hash_map<uint32_t, int> ports_in_use_;  // (ps << 16 | port) -> binders
   absl::flat_hash_map<uint32_t, int> exclusive_ports_;  // ... -> binders without REUSEADDR
-  uint16_t next_port_ = 40000;
+  uint16_t next_port_ = 0;
+  uint64_t ephemeral_moves_ = 0;  // the next ephemeral port tried (DeviceOptions)
   uint64_t rng_state_;
   std::vector<PendingResolve> pending_resolves_;  // device lock
   std::condition_variable resolver_cv_;

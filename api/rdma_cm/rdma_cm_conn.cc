@@ -142,23 +142,33 @@ absl::Status CmId::Listen(int backlog) {
     return WrongState("listen", state_, "IDLE and bound (bind_addr first)");
   }
   uint64_t sid, mask;
-  if (local_.is_ip()) {
-    sid = mad::wire::ServiceIdFor(static_cast<mad::wire::PortSpace>(ps_), local_.port);
-    mask = ~uint64_t{0};
-  } else {
-    sid = local_.service_id & local_.service_mask;
-    mask = local_.service_mask;
-  }
+  absl::StatusOr<cm::ListenId> l;
   const uint32_t b = backlog <= 0 ? 1024 : static_cast<uint32_t>(backlog);
-  absl::StatusOr<cm::ListenId> l =
-      device_->node_->cm().Listen(sid, mask, b, opts().reuse_addr);
-  if (!l.ok()) return Prefix("listen", l.status());
-  // On a port shared through uscmd the router must route this service's
-  // REQs here (OK at once when the process owns the port).
-  if (absl::Status claim = device_->node_->transport().ClaimService(sid, mask, opts().reuse_addr);
-      !claim.ok()) {
+  // Each process behind one uscmd numbers its ephemeral ports itself: when
+  // another process already listens on the one bound here, the router refuses
+  // the claim (AlreadyExists) and, as the kernel's cma_alloc_any_port skips a
+  // port in use, the id moves on to the next free port (bounded).
+  for (int moves = 0;; ++moves) {
+    if (local_.is_ip()) {
+      sid = mad::wire::ServiceIdFor(static_cast<mad::wire::PortSpace>(ps_), local_.port);
+      mask = ~uint64_t{0};
+    } else {
+      sid = local_.service_id & local_.service_mask;
+      mask = local_.service_mask;
+    }
+    l = device_->node_->cm().Listen(sid, mask, b, opts().reuse_addr);
+    if (!l.ok()) return Prefix("listen", l.status());
+    // On a port shared through uscmd the router must route this service's
+    // REQs here (OK at once when the process owns the port).
+    absl::Status claim = device_->node_->transport().ClaimService(sid, mask, opts().reuse_addr);
+    if (claim.ok()) break;
     (void)device_->node_->cm().StopListening(*l);
-    return Prefix("listen", claim);
+    if (!ephemeral_port_ || !local_.is_ip() || !absl::IsAlreadyExists(claim) || moves >= 256) {
+      return Prefix("listen", claim);
+    }
+    ++device_->ephemeral_moves_;
+    device_->FreePort(this);
+    if (absl::Status s = device_->AllocPort(this); !s.ok()) return Prefix("listen", s);
   }
   listen_sid_ = sid;
   listen_mask_ = mask;
