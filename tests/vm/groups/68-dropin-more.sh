@@ -3,19 +3,22 @@
 # drop-in librdmacm.so.1 through `uscm exec` (VM b, no kernel CM) against the kernel CM
 # (VM a). What runs (docs/API.md "Other programs"):
 #   1. qperf 0.4.11 (`-cm1`: RC connection through the RDMA CM): the kernel's qperf
-#      server <- drop-in `qperf -cm1 PEER rc_bw rc_lat`. Not the other way: a drop-in
-#      qperf server misses qperf's 5 s timeout under TCG, and its second test's child
-#      binds the first one's port again (docs/API.md "Other programs").
+#      server <- drop-in `qperf -cm1 PEER rc_bw rc_lat`. Not the other way: with the
+#      kernel client's `-to 60` the drop-in server's children now listen on ports of
+#      their own, but the client still does not finish (docs/API.md "Other programs").
 #   2. libfabric 1.17's verbs provider, MSG endpoint (`fi_pingpong -p verbs -e msg`:
 #      rdma_cm connection, 100 x 64 B ping-pong): both ways. The drop-in server needs
 #      rdma_bind_addr to 127.0.0.1 to work as in the kernel (libfabric binds
 #      "localhost" while it picks the passive endpoint's address).
+#   3. UCX 1.13's io_demo (UCP over the rdmacm sockaddr CM, its own QP moved with
+#      rdma_init_qp_attr: the RTR AV's source GID index must be the id's RoCE v2 GID):
+#      100 iterations of 64 B, both ways.
 # Out: fi_pingpong -e rdm -p "verbs;ofi_rxm" fails on the kernel CM too under rxe
-# ("Unable to create verbs CQ"); UCX's io_demo (rdmacm sockaddr CM) runs on the kernel
-# but not on the drop-in (docs/API.md).
+# ("Unable to create verbs CQ").
 # Checked: exit status 0 and each program's result lines.
 # Readiness: qperf's and fi_pingpong's TCP control ports listen (their servers open
-# the RDMA side only when a client has come through that socket).
+# the RDMA side only when a client has come through that socket); io_demo's kernel
+# listener in `rdma resource`, the drop-in's "listening on" line (USCM_DEBUG=1).
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
 . "$(dirname "$0")/../lib.sh"
 vm_pair --cm-a --timeout 600
@@ -23,6 +26,8 @@ vm_pair --cm-a --timeout 600
 
 IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
 FI=(fi_pingpong -p verbs -e msg -I 100 -S 64)
+IO=(io_demo -i 100 -d 64:64)
+IO_PORT=1337   # io_demo's default port
 QPERF_PORT=19765 FI_PORT=47592   # the programs' default control ports
 
 # tcp_listening PORT: until a TCP socket listens on PORT here, for at most $T seconds
@@ -36,6 +41,8 @@ tcp_listening() {
 }
 # pingpong_ok NAME LOG: fi_pingpong's result line: 64-byte messages, 100 sent, 100 acked
 pingpong_ok() { has_lines "$1" "$2" '^64 +100 +=100 ' 1; }
+# io_ok NAME LOG: io_demo's client ended its 100 iterations without an error
+io_ok() { has_lines "$1" "$2" "Client exit with status 'OK'" 1; }
 
 if [ "$USCM_VM_ROLE" = a ]; then
   check kernel-cm-loaded-a grep -qw rdma_ucm /proc/modules
@@ -54,6 +61,16 @@ if [ "$USCM_VM_ROLE" = a ]; then
   sync.sh wait dropin-fi-ready $T
   run_to kernel-fi_pingpong-to-dropin /tmp/fi-c.log timeout $T "${FI[@]}" "$PEER"
   pingpong_ok kernel-fi_pingpong-client-result /tmp/fi-c.log
+
+  # 3. UCX io_demo, kernel server <- drop-in client, then the other way
+  timeout $T "${IO[@]}" > /tmp/io-s.log 2>&1 & pid=$!
+  kernel_listening $IO_PORT && sync.sh signal kernel-io-ready
+  sync.sh wait dropin-io-done $T
+  kill "$pid"; wait "$pid" 2>/dev/null
+  sync.sh wait dropin-io-ready $T
+  run_to kernel-io_demo-to-dropin /tmp/io-c.log timeout $T "${IO[@]}" "$PEER"
+  io_ok kernel-io_demo-client-result /tmp/io-c.log
+  sync.sh signal kernel-io-done
   echo "$FAILED" | sync.sh put a-failed
   sync.sh wait b-done $T
 else
@@ -75,6 +92,16 @@ else
   tcp_listening $FI_PORT && sync.sh signal dropin-fi-ready
   finish dropin-fi_pingpong-served-kernel "$pid" /tmp/fi-s.log
   pingpong_ok dropin-fi_pingpong-server-result /tmp/fi-s.log
+
+  # 3. UCX io_demo
+  sync.sh wait kernel-io-ready $T
+  run_to dropin-io_demo-to-kernel /tmp/io-c.log "${USCM[@]}" "${IO[@]}" "$PEER"
+  io_ok dropin-io_demo-client-result /tmp/io-c.log
+  sync.sh signal dropin-io-done
+  "${USCM[@]}" "${IO[@]}" > /tmp/io-s.log 2>&1 & pid=$!
+  wait_for /tmp/io-s.log 'listening on' && sync.sh signal dropin-io-ready
+  sync.sh wait kernel-io-done $T
+  kill "$pid"; wait "$pid" 2>/dev/null
 
   check_output uscmd-started-on-demand '^uscmd: rxe0 port 1' cat /tmp/uscmd-rxe0-1.log
   check a-side-passed bash -c "[ \"\$(sync.sh get a-failed $T)\" = 0 ]"
