@@ -406,6 +406,10 @@ struct DeviceOptions {
   absl::optional<uint16_t> ephemeral_start;  // tests: the first port tried
 };
 
+// net.ipv4.ip_local_port_range into *low / *high (left as they are when it
+// cannot be read): the kernel's range for cma_alloc_any_port.
+void ReadLocalPortRange(uint16_t* low, uint16_t* high);
+
 // The GID of an IP address on a RoCE v2 port (IPv4-mapped for IPv4).
 mad::Gid RoceGidOf(const Address& ip);
 // The path between two IPs on a RoCE port without SA, as the kernel's
