@@ -13,6 +13,7 @@
 #include <rdma/rdma_cma.h>
 #include <string.h>
 
+#include <functional>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -100,6 +101,31 @@ class TeardownTest : public IdsTest {
     std::lock_guard<std::mutex> lock(Fake().mu);
     return Fake().states.empty() ? IBV_QPS_UNKNOWN : Fake().states.back();
   }
+  // The drop-in as a server: the peer connects to `port`, the
+  // CONNECT_REQUEST's id gets the fake QP and is accepted with `param`;
+  // `after_accept` runs (perftest destroys its listener there), then the
+  // peer's RTU makes the id ESTABLISHED, its QP in RTS. Call with
+  // ASSERT_NO_FATAL_FAILURE.
+  void AcceptPeer(uint16_t port, uint32_t peer_qpn, rdma_conn_param* param,
+                  const std::function<void()>& after_accept, rdma_cm_id** id, uscm_cm_id** peer) {
+    *peer = PeerConnect(port, peer_qpn, "");
+    peer_ids_.push_back(*peer);
+    rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
+    ASSERT_NE(e, nullptr);
+    *id = e->id;
+    AttachQp(*id);
+    ASSERT_EQ(rdma_accept(*id, param), 0) << strerror(errno);
+    rdma_ack_cm_event(e);
+    after_accept();
+    uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_RESPONSE);
+    ASSERT_NE(pe, nullptr);
+    uscm_ack_cm_event(pe);
+    ASSERT_EQ(uscm_establish(*peer), 0) << uscm_last_error();
+    e = Next(RDMA_CM_EVENT_ESTABLISHED);
+    ASSERT_NE(e, nullptr);
+    rdma_ack_cm_event(e);
+    EXPECT_EQ(LastState(), IBV_QPS_RTS);
+  }
 
   static constexpr verbs::VerbsOps kOps = {&FakeModify, &FakeMcast, &FakeMcast};
   ibv_qp qp_ = {};
@@ -160,30 +186,18 @@ TEST_F(TeardownTest, PeersDreqAfterIbvDestroyQpLeavesTheQpAlone) {
 // destroyed after the accept (rdma_server_connect), ibv_destroy_qp, DREQ.
 TEST_F(TeardownTest, ServerSideLeavesTheDestroyedQpAloneToo) {
   rdma_cm_id* listener = Listen(18516, nullptr);
-  uscm_cm_id* peer = PeerConnect(18516, 0x88, "");
-  peer_ids_.push_back(peer);
-  rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
-  ASSERT_NE(e, nullptr);
-  rdma_cm_id* id = e->id;
-  AttachQp(id);
   rdma_conn_param param = {};
   param.retry_count = 7;
   param.rnr_retry_count = 7;
-  ASSERT_EQ(rdma_accept(id, &param), 0) << strerror(errno);
-  rdma_ack_cm_event(e);
-  EXPECT_EQ(rdma_destroy_id(listener), 0) << strerror(errno);
-  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_RESPONSE);
-  ASSERT_NE(pe, nullptr);
-  uscm_ack_cm_event(pe);
-  ASSERT_EQ(uscm_establish(peer), 0) << uscm_last_error();
-  e = Next(RDMA_CM_EVENT_ESTABLISHED);
-  ASSERT_NE(e, nullptr);
-  rdma_ack_cm_event(e);
-  EXPECT_EQ(LastState(), IBV_QPS_RTS);
+  rdma_cm_id* id = nullptr;
+  uscm_cm_id* peer = nullptr;
+  ASSERT_NO_FATAL_FAILURE(AcceptPeer(
+      18516, 0x88, &param, [&] { EXPECT_EQ(rdma_destroy_id(listener), 0) << strerror(errno); },
+      &id, &peer));
 
   DestroyQp();
   ASSERT_EQ(uscm_disconnect(peer), 0) << uscm_last_error();
-  e = Next(RDMA_CM_EVENT_DISCONNECTED);
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_DISCONNECTED);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(CallsAfterDestroy(), 0) << "the DREQ made uscm modify a QP the program destroyed";
   rdma_ack_cm_event(e);
@@ -195,18 +209,9 @@ TEST_F(TeardownTest, ServerSideLeavesTheDestroyedQpAloneToo) {
 // program's completion thread waits on (rping's).
 TEST_F(TeardownTest, RdmaDisconnectMovesTheQpToError) {
   rdma_cm_id* listener = Listen(18517, nullptr);
-  uscm_cm_id* peer = PeerConnect(18517, 0x89, "");
-  peer_ids_.push_back(peer);
-  rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
-  ASSERT_NE(e, nullptr);
-  rdma_cm_id* id = e->id;
-  AttachQp(id);
-  ASSERT_EQ(rdma_accept(id, nullptr), 0) << strerror(errno);
-  rdma_ack_cm_event(e);
-  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_CONNECT_RESPONSE));
-  ASSERT_EQ(uscm_establish(peer), 0) << uscm_last_error();
-  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ESTABLISHED));
-  EXPECT_EQ(LastState(), IBV_QPS_RTS);
+  rdma_cm_id* id = nullptr;
+  uscm_cm_id* peer = nullptr;
+  ASSERT_NO_FATAL_FAILURE(AcceptPeer(18517, 0x89, nullptr, [] {}, &id, &peer));
 
   ASSERT_EQ(rdma_disconnect(id), 0) << strerror(errno);
   EXPECT_EQ(LastState(), IBV_QPS_ERR);
