@@ -45,7 +45,7 @@ else
   # uscmd: no client left, so it exits 5 s later and prints its counters
   wait_for /tmp/uscmd-rxe0-1.log 'exiting \(--idle-exit\)' &&
     pass uscmd-idle-exit || fail uscmd-idle-exit "uscmd did not exit by itself"
-  check_output uscmd-sent-cleanup-dreq 'cleanup REJ 0 DREQ 1$' cat /tmp/uscmd-rxe0-1.log
+  check_output uscmd-sent-cleanup-dreq 'cleanup REJ 0 DREQ 1;' cat /tmp/uscmd-rxe0-1.log
   check a-side-passed bash -c "[ \"\$(sync.sh get a-failed $T)\" = 0 ]"
 fi
 group_end
