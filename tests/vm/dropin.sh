@@ -43,6 +43,25 @@ finish() {
   fi
 }
 
+# finish_rping_server NAME PID LOG: finish, except for rping's own teardown race:
+# its cm thread calls rdma_get_cm_event again after main destroyed the channel
+# (rping.c cm_thread: perror + exit(-1), exit 255). The kernel's librdmacm gives
+# the same "Bad file descriptor" when the thread comes late (seen in stop 18); on
+# the drop-in it was seen once in a CI run (docs/API.md). Accepted only with all
+# 10 pings served and that line; any other failure fails.
+finish_rping_server() {
+  local rc=0
+  wait "$2" || rc=$?
+  if [ "$rc" = 255 ] && grep -q '^rdma_get_cm_event: Bad file descriptor$' "$3" &&
+     [ "$(grep -c '^server ping data: rdma-ping-' "$3")" = 10 ]; then
+    echo "note: $1: rping's teardown race (rdma_get_cm_event after the channel was destroyed), after 10 pings"
+    rc=0
+  fi
+  if [ "$rc" = 0 ]; then pass "$1"; else
+    show "$3"; fail "$1" "exit $rc: $(grep -v '^ *$' "$3" | tail -n 1)"
+  fi
+}
+
 # has_lines NAME LOG REGEX COUNT: LOG has exactly COUNT lines matching REGEX
 has_lines() {
   local n; n=$(grep -cE -- "$3" "$2")

@@ -40,7 +40,7 @@ wait_for /tmp/uscmd-rxe1-1.log '^uscmd: rxe1 port 1'
 
 finish rping-client-on-rxe1 $rping_c /tmp/rping-c.log
 finish ucmatose-client-on-rxe1 $ucmatose_c /tmp/ucmatose-c.log
-finish rping-server-on-rxe0 $rping_s /tmp/rping-s.log
+finish_rping_server rping-server-on-rxe0 $rping_s /tmp/rping-s.log
 finish ucmatose-server-on-rxe0 $ucmatose_s /tmp/ucmatose-s.log
 finish wildcard-client-to-rxe0-ip $wild_c0 /tmp/wild-c0.log
 finish wildcard-client-to-rxe1-ip $wild_c1 /tmp/wild-c1.log
