@@ -250,6 +250,20 @@ head -1 ts1/setup_cdf.csv | grep -qx "loss,setup_us,fraction" || { echo "FAIL se
 [[ $(($(wc -l < ts1/setup_cdf.csv) - 1)) -eq $settled && "$(tail -1 ts1/setup_cdf.csv | cut -d, -f3)" == "1.00000" ]] || { echo "FAIL setup_cdf rows ($settled settled)"; fails=$((fails + 1)); }
 tail -n +2 ts1/setup_cdf.csv | cut -d, -f2 | sort -c -g || { echo "FAIL setup_cdf not sorted"; fails=$((fails + 1)); }
 
+# sim sweep snapshot: every swept dimension in two small sweeps (all runs
+# under a second). The MD5s of every file they write but the PNGs (gnuplot's
+# bytes), and of their stdout, are those the sweep wrote before its nested
+# loops became a list of dimensions (tools/sim_sweep.h; at 2da1895).
+"$U" topo --hosts=12 --radix=8 --out snap-ft2.net >/dev/null
+"$U" topo --hosts=16 --radix=4 --levels=3 --out snap-ft3.net >/dev/null
+check sim-snapshot-link 0 "" -- "$U" sim --out snap1 --seed 2 --connections 6 --loss 0,0.1 --duplicate 0,0.1 --latency-us 0.5,3 --jitter-us 0,2 --hosts 3,5 --topology snap-ft2.net,snap-ft3.net
+cp out.txt snap1.stdout
+check sim-snapshot-experiment 0 "" -- "$U" sim --out snap2 --seed 3 --connections 6 --hosts 4 --loss 0.05 --pattern ring,incast --arrivals storm,poisson --sa-service-us 3 --sa-queue-limit 0,2 --path-cache off,on --cm-retries 1,15 --cm-profile linux,lowlat --procs-per-host 1,2 --sample-us 200000
+cp out.txt snap2.stdout
+snap="${TEST_SRCDIR:-$PWD}/${TEST_WORKSPACE:-__main__}/tools/sim_sweep_snapshot.md5"
+[[ -f "$snap" ]] || snap="$(dirname "$0")/sim_sweep_snapshot.md5"
+md5sum --quiet -c "$snap" >md5.txt 2>&1 || { echo "FAIL sim snapshot: $(tr '\n' ' ' < md5.txt)"; fails=$((fails + 1)); }
+
 # ping and saquery on the simulated fabric.
 check ping 0 "setup time \(us, virtual\): min [0-9.]+  p50 [0-9.]+  p99 [0-9.]+  max" -- "$U" ping -c 20 --ece
 grep -q "20 established, 0 failed" out.txt || { echo "FAIL ping count"; fails=$((fails + 1)); }
