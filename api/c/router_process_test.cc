@@ -3,9 +3,9 @@
 // over the Unix socket with RouterTransport + RealNode, exactly as an
 // application would. The peer on the other host is a CmEndpoint driven by
 // the same pump. Outcomes are read after the server thread has stopped.
+// The set-up: api/c/router_process_testing.h.
 #include <errno.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <linux/capability.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,210 +14,43 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <cstdio>
 #include <cstring>
-#include <chrono>
-#include <functional>
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "api/c/router_process_testing.h"
 #include "api/c/uscm_cma.h"
 #include "api/rdma_cm/rdma_cm.h"
-#include "cm/cm_testing.h"
-#include "cm/endpoint.h"
 #include "cm/router/router_testing.h"
 #include "cm/router/router_transport.h"
 #include "cm/router/server.h"
-#include "cm/runtime.h"
 #include "gtest/gtest.h"
-#include "mad/sim/fabric.h"
-#include "mad/sim/scheduler.h"
 
 namespace uscm::router {
 namespace {
 
-using cm::CmEvent;
 using cm::CmEventType;
+using ::uscm::Address;
 using ::uscm::CmId;
-using ::uscm::Device;
-using ::uscm::DeviceOptions;
-using ::uscm::EventChannel;
 using ::uscm::EventType;
-using ::uscm::IdOptions;
 using ::uscm::IdState;
 using ::uscm::PortSpace;
-using ::uscm::ConnParam;
-using ::uscm::Address;
+using testing::ChildMode;
+using testing::ConnectThroughApi;
+using testing::kLocalIp;
+using testing::kPeerLid;
+using testing::kSid;
+using testing::LoopThread;
+using testing::NextEvent;
+using testing::RouterClient;
+using testing::SpawnChild;
+using testing::WaitForExit;
+using testing::WithLocalIp;
 
-constexpr uint64_t kSid = 0x0000000001060000ull | 7471;
-constexpr uint16_t kPeerLid = 3;
-constexpr mad::Duration kChildDeadline = mad::Duration::Seconds(60);
-
-// Runs a server's loop on a thread; stops and joins on scope exit too, so a
-// failed ASSERT does not leave a joinable thread behind.
-class LoopThread {
- public:
-  explicit LoopThread(Server* s) : s_(s), t_([s] { (void)s->Run(); }) {}
-  ~LoopThread() { Stop(); }
-  void Stop() {
-    if (!t_.joinable()) return;
-    s_->Stop();
-    t_.join();
-  }
-
- private:
-  Server* s_;
-  std::thread t_;
-};
-
-// What a child does once its connection got a REP.
-enum class ChildMode { kConnect, kCrashAfterRep };
-
-// Runs in the child: `n` connections to the peer through the router. Exit
-// code 0 = all established; 2.. = a failure step.
-[[noreturn]] void ChildMain(const std::string& path, const mad::Gid& peer_gid, int index, int n,
-                            ChildMode mode) {
-  auto t = RouterTransport::Connect(path);
-  if (!t.ok()) _exit(2);
-  auto node = cm::RealNode::Create(**t, cm::NodeOptions{});
-  if (!node.ok()) _exit(3);
-  cm::RealNode& nd = **node;
-  int established = 0;
-  {
-    std::lock_guard<std::mutex> lock(nd.mutex());
-    for (int k = 0; k < n; ++k) {
-      cm::ConnectParams p = cm::testing::MakeConnect(0x1000 * (index + 1) + k);
-      p.service_id = kSid;
-      p.primary.local_lid = (*t)->port().lid;
-      p.primary.remote_lid = kPeerLid;
-      p.primary.local_gid = (*t)->port().gid;
-      p.primary.remote_gid = peer_gid;
-      p.remote_cm_response_timeout = 20;  // ~4.3 s: generous under load
-      p.local_cm_response_timeout = 20;
-      p.max_cm_retries = 8;
-      if (!nd.cm().Connect(nd.Now(), p).ok()) _exit(4);
-    }
-    nd.FlushLocked();
-  }
-  mad::RealClock clock;
-  const mad::TimePoint deadline = clock.Now() + kChildDeadline;
-  while (established < n && clock.Now() < deadline) {
-    if (!nd.Poll(mad::Duration::Millis(50)).ok()) _exit(5);
-    std::lock_guard<std::mutex> lock(nd.mutex());
-    CmEvent e;
-    while (nd.cm().PollEvent(&e)) {
-      if (e.type == CmEventType::kConnectResponse) {
-        if (mode == ChildMode::kCrashAfterRep) kill(getpid(), SIGKILL);
-        if (!nd.cm().Rtu(nd.Now(), e.conn).ok()) _exit(6);
-      } else if (e.type == CmEventType::kEstablished) {
-        ++established;
-      } else if (e.type != CmEventType::kMraReceived) {
-        _exit(20 + static_cast<int>(e.type));  // rejected / unreachable / ...
-      }
-    }
-    nd.FlushLocked();
-  }
-  _exit(established == n ? 0 : 8);
-}
-
-class RouterProcessTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = testing::ShortSocketDir();
-    path_ = dir_ + "/uscmd.sock";
-    auto p = testing::OpenSimPorts(/*seed=*/3);
-    ASSERT_TRUE(p.ok()) << p.status();
-    sim_ = std::move(*p);
-    sched_ = sim_.scheduler.get();
-    wire_ = sim_.host1.get();
-    peer_tx_ = sim_.host2.get();
-    peer_ = std::make_unique<cm::CmEndpoint>(peer_tx_->port(), cm::CmConfig{}, 5);
-    ASSERT_TRUE(peer_->Listen(kSid, ~uint64_t{0}, 1024, false).ok());
-    start_ = clock_.Now();
-    ServerOptions o;
-    o.socket_path = path_;
-    o.pump = [this] { return Pump(); };
-    auto s = Server::Create(*wire_, o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = std::move(*s);
-  }
-
-  // Virtual time follows the real clock; the peer runs at that time.
-  mad::Duration Pump() {
-    const mad::TimePoint target = mad::TimePoint::Epoch() + (clock_.Now() - start_);
-    if (target > sched_->Now()) (void)sched_->RunFor(target - sched_->Now());
-    const mad::TimePoint now = sched_->Now();
-    peer_tx_->Drain([&](const mad::ReceivedMad& r) { peer_->HandleMad(now, r.from, r.data); });
-    peer_->HandleTimeout(now);
-    CmEvent e;
-    while (peer_->PollEvent(&e)) {
-      peer_events_.push_back(e.type);
-      if (e.type == CmEventType::kConnectRequest) {
-        (void)peer_->Accept(now, e.conn, cm::testing::MakeAccept(next_qpn_++));
-      } else if (e.type == CmEventType::kRejected || e.type == CmEventType::kDisconnected ||
-                 e.type == CmEventType::kUnreachable) {
-        (void)peer_->Destroy(now, e.conn);
-      }
-    }
-    cm::OutgoingMad m;
-    while (peer_->PollTransmit(&m)) (void)peer_tx_->Send(m.to, m.mad);
-    if (done_ && done_()) done_flag_ = true;
-    return mad::Duration::Millis(1);
-  }
-
-  pid_t Spawn(int index, int n, ChildMode mode) {
-    const pid_t pid = fork();
-    if (pid == 0) ChildMain(path_, peer_tx_->port().gid, index, n, mode);
-    return pid;
-  }
-
-  // Runs the server until every child has exited and `done` (checked by the
-  // server thread, in the pump) holds; returns the children's statuses.
-  std::vector<int> RunUntilChildrenExit(const std::vector<pid_t>& pids,
-                                        std::function<bool()> done) {
-    done_ = std::move(done);
-    std::thread loop([this] { (void)server_->Run(); });
-    std::vector<int> statuses;
-    for (pid_t p : pids) {
-      int st = 0;
-      waitpid(p, &st, 0);
-      statuses.push_back(st);
-    }
-    // Until the router has seen the last socket close and the peer has
-    // heard the cleanup (a generous cap, not a sleep: it ends when done).
-    const mad::TimePoint cap = clock_.Now() + mad::Duration::Seconds(60);
-    while (!done_flag_.load() && clock_.Now() < cap) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    EXPECT_TRUE(done_flag_.load()) << "the router did not settle within 60 s";
-    server_->Stop();
-    loop.join();
-    return statuses;
-  }
-
-  int Count(CmEventType t) const {
-    int n = 0;
-    for (CmEventType e : peer_events_) n += e == t;
-    return n;
-  }
-
-  std::string dir_, path_;
-  mad::RealClock clock_;
-  mad::TimePoint start_;
-  std::function<bool()> done_;
-  std::atomic<bool> done_flag_{false};
-  testing::SimPorts sim_;
-  sim::Scheduler* sched_ = nullptr;
-  sim::SimTransport* wire_ = nullptr;     // the router's port (host1)
-  sim::SimTransport* peer_tx_ = nullptr;  // the peer's (host2)
-  std::unique_ptr<cm::CmEndpoint> peer_;
-  std::unique_ptr<Server> server_;
-  std::vector<CmEventType> peer_events_;
-  uint32_t next_qpn_ = 0x5000;
-};
+class RouterProcessTest : public testing::RouterProcessFixture {};
 
 TEST_F(RouterProcessTest, SeveralProcessesConnectAtOnce) {
   constexpr int kProcs = 4, kEach = 4;
@@ -283,77 +116,14 @@ TEST_F(RouterProcessTest, RouterRestartBreaksClientsClearlyAndTheyCanReconnect) 
   EXPECT_EQ((*t)->status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(RouterTransport::Connect(path_).status().code(), absl::StatusCode::kUnavailable);
 
-  ServerOptions o;
-  o.socket_path = path_;
-  o.pump = [this] { return Pump(); };
-  auto again = Server::Create(*wire_, o);
-  ASSERT_TRUE(again.ok()) << again.status();
-  server_ = std::move(*again);
+  absl::Status again = StartRouter();
+  ASSERT_TRUE(again.ok()) << again;
   LoopThread loop2(server_.get());
   auto t2 = RouterTransport::Connect(path_);
   ASSERT_TRUE(t2.ok()) << t2.status();
   EXPECT_TRUE((*t2)->ClaimService(kSid, ~uint64_t{0}, false).ok());
   EXPECT_TRUE((*t2)->Send(to, mad).ok());
   loop2.Stop();
-}
-
-// The next event on `ch` within 20 s (the device is driven by WaitEvent's
-// Poll), acked; its type, status and detail are returned.
-struct SeenEvent {
-  EventType type = EventType::kAddrError;
-  int status = 0;
-  CmId* id = nullptr;
-  std::string detail;
-};
-absl::StatusOr<SeenEvent> NextEvent(EventChannel& ch) {
-  auto e = ch.WaitEvent(mad::Duration::Seconds(20));
-  if (!e.ok()) return e.status();
-  SeenEvent seen{(*e)->event, (*e)->status, (*e)->id, (*e)->detail};
-  if (absl::Status s = ch.AckEvent(*e); !s.ok()) return s;
-  return seen;
-}
-
-// An RC connection to the peer through the API: AF_IB, the path given with
-// the IB_PATH option (no SA), external QP mode (CONNECT_RESPONSE, Establish).
-absl::StatusOr<CmId*> ConnectThroughApi(EventChannel& ch, const mad::LocalPort& port,
-                                        const mad::Gid& peer_gid, uint32_t qpn) {
-  auto id = ch.CreateId(nullptr, PortSpace::kIb);
-  if (!id.ok()) return id.status();
-  IdOptions o;
-  cm::PathInfo p;
-  p.local_lid = port.lid;
-  p.remote_lid = kPeerLid;
-  p.local_gid = port.gid;
-  p.remote_gid = peer_gid;
-  p.local_ack_timeout = 14;
-  p.packet_life_time = 10;
-  o.ib_path = p;
-  if (absl::Status s = (*id)->SetOption(o); !s.ok()) return s;
-  if (absl::Status s = (*id)->ResolveAddr(absl::nullopt, Address::Ib(peer_gid, kPeerLid, kSid));
-      !s.ok()) {
-    return s;
-  }
-  auto ev = NextEvent(ch);
-  if (!ev.ok() || ev->type != EventType::kAddrResolved) {
-    return absl::InternalError("no ADDR_RESOLVED");
-  }
-  if (absl::Status s = (*id)->ResolveRoute(); !s.ok()) return s;
-  ev = NextEvent(ch);
-  if (!ev.ok() || ev->type != EventType::kRouteResolved) {
-    return absl::InternalError("no ROUTE_RESOLVED");
-  }
-  ConnParam cp;
-  cp.qp_num = qpn;
-  if (absl::Status s = (*id)->Connect(cp); !s.ok()) return s;
-  ev = NextEvent(ch);
-  if (!ev.ok()) return ev.status();
-  if (ev->type == EventType::kConnectResponse) {
-    if (absl::Status s = (*id)->Establish(); !s.ok()) return s;
-  } else if (ev->type != EventType::kEstablished) {
-    return absl::InternalError(absl::StrCat("connect: ", EventTypeName(ev->type), " status ",
-                                            ev->status, " ", ev->detail));
-  }
-  return *id;
 }
 
 // Issue 10's "a router restart (clients see a clear error event and can
@@ -364,20 +134,18 @@ absl::StatusOr<CmId*> ConnectThroughApi(EventChannel& ch, const mad::LocalPort& 
 // Device and connects again through the restarted router; tables end empty.
 TEST_F(RouterProcessTest, RouterRestartIsDeviceRemovalOnEveryIdAndANewDeviceReconnects) {
   auto loop = std::make_unique<LoopThread>(server_.get());
-  const mad::Gid peer_gid = peer_tx_->port().gid;
-  auto t = RouterTransport::Connect(path_);
-  ASSERT_TRUE(t.ok()) << t.status();
-  auto dev = Device::Create(**t, DeviceOptions{});
-  ASSERT_TRUE(dev.ok()) << dev.status();
-  auto ch = (*dev)->CreateEventChannel();
+  auto client = ConnectClient();
+  ASSERT_TRUE(client.ok()) << client.status();
+  const mad::LocalPort port = client->transport->port();
+  auto ch = client->device->CreateEventChannel();
   ASSERT_TRUE(ch.ok());
-  auto conn = ConnectThroughApi(**ch, (*t)->port(), peer_gid, 0x777);
+  auto conn = ConnectThroughApi(**ch, port, peer_gid(), 0x777);
   ASSERT_TRUE(conn.ok()) << conn.status();
   EXPECT_EQ((*conn)->state(), IdState::kEstablished);
   auto listener = (*ch)->CreateId(nullptr, PortSpace::kIb);
   ASSERT_TRUE(listener.ok());
   ASSERT_TRUE(
-      (*listener)->BindAddr(Address::Ib((*t)->port().gid, (*t)->port().lid, kSid + 5)).ok());
+      (*listener)->BindAddr(Address::Ib(port.gid, port.lid, kSid + 5)).ok());
   ASSERT_TRUE((*listener)->Listen(4).ok());  // a claim at the router
 
   loop->Stop();
@@ -395,34 +163,27 @@ TEST_F(RouterProcessTest, RouterRestartIsDeviceRemovalOnEveryIdAndANewDeviceReco
     removed.insert(ev->id);
   }
   EXPECT_EQ(removed, (std::set<CmId*>{*conn, *listener}));
-  EXPECT_EQ((*dev)->node().counters().transport_lost, 1u);
-  EXPECT_EQ((*dev)->node().transport_status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client->device->node().counters().transport_lost, 1u);
+  EXPECT_EQ(client->device->node().transport_status().code(), absl::StatusCode::kUnavailable);
   // Nothing more: one DEVICE_REMOVAL per id.
   EXPECT_FALSE((*ch)->WaitEvent(mad::Duration::Millis(100)).ok());
   ASSERT_TRUE((*ch)->DestroyId(*conn).ok());
   ASSERT_TRUE((*ch)->DestroyId(*listener).ok());
-  EXPECT_EQ((*dev)->id_count(), 0u);
+  EXPECT_EQ(client->device->id_count(), 0u);
   ch->reset();
-  dev->reset();
-  t->reset();
+  client = RouterClient{};
 
   // The restarted router: a new transport and Device connect again (with a
   // new QP: the peer still holds the old connection, which died with the old
   // router without a DREQ, and would reject the same QPN as stale, REJ 10).
-  ServerOptions o;
-  o.socket_path = path_;
-  o.pump = [this] { return Pump(); };
-  auto again = Server::Create(*wire_, o);
-  ASSERT_TRUE(again.ok()) << again.status();
-  server_ = std::move(*again);
+  absl::Status again = StartRouter();
+  ASSERT_TRUE(again.ok()) << again;
   loop = std::make_unique<LoopThread>(server_.get());
-  auto t2 = RouterTransport::Connect(path_);
-  ASSERT_TRUE(t2.ok()) << t2.status();
-  auto dev2 = Device::Create(**t2, DeviceOptions{});
-  ASSERT_TRUE(dev2.ok()) << dev2.status();
-  auto ch2 = (*dev2)->CreateEventChannel();
+  auto client2 = ConnectClient();
+  ASSERT_TRUE(client2.ok()) << client2.status();
+  auto ch2 = client2->device->CreateEventChannel();
   ASSERT_TRUE(ch2.ok());
-  auto conn2 = ConnectThroughApi(**ch2, (*t2)->port(), peer_gid, 0x778);
+  auto conn2 = ConnectThroughApi(**ch2, client2->transport->port(), peer_gid(), 0x778);
   ASSERT_TRUE(conn2.ok()) << conn2.status();
   EXPECT_EQ((*conn2)->state(), IdState::kEstablished);
   ASSERT_TRUE((*conn2)->Disconnect().ok());
@@ -430,17 +191,13 @@ TEST_F(RouterProcessTest, RouterRestartIsDeviceRemovalOnEveryIdAndANewDeviceReco
   ASSERT_TRUE(ev.ok()) << ev.status();
   EXPECT_EQ(ev->type, EventType::kDisconnected) << EventTypeName(ev->type);
   ASSERT_TRUE((*ch2)->DestroyId(*conn2).ok());
-  EXPECT_EQ((*dev2)->node().counters().transport_lost, 0u);
-  const uint8_t slot = (*t2)->slot();
+  EXPECT_EQ(client2->device->node().counters().transport_lost, 0u);
+  const uint8_t slot = client2->transport->slot();
   ch2->reset();
-  dev2->reset();
-  t2->reset();
+  client2 = RouterClient{};
   loop->Stop();
   // The router sees the socket close; then its tables are empty.
-  const mad::TimePoint cap = clock_.Now() + mad::Duration::Seconds(20);
-  while (server_->router().client_count() > 0 && clock_.Now() < cap) {
-    ASSERT_TRUE(server_->RunOnce(mad::Duration::Millis(10)).ok());
-  }
+  ASSERT_TRUE(ServeUntilNoClients().ok());
   EXPECT_EQ(server_->router().client_count(), 0u);
   EXPECT_EQ(server_->router().tracked(slot), 0u);
   EXPECT_EQ(server_->router().claim_count(), 0u);
@@ -454,8 +211,7 @@ TEST_F(RouterProcessTest, RouterRestartIsDeviceRemovalOnEveryIdAndANewDeviceReco
 TEST_F(RouterProcessTest, SecondListenOnTheSameServiceFailsWithEaddrinuseEvenWithReuseaddr) {
   LoopThread loop(server_.get());
   struct Proc {
-    std::unique_ptr<RouterTransport> t;
-    std::unique_ptr<Device> dev;
+    RouterClient client;
     uscm_device* handle = nullptr;
     uscm_event_channel* ch = nullptr;
     uscm_cm_id* id = nullptr;
@@ -464,15 +220,10 @@ TEST_F(RouterProcessTest, SecondListenOnTheSameServiceFailsWithEaddrinuseEvenWit
   uscm_addr addr{};
   ASSERT_EQ(uscm_parse_addr("10.0.0.1:7471", &addr), 0) << uscm_last_error();  // = kSid
   for (Proc& p : procs) {
-    auto t = RouterTransport::Connect(path_);
-    ASSERT_TRUE(t.ok()) << t.status();
-    p.t = std::move(*t);
-    DeviceOptions o;
-    o.local_ips.push_back(Address::Ipv4(0x0A000001));
-    auto dev = Device::Create(*p.t, o);
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    p.dev = std::move(*dev);
-    p.handle = uscm_device_wrap(p.dev.get());
+    auto client = ConnectClient(WithLocalIp());
+    ASSERT_TRUE(client.ok()) << client.status();
+    p.client = std::move(*client);
+    p.handle = uscm_device_wrap(p.client.device.get());
     p.ch = uscm_create_event_channel_on(p.handle);
     ASSERT_NE(p.ch, nullptr) << uscm_last_error();
     ASSERT_EQ(uscm_create_id(p.ch, &p.id, nullptr, USCM_PS_TCP), 0) << uscm_last_error();
@@ -482,7 +233,7 @@ TEST_F(RouterProcessTest, SecondListenOnTheSameServiceFailsWithEaddrinuseEvenWit
         << uscm_last_error();
     ASSERT_EQ(uscm_bind_addr(p.id, &addr), 0) << uscm_last_error();
   }
-  ASSERT_NE(procs[0].t->slot(), procs[1].t->slot());
+  ASSERT_NE(procs[0].client.transport->slot(), procs[1].client.transport->slot());
   ASSERT_EQ(uscm_listen(procs[0].id, 8), 0) << uscm_last_error();
   errno = 0;
   EXPECT_EQ(uscm_listen(procs[1].id, 8), -1);
@@ -514,29 +265,24 @@ TEST_F(RouterProcessTest, SecondListenOnTheSameServiceFailsWithEaddrinuseEvenWit
 TEST_F(RouterProcessTest, ListenOnAnEphemeralPortAnotherProcessHoldsMovesOn) {
   LoopThread loop(server_.get());
   struct Proc {
-    std::unique_ptr<RouterTransport> t;
-    std::unique_ptr<Device> dev;
+    RouterClient client;
     std::unique_ptr<EventChannel> ch;
     CmId* id = nullptr;
   };
   Proc procs[2];
   for (Proc& p : procs) {
-    auto t = RouterTransport::Connect(path_);
-    ASSERT_TRUE(t.ok()) << t.status();
-    p.t = std::move(*t);
-    DeviceOptions o;
-    o.local_ips.push_back(Address::Ipv4(0x0A000001));
+    DeviceOptions o = WithLocalIp();
     o.ephemeral_start = 50000;
-    auto dev = Device::Create(*p.t, o);
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    p.dev = std::move(*dev);
-    auto ch = p.dev->CreateEventChannel();
+    auto client = ConnectClient(o);
+    ASSERT_TRUE(client.ok()) << client.status();
+    p.client = std::move(*client);
+    auto ch = p.client.device->CreateEventChannel();
     ASSERT_TRUE(ch.ok()) << ch.status();
     p.ch = std::move(*ch);
     auto id = p.ch->CreateId(nullptr, PortSpace::kTcp);
     ASSERT_TRUE(id.ok()) << id.status();
     p.id = *id;
-    ASSERT_TRUE(p.id->BindAddr(Address::Ipv4(0x0A000001)).ok());  // port 0: ephemeral
+    ASSERT_TRUE(p.id->BindAddr(Address::Ipv4(kLocalIp)).ok());  // port 0: ephemeral
     EXPECT_EQ(p.id->GetLocalAddr().port, 50000);
   }
   absl::Status s = procs[0].id->Listen(4);
@@ -545,12 +291,12 @@ TEST_F(RouterProcessTest, ListenOnAnEphemeralPortAnotherProcessHoldsMovesOn) {
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(procs[0].id->GetLocalAddr().port, 50000);
   EXPECT_EQ(procs[1].id->GetLocalAddr().port, 50001) << "the next free port";
-  EXPECT_EQ(procs[1].dev->ephemeral_moves(), 1u);
+  EXPECT_EQ(procs[1].client.device->ephemeral_moves(), 1u);
   EXPECT_EQ(server_->router().claim_count(), 2u);
   // An explicit port another process holds still fails (no move).
   auto fixed = procs[1].ch->CreateId(nullptr, PortSpace::kTcp);
   ASSERT_TRUE(fixed.ok());
-  ASSERT_TRUE((*fixed)->BindAddr(Address::Ipv4(0x0A000001, 50000)).ok());
+  ASSERT_TRUE((*fixed)->BindAddr(Address::Ipv4(kLocalIp, 50000)).ok());
   EXPECT_EQ((*fixed)->Listen(4).code(), absl::StatusCode::kAlreadyExists);
   ASSERT_TRUE(procs[1].ch->DestroyId(*fixed).ok());
   for (Proc& p : procs) ASSERT_TRUE(p.ch->DestroyId(p.id).ok());
@@ -571,18 +317,15 @@ TEST_F(RouterProcessTest, EphemeralPortsStartApartInTheKernelsRange) {
   LoopThread loop(server_.get());
   uint16_t ports[2] = {};
   for (int i = 0; i < 2; ++i) {
-    auto t = RouterTransport::Connect(path_);
-    ASSERT_TRUE(t.ok()) << t.status();
-    DeviceOptions o;
-    o.local_ips.push_back(Address::Ipv4(0x0A000001));
+    DeviceOptions o = WithLocalIp();
     o.node.seed = i + 1;
-    auto dev = Device::Create(**t, o);
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    auto ch = (*dev)->CreateEventChannel();
+    auto client = ConnectClient(o);
+    ASSERT_TRUE(client.ok()) << client.status();
+    auto ch = client->device->CreateEventChannel();
     ASSERT_TRUE(ch.ok());
     auto id = (*ch)->CreateId(nullptr, PortSpace::kTcp);
     ASSERT_TRUE(id.ok());
-    ASSERT_TRUE((*id)->BindAddr(Address::Ipv4(0x0A000001)).ok());
+    ASSERT_TRUE((*id)->BindAddr(Address::Ipv4(kLocalIp)).ok());
     ports[i] = (*id)->GetLocalAddr().port;
     EXPECT_GE(ports[i], low);
     EXPECT_LE(ports[i], high);
@@ -645,10 +388,7 @@ TEST_F(RouterProcessTest, OpenOwnerOrRouterFallsBackOnlyWhenThePortIsTaken) {
 
 TEST_F(RouterProcessTest, ASecondRouterLeavesALiveOnesSocketAlone) {
   LoopThread loop(server_.get());
-  ServerOptions o;
-  o.socket_path = path_;
-  o.pump = [this] { return Pump(); };
-  auto second = Server::Create(*wire_, o);
+  auto second = CreateRouter(OptionsAt(path_));
   EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists) << second.status();
   EXPECT_NE(second.status().message().find("another uscmd is serving"), absl::string_view::npos);
   // The first one still serves its socket.
@@ -669,11 +409,9 @@ TEST_F(RouterProcessTest, TheSocketModeIsDeliberateAndAStaleSocketIsReplaced) {
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
   ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   close(fd);
-  ServerOptions o;
-  o.socket_path = stale;
+  ServerOptions o = OptionsAt(stale);
   o.socket_mode = 0660;
-  o.pump = [this] { return Pump(); };
-  auto s = Server::Create(*wire_, o);
+  auto s = CreateRouter(o);
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_EQ(stat(stale.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0660u);
@@ -694,19 +432,16 @@ TEST_F(RouterProcessTest, APortBelow1024NeedsCapNetBindServiceFromThePeer) {
   LoopThread loop(server_.get());
   constexpr uint64_t kPort80 = 0x0000000001060000ull | 80;
   constexpr uint64_t kPort8080 = 0x0000000001060000ull | 8080;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (!DropNetBindService()) _exit(3);
+  const int st = WaitForExit(SpawnChild([&] {
+    if (!DropNetBindService()) return 3;
     auto t = RouterTransport::Connect(path_);
-    if (!t.ok()) _exit(4);
+    if (!t.ok()) return 4;
     absl::Status low = (*t)->ClaimService(kPort80, ~uint64_t{0}, false);
-    if (low.code() != absl::StatusCode::kPermissionDenied) _exit(5);
-    if (low.message().find("CAP_NET_BIND_SERVICE") == absl::string_view::npos) _exit(6);
-    if (!(*t)->ClaimService(kPort8080, ~uint64_t{0}, false).ok()) _exit(7);
-    _exit(0);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
+    if (low.code() != absl::StatusCode::kPermissionDenied) return 5;
+    if (low.message().find("CAP_NET_BIND_SERVICE") == absl::string_view::npos) return 6;
+    if (!(*t)->ClaimService(kPort8080, ~uint64_t{0}, false).ok()) return 7;
+    return 0;
+  }));
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0) << "3 capset, 4 connect, 5/6 port 80 allowed, 7 port 8080 refused";
   // This process (root in CI, with the capability) may.

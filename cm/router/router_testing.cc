@@ -1,6 +1,8 @@
 #include "cm/router/router_testing.h"
 
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "mad/sim/topology.h"
 
@@ -26,6 +28,18 @@ absl::StatusOr<SimPorts> OpenSimPorts(uint64_t seed) {
     *port = std::move(*t);
   }
   return p;
+}
+
+pid_t SpawnChild(const std::function<int()>& body) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(body());
+  return pid;
+}
+
+int WaitForExit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
 }
 
 }  // namespace uscm::router::testing
