@@ -21,6 +21,8 @@
 // scheduler steps and event channel syscalls per connection.
 //   BM_EventfdWriteRead  one eventfd write + read: what an event costs an
 //                     API channel whose fd is in use.
+// api_burst_bench.cc: N connections in flight, events taken as an epoll
+// program takes them (BM_ApiSimFabricBurst, BM_CApiSimFabricBurst).
 //
 // Targets (issue 5): >= 200,000 connections/s, <= 1 KiB per connection.
 #include <malloc.h>
@@ -35,16 +37,18 @@
 
 #include "api/c/uscm_cma.h"
 #include "api/rdma_cm/rdma_cm.h"
-#include "api/rdma_cm/rdma_cm_testing.h"
 #include "benchmark/benchmark.h"
 #include "cm/endpoint.h"
 #include "mad/sim/fabric.h"
 #include "mad/sim/scheduler.h"
 #include "mad/sim/topology.h"
+#include "tests/bench/api_pairs.h"
 
 namespace uscm {
 namespace {
 
+using bench::ApiPair;
+using bench::CApiPair;
 using cm::CmEndpoint;
 using cm::CmEvent;
 using cm::CmEventType;
@@ -236,70 +240,6 @@ void BM_EndpointPairSimFabric(benchmark::State& state) {
 }
 BENCHMARK(BM_EndpointPairSimFabric);
 
-struct ApiPair {
-  // ib: RDMA_PS_IB with AF_IB addresses (no IP port per id: 100k ids would
-  // exhaust the 25,536 ephemeral ports of an IP port space).
-  explicit ApiPair(bool ib = false) : ps(ib ? PortSpace::kIb : PortSpace::kTcp) {
-    f = std::move(*testing::SimFabric::Create(3, nullptr, NodeOptions(), FabricOptions()));
-    listener = *f->host(1).channel->CreateId(nullptr, ps);
-    Address a = f->host(1).ip;
-    a.port = 7471;
-    if (ib) {
-      const mad::LocalPort& port = f->host(1).device->port();
-      a = Address::Ib(port.gid, port.lid, 0x13F0000 | 7471);
-    }
-    (void)listener->BindAddr(a);
-    (void)listener->Listen(1 << 30);
-    dst = a;
-  }
-  Event Next(int h) {
-    absl::StatusOr<Event> e = f->Next(*f->host(h).channel);
-    if (!e.ok()) {
-      fprintf(stderr, "host %d: %s\n", h, std::string(e.status().message()).c_str());
-      abort();
-    }
-    return *e;
-  }
-  // Nothing here reads the fabric's trace digest.
-  static sim::FabricOptions FabricOptions() {
-    sim::FabricOptions o;
-    o.trace_digest = false;
-    return o;
-  }
-  static cm::NodeOptions NodeOptions() {
-    cm::NodeOptions o;
-    o.cm.timewait = mad::Duration::Millis(1);
-    return o;
-  }
-  size_t records() {
-    return f->host(0).device->node().cm().connection_count() +
-           f->host(1).device->node().cm().connection_count();
-  }
-  // One connection to ESTABLISHED on both sides; returns (active, passive).
-  std::pair<CmId*, CmId*> Establish(uint32_t qpn) {
-    CmId* id = *f->host(0).channel->CreateId(nullptr, ps);
-    (void)id->ResolveAddr(absl::nullopt, dst);
-    Next(0);
-    (void)id->ResolveRoute();
-    Next(0);
-    ConnParam cp;
-    cp.qp_num = qpn;
-    (void)id->Connect(cp);
-    Event req = Next(1);
-    ConnParam ap;
-    ap.qp_num = qpn + 0x100000;
-    (void)req.id->Accept(ap);
-    Next(0);  // CONNECT_RESPONSE
-    (void)id->Establish();
-    Next(1);  // ESTABLISHED
-    return {id, req.id};
-  }
-  PortSpace ps;
-  std::unique_ptr<testing::SimFabric> f;
-  CmId* listener;
-  Address dst;
-};
-
 // Arg 0: nobody asks for the channels' fds (a C++ user polling GetEvent);
 // arg 1: both fds made first, so every event costs its eventfd syscalls as in
 // the drop-in.
@@ -352,102 +292,6 @@ void BM_EventfdWriteRead(benchmark::State& state) {
 }
 BENCHMARK(BM_EventfdWriteRead);
 
-// The same connection through the uscm C API, as the drop-in librdmacm makes
-// it: C ids and events (uscm_get_cm_event / uscm_ack_cm_event), the passive
-// id's C handle made on its CONNECT_REQUEST.
-struct CApiPair {
-  explicit CApiPair(bool ib = false) : ps(ib ? USCM_PS_IB : USCM_PS_TCP) {
-    f = std::move(*testing::SimFabric::Create(3, nullptr, ApiPair::NodeOptions(),
-                                              ApiPair::FabricOptions()));
-    for (int h = 0; h < 2; ++h) {
-      dev[h] = uscm_device_wrap(f->host(h).device.get());
-      ch[h] = uscm_create_event_channel_on(dev[h]);
-    }
-    uscm_create_id(ch[1], &listener, nullptr, ps);
-    if (ib) {
-      const mad::LocalPort& port = f->host(1).device->port();
-      dst.family = USCM_AF_IB;
-      std::copy(port.gid.raw.begin(), port.gid.raw.end(), dst.gid);
-      dst.lid = port.lid;
-      dst.service_id = 0x13F0000 | 7471;
-    } else {
-      uscm_parse_addr("10.0.0.2:7471", &dst);
-    }
-    if (uscm_bind_addr(listener, &dst) != 0 || uscm_listen(listener, 1 << 30) != 0) {
-      fprintf(stderr, "listen: %s\n", uscm_last_error());
-      abort();
-    }
-    // Waiting reads the C++ channel under the C one (queued()), as
-    // ApiPair does: no poll(2) per scheduler step charged to the API.
-    for (int h = 0; h < 2; ++h) {
-      uscm_cm_id* probe;
-      uscm_create_id(ch[h], &probe, nullptr, ps);
-      cpp[h] = static_cast<CmId*>(probe->impl)->channel();
-      uscm_destroy_id(probe);
-    }
-  }
-  ~CApiPair() {
-    uscm_destroy_id(listener);
-    for (int h = 0; h < 2; ++h) {
-      uscm_destroy_event_channel(ch[h]);
-      uscm_device_unwrap_free(dev[h]);
-    }
-  }
-  // The next event on host h's channel (must be `want`), acked; its id.
-  uscm_cm_id* Next(int h, uscm_cm_event_type want) {
-    sim::Scheduler& s = f->scheduler();
-    EventChannel* c = cpp[h];
-    (void)s.RunUntil([c] { return c->queued() > 0; }, s.Now() + mad::Duration::Seconds(120));
-    uscm_cm_event* e = nullptr;
-    if (uscm_get_cm_event(ch[h], &e) != 0 || e->event != want) {
-      fprintf(stderr, "host %d: wanted %s: %s\n", h, uscm_event_str(want),
-              e != nullptr ? uscm_event_str(e->event) : uscm_last_error());
-      abort();
-    }
-    uscm_cm_id* id = e->id;
-    uscm_ack_cm_event(e);
-    return id;
-  }
-  // Runs until `n` events wait on host h, then takes them (each must be
-  // `want`); their ids in `ids` (if given).
-  void Drain(int h, size_t n, uscm_cm_event_type want, std::vector<uscm_cm_id*>* ids) {
-    sim::Scheduler& s = f->scheduler();
-    EventChannel* c = cpp[h];
-    (void)s.RunUntil([c, n] { return c->queued() >= n; }, s.Now() + mad::Duration::Seconds(120));
-    for (size_t i = 0; i < n; ++i) {
-      uscm_cm_id* id = Next(h, want);
-      if (ids != nullptr) ids->push_back(id);
-    }
-  }
-  std::pair<uscm_cm_id*, uscm_cm_id*> Establish(uint32_t qpn) {
-    uscm_cm_id* id;
-    uscm_create_id(ch[0], &id, nullptr, ps);
-    uscm_resolve_addr(id, nullptr, &dst, 2000);
-    Next(0, USCM_CM_EVENT_ADDR_RESOLVED);
-    uscm_resolve_route(id, 2000);
-    Next(0, USCM_CM_EVENT_ROUTE_RESOLVED);
-    uscm_conn_param cp{};
-    cp.retry_count = 7;
-    cp.rnr_retry_count = 7;
-    cp.qp_num = qpn;
-    uscm_connect(id, &cp);
-    uscm_cm_id* passive = Next(1, USCM_CM_EVENT_CONNECT_REQUEST);
-    cp.qp_num = qpn + 0x100000;
-    uscm_accept(passive, &cp);
-    Next(0, USCM_CM_EVENT_CONNECT_RESPONSE);
-    uscm_establish(id);
-    Next(1, USCM_CM_EVENT_ESTABLISHED);
-    return {id, passive};
-  }
-  uscm_port_space ps;
-  std::unique_ptr<testing::SimFabric> f;
-  uscm_device* dev[2];
-  uscm_event_channel* ch[2];
-  EventChannel* cpp[2];
-  uscm_cm_id* listener;
-  uscm_addr dst{};
-};
-
 void BM_CApiSimFabric(benchmark::State& state) {
   CApiPair p;
   uint32_t qpn = 1;
@@ -473,57 +317,6 @@ void BM_CApiSimFabric(benchmark::State& state) {
       benchmark::Counter::kAvgIterations);
 }
 BENCHMARK(BM_CApiSimFabric);
-
-// N connections in flight at once, each step taken for all of them before
-// the events are read (a busy server): events that queue up while the
-// application works cost no eventfd syscall (the fd is written on the empty
-// -> non-empty transition and read when the queue drains).
-void BM_CApiSimFabricBurst(benchmark::State& state) {
-  CApiPair p;
-  const size_t n = static_cast<size_t>(state.range(0));
-  uint32_t qpn = 1;
-  std::vector<uscm_cm_id*> active(n), passive;
-  for (auto _ : state) {
-    for (size_t i = 0; i < n; ++i) {
-      uscm_create_id(p.ch[0], &active[i], nullptr, p.ps);
-      uscm_resolve_addr(active[i], nullptr, &p.dst, 2000);
-    }
-    p.Drain(0, n, USCM_CM_EVENT_ADDR_RESOLVED, nullptr);
-    for (uscm_cm_id* id : active) uscm_resolve_route(id, 2000);
-    p.Drain(0, n, USCM_CM_EVENT_ROUTE_RESOLVED, nullptr);
-    uscm_conn_param cp{};
-    cp.retry_count = cp.rnr_retry_count = 7;
-    for (uscm_cm_id* id : active) {
-      cp.qp_num = qpn;
-      qpn = (qpn + 1) & 0xFFFFF;
-      uscm_connect(id, &cp);
-    }
-    passive.clear();
-    p.Drain(1, n, USCM_CM_EVENT_CONNECT_REQUEST, &passive);
-    for (uscm_cm_id* id : passive) {
-      cp.qp_num = qpn | 0x100000;  // every data QP its own QPN
-      qpn = (qpn + 1) & 0xFFFFF;
-      uscm_accept(id, &cp);
-    }
-    p.Drain(0, n, USCM_CM_EVENT_CONNECT_RESPONSE, nullptr);
-    for (uscm_cm_id* id : active) uscm_establish(id);
-    p.Drain(1, n, USCM_CM_EVENT_ESTABLISHED, nullptr);
-    for (uscm_cm_id* id : active) uscm_disconnect(id);
-    p.Drain(1, n, USCM_CM_EVENT_DISCONNECTED, nullptr);
-    for (uscm_cm_id* id : passive) uscm_disconnect(id);
-    p.Drain(0, n, USCM_CM_EVENT_DISCONNECTED, nullptr);
-    for (size_t i = 0; i < n; ++i) {
-      uscm_destroy_id(active[i]);
-      uscm_destroy_id(passive[i]);
-    }
-  }
-  state.counters["conn/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n),
-                                                benchmark::Counter::kIsRate);
-  state.counters["steps/conn"] = benchmark::Counter(
-      static_cast<double>(p.f->scheduler().steps()) / static_cast<double>(n),
-      benchmark::Counter::kAvgIterations);
-}
-BENCHMARK(BM_CApiSimFabricBurst)->Arg(16);
 
 constexpr int kHeld = 100000;
 
