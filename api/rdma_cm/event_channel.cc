@@ -145,7 +145,7 @@ absl::Status EventChannel::DestroyId(CmId* id) {
       }
     }
     SyncFdLocked();
-    for (CmId* o : orphans) o->listener_ = nullptr, o->state_ = IdState::kDestroying;
+    for (CmId* o : orphans) o->state_ = IdState::kDestroying;
     for (CmId* o : orphans) {
       // Reject on the orphan's behalf (REJ 28), then free it.
       (void)device_->node_->cm().Destroy(device_->node_->Now(), o->conn_);

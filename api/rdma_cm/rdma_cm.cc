@@ -348,10 +348,6 @@ void Device::FreeId(CmId* id) {
     by_ticket_.erase(j.ticket);
   }
   if (id->bound_ && id->local_.is_ip()) FreePort(id);
-  // Children still pointing at this listener forget it.
-  for (auto& [raw, owned] : ids_) {
-    if (raw->listener_ == id) raw->listener_ = nullptr;
-  }
   ids_.erase(id);
 }
 

@@ -282,7 +282,6 @@ class CmId {
   // Guarded by the channel mutex: events queued or delivered, not acked.
   int unacked_ = 0;
   uint64_t listen_sid_ = 0, listen_mask_ = 0;  // claimed from a shared port's router
-  CmId* listener_ = nullptr;        // passive ids: the listening id
   uint64_t sa_query_ = 0;           // outstanding route query
   uint64_t resolve_seq_ = 0;        // which resolve_addr a pending answer belongs to
   absl::optional<cm::Ece> local_ece_;

@@ -326,7 +326,6 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
   child->local_ = local;
   child->peer_ = peer;
   child->bound_ = false;  // shares the listener's port; nothing to release
-  child->listener_ = listener;
   child->conn_ = e.conn;
   child->path_ = Reversed(e.req.primary);
   child->path_mtu_ = e.req.path_mtu;
@@ -383,7 +382,6 @@ void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
   CmId* child = NewId(listener->channel_, listener->context_, listener->ps_);
   child->local_ = local;
   child->peer_ = peer;
-  child->listener_ = listener;
   child->conn_ = e.conn;
   child->remote_ece_ = e.remote_ece;
   child->state_ = IdState::kConnectRequest;
