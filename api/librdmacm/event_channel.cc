@@ -3,13 +3,13 @@
 #include "api/librdmacm/event_channel.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <deque>
 #include <mutex>
 #include <vector>
@@ -39,9 +39,19 @@ void Release(Event* e) {
   delete e;
 }
 
+// The fd is an eventfd that holds 1 exactly while `queue` is not empty: it is
+// written when the queue goes empty -> non-empty and read when it drains,
+// so a burst of events costs two syscalls, not two per event (as the C++
+// channel, api/rdma_cm/event_channel.cc). Everything below is under `mu`.
 struct ChannelState {
   std::mutex mu;
   std::deque<Event*> queue;  // oldest first
+  bool readable = false;     // the eventfd holds 1 (unless a waiter took it)
+  // Getters inside their read(2) of the fd (nothing was queued): one of them
+  // may take the 1 at any moment, so the fd is only read to clear it while
+  // there are none (a read of a blocking fd holding 0 would block under mu).
+  int waiters = 0;
+  uint64_t fd_syscalls = 0;
 };
 
 // `pub` first, as for Event.
@@ -54,6 +64,29 @@ static_assert(offsetof(Event, pub) == 0);
 static_assert(offsetof(Channel, pub) == 0);
 
 Channel* FromPublic(rdma_event_channel* channel) { return reinterpret_cast<Channel*>(channel); }
+
+std::atomic<void (*)(void*, bool)> g_wait_hook{nullptr};  // SetWaitHookForTesting
+std::atomic<void*> g_wait_hook_arg{nullptr};
+
+// Makes the fd readable iff events are queued (mu held). 0, or an errno.
+int SyncFdLocked(Channel* ch) {
+  ChannelState& st = *ch->state;
+  const bool want = !st.queue.empty();
+  if (want == st.readable) return 0;
+  if (want) {
+    ++st.fd_syscalls;
+    if (eventfd_write(ch->pub.fd, 1) != 0) return errno;
+    st.readable = true;
+  } else if (st.waiters == 0) {
+    // Holds 1 (no waiter took it): the read does not block.
+    eventfd_t one;
+    ++st.fd_syscalls;
+    if (eventfd_read(ch->pub.fd, &one) != 0) return errno;
+    st.readable = false;
+  }
+  // else: a waiter takes the 1, finds the queue empty and waits again.
+  return 0;
+}
 
 }  // namespace
 
@@ -81,15 +114,24 @@ int QueueEventWithAck(rdma_event_channel* channel, const rdma_cm_event& event,
   }
   Channel* ch = FromPublic(channel);
   std::lock_guard<std::mutex> lock(ch->state->mu);
-  // Queue first, then count it: a reader that got a count finds the event.
   ch->state->queue.push_back(e);
-  if (eventfd_write(ch->pub.fd, 1) != 0) {
-    int err = errno;
+  if (int err = SyncFdLocked(ch); err != 0) {
     ch->state->queue.pop_back();
     delete e;  // not queued: no on_ack
     return Fail(err, "queue event", "eventfd_write failed");
   }
   return 0;
+}
+
+void SetWaitHookForTesting(void (*fn)(void* arg, bool woke), void* arg) {
+  g_wait_hook_arg.store(arg);
+  g_wait_hook.store(fn);
+}
+
+uint64_t ChannelFdSyscalls(rdma_event_channel* channel) {
+  Channel* ch = FromPublic(channel);
+  std::lock_guard<std::mutex> lock(ch->state->mu);
+  return ch->state->fd_syscalls;
 }
 
 int QueuedEvents(rdma_event_channel* channel) {
@@ -119,16 +161,12 @@ int MoveEvents(rdma_event_channel* from, rdma_event_channel* to, EventMatch matc
       ++it;
       continue;
     }
-    // Take its count from `from` without blocking; none left means a reader
-    // has counted it already: it stays.
-    pollfd p = {src->pub.fd, POLLIN, 0};
-    eventfd_t one;
-    if (poll(&p, 1, 0) != 1 || eventfd_read(src->pub.fd, &one) != 0) break;
     dst->state->queue.push_back(*it);
     it = src->state->queue.erase(it);
-    eventfd_write(dst->pub.fd, 1);
     ++moved;
   }
+  SyncFdLocked(src);
+  SyncFdLocked(dst);
   return moved;
 }
 
@@ -142,13 +180,10 @@ int DropEvents(rdma_event_channel* channel, EventMatch match, const void* arg) {
         ++it;
         continue;
       }
-      // Its count, as in MoveEvents: none left means a reader has it.
-      pollfd p = {ch->pub.fd, POLLIN, 0};
-      eventfd_t one;
-      if (poll(&p, 1, 0) != 1 || eventfd_read(ch->pub.fd, &one) != 0) break;
       dropped.push_back(*it);
       it = ch->state->queue.erase(it);
     }
+    SyncFdLocked(ch);
   }
   for (Event* e : dropped) Release(e);  // on_ack outside the channel's lock
   return static_cast<int>(dropped.size());
@@ -175,7 +210,7 @@ rdma_event_channel* NewEventChannel() {
   }
   // Blocking, as /dev/infiniband/rdma_cm is opened: the program may set
   // O_NONBLOCK itself with fcntl.
-  ch->pub.fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+  ch->pub.fd = eventfd(0, EFD_CLOEXEC);
   if (ch->pub.fd < 0) {
     int err = errno;
     delete state;
@@ -210,22 +245,49 @@ extern "C" int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
   if (channel == nullptr) return Fail(EINVAL, "rdma_get_cm_event", "NULL channel");
   if (event == nullptr) return Fail(EINVAL, "rdma_get_cm_event", "NULL event");
   Channel* ch = FromPublic(channel);
-  // One count per queued event: blocks (or EAGAIN with O_NONBLOCK) while none.
-  eventfd_t one;
-  if (eventfd_read(ch->pub.fd, &one) != 0) {
-    // EAGAIN is the normal answer of a non-blocking loop: not printed.
-    if (errno == EAGAIN) return -1;
-    return Fail(errno, "rdma_get_cm_event", "reading the channel's eventfd failed");
+  ChannelState& st = *ch->state;
+  std::unique_lock<std::mutex> lock(st.mu);
+  for (;;) {
+    if (!st.queue.empty()) {
+      Event* e = st.queue.front();
+      st.queue.pop_front();
+      SyncFdLocked(ch);
+      *event = &e->pub;
+      return 0;
+    }
+    // Nothing queued: wait as the program set the fd up, in a read(2) that
+    // blocks until the queue goes non-empty, or fails with EAGAIN at once
+    // under O_NONBLOCK.
+    ++st.waiters;
+    ++st.fd_syscalls;
+    lock.unlock();
+    void (*hook)(void*, bool) = uscm::librdmacm::g_wait_hook.load();
+    void* hook_arg = uscm::librdmacm::g_wait_hook_arg.load();
+    if (hook != nullptr) hook(hook_arg, false);
+    eventfd_t one;
+    const int rc = eventfd_read(ch->pub.fd, &one);
+    const int err = errno;
+    if (hook != nullptr) hook(hook_arg, true);
+    lock.lock();
+    --st.waiters;
+    if (rc == 0) st.readable = false;  // this read took the 1
+    if (rc == 0 && !st.queue.empty()) {
+      Event* e = st.queue.front();
+      st.queue.pop_front();
+      SyncFdLocked(ch);  // others still queued: readable again
+      *event = &e->pub;
+      return 0;
+    }
+    SyncFdLocked(ch);  // a clear skipped while we waited
+    if (rc == 0) continue;  // another getter took the event: wait again
+    if (err == EAGAIN) {
+      if (!st.queue.empty()) continue;  // queued meanwhile, written after our read
+      errno = EAGAIN;  // the normal answer of a non-blocking loop: not printed
+      return -1;
+    }
+    if (err == EINTR) continue;
+    return Fail(err, "rdma_get_cm_event", "reading the channel's eventfd failed");
   }
-  std::lock_guard<std::mutex> lock(ch->state->mu);
-  if (ch->state->queue.empty()) {
-    // Only if something else wrote to the program's fd.
-    return Fail(EAGAIN, "rdma_get_cm_event", "channel fd counted an event that was not queued");
-  }
-  Event* e = ch->state->queue.front();
-  ch->state->queue.pop_front();
-  *event = &e->pub;
-  return 0;
 }
 
 extern "C" int rdma_ack_cm_event(rdma_cm_event* event) {

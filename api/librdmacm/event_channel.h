@@ -1,7 +1,9 @@
-// The drop-in's rdma_event_channel: `fd` is an eventfd (EFD_SEMAPHORE) that
-// counts the queued, not yet retrieved events, so the fd is readable exactly
-// while events are queued; rdma_get_cm_event reads one count (blocking unless
-// the program set O_NONBLOCK, then -1/EAGAIN) and takes the oldest event.
+// The drop-in's rdma_event_channel: `fd` is an eventfd that holds 1 exactly
+// while events are queued, not yet retrieved (written when the queue goes
+// empty -> non-empty, read when it drains: two syscalls per burst of events,
+// not two per event), so the fd is readable exactly while events are queued;
+// rdma_get_cm_event takes the oldest event, and with none queued waits in a
+// read of the fd (blocking unless the program set O_NONBLOCK, then -1/EAGAIN).
 //
 // rdma_create_event_channel fails as librdmacm's does when the machine has no
 // RDMA device (-1/ENODEV; programs such as rping then print "No RDMA devices
@@ -13,6 +15,7 @@
 
 #include <rdma/rdma_cma.h>
 #include <stddef.h>
+#include <stdint.h>
 
 namespace uscm::librdmacm {
 
@@ -48,15 +51,23 @@ using EventMatch = bool (*)(const rdma_cm_event& event, const void* arg);
 int CountEvents(rdma_event_channel* channel, EventMatch match, const void* arg);
 
 // Moves the queued events `match` accepts from `from` to the end of `to`, in
-// their order (rdma_migrate_id); the number moved. An event a reader of
-// `from` has already counted stays (the rest move).
+// their order (rdma_migrate_id); the number moved.
 int MoveEvents(rdma_event_channel* from, rdma_event_channel* to, EventMatch match, const void* arg);
 
 // Frees the queued events `match` accepts (each one's on_ack runs): what the
 // kernel does with an id's undelivered events when the id is destroyed
 // (rdma_destroy_id waits only for events the program retrieved). The number
-// dropped; an event a reader has already counted stays.
+// dropped.
 int DropEvents(rdma_event_channel* channel, EventMatch match, const void* arg);
+
+// The eventfd reads and writes the library made on `channel` so far (for the
+// benches: two per burst of events, one more per get that found none).
+uint64_t ChannelFdSyscalls(rdma_event_channel* channel);
+
+// Tests: rdma_get_cm_event, finding nothing queued, calls fn(arg, false)
+// before its wait in a read of the fd and fn(arg, true) when the read
+// returns, both outside the channel's lock (NULL: nothing).
+void SetWaitHookForTesting(void (*fn)(void* arg, bool woke), void* arg);
 
 }  // namespace uscm::librdmacm
 

@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -165,8 +168,8 @@ TEST_F(EventChannelTest, RetrievedEventOutlivesItsChannel) {
   EXPECT_EQ(rdma_ack_cm_event(event), 0);
 }
 
-// DropEvents frees the matching queued events (their on_ack runs once) and
-// takes their counts off the fd; the others stay, in order.
+// DropEvents frees the matching queued events (their on_ack runs once); the
+// others stay, in order, and the fd is readable while they do.
 TEST_F(EventChannelTest, DropEventsFreesOnlyTheMatchingOnes) {
   int acks = 0;
   auto ack = [](void* n) { ++*static_cast<int*>(n); };
@@ -185,9 +188,128 @@ TEST_F(EventChannelTest, DropEventsFreesOnlyTheMatchingOnes) {
   EXPECT_EQ(event->event, RDMA_CM_EVENT_ESTABLISHED);
   EXPECT_EQ(rdma_ack_cm_event(event), 0);
   EXPECT_EQ(acks, 3);
-  EXPECT_FALSE(Readable(channel_->fd, 0)) << "the dropped events' counts are gone";
+  EXPECT_FALSE(Readable(channel_->fd, 0)) << "nothing queued any more";
   EXPECT_EQ(rdma_get_cm_event(channel_, &event), -1);
   EXPECT_EQ(errno, EAGAIN);
+}
+
+// The fd is written when the queue goes empty -> non-empty and read when it
+// drains: a burst costs two eventfd syscalls, not two per event.
+TEST_F(EventChannelTest, ABurstOfEventsCostsTwoFdSyscalls) {
+  SetNonBlocking();
+  const uint64_t before = ChannelFdSyscalls(channel_);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ESTABLISHED, i), nullptr, 0), 0);
+  }
+  EXPECT_TRUE(Readable(channel_->fd));
+  for (int i = 0; i < 8; ++i) {
+    rdma_cm_event* event = nullptr;
+    ASSERT_EQ(rdma_get_cm_event(channel_, &event), 0);
+    EXPECT_EQ(event->status, i);
+    EXPECT_EQ(rdma_ack_cm_event(event), 0);
+    EXPECT_EQ(Readable(channel_->fd), i < 7) << "after event " << i;
+  }
+  EXPECT_EQ(ChannelFdSyscalls(channel_) - before, 2u);
+}
+
+TEST_F(EventChannelTest, MoveEventsMovesReadability) {
+  rdma_event_channel* other = NewEventChannel();
+  ASSERT_NE(other, nullptr);
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ESTABLISHED), nullptr, 0), 0);
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_DISCONNECTED), nullptr, 0), 0);
+  auto all = [](const rdma_cm_event&, const void*) { return true; };
+  EXPECT_EQ(MoveEvents(channel_, other, all, nullptr), 2);
+  EXPECT_FALSE(Readable(channel_->fd));
+  EXPECT_TRUE(Readable(other->fd));
+  rdma_cm_event* event = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(other, &event), 0);
+  EXPECT_EQ(event->event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(rdma_ack_cm_event(event), 0);
+  EXPECT_TRUE(Readable(other->fd));
+  rdma_destroy_event_channel(other);
+}
+
+// Two threads blocked in rdma_get_cm_event while another queues events one
+// by one: every event reaches exactly one getter, nobody blocks forever, and
+// the fd is not readable once all are taken (a getter's read of the fd and
+// the drain's read of it must not both wait for the same 1).
+TEST_F(EventChannelTest, ConcurrentBlockingGettersTakeEachEventOnce) {
+  constexpr int kPerGetter = 20000;
+  static std::atomic<int> seen[2 * kPerGetter];
+  for (std::atomic<int>& n : seen) n = 0;
+  auto getter = [&] {
+    for (int i = 0; i < kPerGetter; ++i) {
+      rdma_cm_event* event = nullptr;
+      ASSERT_EQ(rdma_get_cm_event(channel_, &event), 0) << strerror(errno);
+      ++seen[event->status];
+      ASSERT_EQ(rdma_ack_cm_event(event), 0);
+    }
+  };
+  std::thread a(getter), b(getter);
+  for (int i = 0; i < 2 * kPerGetter; ++i) {
+    ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ESTABLISHED, i), nullptr, 0), 0);
+  }
+  a.join();
+  b.join();
+  for (int i = 0; i < 2 * kPerGetter; ++i) ASSERT_EQ(seen[i].load(), 1) << "event " << i;
+  EXPECT_EQ(QueuedEvents(channel_), 0);
+  EXPECT_FALSE(Readable(channel_->fd));
+}
+
+// A getter woke from its wait on the fd (it took the 1) and has not taken
+// the lock again when another thread's get takes the event and drains the
+// queue: the drain must not read the fd (it holds 0 now: a blocking read
+// would wait forever, holding the channel's lock). The woken getter then
+// finds nothing, waits again, and gets the next event.
+TEST_F(EventChannelTest, DrainWhileAWokenGetterIsOutsideTheLock) {
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool waiting = false, woke = false, go = false;
+  } gate;
+  SetWaitHookForTesting(
+      [](void* arg, bool woke) {
+        auto* g = static_cast<Gate*>(arg);
+        std::unique_lock<std::mutex> lock(g->mu);
+        if (!woke) {
+          g->waiting = true;
+          g->cv.notify_all();
+          return;
+        }
+        if (g->woke) return;  // only the first wake is held
+        g->woke = true;
+        g->cv.notify_all();
+        g->cv.wait(lock, [g] { return g->go; });
+      },
+      &gate);
+  rdma_cm_event* woken = nullptr;
+  std::thread getter([&] { ASSERT_EQ(rdma_get_cm_event(channel_, &woken), 0); });
+  {
+    // Past its look at the empty queue: its read takes the 1 of the event.
+    std::unique_lock<std::mutex> lock(gate.mu);
+    ASSERT_TRUE(gate.cv.wait_for(lock, std::chrono::seconds(60), [&] { return gate.waiting; }));
+  }
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ESTABLISHED, 1), nullptr, 0), 0);
+  {
+    std::unique_lock<std::mutex> lock(gate.mu);
+    ASSERT_TRUE(gate.cv.wait_for(lock, std::chrono::seconds(60), [&] { return gate.woke; }));
+  }
+  rdma_cm_event* mine = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(channel_, &mine), 0);  // hangs if the drain reads the fd
+  EXPECT_EQ(mine->status, 1);
+  {
+    std::lock_guard<std::mutex> lock(gate.mu);
+    gate.go = true;
+    gate.cv.notify_all();
+  }
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_DISCONNECTED, 2), nullptr, 0), 0);
+  getter.join();
+  SetWaitHookForTesting(nullptr, nullptr);
+  ASSERT_NE(woken, nullptr);
+  EXPECT_EQ(woken->status, 2);
+  EXPECT_FALSE(Readable(channel_->fd));
+  EXPECT_EQ(rdma_ack_cm_event(mine), 0);
+  EXPECT_EQ(rdma_ack_cm_event(woken), 0);
 }
 
 TEST_F(EventChannelTest, ArgumentErrors) {
