@@ -472,6 +472,13 @@ int uscm_leave_multicast(struct uscm_cm_id* id, const struct uscm_addr* addr) {
   return Result(c->LeaveMulticast(*a));
 }
 
+namespace {
+
+// The C event of a retrieved C++ event (acked by uscm_ack_cm_event).
+void Deliver(ChannelImpl* ch, Event* e, struct uscm_cm_event** event);
+
+}  // namespace
+
 int uscm_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event** event) {
   if (channel == nullptr || event == nullptr) {
     return Fail(EINVAL, "get_cm_event: channel and event must not be NULL");
@@ -482,11 +489,32 @@ int uscm_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event**
     e = ch->ch->WaitEvent(uscm::mad::Duration::Seconds(3600));
   }
   if (!e.ok()) return Fail(e.status());
+  Deliver(ch, *e, event);
+  return 0;
+}
+
+int uscm_try_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event** event) {
+  if (channel == nullptr || event == nullptr) {
+    return Fail(EINVAL, "try_get_cm_event: channel and event must not be NULL");
+  }
+  auto* ch = reinterpret_cast<ChannelImpl*>(channel);
+  absl::StatusOr<Event*> e = ch->ch->GetEvent();
+  if (!e.ok()) {
+    errno = EAGAIN;  // nothing queued: no error text to format
+    return -1;
+  }
+  Deliver(ch, *e, event);
+  return 0;
+}
+
+namespace {
+
+void Deliver(ChannelImpl* ch, Event* e, struct uscm_cm_event** event) {
   auto* impl = new EventImpl();
-  impl->event = *e;
+  impl->event = e;
   impl->channel = ch;
   uscm_cm_event& p = impl->pub;
-  const Event& ev = **e;
+  const Event& ev = *e;
   p.id = HandleOf(ev.id, ch);
   p.listen_id = HandleOf(ev.listen_id, ch);
   p.event = static_cast<uscm_cm_event_type>(ev.event);
@@ -517,8 +545,9 @@ int uscm_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event**
     p.param.conn.qp_num = ev.conn.qp_num;
   }
   *event = &impl->pub;
-  return 0;
 }
+
+}  // namespace
 
 int uscm_ack_cm_event(struct uscm_cm_event* event) {
   if (event == nullptr) return Fail(EINVAL, "ack_cm_event: event is NULL");

@@ -273,6 +273,11 @@ int uscm_create_qp(struct uscm_cm_id* id, struct ibv_pd* pd, struct ibv_qp_init_
  * the application. No-op when the id has no QP. */
 void uscm_destroy_qp(struct uscm_cm_id* id);
 int uscm_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event** event);
+/* As uscm_get_cm_event, but never waits, on any device: -1 with errno EAGAIN
+ * at once when no event is queued (uscm_last_error() is not set for that).
+ * No syscall: a layer that drains the channel after each step (the drop-in
+ * librdmacm) need not poll the fd before each get. */
+int uscm_try_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_event** event);
 int uscm_ack_cm_event(struct uscm_cm_event* event);
 int uscm_getname(struct uscm_cm_id* id, struct uscm_addr* addr);
 int uscm_getpeer(struct uscm_cm_id* id, struct uscm_addr* addr);

@@ -397,11 +397,10 @@ int PumpEventsLocked() {
     if (port->channel == nullptr) continue;
     any = true;
     for (;;) {
-      // Only what is queued now: on a real device uscm_get_cm_event would wait.
-      pollfd p = {port->channel->fd, POLLIN, 0};
-      if (poll(&p, 1, 0) != 1) break;
+      // Only what is queued now (uscm_get_cm_event would wait on a real
+      // device), with no poll(2) of the channel's fd per event.
       uscm_cm_event* ue = nullptr;
-      if (uscm_get_cm_event(port->channel, &ue) != 0) {
+      if (uscm_try_get_cm_event(port->channel, &ue) != 0) {
         if (errno == EAGAIN) break;
         return UscmFailed("pump");
       }
