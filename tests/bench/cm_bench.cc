@@ -23,6 +23,8 @@
 //                     API channel whose fd is in use.
 // api_burst_bench.cc: N connections in flight, events taken as an epoll
 // program takes them (BM_ApiSimFabricBurst, BM_CApiSimFabricBurst).
+// dropin_bench.cc: the same through the drop-in librdmacm's own layer
+// (BM_DropInSimFabric, BM_DropInSimFabricBurst).
 //
 // Targets (issue 5): >= 200,000 connections/s, <= 1 KiB per connection.
 #include <malloc.h>

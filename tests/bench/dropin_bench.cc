@@ -1,0 +1,251 @@
+// The drop-in librdmacm's own layer (api/librdmacm) on the simulated fabric:
+// both hosts of the API pairs are the process's two ports (10.0.0.1 and
+// 10.0.0.2, UseDevicesForTesting), and the connection is made with the
+// librdmacm calls a program makes (rdma_create_id, rdma_resolve_addr, ...,
+// rdma_get_cm_event / rdma_ack_cm_event on a channel of its own). The
+// ports' events reach the program's channels through PumpEvents once the
+// fabric has run, as the device's progress hook moves them after each step
+// on a real port. Part of cm_bench (same process as the endpoint baseline).
+//
+//   BM_DropInSimFabric        one connection at a time, each event taken as
+//                             it comes (as BM_CApiSimFabric)
+//   BM_DropInSimFabricBurst/N N in flight, each batch taken as an epoll
+//                             program takes it (as BM_CApiSimFabricBurst)
+//
+// `syscalls/conn`: the eventfd syscalls of the program's channels
+// (ChannelFdSyscalls) and of the ports' uscm channels (fd_syscalls), and
+// the program's polls.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "api/c/uscm_cma.h"
+#include "api/librdmacm/event_channel.h"
+#include "api/librdmacm/ids.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "benchmark/benchmark.h"
+#include "tests/bench/api_pairs.h"
+
+namespace uscm {
+namespace {
+
+using librdmacm::Addr16;
+
+Addr16 V4(const char* ip) {
+  Addr16 a{};
+  a[10] = a[11] = 0xff;
+  inet_pton(AF_INET, ip, &a[12]);
+  return a;
+}
+
+sockaddr_in Ipv4(const char* ip, uint16_t port) {
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  return a;
+}
+
+[[noreturn]] void Die(const char* what, int h, const char* detail) {
+  fprintf(stderr, "drop-in host %d: %s: %s\n", h, what, detail);
+  abort();
+}
+
+// The drop-in with the two simulated hosts as its ports; a listener on
+// 10.0.0.2:7471 (port 2) and the program's two channels (non-blocking),
+// ch[0] for the active ids, ch[1] for the listener and its passive ids.
+struct DropInPair {
+  std::unique_ptr<testing::SimFabric> f;
+  uscm_device* dev[2];
+  EventChannel* port_channel[2];  // the ports' uscm channels, C++ side
+  rdma_event_channel* ch[2];
+  rdma_cm_id* listener = nullptr;
+  uint64_t polls = 0;
+
+  DropInPair() {
+    f = std::move(*testing::SimFabric::Create(3, nullptr, bench::ApiPair::NodeOptions(),
+                                              bench::ApiPair::FabricOptions()));
+    for (int h = 0; h < 2; ++h) dev[h] = uscm_device_wrap(f->host(h).device.get());
+    if (librdmacm::UseDevicesForTesting({dev[0], dev[1]}, {{V4("10.0.0.1")}, {V4("10.0.0.2")}}) !=
+        0) {
+      Die("ports", 0, strerror(errno));
+    }
+    std::vector<uscm_event_channel*> ports = librdmacm::PortChannelsForTesting();
+    for (int h = 0; h < 2; ++h) {
+      // The C++ channel under the port's C channel: waiting reads its queue
+      // (no poll(2) per scheduler step charged to the layer).
+      uscm_cm_id* probe;
+      uscm_create_id(ports[h], &probe, nullptr, USCM_PS_TCP);
+      port_channel[h] = static_cast<CmId*>(probe->impl)->channel();
+      uscm_destroy_id(probe);
+      ch[h] = librdmacm::NewEventChannel();
+      fcntl(ch[h]->fd, F_SETFL, fcntl(ch[h]->fd, F_GETFL) | O_NONBLOCK);
+    }
+    sockaddr_in a = Ipv4("10.0.0.2", 7471);
+    if (rdma_create_id(ch[1], &listener, nullptr, RDMA_PS_TCP) != 0 ||
+        rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&a)) != 0 ||
+        rdma_listen(listener, 1 << 30) != 0) {
+      Die("listen", 1, strerror(errno));
+    }
+  }
+  ~DropInPair() {
+    rdma_destroy_id(listener);
+    for (int h = 0; h < 2; ++h) rdma_destroy_event_channel(ch[h]);
+    librdmacm::ResetBackendForTesting();
+    for (int h = 0; h < 2; ++h) uscm_device_unwrap_free(dev[h]);
+  }
+  // Runs the fabric until `n` events wait for host h's program channel
+  // (counting what the pump moved already), pumping as the progress hook.
+  void RunUntil(int h, size_t n) {
+    sim::Scheduler& s = f->scheduler();
+    EventChannel* pc = port_channel[h];
+    rdma_event_channel* c = ch[h];
+    for (int round = 0; static_cast<size_t>(librdmacm::QueuedEvents(c)) < n; ++round) {
+      if (round > 1000) Die("wait", h, "events did not arrive");
+      (void)s.RunUntil([pc, c, n] { return pc->queued() + librdmacm::QueuedEvents(c) >= n; },
+                       s.Now() + mad::Duration::Seconds(120));
+      librdmacm::PumpEvents();
+    }
+  }
+  // The next event on host h's channel (must be `want`), acked; its id.
+  rdma_cm_id* Next(int h, rdma_cm_event_type want) {
+    RunUntil(h, 1);
+    rdma_cm_event* e = nullptr;
+    if (rdma_get_cm_event(ch[h], &e) != 0 || e->event != want) {
+      Die("wanted", h, e != nullptr ? rdma_event_str(e->event) : strerror(errno));
+    }
+    rdma_cm_id* id = e->id;
+    rdma_ack_cm_event(e);
+    return id;
+  }
+  // n events of one kind on host h, taken as an epoll program: one poll of
+  // the channel's fd, then rdma_get_cm_event until EAGAIN.
+  void Drain(int h, size_t n, rdma_cm_event_type want, std::vector<rdma_cm_id*>* ids) {
+    RunUntil(h, n);
+    pollfd p{ch[h]->fd, POLLIN, 0};
+    ++polls;
+    if (poll(&p, 1, 0) != 1) Die("poll", h, "the channel's fd is not readable with events queued");
+    size_t got = 0;
+    for (;;) {
+      rdma_cm_event* e = nullptr;
+      if (rdma_get_cm_event(ch[h], &e) != 0) {
+        if (errno != EAGAIN) Die("get", h, strerror(errno));
+        break;
+      }
+      if (e->event != want) Die("wanted", h, rdma_event_str(e->event));
+      if (ids != nullptr) ids->push_back(e->id);
+      rdma_ack_cm_event(e);
+      ++got;
+    }
+    if (got != n) Die("burst", h, "fewer events than connections");
+  }
+  rdma_cm_id* Create() {
+    rdma_cm_id* id = nullptr;
+    sockaddr_in s = Ipv4("10.0.0.1", 0), d = Ipv4("10.0.0.2", 7471);
+    if (rdma_create_id(ch[0], &id, nullptr, RDMA_PS_TCP) != 0 ||
+        rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&s), reinterpret_cast<sockaddr*>(&d),
+                          2000) != 0) {
+      Die("resolve_addr", 0, strerror(errno));
+    }
+    return id;
+  }
+  static rdma_conn_param Param(uint32_t qpn) {
+    rdma_conn_param p = {};
+    p.qp_num = qpn;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    return p;
+  }
+  uint64_t syscalls() const {
+    return librdmacm::ChannelFdSyscalls(ch[0]) + librdmacm::ChannelFdSyscalls(ch[1]) +
+           port_channel[0]->fd_syscalls() + port_channel[1]->fd_syscalls() + polls;
+  }
+  size_t records() {
+    return f->host(0).device->node().cm().connection_count() +
+           f->host(1).device->node().cm().connection_count();
+  }
+};
+
+void BM_DropInSimFabric(benchmark::State& state) {
+  DropInPair p;
+  uint32_t qpn = 1;
+  for (auto _ : state) {
+    rdma_cm_id* a = p.Create();
+    p.Next(0, RDMA_CM_EVENT_ADDR_RESOLVED);
+    rdma_resolve_route(a, 2000);
+    p.Next(0, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    rdma_conn_param cp = DropInPair::Param(qpn);
+    rdma_connect(a, &cp);
+    rdma_cm_id* b = p.Next(1, RDMA_CM_EVENT_CONNECT_REQUEST);
+    cp.qp_num = qpn + 0x100000;
+    qpn = (qpn + 1) & 0xFFFFF;
+    rdma_accept(b, &cp);
+    p.Next(0, RDMA_CM_EVENT_CONNECT_RESPONSE);
+    rdma_establish(a);
+    p.Next(1, RDMA_CM_EVENT_ESTABLISHED);
+    rdma_disconnect(a);
+    p.Next(1, RDMA_CM_EVENT_DISCONNECTED);
+    rdma_disconnect(b);
+    p.Next(0, RDMA_CM_EVENT_DISCONNECTED);
+    rdma_destroy_id(a);
+    rdma_destroy_id(b);
+  }
+  const double conns = static_cast<double>(state.iterations());
+  state.counters["conn/s"] = benchmark::Counter(conns, benchmark::Counter::kIsRate);
+  state.counters["records"] = static_cast<double>(p.records());
+  state.counters["steps/conn"] = static_cast<double>(p.f->scheduler().steps()) / conns;
+  state.counters["syscalls/conn"] = static_cast<double>(p.syscalls()) / conns;
+}
+BENCHMARK(BM_DropInSimFabric);
+
+void BM_DropInSimFabricBurst(benchmark::State& state) {
+  DropInPair p;
+  const size_t n = static_cast<size_t>(state.range(0));
+  uint32_t qpn = 1;
+  std::vector<rdma_cm_id*> active(n), passive;
+  for (auto _ : state) {
+    for (size_t i = 0; i < n; ++i) active[i] = p.Create();
+    p.Drain(0, n, RDMA_CM_EVENT_ADDR_RESOLVED, nullptr);
+    for (rdma_cm_id* id : active) rdma_resolve_route(id, 2000);
+    p.Drain(0, n, RDMA_CM_EVENT_ROUTE_RESOLVED, nullptr);
+    for (rdma_cm_id* id : active) {
+      rdma_conn_param cp = DropInPair::Param(qpn);
+      qpn = (qpn + 1) & 0xFFFFF;
+      rdma_connect(id, &cp);
+    }
+    passive.clear();
+    p.Drain(1, n, RDMA_CM_EVENT_CONNECT_REQUEST, &passive);
+    for (rdma_cm_id* id : passive) {
+      rdma_conn_param cp = DropInPair::Param(qpn | 0x100000);
+      qpn = (qpn + 1) & 0xFFFFF;
+      rdma_accept(id, &cp);
+    }
+    p.Drain(0, n, RDMA_CM_EVENT_CONNECT_RESPONSE, nullptr);
+    for (rdma_cm_id* id : active) rdma_establish(id);
+    p.Drain(1, n, RDMA_CM_EVENT_ESTABLISHED, nullptr);
+    for (rdma_cm_id* id : active) rdma_disconnect(id);
+    p.Drain(1, n, RDMA_CM_EVENT_DISCONNECTED, nullptr);
+    for (rdma_cm_id* id : passive) rdma_disconnect(id);
+    p.Drain(0, n, RDMA_CM_EVENT_DISCONNECTED, nullptr);
+    for (size_t i = 0; i < n; ++i) {
+      rdma_destroy_id(active[i]);
+      rdma_destroy_id(passive[i]);
+    }
+  }
+  const double conns = static_cast<double>(state.iterations() * n);
+  state.counters["conn/s"] = benchmark::Counter(conns, benchmark::Counter::kIsRate);
+  state.counters["steps/conn"] = static_cast<double>(p.f->scheduler().steps()) / conns;
+  state.counters["syscalls/conn"] = static_cast<double>(p.syscalls()) / conns;
+}
+BENCHMARK(BM_DropInSimFabricBurst)->Arg(16)->Arg(64)->Arg(256);
+
+}  // namespace
+}  // namespace uscm
