@@ -271,5 +271,61 @@ TEST_F(CApiMoreTest, CreateQpArgumentChecks) {
   ExpectAllEmpty();
 }
 
+// A channel of uscm_create_event_channel_notify has no fd; its notify
+// function runs once per empty -> non-empty transition (also when a
+// migrated id brings events), not once per event; uscm_try_get_cm_event
+// never waits and says EAGAIN with no error text when nothing is queued.
+TEST_F(CApiMoreTest, NotifyChannelHasNoFdAndIsNotifiedPerTransition) {
+  int notified = 0;
+  auto count = [](void* n) { ++*static_cast<int*>(n); };
+  ExpectError(uscm_create_event_channel_notify(dev_[0], nullptr, nullptr) == nullptr ? -1 : 0,
+              EINVAL, "create_event_channel_notify: notify is NULL");
+  uscm_event_channel* ch = uscm_create_event_channel_notify(dev_[0], count, &notified);
+  ASSERT_NE(ch, nullptr) << uscm_last_error();
+  EXPECT_EQ(ch->fd, -1);
+  uscm_cm_event* e = nullptr;
+  uscm_fail_with(0, "untouched");
+  errno = 0;
+  EXPECT_EQ(uscm_try_get_cm_event(ch, &e), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_STREQ(uscm_last_error(), "untouched");
+
+  uscm_cm_id* ids[2] = {nullptr, nullptr};
+  for (uscm_cm_id*& id : ids) {
+    ASSERT_EQ(uscm_create_id(ch, &id, nullptr, USCM_PS_TCP), 0);
+    ASSERT_EQ(uscm_resolve_addr(id, nullptr, &server_, 2000), 0) << uscm_last_error();
+  }
+  sim::Scheduler& s = fabric_->scheduler();
+  EventChannel* impl = uscm_event_channel_impl(ch);
+  ASSERT_TRUE(s.RunUntil([impl] { return impl->queued() >= 2; },
+                         s.Now() + mad::Duration::Seconds(10))
+                  .ok());
+  EXPECT_EQ(notified, 1) << "two events, one transition";
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(uscm_try_get_cm_event(ch, &e), 0) << uscm_last_error();
+    EXPECT_EQ(e->event, USCM_CM_EVENT_ADDR_RESOLVED);
+    ASSERT_EQ(uscm_ack_cm_event(e), 0);
+  }
+  EXPECT_EQ(uscm_try_get_cm_event(ch, &e), -1);
+  EXPECT_EQ(errno, EAGAIN);
+
+  // An id moving in with a queued event is a transition too.
+  ASSERT_EQ(uscm_resolve_route(ids[0], 2000), 0) << uscm_last_error();
+  ASSERT_TRUE(s.RunUntil([impl] { return impl->queued() > 0; },
+                         s.Now() + mad::Duration::Seconds(10))
+                  .ok());
+  EXPECT_EQ(notified, 2);
+  ASSERT_EQ(uscm_migrate_id(ids[0], ch_[0]), 0) << uscm_last_error();
+  ASSERT_EQ(uscm_migrate_id(ids[0], ch), 0) << uscm_last_error();
+  EXPECT_EQ(notified, 3);
+  ASSERT_EQ(uscm_try_get_cm_event(ch, &e), 0) << uscm_last_error();
+  EXPECT_EQ(e->event, USCM_CM_EVENT_ROUTE_RESOLVED);
+  ASSERT_EQ(uscm_ack_cm_event(e), 0);
+  EXPECT_EQ(impl->fd_syscalls(), 0u) << "no fd, no eventfd syscall";
+  for (uscm_cm_id* id : ids) ASSERT_EQ(uscm_destroy_id(id), 0) << uscm_last_error();
+  uscm_destroy_event_channel(ch);
+  ExpectAllEmpty();
+}
+
 }  // namespace
 }  // namespace uscm
