@@ -169,10 +169,6 @@ uint16_t PortOf(const Address& a) {
 
 }  // namespace
 
-EventChannel* uscm_event_channel_impl(struct uscm_event_channel* channel) {
-  return channel == nullptr ? nullptr : reinterpret_cast<ChannelImpl*>(channel)->ch.get();
-}
-
 extern "C" {
 
 const char* uscm_last_error(void) { return g_last_error.c_str(); }
@@ -205,28 +201,6 @@ struct uscm_event_channel* uscm_create_event_channel_on(struct uscm_device* dev)
   auto* impl = new ChannelImpl();
   impl->ch = std::move(*ch);
   impl->pub.fd = fd;
-  return &impl->pub;
-}
-
-struct uscm_event_channel* uscm_create_event_channel_notify(struct uscm_device* dev,
-                                                            void (*notify)(void*), void* arg) {
-  if (dev == nullptr || dev->dev == nullptr) {
-    Fail(ENODEV, "create_event_channel_notify: no device");
-    return nullptr;
-  }
-  if (notify == nullptr) {
-    Fail(EINVAL, "create_event_channel_notify: notify is NULL");
-    return nullptr;
-  }
-  auto ch = dev->dev->CreateEventChannel();
-  if (!ch.ok()) {
-    Fail(ch.status());
-    return nullptr;
-  }
-  (*ch)->SetNotify(notify, arg);
-  auto* impl = new ChannelImpl();
-  impl->ch = std::move(*ch);
-  impl->pub.fd = -1;  // none: the notify function says when events come
   return &impl->pub;
 }
 

@@ -207,14 +207,6 @@ const char* uscm_event_str(enum uscm_cm_event_type event);
 void uscm_set_default_device(struct uscm_device* dev);
 struct uscm_event_channel* uscm_create_event_channel(void);
 struct uscm_event_channel* uscm_create_event_channel_on(struct uscm_device* dev);
-/* A channel with no fd (its fd field is -1): notify(arg) runs when its queue
- * goes empty -> non-empty, in the thread that queued the event, with uscm's
- * locks held (it must not call uscm). For a layer that drains the channel
- * itself with uscm_try_get_cm_event (the drop-in librdmacm's ports): no
- * eventfd syscall per burst of events. NULL with errno (ENODEV, EINVAL for a
- * NULL notify). */
-struct uscm_event_channel* uscm_create_event_channel_notify(struct uscm_device* dev,
-                                                            void (*notify)(void*), void* arg);
 void uscm_destroy_event_channel(struct uscm_event_channel* channel);
 
 int uscm_create_id(struct uscm_event_channel* channel, struct uscm_cm_id** id, void* context,
@@ -319,12 +311,6 @@ class Device;
 }
 struct uscm_device* uscm_device_wrap(uscm::Device* dev);
 void uscm_device_unwrap_free(struct uscm_device* handle);
-/* The C++ channel under a C channel (NULL for NULL): C++ layers and tests
- * read its queue (queued()) with no syscall. */
-namespace uscm {
-class EventChannel;
-}
-uscm::EventChannel* uscm_event_channel_impl(struct uscm_event_channel* channel);
 /* For C entry points in other files (api/c/uscm_device.cc): sets errno and the
  * message uscm_last_error() returns; always -1. */
 int uscm_fail_with(int err, const char* message);

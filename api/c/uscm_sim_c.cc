@@ -1,5 +1,7 @@
 #include "api/c/uscm_sim_c.h"
 
+#include <poll.h>
+
 #include <cerrno>
 #include <memory>
 
@@ -35,9 +37,10 @@ struct uscm_device* uscm_sim_device(struct uscm_sim* sim, int host) {
 int uscm_sim_run_until_event(struct uscm_sim* sim, struct uscm_event_channel* channel,
                              int max_ms) {
   uscm::sim::Scheduler& s = sim->fabric->scheduler();
-  // The queue itself (what the fd, if any, says), with no syscall per step.
-  uscm::EventChannel* ch = uscm_event_channel_impl(channel);
-  auto readable = [ch] { return ch->queued() > 0; };
+  auto readable = [channel] {
+    pollfd p{channel->fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1;
+  };
   absl::Status st =
       s.RunUntil(readable, s.Now() + uscm::mad::Duration::Millis(max_ms));
   if (st.ok()) return 0;

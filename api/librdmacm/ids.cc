@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 #include <stddef.h>
@@ -99,56 +100,20 @@ int UscmFailed(const char* call) {
 
 int PumpEventsLocked();
 
-// Who moves a port's events to the programs' channels. The ports' uscm
-// channels have no fd (uscm_create_event_channel_notify): NotifyPort runs
-// when one goes empty -> non-empty, in the thread that queued the event.
-// Most events are queued by a thread that pumps right after anyway: the
-// device's progress thread (PumpAfterProgress after each step) and a thread
-// inside a call (WithId pumps after it); they mark themselves with
-// t_pump_follows and nothing is woken. Any other thread (the neighbour
-// resolver, a progress thread's first step) wakes the backstop thread.
-thread_local bool t_pump_follows = false;
-std::mutex g_wake_mu;  // a leaf: NotifyPort runs under uscm's locks
-std::condition_variable g_wake_cv;
-bool g_wake = false;  // guarded by g_wake_mu
-uint64_t g_backstop_wakes = 0;  // guarded by g_wake_mu
-
-void NotifyPort(void*) {
-  if (t_pump_follows) return;
-  {
-    std::lock_guard<std::mutex> lock(g_wake_mu);
-    g_wake = true;
-    ++g_backstop_wakes;
-  }
-  g_wake_cv.notify_one();
-}
-
-// Marks the current thread as one that pumps before it waits again.
-class PumpFollows {
- public:
-  PumpFollows() : was_(t_pump_follows) { t_pump_follows = true; }
-  ~PumpFollows() { t_pump_follows = was_; }
-
- private:
-  bool was_;
-};
-
 // The device's progress thread, after each step (uscm_device_set_progress_hook):
-// the events of MADs it handled reach the program's channels from here.
+// the events of MADs it handled reach the program's channels from here,
+// without waking ForwardLoop's thread first.
 void PumpAfterProgress(void*) {
-  t_pump_follows = true;  // this thread pumps after each of its steps
   std::lock_guard<std::mutex> lock(g_mu);
   PumpEventsLocked();
 }
 
-// What no thread that pumps queued (NotifyPort): the backstop.
-void BackstopLoop() {
+// What no other thread moved (events of timers, of calls made while the hook
+// was not set yet): the backstop.
+void ForwardLoop(uscm_event_channel* channel) {
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(g_wake_mu);
-      g_wake_cv.wait(lock, [] { return g_wake; });
-      g_wake = false;
-    }
+    pollfd p = {channel->fd, POLLIN, 0};
+    if (poll(&p, 1, -1) < 0 && errno != EINTR) return;
     std::lock_guard<std::mutex> lock(g_mu);
     PumpEventsLocked();
   }
@@ -157,8 +122,7 @@ void BackstopLoop() {
 // A real port, once opened: its events reach the programs' channels.
 void OnPortOpen(Port* port) {
   uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr);
-  static std::once_flag started;
-  std::call_once(started, [] { std::thread(BackstopLoop).detach(); });  // for the process's life
+  std::thread(ForwardLoop, port->channel).detach();  // for the life of the process
 }
 
 // Where an id lives until an address says otherwise: the first port that
@@ -167,7 +131,7 @@ Port* DefaultPortLocked(const char* call) {
   if (EnsurePortsLocked(call) != 0) return nullptr;
   int err = ENODEV;
   for (Port* port : PortsLocked()) {
-    if (OpenPortLocked(port, call, NotifyPort, OnPortOpen) == 0) return port;
+    if (OpenPortLocked(port, call, OnPortOpen) == 0) return port;
     err = errno;
   }
   errno = err;
@@ -229,7 +193,7 @@ void RememberWildcard(Id* id) {
 
 // A new uscm id on `port` with the options and wildcard bind of `id`.
 uscm_cm_id* CloneOnLocked(Id* id, Port* port, const char* call) {
-  if (OpenPortLocked(port, call, NotifyPort, OnPortOpen) != 0) return nullptr;
+  if (OpenPortLocked(port, call, OnPortOpen) != 0) return nullptr;
   uscm_cm_id* uid = nullptr;
   if (uscm_create_id(port->channel, &uid, nullptr, static_cast<uscm_port_space>(id->pub.ps)) != 0) {
     UscmFailed(call);
@@ -463,22 +427,12 @@ int WithId(const char* call, rdma_cm_id* pub, Op op, void (*after)(Id*) = nullpt
     if (MaterializeLocked(id, call) != 0) return -1;
     uid = id->state->uid;
   }
-  int rc;
-  {
-    PumpFollows pumps;  // an event the call queues is moved below
-    rc = op(uid);
-  }
-  const int err = errno;
-  const std::string why = rc != 0 ? uscm_last_error() : "";
+  if (op(uid) != 0) return UscmFailed(call);
   std::lock_guard<std::mutex> lock(g_mu);
-  if (rc != 0) {
-    PumpEventsLocked();  // what the call queued before it failed
-    return Fail(err, call, why.c_str());
-  }
   if (after != nullptr) after(id);
   // An event the call posted at once (ADDR_RESOLVED and ROUTE_RESOLVED on
   // RoCE, a loopback's): to the program's channel from this thread, not
-  // through the backstop thread (a scheduler hop per event).
+  // through ForwardLoop's (a scheduler hop per event).
   PumpEventsLocked();
   return 0;
 }
@@ -550,7 +504,7 @@ int UseDeviceForTesting(uscm_device* dev) { return UseDevicesForTesting({dev}, {
 int UseDevicesForTesting(const std::vector<uscm_device*>& devs,
                          const std::vector<std::vector<Addr16>>& ips) {
   std::lock_guard<std::mutex> lock(g_mu);
-  return UsePortsForTesting(devs, ips, NotifyPort);
+  return UsePortsForTesting(devs, ips);
 }
 
 void ResetBackendForTesting() {

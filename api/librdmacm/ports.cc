@@ -152,11 +152,11 @@ Port* PortOfAddressLocked(const uscm_addr& addr) {
   return nullptr;
 }
 
-int OpenPortLocked(Port* port, const char* call, void (*notify)(void*), void (*on_open)(Port*)) {
+int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
   if (port->channel != nullptr) return 0;
   uscm_device* dev = uscm_device_open(port->ca.c_str(), port->port_num);
   if (dev == nullptr) return Fail(errno, call, uscm_last_error());
-  uscm_event_channel* channel = uscm_create_event_channel_notify(dev, notify, nullptr);
+  uscm_event_channel* channel = uscm_create_event_channel_on(dev);
   if (channel == nullptr) {
     int err = errno;
     std::string why = uscm_last_error();
@@ -170,7 +170,7 @@ int OpenPortLocked(Port* port, const char* call, void (*notify)(void*), void (*o
 }
 
 int UsePortsForTesting(const std::vector<uscm_device*>& devs,
-                       const std::vector<std::vector<Addr16>>& ips, void (*notify)(void*)) {
+                       const std::vector<std::vector<Addr16>>& ips) {
   Table& t = TheTable();
   if (t.listed) return Fail(EBUSY, "test ports", "ports are listed already");
   for (size_t i = 0; i < devs.size(); ++i) {
@@ -180,7 +180,7 @@ int UsePortsForTesting(const std::vector<uscm_device*>& devs,
     p.ips = i < ips.size() ? ips[i] : std::vector<Addr16>{};
     p.testing = true;
     p.dev = devs[i];
-    p.channel = uscm_create_event_channel_notify(devs[i], notify, nullptr);
+    p.channel = uscm_create_event_channel_on(devs[i]);
     if (p.channel == nullptr) {
       int err = errno;
       for (Port& made : t.ports) uscm_destroy_event_channel(made.channel);

@@ -48,10 +48,9 @@ std::vector<Port*> PortsLocked();
 // its GIDs); NULL when none does (a loopback or foreign address: the caller
 // keeps its default, and uscm says what is wrong with the address).
 Port* PortOfAddressLocked(const uscm_addr& addr);
-// Opens `port` once: its uscm device and event channel (one without an fd:
-// uscm_create_event_channel_notify with `notify`), then `on_open(port)`
-// (ids.cc: the progress hook and the backstop thread). 0, or -1 with errno.
-int OpenPortLocked(Port* port, const char* call, void (*notify)(void*), void (*on_open)(Port*));
+// Opens `port` once: its uscm device and event channel, then `on_open(port)`
+// (ids.cc: the progress hook and the forwarding thread). 0, or -1 with errno.
+int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*));
 
 // The addresses of a RoCE port from its GID table (zero GIDs left out).
 std::vector<Addr16> RocePortIps(const std::string& ca, int port, const std::string& sysfs);
@@ -59,10 +58,10 @@ std::vector<Addr16> RocePortIps(const std::string& ca, int port, const std::stri
 Addr16 KeyOf(const uscm_addr& addr);
 
 // Tests: the ports are the given simulated devices, already opened (channel
-// made here, as OpenPortLocked's), port_num 1, 2, ... in order. 0, or -1 with errno EBUSY when
+// made here), port_num 1, 2, ... in order. 0, or -1 with errno EBUSY when
 // ports are listed already.
 int UsePortsForTesting(const std::vector<uscm_device*>& devs,
-                       const std::vector<std::vector<Addr16>>& ips, void (*notify)(void*));
+                       const std::vector<std::vector<Addr16>>& ips);
 // Drops the ports of UsePortsForTesting (every id must be destroyed).
 void ResetPortsForTesting();
 

@@ -39,15 +39,8 @@ uint64_t EventChannel::fd_syscalls() const {
 // The eventfd holds 1 exactly while the queue is not empty: written on the
 // empty -> non-empty transition, read when the queue drains (a burst of
 // events costs two syscalls, not two per event). No fd yet: nothing to do.
-void EventChannel::SetNotify(void (*fn)(void*), void* arg) {
-  std::lock_guard<std::mutex> lock(mu_);
-  notify_ = fn;
-  notify_arg_ = arg;
-}
-
-void EventChannel::SyncFdLocked(bool was_empty) const {
+void EventChannel::SyncFdLocked() const {
   const bool want = !queue_.empty();
-  if (was_empty && want && notify_ != nullptr) notify_(notify_arg_);
   if (fd_ < 0 || want == fd_readable_) return;
   uint64_t v = 1;
   if (want) {
@@ -62,9 +55,8 @@ void EventChannel::SyncFdLocked(bool was_empty) const {
 void EventChannel::Push(std::unique_ptr<Event> e) {
   std::lock_guard<std::mutex> lock(mu_);
   if (e->id != nullptr) ++e->id->unacked_;
-  const bool was_empty = queue_.empty();
   queue_.push_back(std::move(e));
-  SyncFdLocked(was_empty);
+  SyncFdLocked();
 }
 
 absl::StatusOr<CmId*> EventChannel::CreateId(void* context, PortSpace ps) {

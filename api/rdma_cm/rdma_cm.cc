@@ -590,7 +590,6 @@ absl::Status CmId::Migrate(EventChannel* to) {
   for (const auto& e : from->queue_) {
     if (e->listen_id == this && e->id != nullptr && e->id != this) moving.push_back(e->id);
   }
-  const bool to_was_empty = to->queue_.empty();
   auto moves = [&](const Event* e) {
     return std::find(moving.begin(), moving.end(), e->id) != moving.end();
   };
@@ -603,7 +602,7 @@ absl::Status CmId::Migrate(EventChannel* to) {
     it = from->queue_.erase(it);
   }
   from->SyncFdLocked();
-  to->SyncFdLocked(to_was_empty);
+  to->SyncFdLocked();
   for (CmId* m : moving) m->channel_ = to;
   return absl::OkStatus();
 }

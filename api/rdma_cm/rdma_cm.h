@@ -328,12 +328,6 @@ class EventChannel {
   int fd() const;
   // eventfd reads and writes so far (two per empty -> non-empty -> empty).
   uint64_t fd_syscalls() const;
-  // Instead of (or besides) the fd: fn(arg) runs when the queue goes empty ->
-  // non-empty, in the thread that queued the event, with the device's and
-  // this channel's locks held (fn must not call into uscm). For a layer that
-  // drains the channel itself (the drop-in librdmacm's ports), so that no
-  // eventfd syscall is made per burst. nullptr: none.
-  void SetNotify(void (*fn)(void*), void* arg);
   // rdma_create_id on this channel's device.
   absl::StatusOr<CmId*> CreateId(void* context, PortSpace ps);
   // The next event, or Unavailable("no event queued; poll fd()") at once.
@@ -356,10 +350,8 @@ class EventChannel {
   friend class CmId;  // Migrate
   explicit EventChannel(Device* device) : device_(device) {}
   void Push(std::unique_ptr<Event> e);  // device lock held
-  // Makes the fd, if made, readable iff the queue is not empty, and runs the
-  // notify function when the queue went from empty (`was_empty`) to not
-  // empty (mu_ held).
-  void SyncFdLocked(bool was_empty = false) const;
+  // Makes the fd, if made, readable iff the queue is not empty (mu_ held).
+  void SyncFdLocked() const;
 
   Device* device_;
   mutable std::mutex mu_;
@@ -368,8 +360,6 @@ class EventChannel {
   mutable int fd_ = -1;
   mutable bool fd_readable_ = false;  // the eventfd holds 1
   mutable uint64_t fd_syscalls_ = 0;
-  void (*notify_)(void*) = nullptr;  // guarded by mu_ (SetNotify)
-  void* notify_arg_ = nullptr;
   absl::flat_hash_map<Event*, std::unique_ptr<Event>> delivered_;
 };
 
