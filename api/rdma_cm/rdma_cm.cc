@@ -229,6 +229,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(mad::Transport& transport
   if (options.ephemeral_low == 32768 && options.ephemeral_high == 60999) {
     ReadLocalPortRange(&options.ephemeral_low, &options.ephemeral_high);
   }
+  if (!options.bindv6only) options.bindv6only = ReadBindV6Only();
   auto node = cm::RealNode::Create(transport, options.node);
   if (!node.ok()) return node.status();
   cm::RealNode* real = node->get();
@@ -338,7 +339,7 @@ void Device::FreeId(CmId* id) {
   }
   if (id->listen_.valid()) {
     (void)node_->cm().StopListening(id->listen_);
-    node_->transport().ReleaseService(id->listen_sid_, id->listen_mask_);
+    Release(id->listen_sid_, id->listen_mask_);
     by_listen_.erase(Pack(id->listen_.index, id->listen_.generation));
   }
   if (id->sa_query_ != 0) by_query_.erase(id->sa_query_);
@@ -392,27 +393,24 @@ absl::Status CmId::BindAddr(const Address& addr) {
     if (!mine) {
       std::vector<std::string> have;
       for (const Address& a : device_->options_.local_ips) have.push_back(a.ToString());
-      return absl::InvalidArgumentError(
-          absl::StrCat("bind_addr: ", addr.ToString(), " is not an address of ", port.ca_name,
-                       " (it has: ", have.empty() ? "none" : absl::StrJoin(have, ", "), ")"));
+      // The kernel's rdma_translate_ip finds no netdev: EADDRNOTAVAIL.
+      return mad::WithErrno(
+          absl::InvalidArgumentError(absl::StrCat(
+              "bind_addr: ", addr.ToString(), " is not an address of ", port.ca_name,
+              " (it has: ", have.empty() ? "none" : absl::StrJoin(have, ", "),
+              ") (errno EADDRNOTAVAIL)")),
+          EADDRNOTAVAIL);
     }
   }
   local_ = addr;
-  if (addr.port == 0) {
-    absl::Status s = device_->AllocPort(this);
-    if (!s.ok()) return s;
-  } else {
-    const uint32_t key = uint32_t{static_cast<uint16_t>(ps_)} << 16 | addr.port;
-    auto it = device_->ports_in_use_.find(key);
-    // Shared only when every id bound to it and this one set REUSEADDR.
-    if (it != device_->ports_in_use_.end() &&
-        (!opts().reuse_addr || device_->exclusive_ports_.contains(key))) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "bind_addr: port ", addr.port, " is in use in this port space (errno EADDRINUSE); "
-          "set REUSEADDR on both ids to share it"));
-    }
-    ++device_->ports_in_use_[key];
-    if (!opts().reuse_addr) ++device_->exclusive_ports_[key];
+  // As the kernel's rdma_bind_addr: AF_INET is always AF-only, AF_INET6
+  // follows the AFONLY option, else net.ipv6.bindv6only.
+  af_only_ = addr.family == Address::Family::kIpv4 ||
+             opts().af_only.value_or(device_->options_.bindv6only);
+  absl::Status s = addr.port == 0 ? device_->AllocPort(this) : device_->UsePort(this);
+  if (!s.ok()) {
+    local_ = Address();
+    return addr.port == 0 ? s : Prefix("bind_addr", s);
   }
   local_.gid = port.gid;
   local_.lid = port.lid;

@@ -176,7 +176,9 @@ const char* IdStateName(IdState s);
 struct IdOptions {
   absl::optional<uint8_t> tos;
   bool reuse_addr = false;
-  bool af_only = false;
+  // Unset: as the kernel's rdma_bind_addr, AF_INET binds are AF-only and
+  // AF_INET6 ones follow net.ipv6.bindv6only (DeviceOptions::bindv6only).
+  absl::optional<bool> af_only;
   absl::optional<uint8_t> ack_timeout;             // QP local ACK timeout code
   absl::optional<cm::PathInfo> ib_path;            // replaces the SA query
   absl::optional<mad::Duration> response_timeout;  // uscm: CM retransmit wait
@@ -261,6 +263,7 @@ class CmId {
   IdState state_ = IdState::kIdle;
   bool bound_ = false;
   bool ephemeral_port_ = false;  // local_.port came from AllocPort
+  bool af_only_ = false;         // fixed at bind (IdOptions::af_only)
   // The route came from an SA PathRecord (or the path cache), not from the
   // IB_PATH option nor a REQ: a timeout or a path REJ invalidates it.
   bool path_from_sa_ = false;
@@ -403,11 +406,20 @@ struct DeviceOptions {
   uint16_t ephemeral_low = 32768;
   uint16_t ephemeral_high = 60999;
   absl::optional<uint16_t> ephemeral_start;  // tests: the first port tried
+  // net.ipv6.bindv6only (Device::Create reads it): AF_INET6 binds without the
+  // AFONLY option are AF-only when set.
+  bool bindv6only = false;
+  // May this process bind a port below 1024 (CAP_NET_BIND_SERVICE, checked
+  // at bind as the kernel's cma_use_port)? Null: this process's effective
+  // capability set.
+  std::function<bool()> may_bind_privileged_port;
 };
 
 // net.ipv4.ip_local_port_range into *low / *high (left as they are when it
 // cannot be read): the kernel's range for cma_alloc_any_port.
 void ReadLocalPortRange(uint16_t* low, uint16_t* high);
+// net.ipv6.bindv6only (false when it cannot be read).
+bool ReadBindV6Only();
 
 // The GID of an IP address on a RoCE v2 port (IPv4-mapped for IPv4).
 mad::Gid RoceGidOf(const Address& ip);
@@ -482,8 +494,25 @@ class Device final : public cm::NodeObserver {
   // Drops the cached paths to the id's destination when its SA route proved
   // wrong (connect timed out, or a REJ reason that blames the path).
   void InvalidateRoute(CmId* id);
+  // rdma_cm_ports.cc (lock held): the kernel's bind lists. An IP id bound to
+  // a port is one of that (port space, port)'s owners.
   absl::Status AllocPort(CmId* id);
-  void FreePort(CmId* id);  // undoes AllocPort or BindAddr's port (lock held)
+  // cma_use_port for id->local_ (a specific port): EACCES below 1024 without
+  // CAP_NET_BIND_SERVICE, then CheckPort; the id becomes an owner.
+  absl::Status UsePort(CmId* id);
+  // cma_check_port: does id->local_ conflict with another owner of its port?
+  // `reuse`: owners that set REUSEADDR too are skipped (bind); a listen
+  // checks with false, as only one listener may hold an address.
+  absl::Status CheckPort(const CmId* id, bool reuse) const;
+  void FreePort(CmId* id);  // undoes AllocPort or UsePort
+  // The listener on `first`'s port that takes a request for `dst`: one bound
+  // to dst itself, else a wildcard of its family (or an IPv6 wildcard that is
+  // not AF-only, for IPv4), else null (the kernel's cma_find_listener).
+  CmId* ListenerFor(CmId* first, const Address& dst) const;
+  // Router claims of this device's listeners, counted per ServiceID: two
+  // listeners on one port (two addresses) share one claim.
+  absl::Status Claim(uint64_t sid, uint64_t mask, bool reuse);
+  void Release(uint64_t sid, uint64_t mask);
   // rdma_cm_resolve.cc: destinations the kernel is still resolving (ARP /
   // ND), probed by one thread until each resolves or its timeout passes.
   struct PendingResolve {
@@ -507,8 +536,8 @@ class Device final : public cm::NodeObserver {
   absl::flat_hash_map<uint64_t, CmId*> by_listen_;  // ListenId packed
   absl::flat_hash_map<uint64_t, CmId*> by_query_;   // SA query id
   absl::flat_hash_map<uint64_t, CmId*> by_ticket_;  // multicast ticket
-  absl::flat_hash_map<uint32_t, int> ports_in_use_;  // (ps << 16 | port) -> binders
-  absl::flat_hash_map<uint32_t, int> exclusive_ports_;  // ... -> binders without REUSEADDR
+  absl::flat_hash_map<uint32_t, std::vector<CmId*>> port_owners_;  // (ps << 16 | port)
+  absl::flat_hash_map<uint64_t, int> claims_;  // ServiceID -> listeners holding it
   uint16_t next_port_ = 0;
   uint64_t ephemeral_moves_ = 0;  // the next ephemeral port tried (DeviceOptions)
   uint64_t rng_state_;

@@ -141,6 +141,14 @@ absl::Status CmId::Listen(int backlog) {
   if (state_ != IdState::kIdle || !bound_) {
     return WrongState("listen", state_, "IDLE and bound (bind_addr first)");
   }
+  // As the kernel's rdma_listen: a listener holds its address alone, so an
+  // id bound with REUSEADDR checks again without it, and loses REUSEADDR.
+  if (local_.is_ip() && opts().reuse_addr) {
+    if (absl::Status s = device_->CheckPort(this, /*reuse=*/false); !s.ok()) {
+      return Prefix("listen", s);
+    }
+    options_->reuse_addr = false;
+  }
   uint64_t sid, mask;
   absl::StatusOr<cm::ListenId> l;
   const uint32_t b = backlog <= 0 ? 1024 : static_cast<uint32_t>(backlog);
@@ -156,11 +164,14 @@ absl::Status CmId::Listen(int backlog) {
       sid = local_.service_id & local_.service_mask;
       mask = local_.service_mask;
     }
-    l = device_->node_->cm().Listen(sid, mask, b, opts().reuse_addr);
+    // IP listeners on one port (on different addresses) share the service
+    // ID: the port table above decided, and a request goes to the listener
+    // of its destination address (Device::ListenerFor).
+    l = device_->node_->cm().Listen(sid, mask, b, local_.is_ip() || opts().reuse_addr);
     if (!l.ok()) return Prefix("listen", l.status());
     // On a port shared through uscmd the router must route this service's
     // REQs here (OK at once when the process owns the port).
-    absl::Status claim = device_->node_->transport().ClaimService(sid, mask, opts().reuse_addr);
+    absl::Status claim = device_->Claim(sid, mask, opts().reuse_addr);
     if (claim.ok()) break;
     (void)device_->node_->cm().StopListening(*l);
     if (!ephemeral_port_ || !local_.is_ip() || !absl::IsAlreadyExists(claim) || moves >= 256) {

@@ -301,12 +301,11 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
       peer.port = h->src_port;
       local.port = listener->local_.port;
     }
-    // As the kernel: a header we cannot use, or a destination this listener
-    // is not bound to, gets REJ 28 without private data. A listener on
-    // loopback takes any destination, as on the wildcard (cma_any_addr).
-    const Address& bound = listener->local_;
-    if (!h.ok() || fam != bound.family ||
-        (!bound.is_any() && !bound.is_loopback() && !bound.SameHost(local))) {
+    // As the kernel: a header we cannot use, or a destination no listener
+    // on the port is bound to, gets REJ 28 without private data. A listener
+    // on loopback takes any destination, as on the wildcard (cma_any_addr).
+    if (h.ok()) listener = ListenerFor(listener, local);
+    if (!h.ok() || listener == nullptr) {
       (void)node_->cm().Reject(now, e.conn, cm::RejReason::kConsumerReject, {});
       return;
     }
@@ -373,6 +372,12 @@ void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
     peer.family = h->ip_version == 6 ? Address::Family::kIpv6 : Address::Family::kIpv4;
     peer.ip = h->src_addr;
     peer.port = h->src_port;
+    Address dst;
+    dst.family = peer.family;
+    dst.ip = h->dst_addr;
+    // The listener of the destination address when several share the port.
+    if (CmId* exact = ListenerFor(listener, dst); exact != nullptr) listener = exact;
+    local = listener->local_;
     local.ip = h->dst_addr;
     ev->ud.private_data = Bytes(mad::wire::CmaUserData(pd));
   } else {

@@ -1,11 +1,37 @@
-// Ephemeral ports of a Device (DeviceOptions::ephemeral_*): the kernel's
-// range, the allocator, and its undo.
+// The ports of a Device as the kernel's rdma_cm binds them (cma_get_port,
+// cma_use_port, cma_check_port, cma_alloc_any_port in the kernel's
+// drivers/infiniband/core/cma.c): each (port space, port) has its owners;
+// ephemeral ports come from the kernel's range.
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "api/rdma_cm/rdma_cm.h"
+#include "mad/status_errno.h"
 
 namespace uscm {
+namespace {
+
+uint32_t PortKey(const CmId* id, uint16_t port) {
+  return uint32_t{static_cast<uint16_t>(id->port_space())} << 16 | port;
+}
+
+// The kernel's cma_any_addr: the wildcard or loopback.
+bool AnyAddr(const Address& a) { return a.is_any() || a.is_loopback(); }
+
+bool HaveNetBindService() {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &hdr, data) != 0) return false;
+  return (data[0].effective & (1u << CAP_NET_BIND_SERVICE)) != 0;
+}
+
+}  // namespace
 
 // net.ipv4.ip_local_port_range ("32768\t60999"), the kernel's range for
 // cma_alloc_any_port; the arguments stay as they are when it cannot be read.
@@ -20,33 +46,123 @@ void ReadLocalPortRange(uint16_t* low, uint16_t* high) {
   fclose(f);
 }
 
+bool ReadBindV6Only() {
+  FILE* f = fopen("/proc/sys/net/ipv6/bindv6only", "r");
+  if (f == nullptr) return false;
+  int v = 0;
+  const bool set = fscanf(f, "%d", &v) == 1 && v != 0;
+  fclose(f);
+  return set;
+}
+
 absl::Status Device::AllocPort(CmId* id) {
   const uint16_t low = options_.ephemeral_low, high = options_.ephemeral_high;
   for (uint32_t tries = 0; tries <= uint32_t{high} - low; ++tries) {
     uint16_t p = next_port_;
     if (p < low || p > high) p = low;
     next_port_ = p >= high ? low : p + 1;
-    const uint32_t key = uint32_t{static_cast<uint16_t>(id->ps_)} << 16 | p;
-    if (!ports_in_use_.contains(key)) {
-      ports_in_use_[key] = 1;
-      if (!id->opts().reuse_addr) exclusive_ports_[key] = 1;
+    auto [it, fresh] = port_owners_.try_emplace(PortKey(id, p));
+    if (fresh) {
+      it->second.push_back(id);
       id->local_.port = p;
       id->ephemeral_port_ = true;
       return absl::OkStatus();
     }
   }
-  return absl::ResourceExhaustedError(
-      absl::StrCat("bind: no free port in ", low, "..", high, " (errno EADDRNOTAVAIL)"));
+  return mad::WithErrno(absl::ResourceExhaustedError(absl::StrCat(
+                            "bind: no free port in ", low, "..", high, " (errno EADDRNOTAVAIL)")),
+                        EADDRNOTAVAIL);
+}
+
+absl::Status Device::UsePort(CmId* id) {
+  const uint16_t port = id->local_.port;
+  if (port < 1024) {
+    const bool may = options_.may_bind_privileged_port ? options_.may_bind_privileged_port()
+                                                       : HaveNetBindService();
+    if (!may) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "bind_addr: port ", port, " is below 1024 and this process does not have "
+          "CAP_NET_BIND_SERVICE (errno EACCES)"));
+    }
+  }
+  if (absl::Status s = CheckPort(id, id->opts().reuse_addr); !s.ok()) return s;
+  port_owners_[PortKey(id, port)].push_back(id);
+  return absl::OkStatus();
+}
+
+absl::Status Device::CheckPort(const CmId* id, bool reuse) const {
+  auto it = port_owners_.find(PortKey(id, id->local_.port));
+  if (it == port_owners_.end()) return absl::OkStatus();
+  const Address& addr = id->local_;
+  for (const CmId* cur : it->second) {
+    if (cur == id) continue;
+    if (reuse && cur->opts().reuse_addr) continue;
+    const Address& cur_addr = cur->local_;
+    if (id->af_only_ && cur->af_only_ && addr.family != cur_addr.family) continue;
+    // A wildcard conflicts with every address of its families: the kernel
+    // says EADDRNOTAVAIL there, EADDRINUSE for the same address.
+    if (AnyAddr(addr) || AnyAddr(cur_addr)) {
+      return mad::WithErrno(
+          absl::AlreadyExistsError(absl::StrCat(
+              "port ", addr.port, " is held by ", cur_addr.ToString(),
+              " and one of the two is a wildcard (errno EADDRNOTAVAIL); REUSEADDR on both ids "
+              "shares it, AFONLY separates IPv4 from IPv6")),
+          EADDRNOTAVAIL);
+    }
+    if (addr.SameHost(cur_addr)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "port ", addr.port, " of ", addr.ToString(),
+          " is in use in this port space (errno EADDRINUSE); set REUSEADDR on both ids to "
+          "share it"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void Device::FreePort(CmId* id) {
-  const uint32_t key = uint32_t{static_cast<uint16_t>(id->ps_)} << 16 | id->local_.port;
-  auto it = ports_in_use_.find(key);
-  if (it != ports_in_use_.end() && --it->second <= 0) ports_in_use_.erase(it);
-  if (!id->opts().reuse_addr) {
-    auto ex = exclusive_ports_.find(key);
-    if (ex != exclusive_ports_.end() && --ex->second <= 0) exclusive_ports_.erase(ex);
+  auto it = port_owners_.find(PortKey(id, id->local_.port));
+  if (it == port_owners_.end()) return;
+  std::vector<CmId*>& owners = it->second;
+  owners.erase(std::remove(owners.begin(), owners.end(), id), owners.end());
+  if (owners.empty()) port_owners_.erase(it);
+}
+
+CmId* Device::ListenerFor(CmId* first, const Address& dst) const {
+  if (!first->local_.is_ip()) return first;
+  auto it = port_owners_.find(PortKey(first, first->local_.port));
+  if (it == port_owners_.end()) return first;
+  CmId* wildcard = nullptr;
+  for (CmId* cur : it->second) {
+    if (cur->state_ != IdState::kListen) continue;
+    const Address& a = cur->local_;
+    if (!AnyAddr(a)) {
+      if (a.SameHost(dst)) return cur;
+    } else if (a.family == dst.family ||
+               (a.family == Address::Family::kIpv6 && !cur->af_only_)) {
+      if (wildcard == nullptr || a.family == dst.family) wildcard = cur;
+    }
   }
+  return wildcard;
+}
+
+absl::Status Device::Claim(uint64_t sid, uint64_t mask, bool reuse) {
+  int& n = claims_[sid];
+  if (n == 0) {
+    absl::Status s = node_->transport().ClaimService(sid, mask, reuse);
+    if (!s.ok()) {
+      claims_.erase(sid);
+      return s;
+    }
+  }
+  ++n;
+  return absl::OkStatus();
+}
+
+void Device::Release(uint64_t sid, uint64_t mask) {
+  auto it = claims_.find(sid);
+  if (it == claims_.end() || --it->second > 0) return;
+  claims_.erase(it);
+  node_->transport().ReleaseService(sid, mask);
 }
 
 }  // namespace uscm

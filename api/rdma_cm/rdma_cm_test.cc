@@ -402,7 +402,10 @@ TEST_F(RdmaCmTest, TosBecomesTheTrafficClassOfTheReqOnTheWire) {
   ExpectEmpty();
 }
 
-TEST_F(RdmaCmTest, ReuseAddrSharesAPortAndTheFirstListenerGetsTheReq) {
+// As the kernel's rdma_listen (6.1): REUSEADDR lets binds share an address,
+// but a listener holds it alone (the listen checks without REUSEADDR and the
+// id loses it).
+TEST_F(RdmaCmTest, ReuseAddrSharesABindButAListenerHoldsItsAddressAlone) {
   Address addr = f_->host(1).ip;
   addr.port = kPort;
   IdOptions reuse;
@@ -416,40 +419,56 @@ TEST_F(RdmaCmTest, ReuseAddrSharesAPortAndTheFirstListenerGetsTheReq) {
   ASSERT_TRUE(l2->BindAddr(addr).ok());  // both set REUSEADDR: shared
   EXPECT_THAT(plain->BindAddr(addr).message(), HasSubstr("EADDRINUSE"));
   EXPECT_THAT(l1->SetOption(IdOptions{}).message(), HasSubstr("set_option(REUSEADDR)"));
-  // The CM core lets both listen on the one service ID (both have reuse).
+  EXPECT_THAT(l1->Listen(4).message(), HasSubstr("listen: port 7471 of 10.0.0.2"));
+  ASSERT_TRUE(ch(1).DestroyId(l2).ok());
   ASSERT_TRUE(l1->Listen(4).ok());
-  ASSERT_TRUE(l2->Listen(4).ok());
-  EXPECT_EQ(dev(1).node().cm().listener_count(), 2u);
+  EXPECT_EQ(dev(1).node().cm().listener_count(), 1u);
   CmId* a1 = Resolved();
   ConnParam p1;
   p1.qp_num = 0x41;
   ASSERT_TRUE(a1->Connect(p1).ok());
   Event r1 = Next(1, EventType::kConnectRequest);
-  EXPECT_EQ(r1.listen_id, l1);  // the first listener in the CM's table matches
+  EXPECT_EQ(r1.listen_id, l1);
   EXPECT_EQ(r1.id->GetLocalAddr().ToString(), "10.0.0.2:7471");
   ASSERT_TRUE(r1.id->Reject({}).ok());
   Next(0, EventType::kRejected);
-  // With the first gone the second still listens on the port.
-  ASSERT_TRUE(ch(1).DestroyId(l1).ok());
-  CmId* a2 = Resolved();
-  ConnParam p2;
-  p2.qp_num = 0x42;
-  ASSERT_TRUE(a2->Connect(p2).ok());
-  Event r2 = Next(1, EventType::kConnectRequest);
-  EXPECT_EQ(r2.listen_id, l2);
-  ASSERT_TRUE(r2.id->Reject({}).ok());
-  Next(0, EventType::kRejected);
-  // The port is still held (by l2, with REUSEADDR): a plain bind still fails,
-  // and succeeds once l2 is gone.
-  EXPECT_THAT(plain->BindAddr(addr).message(), HasSubstr("EADDRINUSE"));
-  ASSERT_TRUE(ch(1).DestroyId(l2).ok());
-  ASSERT_TRUE(plain->BindAddr(addr).ok());
-  // A REUSEADDR id cannot share with one bound without it.
+  // The listener is no longer reusable: a REUSEADDR bind fails too.
   CmId* late = *ch(1).CreateId(nullptr, PortSpace::kTcp);
   ASSERT_TRUE(late->SetOption(reuse).ok());
   EXPECT_THAT(late->BindAddr(addr).message(), HasSubstr("EADDRINUSE"));
-  for (CmId* x : {a1, a2}) ASSERT_TRUE(ch(0).DestroyId(x).ok());
-  for (CmId* x : {r1.id, r2.id, plain, late}) ASSERT_TRUE(ch(1).DestroyId(x).ok());
+  ASSERT_TRUE(ch(1).DestroyId(l1).ok());
+  ASSERT_TRUE(plain->BindAddr(addr).ok());
+  ASSERT_TRUE(ch(0).DestroyId(a1).ok());
+  for (CmId* x : {r1.id, plain, late}) ASSERT_TRUE(ch(1).DestroyId(x).ok());
+  ExpectEmpty();
+}
+
+// Two listeners on one port, an AF-only IPv6 wildcard (first in the CM's
+// table) and IPv4 10.0.0.2: the IPv4 request goes to the listener of its
+// destination (the kernel's cma_find_listener), not to the first.
+TEST_F(RdmaCmTest, ARequestGoesToTheListenerOfItsDestinationAddress) {
+  IdOptions af_only;
+  af_only.af_only = true;
+  CmId* v6 = *ch(1).CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(v6->SetOption(af_only).ok());
+  Address any6 = *Address::Parse("[::]:7471");
+  ASSERT_TRUE(v6->BindAddr(any6).ok());
+  ASSERT_TRUE(v6->Listen(4).ok());
+  CmId* v4 = *ch(1).CreateId(nullptr, PortSpace::kTcp);
+  Address addr = f_->host(1).ip;
+  addr.port = kPort;
+  ASSERT_TRUE(v4->BindAddr(addr).ok());
+  ASSERT_TRUE(v4->Listen(4).ok());
+  CmId* a = Resolved();
+  ConnParam p;
+  p.qp_num = 0x41;
+  ASSERT_TRUE(a->Connect(p).ok());
+  Event r = Next(1, EventType::kConnectRequest);
+  EXPECT_EQ(r.listen_id, v4);
+  ASSERT_TRUE(r.id->Reject({}).ok());
+  Next(0, EventType::kRejected);
+  ASSERT_TRUE(ch(0).DestroyId(a).ok());
+  for (CmId* x : {r.id, v4, v6}) ASSERT_TRUE(ch(1).DestroyId(x).ok());
   ExpectEmpty();
 }
 
