@@ -34,7 +34,16 @@ int rdma_establish(rdma_cm_id* id) {
                                  [&](uscm_cm_id* uid) { return uscm_establish(uid); });
 }
 
+// The kernel's ib_cm_notify takes COMM_EST and PATH_MIG, other events are
+// EINVAL. uscm loads no alternate path, so PATH_MIG has none to move to:
+// EINVAL too (docs/API.md).
 int rdma_notify(rdma_cm_id* id, ibv_event_type event) {
+  if (event != IBV_EVENT_COMM_EST) {
+    return uscm::librdmacm::Fail(EINVAL, "rdma_notify",
+                                 event == IBV_EVENT_PATH_MIG
+                                     ? "PATH_MIG: uscm loads no alternate path"
+                                     : "only IBV_EVENT_COMM_EST and IBV_EVENT_PATH_MIG are taken");
+  }
   return uscm::librdmacm::ForId("rdma_notify", id,
                                  [&](uscm_cm_id* uid) { return uscm_notify(uid); });
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/rdma_cm/call_errors.h"
 #include "api/rdma_cm/rdma_cm.h"
+#include "mad/status_errno.h"
 #include "mad/wire/cma_header.h"
 
 namespace uscm {
@@ -333,6 +334,12 @@ absl::Status CmId::Establish() {
 
 absl::Status CmId::NotifyCommEst() {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  // The kernel's cm_establish: EISCONN once established, EINVAL before.
+  if (state_ == IdState::kEstablished) {
+    return mad::WithErrno(absl::FailedPreconditionError(
+                              "notify: the connection is established already (errno EISCONN)"),
+                          EISCONN);
+  }
   if (state_ != IdState::kAccepted) return WrongState("notify", state_, "ACCEPTED");
   absl::Status s = device_->node_->cm().NotifyCommEstablished(device_->node_->Now(), conn_);
   device_->node_->FlushLocked();
