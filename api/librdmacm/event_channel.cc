@@ -199,6 +199,12 @@ using uscm::librdmacm::FromPublic;
 
 namespace uscm::librdmacm {
 
+namespace {
+std::atomic<void (*)(rdma_event_channel*)> g_close_hook{nullptr};
+}  // namespace
+
+void SetChannelCloseHook(void (*hook)(rdma_event_channel*)) { g_close_hook.store(hook); }
+
 rdma_event_channel* NewEventChannel() {
   Channel* ch = new (std::nothrow) Channel{};
   ChannelState* state = new (std::nothrow) ChannelState;
@@ -230,10 +236,13 @@ extern "C" rdma_event_channel* rdma_create_event_channel(void) {
   return uscm::librdmacm::NewEventChannel();
 }
 
-// Events still queued are freed with the channel; retrieved ones stay valid
-// until acked (rdma_ack_cm_event does not touch the channel).
+// As librdmacm's close of the ucma fd: the ids still on the channel are
+// destroyed first (the close hook); events still queued are freed with the
+// channel; retrieved ones stay valid until acked (rdma_ack_cm_event does not
+// touch the channel).
 extern "C" void rdma_destroy_event_channel(rdma_event_channel* channel) {
   if (channel == nullptr) return;
+  if (auto* hook = uscm::librdmacm::g_close_hook.load()) hook(channel);
   Channel* ch = FromPublic(channel);
   for (Event* e : ch->state->queue) uscm::librdmacm::Release(e);
   close(ch->pub.fd);

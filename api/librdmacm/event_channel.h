@@ -69,6 +69,11 @@ uint64_t ChannelFdSyscalls(rdma_event_channel* channel);
 // returns, both outside the channel's lock (NULL: nothing).
 void SetWaitHookForTesting(void (*fn)(void* arg, bool woke), void* arg);
 
+// What rdma_destroy_event_channel runs first, with the channel still whole:
+// the id layer destroys the ids left on it (ids.cc CloseIdsOfChannel), as
+// the kernel's close of the ucma fd does. NULL: nothing.
+void SetChannelCloseHook(void (*hook)(rdma_event_channel* channel));
+
 }  // namespace uscm::librdmacm
 
 #endif  // USCM_API_LIBRDMACM_EVENT_CHANNEL_H_

@@ -67,6 +67,9 @@ struct IdState {
   std::mutex mu;
   std::condition_variable acked;
   int unacked = 0;
+  // The program destroyed the id's channel (CloseIdsOfChannel): the uscm
+  // side is gone, every call fails.
+  bool closed = false;
 };
 
 // `pub` first: the program's rdma_cm_id* points at it (standard layout).
@@ -142,7 +145,7 @@ int EnsureBackendLocked(const char* call) { return EnsurePortsLocked(call); }
 
 Id* FindLocked(rdma_cm_id* pub) {
   auto it = ByPublic().find(pub);
-  return it == ByPublic().end() ? nullptr : it->second;
+  return it == ByPublic().end() || it->second->state->closed ? nullptr : it->second;
 }
 
 bool IsUd(rdma_port_space ps) { return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB; }
@@ -262,8 +265,31 @@ void ListenOnOtherPortsLocked(Id* id, int backlog) {
   }
 }
 
+// librdmacm's rdma_destroy_event_channel is a plain close of the ucma fd, and
+// the kernel then destroys every id still on it (ucma_close; cm_destroy_id:
+// REJ while connecting, DREQ when established, DREP after the peer's DREQ).
+// qperf's server destroys its listener and the channel, never the accepted
+// id: without this the peer's DREQ went unanswered until it timed out. The
+// ids' structs stay, as librdmacm's (a program may still read them).
+void CloseIdsOfChannel(rdma_event_channel* channel) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (auto& [pub, id] : ByPublic()) {
+    if (pub->channel != channel || id->state->closed) continue;
+    id->state->closed = true;
+    std::vector<uscm_cm_id*> uids;
+    uids.swap(id->state->more_listeners);
+    if (id->state->uid != nullptr) uids.push_back(id->state->uid);
+    for (uscm_cm_id* uid : uids) {
+      if (uscm_destroy_id(uid) != 0) UscmFailed("rdma_destroy_event_channel");
+      ByUscmId().erase(uid);
+    }
+    id->state->uid = nullptr;
+  }
+}
+
 Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* context,
          rdma_port_space ps) {
+  SetChannelCloseHook(&CloseIdsOfChannel);
   auto* id = new Id{};
   id->state = new IdState;
   id->state->uid = uid;
@@ -648,6 +674,9 @@ int rdma_destroy_id(rdma_cm_id* pub) {
     std::lock_guard<std::mutex> lock(g_mu);
     if (EnsureBackendLocked("rdma_destroy_id") != 0) return -1;
     id = FindLocked(pub);
+    if (id == nullptr && ByPublic().contains(pub)) {  // as librdmacm's write to the closed fd
+      return Fail(EBADF, "rdma_destroy_id", "the id's event channel was destroyed");
+    }
     if (id == nullptr) {
       return Fail(EINVAL, "rdma_destroy_id", "not an id of rdma_create_id (or destroyed)");
     }
@@ -678,9 +707,11 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   ForgetQp(&id->pub);
   free(id->pub.route.path_rec);
   if (id->state->holds_pd) ReleaseSharedPd(id->pub.verbs);
-  if (id->state->sync) rdma_destroy_event_channel(id->pub.channel);
+  rdma_event_channel* own = id->state->sync ? id->pub.channel : nullptr;
   delete id->state;
   delete id;
+  lock.unlock();  // the channel's close hook takes g_mu
+  if (own != nullptr) rdma_destroy_event_channel(own);
   return 0;
 }
 

@@ -20,7 +20,10 @@
 // join_multicast(_ex), leave_multicast, migrate_id, create_ep, destroy_ep
 // (get_request and create_ep: endpoints.cc; resolve_addr, resolve_route,
 // listen, connect, accept, disconnect: connection_calls.cc; the pass-through
-// calls: id_calls.cc). Not done (ENOSYS): see cma.cc.
+// calls: id_calls.cc). rdma_destroy_event_channel destroys the ids still on
+// the channel, as the kernel does when librdmacm closes the fd (REJ, DREQ
+// or DREP to the peer); their structs stay, and calls on them fail. Not
+// done (ENOSYS): see cma.cc.
 //
 // Tests swap the ports for simulated uscm devices (UseDeviceForTesting,
 // UseDevicesForTesting) and move their events by hand (PumpEvents).

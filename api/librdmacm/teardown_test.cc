@@ -228,5 +228,53 @@ TEST_F(TeardownTest, RdmaDisconnectMovesTheQpToError) {
   EXPECT_EQ(rdma_destroy_id(listener), 0) << strerror(errno);
 }
 
+// qperf 0.4.11's server (rdma.c cm_close): after the peer's DREQ it acks
+// DISCONNECTED, destroys its listener (cm->id still names it, not the
+// accepted id) and the channel, and exits. librdmacm's
+// rdma_destroy_event_channel closes the ucma fd and the kernel destroys the
+// accepted id: DREP. The drop-in left the DREQ unanswered, and the kernel's
+// qperf client waited for its DREQ to time out after every test.
+TEST_F(TeardownTest, DestroyingTheChannelAnswersThePeersDreq) {
+  rdma_cm_id* listener = Listen(18518, nullptr);
+  rdma_cm_id* id = nullptr;
+  uscm_cm_id* peer = nullptr;
+  ASSERT_NO_FATAL_FAILURE(AcceptPeer(18518, 0x8a, nullptr, [] {}, &id, &peer));
+  ASSERT_EQ(uscm_disconnect(peer), 0) << uscm_last_error();
+  rdma_ack_cm_event(Next(RDMA_CM_EVENT_DISCONNECTED));
+  EXPECT_EQ(rdma_destroy_id(listener), 0) << strerror(errno);
+  rdma_destroy_event_channel(ch_);
+  ch_ = NewEventChannel();  // for TearDown
+
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_DISCONNECTED);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(pe->status, 0) << "the peer's DREQ timed out: no DREP";
+  uscm_ack_cm_event(pe);
+  // The struct stays, as librdmacm's; the id is gone (librdmacm: EBADF, its
+  // write to the closed fd).
+  EXPECT_EQ(rdma_destroy_id(id), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(rdma_disconnect(id), -1);
+}
+
+// The same close with the connection established: the kernel sends the DREQ.
+TEST_F(TeardownTest, DestroyingTheChannelDisconnectsAnEstablishedId) {
+  rdma_cm_id* listener = Listen(18519, nullptr);
+  rdma_cm_id* id = nullptr;
+  uscm_cm_id* peer = nullptr;
+  ASSERT_NO_FATAL_FAILURE(AcceptPeer(18519, 0x8b, nullptr, [] {}, &id, &peer));
+  DestroyQp();
+  rdma_destroy_event_channel(ch_);
+  ch_ = NewEventChannel();
+
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_DISCONNECTED);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(pe->status, 0);
+  uscm_ack_cm_event(pe);
+  EXPECT_EQ(uscm_disconnect(peer), 0) << uscm_last_error();  // the DREP
+  EXPECT_EQ(CallsAfterDestroy(), 0);
+  EXPECT_EQ(rdma_destroy_id(listener), -1) << "the listener went with the channel";
+  EXPECT_EQ(errno, EBADF);
+}
+
 }  // namespace
 }  // namespace uscm::librdmacm
