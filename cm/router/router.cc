@@ -276,8 +276,13 @@ void Router::RouteWireCm(const mad::ReceivedMad& m) {
       if (t->phase == Phase::kReqSent) t->phase = Phase::kRepRcvd;
     } else if (std::holds_alternative<w::RtuRepr>(*msg)) {
       t->phase = Phase::kEstablished;
+    } else if (const auto* dreq = std::get_if<w::DreqRepr>(&*msg)) {
+      // Kept until the client's DREP: a client that goes away first (qperf's
+      // server exits without destroying the id) gets it sent by Cleanup.
+      t->phase = Phase::kDreqRcvd;
+      t->remote_comm_id = dreq->local_comm_id;
+      t->tid = dreq->envelope.transaction_id;
     } else if (std::holds_alternative<w::RejRepr>(*msg) ||
-               std::holds_alternative<w::DreqRepr>(*msg) ||
                std::holds_alternative<w::DrepRepr>(*msg)) {
       clients_[slot].conns.erase(ours);
     }

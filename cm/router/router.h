@@ -22,8 +22,9 @@
 // REQ / SIDR_REQ the router handed it); anything else is refused, counted and
 // reported back with a kRefused frame. The router remembers the connections
 // it saw each client set up, so when a client goes away it rejects (REJ) the
-// ones in the handshake and disconnects (DREQ) the established ones, the way
-// Linux cm_destroy_id does, then frees the slot.
+// ones in the handshake, disconnects (DREQ) the established ones and answers
+// (DREP) a peer's DREQ the client left unanswered, the way Linux
+// cm_destroy_id does, then frees the slot.
 //
 // The Router is I/O-free towards its clients (frames go out through a sink);
 // it calls the wire transport directly. Server (cm/router/server.h) adds the
@@ -75,6 +76,7 @@ struct RouterCounters {
   uint64_t claims_denied = 0;     // a port below 1024 without CAP_NET_BIND_SERVICE
   uint64_t cleanup_rej = 0;       // sent for a client that went away
   uint64_t cleanup_dreq = 0;
+  uint64_t cleanup_drep = 0;      // for a peer's DREQ the client never answered
   uint64_t untracked = 0;         // a client's tracking table was full
   uint64_t send_errors = 0;       // wire Transport::Send failed
   uint64_t mc_joins_merged = 0;   // joins answered without asking the SA
@@ -142,7 +144,8 @@ class Router {
   }
 
  private:
-  enum class Phase : uint8_t { kReqSent, kRepRcvd, kPassive, kEstablished };
+  // kDreqRcvd: the peer's DREQ went to the client, which has not answered.
+  enum class Phase : uint8_t { kReqSent, kRepRcvd, kPassive, kEstablished, kDreqRcvd };
   struct Track {
     Phase phase = Phase::kReqSent;
     uint32_t remote_comm_id = 0;

@@ -220,7 +220,15 @@ void Router::Cleanup(uint8_t slot, Client& c) {
   std::array<uint8_t, mad::kMadSize> buf{};
   for (const auto& [local, t] : c.conns) {
     absl::Status s;
-    if (t.phase == Phase::kEstablished) {
+    if (t.phase == Phase::kDreqRcvd) {
+      // cm_destroy_id from DREQ_RCVD: the DREP, under the DREQ's TID.
+      w::DrepRepr d;
+      d.envelope.transaction_id = t.tid;
+      d.local_comm_id = local;
+      d.remote_comm_id = t.remote_comm_id;
+      s = d.Emit(buf);
+      if (s.ok()) ++counters_.cleanup_drep;
+    } else if (t.phase == Phase::kEstablished) {
       w::DreqRepr d;
       d.envelope.transaction_id = t.tid;
       d.local_comm_id = local;

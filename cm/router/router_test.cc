@@ -557,6 +557,46 @@ TEST_F(RouterTest, EstablishedClientCrashDisconnects) {
   EXPECT_NE(next.slot, c.slot);
 }
 
+// A client that never answers the peer's DREQ and goes away (qperf's server
+// leaves the accepted id to its exit): the router sends the DREP, as the
+// kernel's cm_destroy_id from DREQ_RCVD, so the peer's DREQ does not time out.
+TEST_F(RouterTest, ClientGoneAfterThePeersDreqSendsTheDrep) {
+  ASSERT_TRUE(peer_->Listen(kSid, ~uint64_t{0}, 16, false).ok());
+  TestClient& c = AddClient();
+  ASSERT_TRUE(c.cm->Connect(sched_->Now(), ToPeer(0x210)).ok());
+  Deliver();
+  ASSERT_EQ(Count(peer_events_, CmEventType::kEstablished), 1);
+  ASSERT_TRUE(peer_->Disconnect(sched_->Now(), peer_events_.back().conn).ok());
+  Deliver();
+  ASSERT_EQ(Count(c.events, CmEventType::kDisconnected), 1);
+  EXPECT_EQ(router_->tracked(c.slot), 1u) << "kept until the client's DREP";
+  Crash(c);
+  EXPECT_EQ(router_->counters().cleanup_drep, 1u);
+  EXPECT_EQ(router_->counters().cleanup_dreq, 0u);
+  Deliver();
+  ASSERT_EQ(Count(peer_events_, CmEventType::kDisconnected), 1) << "no DREP: the DREQ waits";
+  EXPECT_EQ(peer_events_.back().status, 0);
+  Drive();
+  ExpectAllEmpty();
+}
+
+// The client's own DREP ends the tracking: nothing is sent when it goes.
+TEST_F(RouterTest, ClientsDrepForThePeersDreqLeavesNothingToClean) {
+  ASSERT_TRUE(peer_->Listen(kSid, ~uint64_t{0}, 16, false).ok());
+  TestClient& c = AddClient();
+  auto conn = c.cm->Connect(sched_->Now(), ToPeer(0x211));
+  ASSERT_TRUE(conn.ok());
+  Deliver();
+  ASSERT_TRUE(peer_->Disconnect(sched_->Now(), peer_events_.back().conn).ok());
+  Deliver();
+  ASSERT_EQ(Count(c.events, CmEventType::kDisconnected), 1);
+  ASSERT_TRUE(c.cm->Destroy(sched_->Now(), *conn).ok());  // the DREP
+  Deliver();
+  EXPECT_EQ(router_->tracked(c.slot), 0u);
+  Crash(c);
+  EXPECT_EQ(router_->counters().cleanup_drep, 0u);
+}
+
 TEST_F(RouterTest, SaResponsesGoBackByTidWithTheClientsTidRestored) {
   TestClient& a = AddClient();
   TestClient& b = AddClient();
