@@ -2,10 +2,12 @@
 # Programs that link librdmacm which issue 13 does not name, unmodified, on uscm's
 # drop-in librdmacm.so.1 through `uscm exec` (VM b, no kernel CM) against the kernel CM
 # (VM a). What runs (docs/API.md "Other programs"):
-#   1. qperf 0.4.11 (`-cm1`: RC connection through the RDMA CM): the kernel's qperf
-#      server <- drop-in `qperf -cm1 PEER rc_bw rc_lat`. Not the other way: with the
-#      kernel client's `-to 60` the drop-in server's children now listen on ports of
-#      their own, but the client still does not finish (docs/API.md "Other programs").
+#   1. qperf 0.4.11 (`-cm1`: RC connection through the RDMA CM), `rc_bw rc_lat`: the
+#      kernel's qperf server <- the drop-in client, then the drop-in server <- the
+#      kernel's client (`-to 60`: qperf's 5 s default is shorter than a forked server
+#      child's first call under TCG). The server child destroys its listener and the
+#      channel, never the accepted id: the drop-in's channel destroy must answer the
+#      client's DREQ, as the kernel's close of the fd does (docs/API.md).
 #   2. libfabric 1.17's verbs provider, MSG endpoint (`fi_pingpong -p verbs -e msg`:
 #      rdma_cm connection, 100 x 64 B ping-pong): both ways. The drop-in server needs
 #      rdma_bind_addr to 127.0.0.1 to work as in the kernel (libfabric binds
@@ -52,6 +54,12 @@ if [ "$USCM_VM_ROLE" = a ]; then
   tcp_listening $QPERF_PORT && sync.sh signal kernel-qperf-ready
   sync.sh wait dropin-qperf-done $T
   kill "$pid"; wait "$pid" 2>/dev/null
+  sync.sh wait dropin-qperf-ready $T
+  run_to kernel-qperf-to-dropin /tmp/qperf-c.log \
+    timeout $T qperf -cm1 -t 1 -to 60 "$PEER" rc_bw rc_lat
+  sync.sh signal kernel-qperf-done
+  has_lines kernel-qperf-rc_bw /tmp/qperf-c.log '^ +bw += +[0-9.]+ [KMG]?B/sec$' 1
+  has_lines kernel-qperf-rc_lat /tmp/qperf-c.log '^ +latency += +[0-9.]+ (ns|us|ms|sec)$' 1
 
   # 2. fi_pingpong, kernel server <- drop-in client, then the other way
   timeout $T "${FI[@]}" > /tmp/fi-s.log 2>&1 & pid=$!
@@ -83,6 +91,10 @@ else
   sync.sh signal dropin-qperf-done
   has_lines dropin-qperf-rc_bw /tmp/qperf-c.log '^ +bw += +[0-9.]+ [KMG]?B/sec$' 1
   has_lines dropin-qperf-rc_lat /tmp/qperf-c.log '^ +latency += +[0-9.]+ (ns|us|ms|sec)$' 1
+  "${USCM[@]}" qperf > /tmp/qperf-s.log 2>&1 & pid=$!
+  tcp_listening $QPERF_PORT && sync.sh signal dropin-qperf-ready
+  sync.sh wait kernel-qperf-done $T
+  kill "$pid"; wait "$pid" 2>/dev/null
 
   # 2. fi_pingpong
   sync.sh wait kernel-fi-ready $T
