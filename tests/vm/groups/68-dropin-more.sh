@@ -5,9 +5,10 @@
 #   1. qperf 0.4.11 (`-cm1`: RC connection through the RDMA CM), `rc_bw rc_lat`: the
 #      kernel's qperf server <- the drop-in client, then the drop-in server <- the
 #      kernel's client (`-to 60`: qperf's 5 s default is shorter than a forked server
-#      child's first call under TCG). The server child destroys its listener and the
-#      channel, never the accepted id: the drop-in's channel destroy must answer the
-#      client's DREQ, as the kernel's close of the fd does (docs/API.md).
+#      child's first call under TCG; `-t 3`: with `-t 1` at host load 15 it once
+#      measured `bw = 0 bytes/sec`, not diagnosed). The server child destroys its
+#      listener and the channel, never the accepted id: the drop-in's channel destroy
+#      must answer the client's DREQ, as the kernel's close of the fd does (docs/API.md).
 #   2. libfabric 1.17's verbs provider, MSG endpoint (`fi_pingpong -p verbs -e msg`:
 #      rdma_cm connection, 100 x 64 B ping-pong): both ways. The drop-in server needs
 #      rdma_bind_addr to 127.0.0.1 to work as in the kernel (libfabric binds
@@ -56,7 +57,7 @@ if [ "$USCM_VM_ROLE" = a ]; then
   kill "$pid"; wait "$pid" 2>/dev/null
   sync.sh wait dropin-qperf-ready $T
   run_to kernel-qperf-to-dropin /tmp/qperf-c.log \
-    timeout $T qperf -cm1 -t 1 -to 60 "$PEER" rc_bw rc_lat
+    timeout $T qperf -cm1 -t 3 -to 60 "$PEER" rc_bw rc_lat
   sync.sh signal kernel-qperf-done
   has_lines kernel-qperf-rc_bw /tmp/qperf-c.log '^ +bw += +[0-9.]+ [KMG]?B/sec$' 1
   has_lines kernel-qperf-rc_lat /tmp/qperf-c.log '^ +latency += +[0-9.]+ (ns|us|ms|sec)$' 1
