@@ -58,12 +58,21 @@ check_output() {
   fi
 }
 
-# wait_for FILE REGEX: until a background program printed REGEX (it is ready),
-# for at most $T seconds (default 120).
+# The waits below are bounded by the clock ($SECONDS), not by a count of turns: under
+# TCG one turn (a grep and a sleep, two forks) takes ~0.3 s, not 0.1, so "T * 10
+# turns" once let a 400 s bound run for 20 minutes.
+# wait_for FILE REGEX [PID]: until a background program printed REGEX (it is ready),
+# for at most $T seconds (default 120); gives up at once when PID (the program) has
+# exited without printing it.
 wait_for() {
-  local i
-  for ((i = 0; i < ${T:-120} * 10; i++)); do
+  local end=$((SECONDS + ${T:-120}))
+  while :; do
     grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+    if [ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null; then
+      grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+      echo "no /$2/ in $1: pid $3 exited" >&2; cat "$1" >&2; return 1
+    fi
+    ((SECONDS < end)) || break
     sleep 0.1
   done
   echo "no /$2/ in $1 after ${T:-120}s" >&2; cat "$1" >&2; return 1
@@ -71,12 +80,24 @@ wait_for() {
 
 # kernel_listening PORT: until the kernel rdma_cm has a listener on PORT.
 kernel_listening() {
-  local i
-  for ((i = 0; i < ${T:-120} * 10; i++)); do
+  local end=$((SECONDS + ${T:-120}))
+  while :; do
     rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q ":$1 " && return 0
+    ((SECONDS < end)) || break
     sleep 0.1
   done
   echo "no kernel rdma_cm listener on port $1 after ${T:-120}s" >&2; return 1
+}
+
+# stop_pid PID [SECONDS]: SIGTERM, then SIGKILL when PID is still there after SECONDS
+# (default 10); reaps it. For a program that serves until killed.
+stop_pid() {
+  local end=$((SECONDS + ${2:-10}))
+  kill "$1" 2>/dev/null
+  while kill -0 "$1" 2>/dev/null && ((SECONDS < end)); do sleep 0.1; done
+  kill -0 "$1" 2>/dev/null && { echo "pid $1 ignored SIGTERM for ${2:-10}s: SIGKILL" >&2; kill -9 "$1"; }
+  wait "$1" 2>/dev/null
+  return 0
 }
 
 # group_end: the group's exit status (non-zero when any check failed).

@@ -10,11 +10,13 @@ set -u
 D=${USCM_VM_SYNC:-/sync}
 [ -d "$D" ] || { echo "sync.sh: no $D (not started by pair.sh?)" >&2; exit 2; }
 case ${USCM_VM_ROLE:-} in a) peer=b ;; b) peer=a ;; *) peer=none ;; esac
+# bounded by the clock, not by a count of turns (a turn under TCG is ~0.3 s, not 0.05)
 await() {
-  local i
-  for ((i = 0; i < ${2:-120} * 20; i++)); do
+  local end=$((SECONDS + ${2:-120}))
+  while :; do
     [ -e "$D/$1" ] && return 0
     [ -e "$D/ended-$peer" ] && { echo "sync.sh: VM $peer ended before '$1'" >&2; return 1; }
+    ((SECONDS < end)) || break
     sleep 0.05
   done
   echo "sync.sh: no '$1' after ${2:-120}s" >&2; return 1

@@ -22,22 +22,31 @@ A=192.168.77.1 B=192.168.77.2
 USCM=$USCM_VM_BIN/tools/uscm
 OUT=/tmp
 
-# run_pair NAME READY PORT SERVER... -- CLIENT...: a cmtime server, then the client
+# run_pair NAME READY PORT SERVER... ::: CLIENT...: a cmtime server, then the client
 # (which prints the step table); the server (Debian's cmtime serves until killed) is
 # stopped once the client is done. READY: kernel (a listener in `rdma resource`) or
 # uscm ("listening on" from the drop-in under USCM_DEBUG=1). Logs: $OUT/NAME-*.log.
+# The separator is ":::", not "--": `uscm exec ... -- cmtime` has its own "--" (once
+# split there, the server was `uscm exec --device rxe0` with no program, and the
+# wait for its "listening on" ran out its bound).
+# Every step is bounded ($T s, the server's stop 10 s): a hung half ends with a line
+# saying which step, and the other half still runs.
 run_pair() {
   local name=$1 ready=$2 port=$3; shift 3
   local -a server=() client=()
-  while [ "$1" != -- ]; do server+=("$1"); shift; done; shift
-  client=("$@")
+  while [ $# -gt 0 ] && [ "$1" != ::: ]; do server+=("$1"); shift; done
+  [ $# -gt 0 ] || { echo "$name: run_pair without ':::'"; return 1; }
+  shift; client=("$@")
   "${server[@]}" > "$OUT/$name-server.log" 2>&1 & local spid=$!
   if [ "$ready" = kernel ]; then kernel_listening "$port"; else
-    wait_for "$OUT/$name-server.log" 'listening on' || { cat "$OUT/$name-server.log"; return 1; }; fi
+    wait_for "$OUT/$name-server.log" 'listening on' "$spid"; fi ||
+    { echo "$name: the server did not listen"; sed "s/^/  $name-server| /" "$OUT/$name-server.log"
+      stop_pid "$spid"; return 1; }
   local t0=$EPOCHREALTIME
-  timeout $T "${client[@]}" > "$OUT/$name-client.log" 2>&1; local rc=$?
-  echo "$name: client exit $rc after $(echo "$EPOCHREALTIME - $t0" | bc) s"
-  kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+  timeout -k 10 $T "${client[@]}" > "$OUT/$name-client.log" 2>&1; local rc=$?
+  echo "$name: client exit $rc after $(echo "$EPOCHREALTIME - $t0" | bc) s$([ "$rc" = 124 ] &&
+    echo " (killed at the ${T} s bound)")"
+  stop_pid "$spid"
   sed "s/^/  $name| /" "$OUT/$name-client.log"
   [ "$rc" = 0 ]
 }
@@ -51,12 +60,12 @@ totals() {
 lsmod | grep -qw ib_cm && fail bench-uscm "ib_cm is loaded: the drop-in half needs the port's CM class"
 "$USCM_VM_BIN/tools/uscmd" --ca rxe0 --port 1 > $OUT/uscmd.log 2>&1 & UPID=$!
 wait_for $OUT/uscmd.log '^uscmd: rxe0 port 1' || fail bench-uscm "uscmd did not start"
-run_pair uscm uscm 7472 env USCM_DEBUG=1 "$USCM" exec --device rxe0 -- cmtime -b $A -p 7472 -c "$N" -- \
+run_pair uscm uscm 7472 env USCM_DEBUG=1 "$USCM" exec --device rxe0 -- cmtime -b $A -p 7472 -c "$N" ::: \
   "$USCM" exec --device rxe0 -- cmtime -s $A -b $A -p 7472 -c "$N" && pass bench-uscm || fail bench-uscm "see above"
-kill "$UPID"; wait "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log
+stop_pid "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log
 # (--device rxe0: `uscm exec` starts no uscmd for rxe1; with ours gone ib_cm may take rxe0's CM class)
 modprobe -a rdma_ucm rdma_cm ib_cm || fail bench-kernel "modprobe rdma_ucm rdma_cm ib_cm failed"
-run_pair kernel kernel 7471 cmtime -b $A -p 7471 -c "$N" -- \
+run_pair kernel kernel 7471 cmtime -b $A -p 7471 -c "$N" ::: \
   cmtime -s $A -b $B -p 7471 -c "$N" && pass bench-kernel || fail bench-kernel "see above"
 echo "cmtime -c $N, step totals (ms): kernel CM | uscm drop-in | kernel / uscm"
 awk -F'\t' 'NR == FNR { k[$1] = $2; order[++n] = $1; next } { u[$1] = $2 }
