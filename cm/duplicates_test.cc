@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mad/wire/cm_dreq.h"
+#include "mad/wire/cm_mra.h"
 #include "mad/wire/cm_rej.h"
 
 namespace uscm::cm {
@@ -81,6 +82,60 @@ TEST(DuplicatesTest, DuplicateReqInRepSentResendsTheRep) {
   p.a.HandleMad(p.now, p.addr_b, again[0].mad);
   EXPECT_THAT(testing::Types(DrainEvents(p.a)), ElementsAre(CmEventType::kConnectResponse));
   EXPECT_EQ(*p.a.State(a), CmState::kRepRcvd);
+}
+
+// rdma_cm's MRA (Linux IB_CM_MRA_FLAG_DELAY): MRA_REQ_SENT at once, but the
+// MRA goes out only when the REQ comes again; the peer then waits ~68 s more.
+TEST(DuplicatesTest, MraHeldForDuplicateReqGoesOutOnlyThen) {
+  Pair p;
+  ASSERT_TRUE(p.b.Listen(testing::kService, ~uint64_t{0}, 8, false).ok());
+  const ConnId a = *p.a.Connect(p.now, MakeConnect());
+  const OutgoingMad req = DrainTx(p.a).at(0);
+  p.b.HandleMad(p.now, p.addr_a, req.mad);
+  const ConnId b = DrainEvents(p.b).at(0).conn;
+  ASSERT_TRUE(p.b.SendMra(p.now, b, 24, {}, MraTiming::kOnDuplicate).ok());
+  EXPECT_TRUE(DrainTx(p.b).empty()) << "nothing on the wire until a duplicate";
+  EXPECT_EQ(*p.b.State(b), CmState::kMraReqSent);
+  EXPECT_FALSE(p.b.NextDeadline().has_value()) << "no auto-MRA timer left";
+  EXPECT_EQ(p.b.counters().mra_held, 1u);
+  EXPECT_EQ(p.b.counters().auto_mra, 0u);
+  const auto req_deadline = *p.a.NextDeadline();
+  EXPECT_LT(req_deadline, p.now + mad::Duration::Seconds(10));
+  p.b.HandleMad(p.now, p.addr_a, req.mad);  // the REQ again
+  auto mra = DrainTx(p.b);
+  ASSERT_EQ(mra.size(), 1u);
+  ASSERT_EQ(AttrOf(mra[0]), CmAttr::kMra);
+  auto r = mad::wire::MraRepr::Parse(mra[0].mad);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->message_mraed, mad::wire::MraMessage::kReq);
+  EXPECT_EQ(r->service_timeout, 24);
+  p.a.HandleMad(p.now, p.addr_b, mra[0].mad);
+  EXPECT_EQ(*p.a.State(a), CmState::kMraReqRcvd);
+  EXPECT_GT(*p.a.NextDeadline(), p.now + mad::Duration::Seconds(60)) << "REQ timer moved out";
+  // Accepting from MRA_REQ_SENT is the usual path.
+  ASSERT_TRUE(p.b.Accept(p.now, b, MakeAccept()).ok());
+  EXPECT_EQ(AttrOf(DrainTx(p.b).at(0)), CmAttr::kRep);
+}
+
+// The same for the REP on the active side (rdma_cm before its user's RTU).
+TEST(DuplicatesTest, MraHeldForDuplicateRepGoesOutOnlyThen) {
+  Pair p;
+  ASSERT_TRUE(p.b.Listen(testing::kService, ~uint64_t{0}, 8, false).ok());
+  Handshake h = ToRepRcvd(p);
+  ASSERT_TRUE(p.a.SendMra(p.now, h.a, 24, {}, MraTiming::kOnDuplicate).ok());
+  EXPECT_TRUE(DrainTx(p.a).empty());
+  EXPECT_EQ(*p.a.State(h.a), CmState::kMraRepSent);
+  p.a.HandleMad(p.now, p.addr_b, h.rep.mad);  // the REP again
+  auto mra = DrainTx(p.a);
+  ASSERT_EQ(mra.size(), 1u);
+  ASSERT_EQ(AttrOf(mra[0]), CmAttr::kMra);
+  EXPECT_EQ(mad::wire::MraRepr::Parse(mra[0].mad)->message_mraed, mad::wire::MraMessage::kRep);
+  p.b.HandleMad(p.now, p.addr_a, mra[0].mad);
+  EXPECT_EQ(*p.b.State(h.b), CmState::kMraRepRcvd);
+  EXPECT_GT(*p.b.NextDeadline(), p.now + mad::Duration::Seconds(60)) << "REP timer moved out";
+  ASSERT_TRUE(p.a.Rtu(p.now, h.a).ok());
+  EXPECT_EQ(AttrOf(DrainTx(p.a).at(0)), CmAttr::kRtu);
+  EXPECT_THAT(testing::Types(DrainEvents(p.a)), ElementsAre(CmEventType::kEstablished));
 }
 
 TEST(DuplicatesTest, LostRtuThenCommEstablished) {

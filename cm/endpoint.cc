@@ -219,11 +219,11 @@ void CmEndpoint::OnTimer(TimePoint now, ConnId id, TimerKind kind) {
     case TimerKind::kAutoMra:
       if (c.state == CmState::kReqRcvd) {
         ++counters_.auto_mra;
-        SendMraNow(c, MsgRef::kReq, config_.mra_service_timeout, {});
+        AnswerWithMra(c, MsgRef::kReq, config_.mra_service_timeout, {});
         c.state = CmState::kMraReqSent;
       } else if (c.state == CmState::kRepRcvd) {
         ++counters_.auto_mra;
-        SendMraNow(c, MsgRef::kRep, config_.mra_service_timeout, {});
+        AnswerWithMra(c, MsgRef::kRep, config_.mra_service_timeout, {});
         c.state = CmState::kMraRepSent;
       }
       return;

@@ -39,6 +39,12 @@ enum class BacklogPolicy : uint8_t {
   kDrop,    // silently dropped, as Linux: the peer's REQ retries may succeed later
 };
 
+// When SendMra's MRA goes on the wire.
+enum class MraTiming : uint8_t {
+  kNow,
+  kOnDuplicate,  // only in answer to a duplicate (Linux IB_CM_MRA_FLAG_DELAY)
+};
+
 struct CmConfig {
   // How IBA time codes become durations (exact 4.096us*2^t, or Linux's ms).
   mad::IbaTimeRounding rounding = mad::IbaTimeRounding::kExact;
@@ -95,8 +101,14 @@ class CmEndpoint {
                          std::span<const uint8_t> private_data) {
     return Reject(now, id, RejReason::kVendorOptionNotSupported, private_data);
   }
+  // MRA for the REQ (REQ_RCVD), REP (REP_RCVD) or LAP received: the state
+  // becomes MRA_*_SENT and the auto-MRA timer is off. kOnDuplicate sends
+  // nothing now, only in answer to a duplicate of that message (Linux's
+  // IB_CM_MRA_FLAG_DELAY, which rdma_cm sets on every REQ and REP it passes
+  // to its user): a peer that is answered within its timeout sees no MRA.
   absl::Status SendMra(mad::TimePoint now, ConnId id, uint8_t service_timeout,
-                       std::span<const uint8_t> private_data = {});
+                       std::span<const uint8_t> private_data = {},
+                       MraTiming timing = MraTiming::kNow);
   // Active side, after kConnectResponse: sends RTU, reports kEstablished.
   absl::Status Rtu(mad::TimePoint now, ConnId id,
                    std::span<const uint8_t> private_data = {});
@@ -210,8 +222,9 @@ class CmEndpoint {
   void HandleReq(mad::TimePoint now, const mad::MadAddress& from,
                  std::span<const uint8_t> mad);
   void HandleRtu(mad::TimePoint now, std::span<const uint8_t> mad);
-  void SendMraNow(Connection& c, MsgRef msg, uint8_t service_timeout,
-                  std::span<const uint8_t> pd);
+  // Sends the MRA (kNow) or keeps it for a duplicate (kOnDuplicate).
+  void AnswerWithMra(Connection& c, MsgRef msg, uint8_t service_timeout,
+                     std::span<const uint8_t> pd, MraTiming timing = MraTiming::kNow);
 
   // endpoint_disconnect.cc
   void HandleDreq(mad::TimePoint now, const mad::MadAddress& from,

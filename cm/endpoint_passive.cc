@@ -228,8 +228,13 @@ absl::Status CmEndpoint::Accept(TimePoint now, ConnId id, const AcceptParams& p)
   return absl::OkStatus();
 }
 
-void CmEndpoint::SendMraNow(Connection& c, MsgRef msg, uint8_t service_timeout,
-                            std::span<const uint8_t> pd) {
+void CmEndpoint::AnswerWithMra(Connection& c, MsgRef msg, uint8_t service_timeout,
+                               std::span<const uint8_t> pd, MraTiming timing) {
+  KeepReply(c, CmAttr::kMra, pd, msg, service_timeout);
+  if (timing == MraTiming::kOnDuplicate) {
+    ++counters_.mra_held;
+    return;  // ResendReply sends it when a duplicate comes
+  }
   mad::wire::MraRepr r;
   r.envelope.transaction_id = c.transaction_id;
   r.local_comm_id = c.local_comm_id;
@@ -238,11 +243,10 @@ void CmEndpoint::SendMraNow(Connection& c, MsgRef msg, uint8_t service_timeout,
   r.service_timeout = service_timeout;
   r.private_data = mad::wire::PrivateData(pd);
   Send(c.peer, r);
-  KeepReply(c, CmAttr::kMra, pd, msg, service_timeout);
 }
 
 absl::Status CmEndpoint::SendMra(TimePoint now, ConnId id, uint8_t service_timeout,
-                                 std::span<const uint8_t> private_data) {
+                                 std::span<const uint8_t> private_data, MraTiming timing) {
   auto found = FindOrError(id);
   if (!found.ok()) return found.status();
   Connection& c = **found;
@@ -255,13 +259,13 @@ absl::Status CmEndpoint::SendMra(TimePoint now, ConnId id, uint8_t service_timeo
     return s;
   }
   if (c.state == CmState::kReqRcvd) {
-    SendMraNow(c, MsgRef::kReq, service_timeout, private_data);
+    AnswerWithMra(c, MsgRef::kReq, service_timeout, private_data, timing);
     c.state = CmState::kMraReqSent;
   } else if (c.state == CmState::kRepRcvd) {
-    SendMraNow(c, MsgRef::kRep, service_timeout, private_data);
+    AnswerWithMra(c, MsgRef::kRep, service_timeout, private_data, timing);
     c.state = CmState::kMraRepSent;
   } else if (c.state == CmState::kEstablished && c.lap == LapState::kLapRcvd) {
-    SendMraNow(c, MsgRef::kOther, service_timeout, private_data);
+    AnswerWithMra(c, MsgRef::kOther, service_timeout, private_data, timing);
     c.lap = LapState::kMraLapSent;
   } else {
     return WrongState("SendMra", c.state);

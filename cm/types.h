@@ -319,6 +319,7 @@ struct CmCounters {
   uint64_t backlog_dropped = 0;
   uint64_t timeouts = 0;              // retries exhausted
   uint64_t auto_mra = 0;              // MRAs sent by the auto-MRA timer
+  uint64_t mra_held = 0;              // SendMra kOnDuplicate: kept for a duplicate
   uint64_t rep_resent_for_duplicate_req = 0;  // REP_SENT: a duplicate REQ got the REP again
 };
 
