@@ -489,6 +489,8 @@ class Device final : public cm::NodeObserver {
   void OnConnectRequest(mad::TimePoint now, cm::CmEvent& e);
   void OnSidrRequest(mad::TimePoint now, cm::CmEvent& e);
   void OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e);
+  // The REQ / REP now waits for the user: an MRA answers its duplicates.
+  void HoldMraForDuplicate(mad::TimePoint now, cm::ConnId conn);
   void OnSaResult(mad::TimePoint now, sa::SaResult& r);
   void OnMcEvent(sa::McEvent& e);
   // Drops the cached paths to the id's destination when its SA route proved
