@@ -84,6 +84,25 @@ TEST(DuplicatesTest, DuplicateReqInRepSentResendsTheRep) {
   EXPECT_EQ(*p.a.State(a), CmState::kRepRcvd);
 }
 
+// CmConfig::rep_for_duplicate_req = false (the rdma_cm API): as Linux, the
+// duplicate is dropped and the REP waits for its own timer.
+TEST(DuplicatesTest, DuplicateReqInRepSentDroppedWhenConfigured) {
+  CmConfig cb = testing::TestConfig();
+  cb.rep_for_duplicate_req = false;
+  Pair p(testing::TestConfig(), cb);
+  ASSERT_TRUE(p.b.Listen(testing::kService, ~uint64_t{0}, 8, false).ok());
+  ASSERT_TRUE(p.a.Connect(p.now, MakeConnect()).ok());
+  const OutgoingMad req = DrainTx(p.a).at(0);
+  p.b.HandleMad(p.now, p.addr_a, req.mad);
+  const ConnId b = DrainEvents(p.b).at(0).conn;
+  ASSERT_TRUE(p.b.Accept(p.now, b, MakeAccept()).ok());
+  DrainTx(p.b);  // the REP, lost
+  p.b.HandleMad(p.now, p.addr_a, req.mad);  // the REQ again
+  EXPECT_TRUE(DrainTx(p.b).empty());
+  EXPECT_EQ(p.b.counters().duplicates[0], 1u);
+  EXPECT_EQ(p.b.counters().rep_resent_for_duplicate_req, 0u);
+}
+
 // rdma_cm's MRA (Linux IB_CM_MRA_FLAG_DELAY): MRA_REQ_SENT at once, but the
 // MRA goes out only when the REQ comes again; the peer then waits ~68 s more.
 TEST(DuplicatesTest, MraHeldForDuplicateReqGoesOutOnlyThen) {

@@ -57,6 +57,11 @@ struct CmConfig {
   bool auto_mra = true;
   uint32_t auto_mra_percent = 50;
   uint8_t mra_service_timeout = 24;  // ~68.7 s, as Linux rdma_cm
+  // A duplicate REQ in REP_SENT: send the REP again at once (recovers a lost
+  // REP one REQ timeout sooner), or drop it and leave the REP to its own
+  // timer, as Linux cm_dup_req_handler (the rdma_cm API: under queueing each
+  // late duplicate otherwise costs a REP and an RTU more).
+  bool rep_for_duplicate_req = true;
   // TimeWait; default the connection's local ACK timeout (digest §4.4).
   absl::optional<mad::Duration> timewait;
   // Local comm IDs (and SIDR request IDs) all carry `comm_id_prefix` in their

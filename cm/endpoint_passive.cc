@@ -74,7 +74,8 @@ void CmEndpoint::HandleReq(TimePoint now, const mad::MadAddress& from,
     CountDuplicate(CmAttr::kReq);
     if (d->state == CmState::kMraReqSent) {
       ResendReply(*d);
-    } else if (d->state == CmState::kRepSent && d->out.armed && d->out.attr == CmAttr::kRep) {
+    } else if (d->state == CmState::kRepSent && d->out.armed && d->out.attr == CmAttr::kRep &&
+               config_.rep_for_duplicate_req) {
       // Our REP was lost (or is late): send it again now, without using one
       // of its retries. Linux drops this duplicate and waits for its REP
       // timer; answering recovers a lost REP one REQ timeout sooner when the

@@ -218,6 +218,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::CreateSimulated(sim::Scheduler& 
                                                                 mad::Transport& transport,
                                                                 std::function<bool()> has_input,
                                                                 DeviceOptions options) {
+  options.node.cm.rep_for_duplicate_req = false;  // as the kernel's cm_dup_req_handler
   auto node = std::make_unique<cm::SimNode>(scheduler, transport, std::move(has_input),
                                             options.node);
   return std::unique_ptr<Device>(new Device(std::move(node), nullptr, std::move(options)));
@@ -226,6 +227,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::CreateSimulated(sim::Scheduler& 
 absl::StatusOr<std::unique_ptr<Device>> Device::Create(mad::Transport& transport,
                                                        DeviceOptions options) {
   if (!options.node.seed.has_value()) options.node.seed = cm::RandomSeed();
+  options.node.cm.rep_for_duplicate_req = false;  // as the kernel's cm_dup_req_handler
   if (options.ephemeral_low == 32768 && options.ephemeral_high == 60999) {
     ReadLocalPortRange(&options.ephemeral_low, &options.ephemeral_high);
   }
