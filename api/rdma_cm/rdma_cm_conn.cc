@@ -343,6 +343,10 @@ absl::Status CmId::NotifyCommEst() {
   if (state_ != IdState::kAccepted) return WrongState("notify", state_, "ACCEPTED");
   absl::Status s = device_->node_->cm().NotifyCommEstablished(device_->node_->Now(), conn_);
   device_->node_->FlushLocked();
+  // The ESTABLISHED it emits is delivered by the next step: ask for one now.
+  // (It used to wait for the next MAD or timer; once the active side's CM no
+  // longer sent its own MRA for the REP, nothing came.)
+  device_->node_->RearmIfOutput();
   return Prefix("notify", s);
 }
 
