@@ -31,7 +31,37 @@ TimerWheel::TimerWheel(TimePoint start, Duration tick)
 // A bucket of k entries spans at most k/16 + 1 chunks (a partly used tail);
 // a cascade holds one more chunk whose entries have already moved on. So n
 // pending timers never need more than n/16 + 1 per bucket + 1 chunks.
-void TimerWheel::AllocBuckets() { buckets_.reset(new Bucket[kNumBuckets]()); }
+// Moves the sparse table's records to the array, for good.
+void TimerWheel::AllocBuckets() {
+  buckets_.reset(new Bucket[kNumBuckets]());
+  for (int i = 0; i < sparse_size_; ++i) buckets_[sparse_id_[i]] = sparse_[i];
+  sparse_size_ = 0;
+}
+
+TimerWheel::Bucket& TimerWheel::Add(uint16_t bucket) {
+  if (sparse_size_ == kSparseBuckets) {
+    AllocBuckets();
+    return buckets_[bucket];
+  }
+  const int i = sparse_size_++;
+  sparse_id_[i] = bucket;
+  sparse_[i] = Bucket{};
+  return sparse_[i];
+}
+
+void TimerWheel::Erase(uint16_t bucket) {
+  if (buckets_ != nullptr) {
+    buckets_[bucket] = Bucket{};
+    return;
+  }
+  for (int i = 0; i < sparse_size_; ++i) {
+    if (sparse_id_[i] != bucket) continue;
+    const int last = --sparse_size_;
+    sparse_id_[i] = sparse_id_[last];
+    sparse_[i] = sparse_[last];
+    return;
+  }
+}
 
 void TimerWheel::Reserve(size_t n) {
   if (buckets_ == nullptr) AllocBuckets();
@@ -63,8 +93,7 @@ uint32_t TimerWheel::GrowChunk() {
   return c;
 }
 
-uint32_t TimerWheel::AppendChunk(uint16_t bucket) {
-  Bucket& b = buckets_[bucket];
+uint32_t TimerWheel::AppendChunk(uint16_t bucket, Bucket& b) {
   const uint32_t c = AllocChunk(bucket);
   if (b.head == kNil) {
     b.head = c;
@@ -78,9 +107,8 @@ uint32_t TimerWheel::AppendChunk(uint16_t bucket) {
   return c << kChunkShift;
 }
 
-void TimerWheel::ShrinkTail(uint16_t bucket) {
-  Bucket& b = buckets_[bucket];
-  if (b.tail == b.head) return FreeBucket(bucket);
+void TimerWheel::ShrinkTail(uint16_t bucket, Bucket& b) {
+  if (b.tail == b.head) return FreeBucket(bucket, b);
   // The tail chunk is empty and is not the head: the chunk before it is full.
   const uint32_t empty = b.tail;
   b.tail = chunks_[empty].prev;
@@ -90,32 +118,40 @@ void TimerWheel::ShrinkTail(uint16_t bucket) {
 }
 
 bool TimerWheel::PopBack(uint16_t bucket, Entry* out) {
-  Bucket& b = buckets_[bucket];
-  if (b.head == kNil) return false;
-  const uint32_t last = b.end - 1;
+  Bucket* b = Find(bucket);
+  if (b == nullptr || b->head == kNil) return false;
+  const uint32_t last = b->end - 1;
   *out = entries_[last];
-  b.end = last;
-  if ((last & kChunkMask) == 0) ShrinkTail(bucket);
+  b->end = last;
+  if ((last & kChunkMask) == 0) ShrinkTail(bucket, *b);
   return true;
 }
 
+// `from` is non-empty (its bit is set), `to` empty.
 void TimerWheel::MoveBucket(uint16_t from, uint16_t to) {
-  const Bucket b = buckets_[from];
-  buckets_[from] = Bucket{};
   ClearBit(from);
-  buckets_[to] = b;
+  Bucket b;
+  if (buckets_ != nullptr) {
+    b = buckets_[from];
+    buckets_[from] = Bucket{};
+    buckets_[to] = b;
+  } else {
+    Bucket* record = Find(from);
+    if (record == nullptr) return;
+    b = *record;
+    sparse_id_[record - sparse_.data()] = to;  // the record now names `to`
+  }
   for (uint32_t c = b.head; c != kNil; c = chunks_[c].next) chunks_[c].owner = to;
 }
 
-void TimerWheel::FreeBucket(uint16_t bucket) {
-  Bucket& b = buckets_[bucket];
+void TimerWheel::FreeBucket(uint16_t bucket, Bucket& b) {
   uint32_t c = b.head;
   while (c != kNil) {
     const uint32_t next = chunks_[c].next;
     FreeChunk(c);
     c = next;
   }
-  b = Bucket{};
+  Erase(bucket);
   ClearBit(bucket);
 }
 
@@ -138,11 +174,9 @@ void TimerWheel::LinkFar(uint32_t index, uint64_t expire) {
 TimerWheel::Event TimerWheel::NextEvent() const {
   Event ev;
   if (size_ == 0) return ev;  // nothing pending (the overflow bucket too)
-  for (int level = 0; level < kLevels; ++level) {
+  if (const unsigned levels = level_mask_ & ((1u << kLevels) - 1); levels != 0) {
+    const int level = std::countr_zero(levels);  // the lowest occupied level
     const uint64_t* words = &occupied_[level * kWordsPerLevel];
-    uint64_t any = 0;
-    for (int w = 0; w < kWordsPerLevel; ++w) any |= words[w];
-    if (any == 0) continue;
     const int shift = kBitsPerLevel * level;
     const int now_slot = static_cast<int>((now_ >> shift) & kSlotMask);
     // First occupied slot at or after now_slot, cyclically.
@@ -168,9 +202,8 @@ TimerWheel::Event TimerWheel::NextEvent() const {
     ev.tick = std::max(tick, now_);
     ev.level = level;
     ev.slot = raw_slot & static_cast<int>(kSlotMask);
-    break;
   }
-  if ((occupied_[kOverflowWord] & 1) != 0) {
+  if ((level_mask_ & (1u << kLevels)) != 0) {
     // The earliest tick at which the earliest overflow timer fits the ring.
     const uint64_t top = overflow_min_ >> kTopShift;
     const uint64_t fits =
@@ -189,8 +222,8 @@ TimerWheel::Event TimerWheel::NextEvent() const {
 // overlap. The bucket is detached first; relinks land on lower levels.
 void TimerWheel::Cascade(int level, int slot) {
   const uint16_t bucket = static_cast<uint16_t>(level * kSlots + slot);
-  const Bucket b = buckets_[bucket];
-  buckets_[bucket] = Bucket{};
+  const Bucket b = Occupied(bucket);
+  Erase(bucket);
   ClearBit(bucket);
   // Entries [from, to) of chunk c.
   auto span = [&b](uint32_t c, uint32_t* from, uint32_t* to) {
@@ -298,7 +331,7 @@ absl::optional<TimePoint> TimerWheel::NextDeadline() const {
   const Event ev = NextEvent();
   if (ev.kind == EventKind::kNone) return absl::nullopt;
   if (ev.kind != EventKind::kCascade) return TickToTime(ev.tick);
-  const Bucket& b = buckets_[ev.level * kSlots + ev.slot];
+  const Bucket& b = *Find(static_cast<uint16_t>(ev.level * kSlots + ev.slot));
   if (b.head != b.tail) return TickToTime(ev.tick);
   uint64_t earliest = UINT64_MAX;
   for (uint32_t k = b.head << kChunkShift; k < b.end; ++k) {

@@ -31,6 +31,13 @@
 // chunk's owner is kept in a 12-byte record beside the chunk's links, so a
 // cancel touches the timer's node, that record, its bucket and the bucket's
 // tail, but not its own entry.
+// Bucket records: while at most kSparseBuckets buckets are non-empty (a wheel
+// holding a few timers), their records sit in a small table inside the wheel,
+// found by bucket number, instead of in the 1,538-record array (24 KB, one
+// cache line per bucket touched: on a cold wheel a miss per schedule, cancel
+// and cascade). The array is allocated when a bucket beyond that is needed
+// (or by Reserve) and used from then on. Only where a record is stored
+// changes: chunks, entries and every order are the same either way.
 // Timer state (payload, generation, entry position) is a 16-byte node in one
 // vector with a free list. After Reserve(n), up to n pending timers need no
 // allocation. Handles carry a 32-bit generation, so Cancel of a fired,
@@ -76,6 +83,8 @@ class TimerWheel {
   static constexpr int kSlots = 1 << kBitsPerLevel;  // buckets per level
   static constexpr int kLevels = 6;  // 256^6 = 2^48 ticks before overflow
   static constexpr int kRangeBits = kBitsPerLevel * kLevels;
+  // Non-empty buckets whose records fit the wheel's own table (below).
+  static constexpr int kSparseBuckets = 16;
 
   using Callback = absl::FunctionRef<void(TimerHandle, uint64_t payload)>;
 
@@ -120,6 +129,9 @@ class TimerWheel {
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  // Whether the bucket records moved to the 24 KB array (more than
+  // kSparseBuckets buckets were non-empty at once, or Reserve was called).
+  bool uses_bucket_array() const { return buckets_ != nullptr; }
   Duration tick() const { return Duration::Nanos(tick_ns_); }
   // The current time, rounded down to a tick.
   TimePoint now() const { return TickToTime(now_); }
@@ -189,10 +201,10 @@ class TimerWheel {
   void Append(uint16_t bucket, uint64_t expire, uint32_t index);
   // Makes room for one entry at the tail of a bucket whose tail chunk is full
   // or that has no chunk; returns the position to write.
-  uint32_t AppendChunk(uint16_t bucket);
+  uint32_t AppendChunk(uint16_t bucket, Bucket& b);
   void Remove(uint32_t slot);  // a pending timer's entry
   // The tail chunk became empty: frees it (and the bucket if that was all).
-  void ShrinkTail(uint16_t bucket);
+  void ShrinkTail(uint16_t bucket, Bucket& b);
   void Release(uint32_t index);  // node -> free list
 
   uint32_t AllocChunk(uint16_t owner);
@@ -206,37 +218,76 @@ class TimerWheel {
   bool PopBack(uint16_t bucket, Entry* out);
   // Moves bucket `from` (its chunks relabelled) to the empty bucket `to`.
   void MoveBucket(uint16_t from, uint16_t to);
-  void FreeBucket(uint16_t bucket);
-  void SetBit(uint16_t b) { occupied_[b >> 6] |= uint64_t{1} << (b & 63); }
-  void ClearBit(uint16_t b) { occupied_[b >> 6] &= ~(uint64_t{1} << (b & 63)); }
+  void FreeBucket(uint16_t bucket, Bucket& b);
+
+  // Bucket records (sparse table or array; see the top of this file).
+  // The record of `bucket`, or null if it is empty (the array's records of
+  // empty buckets are returned too: they read head == kNil).
+  const Bucket* Find(uint16_t bucket) const;
+  Bucket* Find(uint16_t bucket) {
+    return const_cast<Bucket*>(static_cast<const TimerWheel*>(this)->Find(bucket));
+  }
+  // The record of a non-empty bucket.
+  Bucket& Occupied(uint16_t bucket) { return *Find(bucket); }
+  // The record of `bucket`, added empty if absent (may move every record to
+  // the array: a reference to another record does not survive this call).
+  Bucket& FindOrAdd(uint16_t bucket);
+  Bucket& Add(uint16_t bucket);  // absent from the sparse table
+  // `bucket` is empty now: its record is forgotten (the array's is reset).
+  void Erase(uint16_t bucket);
+  // The occupancy bitmap and its summary (one bit per level and the
+  // overflow bucket), so that NextEvent reads one level's words, not all.
+  void SetBit(uint16_t b) {
+    occupied_[b >> 6] |= uint64_t{1} << (b & 63);
+    level_mask_ |= static_cast<uint8_t>(1u << (b / kSlots));
+  }
+  void ClearBit(uint16_t b) {
+    occupied_[b >> 6] &= ~(uint64_t{1} << (b & 63));
+    const int level = b / kSlots;
+    uint64_t any = 0;
+    for (int w = 0; w < kWordsPerLevel && level * kWordsPerLevel + w <= kOverflowWord; ++w) {
+      any |= occupied_[level * kWordsPerLevel + w];
+    }
+    if (any == 0) level_mask_ &= static_cast<uint8_t>(~(1u << level));
+  }
 
   Event NextEvent() const;
   void Cascade(int level, int slot);
   void DrainOverflow();
   void Fire(uint16_t bucket, Callback on_expire, size_t* fired);
 
+  // The fields every operation reads first, side by side (on a cold wheel
+  // each cache line is a miss).
+  uint64_t now_ = 0;  // current tick
+  size_t size_ = 0;
   const int64_t start_ns_;
   const uint64_t tick_ns_;
   const uint64_t tick_reciprocal_;  // floor((2^64 - 1) / tick_ns_)
-  uint64_t now_ = 0;                // current tick
-  size_t size_ = 0;
-  bool in_advance_ = false;
-
-  std::vector<Node> nodes_;
   uint32_t node_count_ = 0;  // nodes_.size()
   uint32_t free_head_ = kNil;
+  uint32_t free_chunk_ = kNil;
+  bool in_advance_ = false;
+  uint8_t level_mask_ = 0;  // bit L: level L has a non-empty bucket; bit kLevels: overflow
+  // The records of non-empty buckets while there are few (sparse_size_ of
+  // them, in no particular order), unused once buckets_ is allocated.
+  uint8_t sparse_size_ = 0;
+  std::array<uint16_t, kSparseBuckets> sparse_id_{};
+
+  std::vector<Node> nodes_;
   std::vector<Entry> entries_;         // kChunk per chunk
   // One record per chunk (its links and owner side by side: one cache line
   // to touch, where three arrays cost three misses on a cold wheel).
   std::vector<ChunkLinks> chunks_;
-  uint32_t free_chunk_ = kNil;
-  // Allocated at the first Schedule (24 KB): a wheel that never held a timer
-  // (an idle simulated host's CM endpoint and agent) costs a few hundred bytes.
+  std::array<Bucket, kSparseBuckets> sparse_{};
+  // Every bucket's record (24 KB), allocated when more than kSparseBuckets
+  // buckets are non-empty at once: a wheel that holds a few timers at a time
+  // (an idle or lightly used simulated host's CM endpoint and agent) never
+  // allocates it.
   std::unique_ptr<Bucket[]> buckets_;
   // Bit b of the bitmap: bucket b is non-empty (level L owns words
   // [L * kWordsPerLevel, (L + 1) * kWordsPerLevel); the overflow bucket is
   // bit 0 of word kOverflowWord).
-  std::array<uint64_t, kOverflowWord + 1> occupied_{};
+  alignas(32) std::array<uint64_t, kOverflowWord + 1> occupied_{};  // a level in one line
   uint64_t overflow_min_ = UINT64_MAX;  // <= min expiry in the overflow list
 };
 
@@ -286,6 +337,21 @@ inline bool TimerWheel::IsPending(TimerHandle handle) const {
   return Valid(handle);
 }
 
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline const TimerWheel::Bucket* TimerWheel::Find(
+    uint16_t bucket) const {
+  if (buckets_ != nullptr) return &buckets_[bucket];
+  for (int i = 0; i < sparse_size_; ++i) {
+    if (sparse_id_[i] == bucket) return &sparse_[i];
+  }
+  return nullptr;
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline TimerWheel::Bucket& TimerWheel::FindOrAdd(
+    uint16_t bucket) {
+  if (Bucket* b = Find(bucket)) return *b;
+  return Add(bucket);
+}
+
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t TimerWheel::AllocChunk(
     uint16_t owner) {
   uint32_t c = free_chunk_;
@@ -302,10 +368,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t TimerWheel::AllocChunk(
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Append(uint16_t bucket,
                                                             uint64_t expire,
                                                             uint32_t index) {
-  Bucket& b = buckets_[bucket];
+  Bucket& b = FindOrAdd(bucket);
   uint32_t slot = b.end;
   if ((slot & kChunkMask) == 0) [[unlikely]]
-    slot = AppendChunk(bucket);
+    slot = AppendChunk(bucket, b);
   b.end = slot + 1;
   entries_[slot] = Entry{expire, index};
   nodes_[index].slot = slot;
@@ -314,7 +380,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Append(uint16_t bucket,
 // Swap-remove: the bucket's last entry fills the hole.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Remove(uint32_t slot) {
   const uint16_t bucket = chunks_[slot >> kChunkShift].owner;
-  Bucket& b = buckets_[bucket];
+  Bucket& b = Occupied(bucket);
   const uint32_t last = b.end - 1;
   if (slot != last) {
     const Entry moved = entries_[last];
@@ -323,7 +389,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Remove(uint32_t slot) {
   }
   b.end = last;
   if ((last & kChunkMask) == 0) [[unlikely]]
-    ShrinkTail(bucket);
+    ShrinkTail(bucket, b);
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Release(uint32_t index) {
@@ -350,8 +416,6 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void TimerWheel::Link(uint32_t index,
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline TimerHandle TimerWheel::Schedule(
     TimePoint deadline, uint64_t payload) {
-  if (buckets_ == nullptr) [[unlikely]]
-    AllocBuckets();
   uint32_t index = free_head_;
   if (index != kNil) {
     free_head_ = nodes_[index].slot;

@@ -19,6 +19,10 @@
 //   bazel run -c opt //tests/bench:sim_scale_bench                 (2, 128, 1024, 10240 hosts)
 //   bazel run -c opt //tests/bench:sim_scale_bench -- --hosts=10240 --connections=1000000
 //
+// To profile the measured runs alone (not the set-up and warm-up):
+//   mkfifo ctl; perf record -D -1 --control=fifo:ctl -g -- sim_scale_bench --perf-fifo=ctl
+// The bench writes "enable" to the fifo before each measured run, "disable" after.
+//
 // Topologies: uscm sim --hosts=N's (mad/sim/fat_tree.h DefaultTopology).
 // Connections go host k -> k+1 (mod N), one every --interval-us of virtual
 // time, each a PathRecord query, REQ / REP / RTU and a disconnect.
@@ -75,6 +79,22 @@ struct Point {
   double p50_us = 0;
 };
 
+// perf's control fifo (perf record --control=fifo:PATH), or null.
+FILE* perf_ctl = nullptr;
+
+void PerfControl(const char* command) {
+  if (perf_ctl == nullptr) return;
+  std::fprintf(perf_ctl, "%s\n", command);
+  std::fflush(perf_ctl);
+}
+
+// The measured workload, out of line so that a profiler can select it alone:
+//   valgrind --tool=callgrind --cache-sim=yes --toggle-collect='*MeasuredRun*' sim_scale_bench
+__attribute__((noinline)) absl::StatusOr<WorkloadResult> MeasuredRun(SimWorld& world,
+                                                                     const WorkloadOptions& o) {
+  return RunWorkload(world, o);
+}
+
 bool RunPoint(int hosts, int connections, int64_t interval_us, bool warmup, Point* out) {
   using Clock = std::chrono::steady_clock;
   out->hosts = hosts;
@@ -121,9 +141,11 @@ bool RunPoint(int hosts, int connections, int64_t interval_us, bool warmup, Poin
     wakes0 += h->wakes();
     idle0 += h->idle_wakes();
   }
+  PerfControl("enable");
   const double cpu1 = CpuSeconds();
-  auto r = RunWorkload(**world, o);
+  auto r = MeasuredRun(**world, o);
   out->run_cpu_s = CpuSeconds() - cpu1;
+  PerfControl("disable");
   const auto t2 = Clock::now();
   if (!r.ok()) {
     std::fprintf(stderr, "%d hosts: %s\n", hosts, std::string(r.status().message()).c_str());
@@ -176,10 +198,16 @@ int Main(int argc, char** argv) {
       if (!absl::SimpleAtoi(a, &warmup) || warmup < 0 || warmup > 1) return 2;
     } else if (absl::ConsumePrefix(&a, "--interval-us=")) {
       if (!absl::SimpleAtoi(a, &interval_us) || interval_us < 0) return 2;
+    } else if (absl::ConsumePrefix(&a, "--perf-fifo=")) {
+      perf_ctl = std::fopen(std::string(a).c_str(), "w");
+      if (perf_ctl == nullptr) {
+        std::perror(std::string(a).c_str());
+        return 2;
+      }
     } else {
       std::fprintf(stderr,
                    "usage: sim_scale_bench [--hosts=2,128,1024,10240] [--connections=100000] "
-                   "[--interval-us=10] [--warmup=1]\n");
+                   "[--interval-us=10] [--warmup=1] [--perf-fifo=PATH]\n");
       return 2;
     }
   }
