@@ -6,15 +6,16 @@
 // 1. Finds the drop-in: --libdir, $USCM_LIBDIR, <bindir>/../lib/uscm (an
 //    installed tree, tools/install.sh), <bindir>/../api/librdmacm (bazel-bin).
 // 2. For every ACTIVE RDMA port without a live uscmd, starts one (the port's
-//    router, docs/ROUTER.md) in the background and waits until its socket
-//    answers, so that several programs share the port: the first program
+//    router, docs/ROUTER.md; cm/router/router_launch.h, which the drop-in
+//    itself uses too) and waits until its socket answers, so that several programs share the port: the first program
 //    would otherwise own the port's CM class and lock the others out.
 //    Always through uscmd: a program that owns the port itself cannot clean
 //    up when it is killed (kill -9), while uscmd sends what the kernel sends
 //    on process exit (DREQ for its established connections, REJ for pending
 //    ones; docs/ROUTER.md). So a uscmd that cannot start (no permission on
 //    /dev/infiniband/umad*, the kernel's ib_cm owns the CM class) is an
-//    error, unless --no-uscmd says the program may own the port.
+//    error, unless --no-uscmd says the program may own the port (it sets
+//    USCM_NO_USCMD=1, so the drop-in does not start one either).
 // 3. Holds one connection to every router open across the exec (an
 //    inherited descriptor): uscmd's idle timer (--idle-exit) starts only
 //    once PROGRAM and every other client are gone.
@@ -26,21 +27,17 @@
 // The uscmd it starts exits by itself S seconds (--idle-exit, default 30)
 // after its last client left; its log is /tmp/uscmd-<ca>-<port>.log.
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +45,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "api/librdmacm/port_choice.h"
+#include "cm/router/router_launch.h"
 #include "cm/router/router_transport.h"
 #include "cm/router/server.h"
 #include "tools/cli.h"
@@ -136,55 +134,6 @@ std::vector<ActivePort> ActivePorts() {
   return out;
 }
 
-std::string LastLine(const std::string& file) {
-  std::ifstream in(file);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return last;
-}
-
-// Starts uscmd for `p` in its own session; true once its socket answers.
-bool StartRouter(const std::string& uscmd, const ActivePort& p, int idle_exit_s) {
-  const std::string socket = router::DefaultRouterSocket(p.ca, p.port);
-  const std::string log = absl::StrCat("/tmp/uscmd-", p.ca, "-", p.port, ".log");
-  const std::string port = std::to_string(p.port);
-  const std::string idle = absl::StrCat("--idle-exit=", idle_exit_s);
-  const pid_t pid = fork();
-  if (pid < 0) return false;
-  if (pid == 0) {
-    setsid();
-    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (out >= 0) {
-      dup2(out, STDOUT_FILENO);
-      dup2(out, STDERR_FILENO);
-    }
-    if (null >= 0) dup2(null, STDIN_FILENO);
-    execl(uscmd.c_str(), uscmd.c_str(), "--ca", p.ca.c_str(), "--port", port.c_str(),
-          "--socket", socket.c_str(), idle.c_str(), static_cast<char*>(nullptr));
-    std::fprintf(stderr, "uscm exec: cannot run %s: %s\n", uscmd.c_str(), std::strerror(errno));
-    _exit(127);
-  }
-  // Ready when the socket answers; failed when uscmd exits first.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (router::RouterServesAt(socket)) return true;
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      std::fprintf(stderr, "uscm exec: uscmd for %s port %d did not start: %s\n", p.ca.c_str(),
-                   p.port, LastLine(log).c_str());
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::fprintf(stderr, "uscm exec: uscmd for %s port %d did not answer on %s within 10 s (see %s)\n",
-               p.ca.c_str(), p.port, socket.c_str(), log.c_str());
-  kill(pid, SIGTERM);
-  return false;
-}
-
 // A connection to the router at `socket`, inherited by the program (no
 // FD_CLOEXEC): the router counts it as a client until the program exits.
 // It never sends a frame; the program's own library connects separately.
@@ -269,6 +218,9 @@ int RunExec(int argc, char** argv) {
     std::fprintf(stderr, "uscm exec: %s\n", why.c_str());
     return kExitUsage;
   }
+  // The drop-in would start a uscmd by itself (api/c/router_on_demand.h):
+  // --no-uscmd tells it not to.
+  if (!start_uscmd) setenv("USCM_NO_USCMD", "1", 1);
   if (start_uscmd) {
     const std::string uscmd = (fs::path(SelfDir()) / "uscmd").string();
     for (const ActivePort& p : ActivePorts()) {
@@ -282,11 +234,16 @@ int RunExec(int argc, char** argv) {
                        uscmd.c_str(), p.ca.c_str(), p.port);
           return kExitFailure;
         }
-        if (!StartRouter(uscmd, p, idle_exit_s)) {
+        router::RouterLaunch launch;
+        launch.uscmd = uscmd;
+        launch.ca = p.ca;
+        launch.port = p.port;
+        launch.idle_exit_s = idle_exit_s;
+        if (absl::StatusOr<router::RouterLaunched> r = router::EnsureRouter(launch); !r.ok()) {
           std::fprintf(stderr,
-                       "uscm exec: not running %s without a router on %s port %d (pass "
-                       "--no-uscmd to let the program own the port)\n",
-                       argv[i], p.ca.c_str(), p.port);
+                       "uscm exec: %s\nuscm exec: not running %s without a router on %s port %d "
+                       "(pass --no-uscmd to let the program own the port)\n",
+                       std::string(r.status().message()).c_str(), argv[i], p.ca.c_str(), p.port);
           return kExitFailure;
         }
       }

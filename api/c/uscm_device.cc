@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "api/rdma_cm/rdma_cm.h"
+#include "api/c/router_on_demand.h"
 #include "cm/router/router_transport.h"
 #include "mad/umad_transport.h"
 #include "verbs/ipoib.h"
@@ -231,8 +232,11 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
   o.ca_name = ca;
   o.port_num = port;
   o.register_sa = !ethernet;  // no SA on RoCE
-  // Another process owns the CM class (EINVAL from umad_register): the host's
-  // uscmd for this port, as the tools do (docs/ROUTER.md).
+  // No router for the port yet: start the host's uscmd (router_on_demand.h),
+  // unless told not to; then the router, or the port itself. Another process
+  // owns the CM class (EINVAL from umad_register): the host's uscmd for this
+  // port, as the tools do (docs/ROUTER.md).
+  uscm::c_api::StartRouterOnDemand(ca, port);
   auto transport = uscm::router::OpenOwnerOrRouter(
       [&]() -> absl::StatusOr<std::unique_ptr<uscm::mad::Transport>> {
         auto u = uscm::mad::UmadTransport::Open(o);

@@ -1,0 +1,173 @@
+// EnsureRouter (router_launch.h): N processes that find no router start one
+// between them and are all served; the started router is detached from its
+// starter (session, descriptors, stdio) and outlives it; a uscmd that cannot
+// run is an error naming its log. The router is sim_uscmd_for_testing: the
+// real router::Server over a simulated port, with uscmd's command line.
+#include "cm/router/router_launch.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cm/router/router_testing.h"
+#include "cm/router/router_transport.h"
+#include "cm/router/server.h"
+#include "gtest/gtest.h"
+
+namespace uscm::router {
+namespace {
+
+constexpr int kClients = 8;
+
+// Exit codes of a client process.
+constexpr int kClientStarted = 0;
+constexpr int kClientFoundOne = 1;
+constexpr int kClientLaunchFailed = 2;
+constexpr int kClientNotServed = 3;
+
+std::string SimUscmd() {
+  const char* srcdir = getenv("TEST_SRCDIR");
+  return std::string(srcdir ? srcdir : ".") + "/uscm/cm/router/sim_uscmd_for_testing";
+}
+
+std::vector<std::string> Lines(const std::string& file) {
+  std::ifstream in(file);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+class RouterLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::ShortSocketDir() + "/launch";
+    std::filesystem::remove_all(dir_);
+    ASSERT_EQ(mkdir(dir_.c_str(), 0700), 0);
+    launch_.uscmd = SimUscmd();
+    launch_.ca = "sim0";
+    launch_.port = 1;
+    launch_.socket_path = dir_ + "/uscmd.sock";
+    launch_.log_path = dir_ + "/uscmd.log";
+    launch_.idle_exit_s = 0;  // the test stops it
+    starts_ = dir_ + "/starts";
+    setenv("USCM_TEST_STARTS", starts_.c_str(), 1);
+  }
+  void TearDown() override {
+    // Stop every router that was started (each wrote "started <pid>").
+    for (const std::string& line : Lines(starts_)) {
+      const pid_t pid = std::atoi(line.c_str() + strlen("started "));
+      if (pid > 0) kill(pid, SIGKILL);
+    }
+    std::filesystem::remove_all(dir_);
+  }
+
+  pid_t OnlyStartedPid() {
+    const std::vector<std::string> lines = Lines(starts_);
+    EXPECT_EQ(lines.size(), 1u);
+    return lines.empty() ? -1 : std::atoi(lines[0].c_str() + strlen("started "));
+  }
+
+  std::string dir_, starts_;
+  RouterLaunch launch_;
+};
+
+TEST_F(RouterLaunchTest, ConcurrentStartsStartOneRouterAndServeAll) {
+  // A barrier: every client blocks on the pipe until the parent closes it.
+  int barrier[2];
+  ASSERT_EQ(pipe(barrier), 0);
+  std::vector<pid_t> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(testing::SpawnChild([&] {
+      close(barrier[1]);
+      char c;
+      (void)!read(barrier[0], &c, 1);
+      absl::StatusOr<RouterLaunched> r = EnsureRouter(launch_);
+      if (!r.ok()) return kClientLaunchFailed;
+      auto t = RouterTransport::Connect(launch_.socket_path, mad::Duration::Seconds(10));
+      if (!t.ok()) return kClientNotServed;
+      return *r == RouterLaunched::kStarted ? kClientStarted : kClientFoundOne;
+    }));
+  }
+  close(barrier[0]);
+  close(barrier[1]);  // go
+  int started = 0, found = 0;
+  for (pid_t pid : clients) {
+    const int status = testing::WaitForExit(pid);
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    const int code = WEXITSTATUS(status);
+    ASSERT_TRUE(code == kClientStarted || code == kClientFoundOne) << "client exit " << code;
+    (code == kClientStarted ? started : found) += 1;
+  }
+  EXPECT_EQ(started, 1);
+  EXPECT_EQ(found, kClients - 1);
+  // Exactly one router process ran at all, and it still serves.
+  EXPECT_EQ(Lines(starts_).size(), 1u) << "router processes started";
+  EXPECT_TRUE(RouterServesAt(launch_.socket_path));
+}
+
+TEST_F(RouterLaunchTest, AServingRouterIsUsedAsItIs) {
+  ASSERT_EQ(EnsureRouter(launch_).value(), RouterLaunched::kStarted);
+  EXPECT_EQ(EnsureRouter(launch_).value(), RouterLaunched::kAlreadyServing);
+  EXPECT_EQ(Lines(starts_).size(), 1u);
+}
+
+TEST_F(RouterLaunchTest, StartedRouterIsDetachedAndOutlivesItsStarter) {
+  int marker[2];  // a descriptor the starter leaves inheritable
+  ASSERT_EQ(pipe(marker), 0);
+  struct stat pipe_stat;
+  ASSERT_EQ(fstat(marker[1], &pipe_stat), 0);
+  const pid_t starter = testing::SpawnChild([&] {
+    setpgid(0, 0);
+    if (!EnsureRouter(launch_).ok()) return kClientLaunchFailed;
+    kill(0, SIGKILL);  // the starter's whole process group, as a ^C would
+    return kClientLaunchFailed;
+  });
+  const int status = testing::WaitForExit(starter);
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  EXPECT_TRUE(RouterServesAt(launch_.socket_path));
+  const pid_t router = OnlyStartedPid();
+  ASSERT_GT(router, 0);
+  // A session of its own (led by the middle process of the double fork, gone
+  // now, so no controlling terminal can come back), not the starter's group.
+  EXPECT_NE(getsid(router), getsid(0));
+  EXPECT_NE(getsid(router), router);
+  EXPECT_EQ(getpgid(router), getsid(router));
+  EXPECT_NE(getpgid(router), starter);
+  const std::string fds = absl::StrCat("/proc/", router, "/fd/");
+  EXPECT_EQ(std::filesystem::read_symlink(fds + "0"), "/dev/null");
+  EXPECT_EQ(std::filesystem::read_symlink(fds + "1"), launch_.log_path);
+  EXPECT_EQ(std::filesystem::read_symlink(fds + "2"), launch_.log_path);
+  const std::string pipe_name = absl::StrCat("pipe:[", pipe_stat.st_ino, "]");
+  for (const auto& fd : std::filesystem::directory_iterator(fds)) {
+    std::error_code ec;
+    EXPECT_NE(std::filesystem::read_symlink(fd.path(), ec).string(), pipe_name)
+        << "inherited the starter's " << fd.path();
+  }
+  close(marker[0]);
+  close(marker[1]);
+  // Its log is its own stdout.
+  const std::vector<std::string> log = Lines(launch_.log_path);
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log[0], "sim uscmd: serving " + launch_.socket_path);
+}
+
+TEST_F(RouterLaunchTest, UscmdThatExitsIsAnErrorWithItsLogLine) {
+  launch_.uscmd = dir_ + "/no-such-uscmd";
+  absl::StatusOr<RouterLaunched> r = EnsureRouter(launch_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find("cannot be run"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find(launch_.log_path), std::string::npos) << r.status();
+}
+
+}  // namespace
+}  // namespace uscm::router
