@@ -76,7 +76,8 @@ constexpr char kUsage[] =
     "  --idle-exit S  a uscmd started here exits S seconds after its last client\n"
     "                 (default 30; 0: it keeps running)\n"
     "  --no-uscmd     start no router (the program owns the port itself and\n"
-    "                 nothing cleans up for it if it is killed)\n";
+    "                 nothing cleans up for it if it is killed); sets\n"
+    "                 USCM_NO_USCMD=1 so that the library starts none either\n";
 
 constexpr int kDefaultIdleExitSeconds = 30;
 

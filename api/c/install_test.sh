@@ -40,6 +40,9 @@ grep -q "errno $(python3 -c 'import errno; print(errno.ENODEV)')" "$TEST_TMPDIR/
 # uscm exec from the installed tree finds the installed drop-in.
 out=$("$prefix/bin/uscm" exec --no-uscmd -- sh -c 'echo "$LD_LIBRARY_PATH"')
 [[ "$out" == "$prefix/lib/uscm"* ]] || { echo "FAIL: LD_LIBRARY_PATH=$out"; exit 1; }
+# --no-uscmd tells the drop-in not to start a uscmd by itself either.
+out=$("$prefix/bin/uscm" exec --no-uscmd -- sh -c 'echo "$USCM_NO_USCMD"')
+[[ "$out" == "1" ]] || { echo "FAIL: --no-uscmd gave USCM_NO_USCMD=$out"; exit 1; }
 # --device names the port the drop-in serves (USCM_DEVICE); a malformed one is refused.
 out=$("$prefix/bin/uscm" exec --no-uscmd --device rxe1:1 -- sh -c 'echo "$USCM_DEVICE"')
 [[ "$out" == "rxe1:1" ]] || { echo "FAIL: --device rxe1:1 gave USCM_DEVICE=$out"; exit 1; }

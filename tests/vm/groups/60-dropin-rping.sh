@@ -10,17 +10,19 @@
 #      rdma_get_request, the CQs and channels rdma_create_qp makes), then ucmatose
 #      (its own CQs, sends 10 x 100 B each way), both directions
 #   4. (b alone) drop-in server and drop-in client as two processes on b's one port
-#      (rxe0, the client connects to b's own IP; rxe loops it back): without uscmd the
-#      second process cannot open the port (the first owns the CM class), checked as
-#      such; with uscmd (//tools:uscmd) running on rxe0 both open it through the router
-#      (uscm_device_open falls back to it) and ping.
+#      (rxe0, the client connects to b's own IP; rxe loops it back), installed by
+#      tools/install.sh in /tmp/uscm and run with LD_LIBRARY_PATH=/tmp/uscm/lib/uscm only:
+#      with USCM_NO_USCMD=1 the second process cannot open the port (the first owns the
+#      CM class), checked as such; by default the first program's library starts the
+#      port's uscmd (/tmp/uscm/bin/uscmd: its socket and log), the second goes through it,
+#      both ping, and the uscmd exits by its own idle timer (30 s after its last client).
 #   5. rdma_resolve_addr's failures as rping shows them, kernel (a) and drop-in (b), the same
 #      lines: a silent host on the link (ADDR_ERROR, -ETIMEDOUT once ARP gave up) and a
 #      destination without a route (the call fails: ENETUNREACH).
 # Every ping's data line is checked byte for byte (rping's pattern: "rdma-ping-N: "
 # then letters from 'A'+N, 63 characters). Readiness: the kernel listener shows in
 # `rdma resource show cm_id`; the drop-in says "listening on" with USCM_DEBUG=1.
-# targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd
+# targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm //api/c:libuscm.so.0
 . "$(dirname "$0")/../lib.sh"
 vm_pair --cm-a --timeout 600
 . "$(dirname "$0")/../dropin.sh"   # ping_lines, check_pings, finish
@@ -113,25 +115,31 @@ else
   wait_for /tmp/dropin-ucmatose-s.log 'listening on' && sync.sh signal dropin-ucmatose-ready
   finish dropin-ucmatose-served-kernel "$pid" /tmp/dropin-ucmatose-s.log
 
-  # 4. two drop-in processes on the one port of this VM: without uscmd ...
-  "${DROPIN[@]}" rping -s -a "$IP" -p 7176 -v > /tmp/dropin-s2.log 2>&1 & pid=$!
+  # 4. two drop-in programs on the one port of this VM, installed by tools/install.sh and
+  # run with LD_LIBRARY_PATH alone: with USCM_NO_USCMD=1 the first owns the port and the
+  # second cannot open it ...
+  check installed "$VM_DIR/../../tools/install.sh" --from="$USCM_VM_BIN" --prefix=/tmp/uscm
+  OWN=(env LD_LIBRARY_PATH=/tmp/uscm/lib/uscm USCM_DEBUG=1 timeout $T)
+  env USCM_NO_USCMD=1 "${OWN[@]}" rping -s -a "$IP" -p 7176 -v > /tmp/dropin-s2.log 2>&1 & pid=$!
   wait_for /tmp/dropin-s2.log 'listening on'
-  check_output second-process-needs-uscmd 'CM class.*uscmd' \
-    "${DROPIN[@]}" rping -c -a "$IP" -p 7176 -C 1
+  check_output opt-out-second-process-needs-uscmd 'CM class.*uscmd' \
+    env USCM_NO_USCMD=1 "${OWN[@]}" rping -c -a "$IP" -p 7176 -C 1
   kill "$pid"; wait "$pid"
-  # ... and with it
-  "$USCM_VM_BIN/tools/uscmd" --ca rxe0 --port 1 > /tmp/uscmd.log 2>&1 & upid=$!
-  wait_for /tmp/uscmd.log '^uscmd: rxe0 port 1'
-  "${DROPIN[@]}" rping -s -a "$IP" -p 7177 -v > /tmp/dropin-s3.log 2>&1 & pid=$!
+  check opt-out-started-no-uscmd test ! -e /tmp/uscmd-rxe0-1.sock
+  # ... and by default the first starts the port's uscmd (/tmp/uscm/bin/uscmd, no uscm
+  # exec, none by hand) and the second program goes through it
+  "${OWN[@]}" rping -s -a "$IP" -p 7177 -v > /tmp/dropin-s3.log 2>&1 & pid=$!
   wait_for /tmp/dropin-s3.log 'listening on'
-  "${DROPIN[@]}" rping -c -a "$IP" -p 7177 -v -C $N > /tmp/dropin-c3.log 2>&1
-  rc=$?; if [ $rc = 0 ]; then pass dropin-client-via-uscmd; else
-    sed 's/^/  | /' /tmp/dropin-c3.log | tail -n 30; fail dropin-client-via-uscmd "exit $rc"; fi
+  check_output first-program-started-uscmd 'rxe0 port 1: started /tmp/uscm/bin/uscmd' \
+    cat /tmp/dropin-s3.log
+  check uscmd-socket-from-library test -S /tmp/uscmd-rxe0-1.sock
+  check_output uscmd-log-from-library '^uscmd: rxe0 port 1' cat /tmp/uscmd-rxe0-1.log
+  "${OWN[@]}" rping -c -a "$IP" -p 7177 -v -C $N > /tmp/dropin-c3.log 2>&1
+  rc=$?; if [ $rc = 0 ]; then pass second-program-via-started-uscmd; else
+    sed 's/^/  | /' /tmp/dropin-c3.log | tail -n 30; fail second-program-via-started-uscmd "exit $rc"; fi
   check_pings dropin-client-via-uscmd-data /tmp/dropin-c3.log 'ping data: ' $N
   finish dropin-server-via-uscmd "$pid" /tmp/dropin-s3.log
   check_pings dropin-server-via-uscmd-data /tmp/dropin-s3.log 'server ping data: ' $N
-  kill "$upid"; wait "$upid"
-  check_output uscmd-routed-both 'clients 2 accepted, 0 refused' cat /tmp/uscmd.log
   # 5.
   kernel_says=$(sync.sh get kernel-resolve-errors $T)
   dropin_says=$(resolve_errors env LD_LIBRARY_PATH="$LIB")
@@ -144,6 +152,14 @@ else
   check_output resolve-silent-host-etimedout 'ADDR_ERROR, error -110' echo "$dropin_says"
   check_output resolve-no-route-enetunreach 'rdma_resolve_addr: Network is unreachable' \
     echo "$dropin_says"
+  # the started uscmd was not the programs': neither their exit nor their signals
+  # stopped it, it exited by its own idle timer (--idle-exit 30, counted from its last
+  # client), having served both programs (and step 5's when it was still there)
+  wait_for /tmp/uscmd-rxe0-1.log 'exiting \(--idle-exit\)'
+  check_output started-uscmd-exited-by-itself 'no client for 30 s: exiting \(--idle-exit\)' \
+    cat /tmp/uscmd-rxe0-1.log
+  check_output uscmd-served-both 'clients ([2-9]|[1-9][0-9]+) accepted, 0 refused' \
+    cat /tmp/uscmd-rxe0-1.log
   check a-side-passed bash -c "[ \"\$(sync.sh get a-failed $T)\" = 0 ]"
   sync.sh signal b-done
 fi
