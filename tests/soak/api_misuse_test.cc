@@ -210,7 +210,7 @@ TEST_F(ApiMisuseTest, EveryMisuseGivesItsErrorAndChangesNothing) {
          errno = e;
          return rc;
        },
-       EADDRINUSE, "bind_addr: port 7471 is in use in this port space (errno EADDRINUSE); se"},
+       EADDRINUSE, "bind_addr: 10.0.0.2:7471 is in use in this port space (errno EADDRINUSE); "},
       {"connect on a listener", [&] { return uscm_connect(listener, nullptr); }, EINVAL, "connect: id is in state LISTEN; expected ROUTE_RESOLVED"},
       {"accept on a listener", [&] { return uscm_accept(listener, nullptr); }, EINVAL, "accept: id is in state LISTEN; expected CONNECT_REQUEST"},
       {"disconnect a listener", [&] { return uscm_disconnect(listener); }, EINVAL, "disconnect: id is in state LISTEN; expected ESTABLISHED (RC), or DISCONN"},
