@@ -50,3 +50,12 @@ void resolve_to(struct rdma_cm_id* id, struct sockaddr_in* peer, const char* ind
   must(what, rdma_resolve_route(id, 2000));
   rdma_ack_cm_event(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
 }
+
+struct rdma_cm_id* new_id(void) {
+  struct rdma_cm_id* id;
+  if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) != 0) {
+    perror("rdma_create_id");
+    exit(1);
+  }
+  return id;
+}

@@ -21,6 +21,9 @@ void must(const char* what, int rc);
  * exits when there is none or it is not `want`. The caller acks it. */
 struct rdma_cm_event* expect(enum rdma_cm_event_type want);
 
+/* A new RDMA_PS_TCP id on `ch`; exits the program when there is none. */
+struct rdma_cm_id* new_id(void);
+
 /* IP and port as given on the command line; exits 2 when IP is no IPv4. */
 struct sockaddr_in ipv4_arg(const char* ip, const char* port);
 

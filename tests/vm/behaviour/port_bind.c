@@ -20,15 +20,6 @@
 
 #include "tests/vm/behaviour/behaviour.h"
 
-static struct rdma_cm_id* new_id(void) {
-  struct rdma_cm_id* id;
-  if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) != 0) {
-    perror("rdma_create_id");
-    exit(1);
-  }
-  return id;
-}
-
 static struct sockaddr_in6 any6(int port) {
   struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
   return a;

@@ -40,15 +40,6 @@ static void print_route(struct rdma_cm_id* id) {
   printf("\n");
 }
 
-static struct rdma_cm_id* new_id(void) {
-  struct rdma_cm_id* id;
-  if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) != 0) {
-    perror("rdma_create_id");
-    exit(1);
-  }
-  return id;
-}
-
 int main(int argc, char** argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: set_option LOCAL_IPV4 PEER_IPV4 PORT\n");
