@@ -53,11 +53,21 @@ bool Exited(pid_t pid) {
 class StartLock {
  public:
   static absl::StatusOr<StartLock> Take(const std::string& path, Clock::duration within) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
+    // O_NOFOLLOW and a regular file only: the lock lives in a directory
+    // anyone may write (/tmp), and a root program must not chmod what a
+    // planted symlink points at.
+    const int fd = open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (fd < 0) {
       return absl::InternalError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
     }
-    (void)fchmod(fd, 0666);  // so that another user's program can open it too (umask aside)
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      return absl::InternalError(absl::StrCat("cannot lock ", path, ": not a regular file"));
+    }
+    // So that another user's program can open it too (umask aside); only
+    // our own file.
+    if (st.st_uid == geteuid()) (void)fchmod(fd, 0666);
     const auto deadline = Clock::now() + within;
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK || Clock::now() >= deadline) {

@@ -169,5 +169,20 @@ TEST_F(RouterLaunchTest, UscmdThatExitsIsAnErrorWithItsLogLine) {
   EXPECT_NE(r.status().message().find(launch_.log_path), std::string::npos) << r.status();
 }
 
+// The start lock sits in a directory anyone may write: a symlink planted at
+// its path is refused, and what it points at keeps its mode.
+TEST_F(RouterLaunchTest, ASymlinkAtTheLockPathIsRefusedAndItsTargetUntouched) {
+  const std::string target = dir_ + "/precious";
+  std::ofstream(target) << "x";
+  ASSERT_EQ(chmod(target.c_str(), 0600), 0);
+  ASSERT_EQ(symlink(target.c_str(), (launch_.socket_path + ".lock").c_str()), 0);
+  absl::StatusOr<RouterLaunched> r = EnsureRouter(launch_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(".lock"), std::string::npos) << r.status();
+  struct stat st;
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+}
+
 }  // namespace
 }  // namespace uscm::router
