@@ -118,7 +118,10 @@ pid_t SpawnDetached(const std::vector<std::string>& args, const std::string& log
     signal(SIGHUP, SIG_DFL);
     (void)!chdir("/");
     const int in = open("/dev/null", O_RDONLY);
-    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    // O_NOFOLLOW: the log is in /tmp too (see StartLock); no log rather than
+    // truncating what a planted symlink points at.
+    int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+    if (out < 0) out = open("/dev/null", O_WRONLY);
     if (in >= 0) dup2(in, STDIN_FILENO);
     if (out >= 0) {
       dup2(out, STDOUT_FILENO);
