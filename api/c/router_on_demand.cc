@@ -58,7 +58,8 @@ void StartRouterOnDemand(const std::string& ca, int port) {
     return;
   }
   router::RouterLaunch launch;
-  const char* given = getenv("USCM_USCMD");
+  // secure_getenv: a set-user-ID program must not run a uscmd its caller names.
+  const char* given = secure_getenv("USCM_USCMD");
   const std::string own = OwnPath();
   launch.uscmd = given != nullptr && given[0] != '\0' ? given : UscmdBesideLibrary(own);
   if (launch.uscmd.empty()) {
