@@ -75,7 +75,8 @@ void StartRouterOnDemand(const std::string& ca, int port) {
   if (!r.ok()) {
     Debug(ca, port, std::string(r.status().message()) + ": the port is opened directly");
   } else if (*r == router::RouterLaunched::kStarted) {
-    Debug(ca, port, "started " + launch.uscmd + " (log " + router::DefaultRouterLog(ca, port) + ")");
+    Debug(ca, port,
+          "started " + launch.uscmd + " (log " + router::DefaultRouterLog(ca, port) + ")");
   }
 }
 

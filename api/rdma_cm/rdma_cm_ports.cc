@@ -111,7 +111,8 @@ absl::Status Device::CheckPort(const CmId* id, bool reuse) const {
     }
     if (addr.SameHost(cur_addr)) {
       return absl::AlreadyExistsError(absl::StrCat(
-          addr.ToString(), " is in use in this port space (errno EADDRINUSE); set REUSEADDR on both ids to "
+          addr.ToString(),
+          " is in use in this port space (errno EADDRINUSE); set REUSEADDR on both ids to "
           "share it"));
     }
   }
