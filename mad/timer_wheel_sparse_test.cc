@@ -25,7 +25,9 @@ struct Fired {
 // Drives two wheels through the same operations and records what fires.
 class Twins {
  public:
-  Twins() : sparse_(TimePoint::Epoch(), Duration::Micros(1)), dense_(TimePoint::Epoch(), Duration::Micros(1)) {
+  Twins()
+      : sparse_(TimePoint::Epoch(), Duration::Micros(1)),
+        dense_(TimePoint::Epoch(), Duration::Micros(1)) {
     dense_.Reserve(1);
   }
 

@@ -7,8 +7,9 @@
 //    installed tree, tools/install.sh), <bindir>/../api/librdmacm (bazel-bin).
 // 2. For every ACTIVE RDMA port without a live uscmd, starts one (the port's
 //    router, docs/ROUTER.md; cm/router/router_launch.h, which the drop-in
-//    itself uses too) and waits until its socket answers, so that several programs share the port: the first program
-//    would otherwise own the port's CM class and lock the others out.
+//    itself uses too) and waits until its socket answers, so that several
+//    programs share the port: the first program would otherwise own the
+//    port's CM class and lock the others out.
 //    Always through uscmd: a program that owns the port itself cannot clean
 //    up when it is killed (kill -9), while uscmd sends what the kernel sends
 //    on process exit (DREQ for its established connections, REJ for pending

@@ -140,7 +140,8 @@ TEST_F(CApiTest, NotifyEstablishesBeforeTheRtuAndPortsMatchBothWays) {
   Ack(0, USCM_CM_EVENT_CONNECT_RESPONSE);  // external QP: the RTU waits for establish
   ASSERT_EQ(uscm_notify(child), 0) << uscm_last_error();
   Ack(1, USCM_CM_EVENT_ESTABLISHED);
-  ExpectError(uscm_notify(child), EISCONN, "notify: the connection is established already");  // the kernel's cm_establish
+  // The kernel's cm_establish.
+  ExpectError(uscm_notify(child), EISCONN, "notify: the connection is established already");
   const uint64_t rtu_dups = Dev(1).node().cm().counters().duplicates[4];
   ASSERT_EQ(uscm_establish(id), 0) << uscm_last_error();  // sends the RTU
   ExpectQuiet();  // no second ESTABLISHED on the passive side
