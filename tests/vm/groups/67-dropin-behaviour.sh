@@ -26,7 +26,7 @@ LIB=$USCM_VM_BIN/api/librdmacm
 IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
 T=120
 # A second IPv4 address on a's NIC (/32: no route changes) for port_bind, and
-# until rxe has its RoCE v2 GID (::ffff:c0a8:xxxx in sysfs).
+# until rxe has its RoCE v2 GID for it (IPv4-mapped: ::ffff:c0a8:4d65 in sysfs for 192.168.77.101).
 SECOND=${IP%.*}.$(( ${IP##*.} + 100 ))
 second_address() {
   local nic gid i
