@@ -152,11 +152,21 @@ bool IsUd(rdma_port_space ps) { return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB;
 
 // ---- ids ----
 
-// The route addresses as uscm knows them now.
+// The route addresses as uscm knows them now, and route.addr.addr.ibaddr
+// (SGID, DGID, P_Key in network order) as librdmacm's ucma_query_addr copies
+// them from the kernel's answer, for every address family.
 void FillAddrs(Id* id) {
   uscm_addr a;
-  if (uscm_getname(id->state->uid, &a) == 0) ToSockaddr(a, &id->pub.route.addr.src_storage);
-  if (uscm_getpeer(id->state->uid, &a) == 0) ToSockaddr(a, &id->pub.route.addr.dst_storage);
+  rdma_ib_addr& ib = id->pub.route.addr.addr.ibaddr;
+  if (uscm_getname(id->state->uid, &a) == 0) {
+    ToSockaddr(a, &id->pub.route.addr.src_storage);
+    memcpy(ib.sgid.raw, a.gid, 16);
+    ib.pkey = htobe16(a.pkey);
+  }
+  if (uscm_getpeer(id->state->uid, &a) == 0) {
+    ToSockaddr(a, &id->pub.route.addr.dst_storage);
+    memcpy(ib.dgid.raw, a.gid, 16);
+  }
 }
 
 // id->verbs, port_num and the shared PD, once the id has its port.

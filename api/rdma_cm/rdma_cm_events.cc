@@ -31,6 +31,16 @@ int ErrnoFor(const absl::Status& s) {
   }
 }
 
+// ROUTE_ERROR's status as the kernel's cma_query_handler reports it (the
+// status ib_sa gives its callback): -ETIMEDOUT when the SA never answered
+// (sa_query.c send_handler, IB_WC_RESP_TIMEOUT_ERR), -EINVAL for an answer
+// with a non-zero MAD status (recv_handler), ERR_NO_RECORDS for a GID with no
+// path among them. An SA that answered Busy to every attempt: -EINVAL too
+// (the kernel reports its first Busy answer so).
+int RouteErrno(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kDeadlineExceeded ? -ETIMEDOUT : -EINVAL;
+}
+
 // The path from this side's point of view, from an SA PathRecord.
 cm::PathInfo Reversed(const cm::PathInfo& in) {
   cm::PathInfo p = in;
@@ -105,7 +115,7 @@ void Device::OnSaResult(mad::TimePoint, sa::SaResult& r) {
   if (!r.status.ok() || r.paths.empty()) {
     id->state_ = IdState::kAddrResolved;
     const absl::Status s = r.status.ok() ? absl::NotFoundError("no path") : r.status;
-    Post(id, EventType::kRouteError, ErrnoFor(s), std::string(s.message()));
+    Post(id, EventType::kRouteError, RouteErrno(s), std::string(s.message()));
     return;
   }
   id->path_ = cm::PathFromRecord(r.paths[0]);

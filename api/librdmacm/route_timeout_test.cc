@@ -1,0 +1,97 @@
+// ROUTE_ERROR when the SA never answers, through the drop-in's own calls: the
+// simulated two-host fabric (api/rdma_cm/rdma_cm_testing.h) with every MAD
+// the hosts send dropped, so the PathRecord query goes unanswered. The kernel
+// reports ROUTE_ERROR with status -ETIMEDOUT (sa_query.c send_handler gives
+// -ETIMEDOUT for IB_WC_RESP_TIMEOUT_ERR; cma_query_handler passes it on) and
+// puts the id back in ADDR_RESOLVED. af_ib_test has the SA's "no record".
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <string.h>
+
+#include <memory>
+
+#include "api/c/uscm_cma.h"
+#include "api/librdmacm/event_channel.h"
+#include "api/librdmacm/ids.h"
+#include "api/librdmacm/ids_testing.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
+#include "gtest/gtest.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+class RouteTimeoutTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sim::FaultInjectorOptions silent;
+    silent.seed = 7;
+    silent.send.drop = 1.0;  // nothing leaves either host: the SA hears no query
+    auto f = testing::SimFabric::Create(29, &silent);
+    ASSERT_TRUE(f.ok()) << f.status();
+    fabric_ = std::move(*f);
+    dev_ = uscm_device_wrap(fabric_->host(0).device.get());
+    ASSERT_EQ(UseDeviceForTesting(dev_), 0) << strerror(errno);
+    ch_ = NewEventChannel();
+    ASSERT_NE(ch_, nullptr);
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  }
+  void TearDown() override {
+    EXPECT_EQ(QueuedEvents(ch_), 0);
+    rdma_destroy_event_channel(ch_);
+    ResetBackendForTesting();
+    uscm_device_unwrap_free(dev_);
+  }
+
+  // The next event, running virtual time (at most `limit`) until the
+  // backend has one when none is queued.
+  rdma_cm_event* Next(rdma_cm_event_type want, mad::Duration limit) {
+    sim::Scheduler& s = fabric_->scheduler();
+    uscm_event_channel* backend = BackendChannel();
+    auto readable = [backend] {
+      pollfd p{backend->fd, POLLIN, 0};
+      return poll(&p, 1, 0) == 1;
+    };
+    if (QueuedEvents(ch_) == 0) {
+      EXPECT_TRUE(s.RunUntil(readable, s.Now() + limit).ok())
+          << "no event in " << limit.ToString() << "; want " << rdma_event_str(want);
+      EXPECT_GT(PumpEvents(), 0);
+    }
+    rdma_cm_event* e = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
+    if (e != nullptr) {
+      EXPECT_EQ(e->event, want) << rdma_event_str(e->event);
+    }
+    return e;
+  }
+
+  std::unique_ptr<testing::SimFabric> fabric_;
+  uscm_device* dev_ = nullptr;
+  rdma_event_channel* ch_ = nullptr;
+};
+
+TEST_F(RouteTimeoutTest, UnansweredPathQueryIsRouteErrorEtimedout) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  sockaddr_in dst = Ipv4("10.0.0.2", 7471);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
+  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ADDR_RESOLVED, mad::Duration::Seconds(1)));
+  for (int round = 0; round < 2; ++round) {
+    const mad::TimePoint asked = fabric_->scheduler().Now();
+    ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << "round " << round << ": " << strerror(errno);
+    rdma_cm_event* e = Next(RDMA_CM_EVENT_ROUTE_ERROR, mad::Duration::Seconds(120));
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->id, id);
+    EXPECT_EQ(e->status, -ETIMEDOUT) << "round " << round;
+    EXPECT_EQ(id->route.num_paths, 0);
+    rdma_ack_cm_event(e);
+    printf("round %d: ROUTE_ERROR after %s of virtual time\n", round,
+           (fabric_->scheduler().Now() - asked).ToString().c_str());
+  }
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+}  // namespace
+}  // namespace uscm::librdmacm
