@@ -8,6 +8,7 @@
 // recv_handler) and -ETIMEDOUT when it never answers (send_handler,
 // IB_WC_RESP_TIMEOUT_ERR); the id goes back to ADDR_RESOLVED, so a second
 // rdma_resolve_route is allowed (route_timeout_test: the silent SA).
+#include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
 #include <infiniband/ib.h>
@@ -66,15 +67,15 @@ class AfIbTest : public IdsTest {
     ASSERT_EQ(rdma_destroy_id(id), 0);
   }
 
-  // A peer id on host 1 listening on AF_IB (its GID, kSid).
-  uscm_cm_id* PeerListen() {
+  // A peer id on host 1 listening on AF_IB (its GID, `sid`).
+  uscm_cm_id* PeerListen(uscm_port_space ps = USCM_PS_IB, uint64_t sid = kSid) {
     uscm_cm_id* l = nullptr;
-    EXPECT_EQ(uscm_create_id(peer_ch_, &l, nullptr, USCM_PS_IB), 0) << uscm_last_error();
+    EXPECT_EQ(uscm_create_id(peer_ch_, &l, nullptr, ps), 0) << uscm_last_error();
     uscm_addr a = {};
     a.family = USCM_AF_IB;
     memcpy(a.gid, there_.raw, 16);
     a.pkey = 0xFFFF;
-    a.service_id = kSid;
+    a.service_id = sid;
     a.service_mask = ~uint64_t{0};
     a.port = kPort;
     EXPECT_EQ(uscm_bind_addr(l, &a), 0) << uscm_last_error();
@@ -232,6 +233,63 @@ TEST_F(AfIbTest, AcceptsOnAnIbAddress) {
   EXPECT_EQ(rdma_destroy_id(child), 0);
   EXPECT_EQ(rdma_destroy_id(listener), 0);
   peer_ids_ = {peer};
+}
+
+// rdma_getaddrinfo with AF_IB hints (RAI_FAMILY + RAI_NUMERICHOST: the GID
+// in IPv6 form, the port space and port in the ServiceID, as librdmacm's
+// ucma_convert_in6), then an RDMA_PS_TCP id (the answer's port space) resolves
+// and connects to that sockaddr_ib: the kernel's cma_select_ib_ps allows a TCP
+// id on AF_IB when the SID's port space is TCP (uscm refused anything but
+// RDMA_PS_IB: EINVAL at rdma_resolve_addr); an RDMA_PS_IPOIB id is refused
+// with EPROTONOSUPPORT, as by the kernel.
+TEST_F(AfIbTest, GetaddrinfoAfIbThenATcpIdConnects) {
+  const uint64_t tcp_sid = (uint64_t{RDMA_PS_TCP} << 16) + kPort;
+  uscm_cm_id* listener = PeerListen(USCM_PS_TCP, tcp_sid);
+  char gid_text[INET6_ADDRSTRLEN];
+  ASSERT_NE(inet_ntop(AF_INET6, there_.raw, gid_text, sizeof(gid_text)), nullptr);
+  rdma_addrinfo hints = {};
+  hints.ai_flags = RAI_NUMERICHOST | RAI_FAMILY;
+  hints.ai_family = AF_IB;
+  hints.ai_port_space = RDMA_PS_TCP;
+  rdma_addrinfo* rai = nullptr;
+  ASSERT_EQ(rdma_getaddrinfo(gid_text, std::to_string(kPort).c_str(), &hints, &rai), 0);
+  ASSERT_EQ(rai->ai_family, AF_IB);
+  ASSERT_EQ(rai->ai_port_space, RDMA_PS_TCP);
+  EXPECT_EQ(be64toh(reinterpret_cast<sockaddr_ib*>(rai->ai_dst_addr)->sib_sid), tcp_sid);
+
+  rdma_cm_id* ipoib = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &ipoib, nullptr, RDMA_PS_IPOIB), 0) << strerror(errno);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_addr(ipoib, nullptr, rai->ai_dst_addr, 2000), -1);
+  EXPECT_EQ(errno, EPROTONOSUPPORT);
+  EXPECT_EQ(rdma_destroy_id(ipoib), 0);
+
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, static_cast<rdma_port_space>(rai->ai_port_space)), 0)
+      << strerror(errno);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, rai->ai_dst_addr, 2000), 0) << strerror(errno);
+  rdma_freeaddrinfo(rai);
+  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ADDR_RESOLVED));
+  EXPECT_EQ(reinterpret_cast<const sockaddr_ib*>(rdma_get_local_addr(id))->sib_family, AF_IB);
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  rdma_conn_param param = {};
+  param.private_data = "tcp";
+  param.private_data_len = 3;
+  param.qp_num = 0x4444;
+  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(DataOf(pe->param.conn.private_data, 3), "tcp") << "AF_IB: no CMA header";
+  uscm_cm_id* passive = pe->id;
+  ASSERT_EQ(uscm_reject(passive, "no", 2), 0) << uscm_last_error();
+  uscm_ack_cm_event(pe);
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_REJECTED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(DataOf(e->param.conn.private_data, 2), "no");
+  rdma_ack_cm_event(e);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  peer_ids_ = {passive, listener};
 }
 
 // A GID nobody has: ADDR_RESOLVED (AF_IB is taken as given), then the SA

@@ -375,8 +375,8 @@ absl::Status CmId::BindAddr(const Address& addr) {
   if (state_ != IdState::kIdle || bound_) return WrongState("bind_addr", state_, "IDLE, unbound");
   const mad::LocalPort& port = device_->port();
   if (addr.family == Address::Family::kIb) {
-    if (ps_ != PortSpace::kIb) {
-      return absl::InvalidArgumentError("bind_addr: an AF_IB address needs RDMA_PS_IB");
+    if (absl::Status fits = internal::IbAddressFits("bind_addr", ps_, addr); !fits.ok()) {
+      return fits;
     }
     local_ = addr;
     if (local_.gid.is_zero()) local_.gid = port.gid;

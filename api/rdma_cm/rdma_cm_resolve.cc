@@ -21,6 +21,7 @@
 namespace uscm {
 namespace {
 
+using internal::IbAddressFits;
 using internal::Prefix;
 using internal::WrongState;
 
@@ -43,9 +44,11 @@ absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address
   if (state_ != IdState::kIdle) return WrongState("resolve_addr", state_, "IDLE");
   const mad::LocalPort& port = device_->port();
   if (dst.family == Address::Family::kIb) {
-    if (ps_ != PortSpace::kIb) {
-      return absl::InvalidArgumentError("resolve_addr: an AF_IB destination needs RDMA_PS_IB");
-    }
+    // The kernel checks the source it binds (ServiceID 0: any port space
+    // fits) and takes the destination's SID as given.
+    Address any_sid = dst;
+    any_sid.service_mask = 0;
+    if (absl::Status fits = IbAddressFits("resolve_addr", ps_, any_sid); !fits.ok()) return fits;
     if (!bound_) {
       local_ = Address::Ib(port.gid, port.lid, 0, dst.pkey);
       bound_ = true;
