@@ -35,8 +35,8 @@ int ErrnoFor(const absl::Status& s) {
 // status ib_sa gives its callback): -ETIMEDOUT when the SA never answered
 // (sa_query.c send_handler, IB_WC_RESP_TIMEOUT_ERR), -EINVAL for an answer
 // with a non-zero MAD status (recv_handler), ERR_NO_RECORDS for a GID with no
-// path among them. An SA that answered Busy to every attempt: -EINVAL too
-// (the kernel reports its first Busy answer so).
+// path among them. Any other failure (an SA that answered Busy to every
+// attempt, a malformed answer) is -EINVAL too; not compared with the kernel.
 int RouteErrno(const absl::Status& s) {
   return s.code() == absl::StatusCode::kDeadlineExceeded ? -ETIMEDOUT : -EINVAL;
 }

@@ -45,7 +45,8 @@ rping_pair() {
 for dev in rxe0 rxe1; do
   /tmp/uscm/bin/uscmd --ca $dev --port 1 > /tmp/uscmd-$dev.log 2>&1 & eval "uscmd_$dev=\$!"
 done
-wait_for /tmp/uscmd-rxe0.log '^uscmd: rxe0 port 1' && wait_for /tmp/uscmd-rxe1.log '^uscmd: rxe1 port 1'
+wait_for /tmp/uscmd-rxe0.log '^uscmd: rxe0 port 1' &&
+  wait_for /tmp/uscmd-rxe1.log '^uscmd: rxe1 port 1'
 check_output socket-mode-0666-owner-root '^666 root$' stat -c '%a %U' /tmp/uscmd-rxe0-1.sock
 check_output nobody-cannot-open-umad 'umad0: Permission denied' \
   "${NOBODY[@]}" sh -c 'exec 3<> /dev/infiniband/umad0'
@@ -53,7 +54,8 @@ rping_pair nobody-rping 7410
 check_output nobody-port-999-eacces '^rdma_bind_addr: Permission denied$' \
   "${NOBODY[@]}" "${LIB[@]}" rping -s -a $S -p 999
 "${LIB[@]}" rping -s -a $S -p 999 > /tmp/root-999.log 2>&1 & pid=$!
-check root-port-999-listens wait_for /tmp/root-999.log 'listening on 192.168.77.1 port 999' $pid
+check root-port-999-listens \
+  wait_for /tmp/root-999.log 'listening on 192.168.77.1 port 999' $pid
 stop_pid $pid
 stop_pid "$uscmd_rxe0"; stop_pid "$uscmd_rxe1"
 
@@ -62,10 +64,12 @@ check no-uscmd-running bash -c '! pgrep -x uscmd'
 rc=0; "${NOBODY[@]}" "${LIB[@]}" rping -s -a $S -p 7411 > /tmp/no-uscmd.log 2>&1 || rc=$?
 check nobody-without-uscmd-fails test "$rc" != 0
 check_output nobody-without-uscmd-debug-uscmd-failed \
-  'uscmd for rxe0 port 1 did not start: uscmd: cannot open the umad device of rxe0:1 .*Permission denied' \
+  'uscmd for rxe0 port 1 did not start: uscmd: cannot open the umad device of rxe0:1 .*'\
+'Permission denied' \
   cat /tmp/no-uscmd.log
 check_output nobody-without-uscmd-debug-no-permission \
-  'rdma_bind_addr: device_open: cannot open the umad device of rxe0:1 .*\[EACCES\]$' cat /tmp/no-uscmd.log
+  'rdma_bind_addr: device_open: cannot open the umad device of rxe0:1 .*\[EACCES\]$' \
+  cat /tmp/no-uscmd.log
 check_output nobody-without-uscmd-eacces '^rdma_bind_addr: Permission denied$' cat /tmp/no-uscmd.log
 check no-uscmd-left bash -c '! pgrep -x uscmd'
 
@@ -83,9 +87,12 @@ done
 check_output activated-socket-mode '^666 root$' stat -c '%a %U' /tmp/uscmd-rxe0-1.sock
 check no-uscmd-before-the-first-connection bash -c '! pgrep -x uscmd'
 rping_pair activated-rping 7412
-check_output activated-uscmd-rxe0 '^uscmd: rxe0 port 1 .*\(socket activation\)$' cat /tmp/activate-rxe0.log
-check_output activated-uscmd-rxe1 '^uscmd: rxe1 port 1 .*\(socket activation\)$' cat /tmp/activate-rxe1.log
+for dev in rxe0 rxe1; do
+  check_output activated-uscmd-$dev "^uscmd: $dev port 1 .*\\(socket activation\\)\$" \
+    cat /tmp/activate-$dev.log
+done
 stop_pid "$act_rxe0"; stop_pid "$act_rxe1"
-check_output activated-rxe0-served-one 'clients 1 accepted, 0 refused' cat /tmp/activate-rxe0.log
-check_output activated-rxe1-served-one 'clients 1 accepted, 0 refused' cat /tmp/activate-rxe1.log
+for dev in rxe0 rxe1; do
+  check_output activated-$dev-served-one 'clients 1 accepted, 0 refused' cat /tmp/activate-$dev.log
+done
 group_end
