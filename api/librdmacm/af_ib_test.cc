@@ -317,5 +317,26 @@ TEST_F(AfIbTest, RouteToAGidWithNoPathIsRouteErrorEinval) {
   EXPECT_EQ(rdma_destroy_id(id), 0);
 }
 
+// The same in synchronous mode (NULL channel): rdma_resolve_route returns -1
+// with errno EINVAL, as librdmacm's ucma_complete turns the event's negative
+// status into errno, and id->event holds the ROUTE_ERROR.
+TEST_F(AfIbTest, SynchronousRouteToAGidWithNoPathFailsWithEinval) {
+  SetDriverForTesting(&IdsTest::Drive, this);
+  ibv_gid nobody = there_;
+  nobody.raw[15] ^= 0x5A;
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(nullptr, &id, nullptr, RDMA_PS_IB), 0) << strerror(errno);
+  sockaddr_ib dst = IbAddr(nobody, kSid);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_route(id, 2000), -1);
+  EXPECT_EQ(errno, EINVAL) << strerror(errno);
+  ASSERT_NE(id->event, nullptr);
+  EXPECT_EQ(id->event->event, RDMA_CM_EVENT_ROUTE_ERROR);
+  EXPECT_EQ(id->event->status, -EINVAL);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
 }  // namespace
 }  // namespace uscm::librdmacm
