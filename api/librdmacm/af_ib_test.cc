@@ -292,6 +292,45 @@ TEST_F(AfIbTest, GetaddrinfoAfIbThenATcpIdConnects) {
   peer_ids_ = {passive, listener};
 }
 
+// An RDMA_PS_UDP id on AF_IB (the SID's port space UDP, as the kernel's
+// cma_select_ib_ps): SIDR to the peer's AF_IB UD listener; the drop-in's
+// ESTABLISHED carries the peer's QPN and Q_Key and the private data.
+TEST_F(AfIbTest, UdpIdResolvesAnIbAddressBySidr) {
+  const uint64_t udp_sid = (uint64_t{RDMA_PS_UDP} << 16) + kPort;
+  uscm_cm_id* listener = PeerListen(USCM_PS_UDP, udp_sid);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_UDP), 0) << strerror(errno);
+  sockaddr_ib dst = IbAddr(there_, udp_sid);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
+  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ADDR_RESOLVED));
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  rdma_conn_param param = {};
+  param.private_data = "ud";
+  param.private_data_len = 2;
+  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(DataOf(pe->param.ud.private_data, 2), "ud") << "AF_IB: no CMA header";
+  uscm_cm_id* passive = pe->id;
+  uscm_conn_param answer = {};
+  answer.qp_num = 0x5151;
+  answer.private_data = "ok";
+  answer.private_data_len = 2;
+  ASSERT_EQ(uscm_accept(passive, &answer), 0) << uscm_last_error();
+  uscm_ack_cm_event(pe);
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_ESTABLISHED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->status, 0);
+  EXPECT_EQ(e->param.ud.qp_num, 0x5151u);
+  EXPECT_NE(e->param.ud.qkey, 0u);
+  EXPECT_EQ(DataOf(e->param.ud.private_data, 2), "ok");
+  rdma_ack_cm_event(e);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  peer_ids_ = {passive, listener};
+}
+
 // A GID nobody has: ADDR_RESOLVED (AF_IB is taken as given), then the SA
 // answers ERR_NO_RECORDS: ROUTE_ERROR, status -EINVAL as the kernel's; the id
 // is back in ADDR_RESOLVED and may ask again.
