@@ -151,8 +151,8 @@ int main(int argc, char** argv) {
   const uscm::router::RouterCounters& c = (*server)->router().counters();
   std::printf(
       "uscmd: clients %llu accepted, %llu refused; MADs %llu to wire, %llu from wire, %llu to "
-      "clients; refused %llu, unroutable %llu, cleanup REJ %llu DREQ %llu; to clients queued %llu "
-      "(longest queue %llu), dropped %llu; wire send errors %llu\n",
+      "clients; refused %llu, unroutable %llu, cleanup REJ %llu DREQ %llu; duplicate REQs %llu; "
+      "to clients queued %llu (longest queue %llu), dropped %llu; wire send errors %llu\n",
       static_cast<unsigned long long>(c.clients_accepted),
       static_cast<unsigned long long>(c.clients_refused),
       static_cast<unsigned long long>(c.to_wire), static_cast<unsigned long long>(c.from_wire),
@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(c.wire_unroutable),
       static_cast<unsigned long long>(c.cleanup_rej),
       static_cast<unsigned long long>(c.cleanup_dreq),
+      static_cast<unsigned long long>(c.duplicate_reqs),
       static_cast<unsigned long long>((*server)->counters().queued_to_client),
       static_cast<unsigned long long>((*server)->counters().max_client_queue),
       static_cast<unsigned long long>((*server)->counters().dropped_to_client),

@@ -222,7 +222,12 @@ void Router::RouteWireCm(const mad::ReceivedMad& m) {
     }
     Client& c = clients_[*owner];
     const PeerKey key{req->local_comm_id, m.from.lid};
-    if (c.pending_reqs.size() < options_.max_tracked_per_client) {
+    if (c.answered_reqs.contains(key)) {
+      // A retransmission of a REQ the client answered (its REP was lost or
+      // late): its CM decides (drop, or MRA / REP again, as the kernel's
+      // cm_dup_req_handler); the connection is tracked already.
+      ++counters_.duplicate_reqs;
+    } else if (c.pending_reqs.size() < options_.max_tracked_per_client) {
       c.pending_reqs[key] = PendingReq{req->envelope.transaction_id, req->local_qpn, m.from};
     } else {
       ++counters_.untracked;
@@ -284,7 +289,7 @@ void Router::RouteWireCm(const mad::ReceivedMad& m) {
       t->tid = dreq->envelope.transaction_id;
     } else if (std::holds_alternative<w::RejRepr>(*msg) ||
                std::holds_alternative<w::DrepRepr>(*msg)) {
-      clients_[slot].conns.erase(ours);
+      ForgetConn(clients_[slot], ours);
     }
   }
   ToClient(slot, m.from, m.data);

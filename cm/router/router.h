@@ -78,6 +78,7 @@ struct RouterCounters {
   uint64_t cleanup_dreq = 0;
   uint64_t cleanup_drep = 0;      // for a peer's DREQ the client never answered
   uint64_t untracked = 0;         // a client's tracking table was full
+  uint64_t duplicate_reqs = 0;    // REQs of connections already answered (handed over only)
   uint64_t send_errors = 0;       // wire Transport::Send failed
   uint64_t mc_joins_merged = 0;   // joins answered without asking the SA
   uint64_t mc_leaves_merged = 0;  // leaves answered while others hold the group
@@ -164,6 +165,9 @@ class Router {
     ClientCredentials creds;
     absl::flat_hash_map<uint32_t, Track> conns;  // by our local comm ID
     absl::flat_hash_map<PeerKey, PendingReq> pending_reqs;
+    // REQs this client answered (REP / MRA), by the peer's key: our comm ID.
+    // A duplicate of one of them is handed over but not tracked again.
+    absl::flat_hash_map<PeerKey, uint32_t> answered_reqs;
     absl::flat_hash_set<PeerKey> pending_sidr;
     std::vector<uint32_t> tids;  // router TIDs this client holds
   };
@@ -227,6 +231,8 @@ class Router {
   absl::Status HandleClaim(uint8_t slot, const ClaimFrame& claim);
   void HandleRelease(uint8_t slot, const ClaimFrame& claim);
   void Cleanup(uint8_t slot, Client& c);
+  // Forgets the connection `local` of `c` (and its answered REQ).
+  static void ForgetConn(Client& c, uint32_t local);
 
   // Identical PathRecord Gets of several clients (router_sa.cc).
   struct SaFlight {

@@ -85,7 +85,7 @@ absl::Status Router::CheckAndTrackCm(uint8_t slot, Client& c, const mad::MadAddr
     }
     if (auto s = own("REJ.LocalCommID", rej->local_comm_id); !s.ok()) return s;
     c.pending_reqs.erase(key);
-    c.conns.erase(rej->local_comm_id);
+    ForgetConn(c, rej->local_comm_id);
     return absl::OkStatus();
   }
   uint32_t local = 0, remote = 0;
@@ -107,6 +107,7 @@ absl::Status Router::CheckAndTrackCm(uint8_t slot, Client& c, const mad::MadAddr
       if (p != c.pending_reqs.end()) {
         if (Track* t = track(local)) {
           *t = Track{Phase::kPassive, remote, p->second.remote_qpn, p->second.tid, p->second.peer};
+          c.answered_reqs[key] = local;
         }
         c.pending_reqs.erase(p);
       }
@@ -119,12 +120,21 @@ absl::Status Router::CheckAndTrackCm(uint8_t slot, Client& c, const mad::MadAddr
     }
     case w::CmAttr::kDreq:
     case w::CmAttr::kDrep:
-      c.conns.erase(local);
+      ForgetConn(c, local);
       break;
     default:
       break;
   }
   return absl::OkStatus();
+}
+
+void Router::ForgetConn(Client& c, uint32_t local) {
+  auto it = c.conns.find(local);
+  if (it == c.conns.end()) return;
+  const PeerKey key{it->second.remote_comm_id, it->second.peer.lid};
+  auto a = c.answered_reqs.find(key);
+  if (a != c.answered_reqs.end() && a->second == local) c.answered_reqs.erase(a);
+  c.conns.erase(it);
 }
 
 void Router::HandleClientOther(uint8_t slot, Client& c, const MadFrame& m) {
