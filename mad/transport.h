@@ -5,10 +5,12 @@
 #ifndef USCM_MAD_TRANSPORT_H_
 #define USCM_MAD_TRANSPORT_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -78,6 +80,36 @@ struct ReceivedMad {
   std::span<const uint8_t> data;
 };
 
+// The local address an rdma_cm listener is bound to, given with its service
+// claim so a router shared by several processes can apply the kernel's rules
+// to listeners of one port on different addresses (cma_check_port) and route
+// a REQ by the destination address in its rdma_cm IP header
+// (cma_find_listener). kNone: no address (AF_IB, or a claim of the service ID
+// as a whole).
+struct ListenAddress {
+  enum class Family : uint8_t { kNone = 0, kIpv4 = 4, kIpv6 = 6 };
+  Family family = Family::kNone;
+  // Network order; IPv4 in the last 4 bytes, 12 zero bytes in front (as the
+  // rdma_cm IP header carries it).
+  std::array<uint8_t, 16> ip{};
+  // RDMA_OPTION_ID_AFONLY: an IPv6 wildcard that does not take IPv4. The
+  // kernel sets it on every IPv4 id, and on IPv6 ones from bindv6only.
+  bool af_only = false;
+
+  static ListenAddress Ipv4(uint32_t host_order, bool af_only = true) {
+    ListenAddress a;
+    a.family = Family::kIpv4;
+    for (int i = 0; i < 4; ++i) a.ip[12 + i] = static_cast<uint8_t>(host_order >> (24 - 8 * i));
+    a.af_only = af_only;
+    return a;
+  }
+  friend bool operator==(const ListenAddress&, const ListenAddress&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const ListenAddress& a) {
+    return H::combine(std::move(h), a.family, a.ip, a.af_only);
+  }
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -98,10 +130,13 @@ class Transport {
   // A transport that shares the port with other processes (cm/router) must
   // be told which service IDs this process listens on, so REQ / SIDR_REQ for
   // them are routed here. A transport that owns the port accepts everything.
-  virtual absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse) {
+  // `address` is the listener's (every override declares the same default).
+  virtual absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
+                                    const ListenAddress& address = {}) {
     return absl::OkStatus();
   }
-  virtual void ReleaseService(uint64_t service_id, uint64_t mask) {}
+  virtual void ReleaseService(uint64_t service_id, uint64_t mask,
+                              const ListenAddress& address = {}) {}
 
   // OK while the transport works; once it is gone for good (cm/router: the
   // uscmd router exited), why. A Node turns the loss into

@@ -341,7 +341,7 @@ void Device::FreeId(CmId* id) {
   }
   if (id->listen_.valid()) {
     (void)node_->cm().StopListening(id->listen_);
-    Release(id->listen_sid_, id->listen_mask_);
+    Release(id->listen_sid_, id->listen_mask_, id->listen_address_);
     by_listen_.erase(Pack(id->listen_.index, id->listen_.generation));
   }
   if (id->sa_query_ != 0) by_query_.erase(id->sa_query_);

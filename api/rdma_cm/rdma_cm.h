@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -35,6 +36,7 @@
 #include "cm/types.h"
 #include "mad/gid.h"
 #include "mad/time.h"
+#include "mad/transport.h"
 
 namespace uscm {
 
@@ -285,6 +287,7 @@ class CmId {
   // Guarded by the channel mutex: events queued or delivered, not acked.
   int unacked_ = 0;
   uint64_t listen_sid_ = 0, listen_mask_ = 0;  // claimed from a shared port's router
+  mad::ListenAddress listen_address_;           // with this address
   uint64_t sa_query_ = 0;           // outstanding route query
   uint64_t resolve_seq_ = 0;        // which resolve_addr a pending answer belongs to
   absl::optional<cm::Ece> local_ece_;
@@ -420,6 +423,9 @@ struct DeviceOptions {
 void ReadLocalPortRange(uint16_t* low, uint16_t* high);
 // net.ipv6.bindv6only (false when it cannot be read).
 bool ReadBindV6Only();
+// What a router claim says of a bound address (mad::ListenAddress): IP
+// family, address and AFONLY; AF_IB none.
+mad::ListenAddress ListenAddressOf(const Address& a, bool af_only);
 
 // The GID of an IP address on a RoCE v2 port (IPv4-mapped for IPv4).
 mad::Gid RoceGidOf(const Address& ip);
@@ -511,10 +517,11 @@ class Device final : public cm::NodeObserver {
   // to dst itself, else a wildcard of its family (or an IPv6 wildcard that is
   // not AF-only, for IPv4), else null (the kernel's cma_find_listener).
   CmId* ListenerFor(CmId* first, const Address& dst) const;
-  // Router claims of this device's listeners, counted per ServiceID: two
-  // listeners on one port (two addresses) share one claim.
-  absl::Status Claim(uint64_t sid, uint64_t mask, bool reuse);
-  void Release(uint64_t sid, uint64_t mask);
+  // Router claims of this device's listeners, counted per (ServiceID,
+  // address): the router routes a request by its destination address, so
+  // listeners on two addresses of one port make two claims.
+  absl::Status Claim(uint64_t sid, uint64_t mask, bool reuse, const mad::ListenAddress& address);
+  void Release(uint64_t sid, uint64_t mask, const mad::ListenAddress& address);
   // rdma_cm_resolve.cc: destinations the kernel is still resolving (ARP /
   // ND), probed by one thread until each resolves or its timeout passes.
   struct PendingResolve {
@@ -539,7 +546,8 @@ class Device final : public cm::NodeObserver {
   absl::flat_hash_map<uint64_t, CmId*> by_query_;   // SA query id
   absl::flat_hash_map<uint64_t, CmId*> by_ticket_;  // multicast ticket
   absl::flat_hash_map<uint32_t, std::vector<CmId*>> port_owners_;  // (ps << 16 | port)
-  absl::flat_hash_map<uint64_t, int> claims_;  // ServiceID -> listeners holding it
+  // (ServiceID, address) -> listeners holding the claim.
+  absl::flat_hash_map<std::pair<uint64_t, mad::ListenAddress>, int> claims_;
   uint16_t next_port_ = 0;
   uint64_t ephemeral_moves_ = 0;  // the next ephemeral port tried (DeviceOptions)
   uint64_t rng_state_;

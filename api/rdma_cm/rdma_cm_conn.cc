@@ -172,7 +172,10 @@ absl::Status CmId::Listen(int backlog) {
     if (!l.ok()) return Prefix("listen", l.status());
     // On a port shared through uscmd the router must route this service's
     // REQs here (OK at once when the process owns the port).
-    absl::Status claim = device_->Claim(sid, mask, opts().reuse_addr);
+    // The router also applies the kernel's address rules between processes
+    // and routes by the request's destination address (cm/router/listen_address.h).
+    listen_address_ = ListenAddressOf(local_, af_only_);
+    absl::Status claim = device_->Claim(sid, mask, opts().reuse_addr, listen_address_);
     if (claim.ok()) break;
     (void)device_->node_->cm().StopListening(*l);
     if (!ephemeral_port_ || !local_.is_ip() || !absl::IsAlreadyExists(claim) || moves >= 256) {

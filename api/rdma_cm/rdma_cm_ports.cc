@@ -145,12 +145,24 @@ CmId* Device::ListenerFor(CmId* first, const Address& dst) const {
   return wildcard;
 }
 
-absl::Status Device::Claim(uint64_t sid, uint64_t mask, bool reuse) {
-  int& n = claims_[sid];
+mad::ListenAddress ListenAddressOf(const Address& a, bool af_only) {
+  mad::ListenAddress l;
+  if (!a.is_ip()) return l;
+  l.family = a.family == Address::Family::kIpv4 ? mad::ListenAddress::Family::kIpv4
+                                                : mad::ListenAddress::Family::kIpv6;
+  l.ip = a.ip;
+  l.af_only = af_only;
+  return l;
+}
+
+absl::Status Device::Claim(uint64_t sid, uint64_t mask, bool reuse,
+                           const mad::ListenAddress& address) {
+  const std::pair<uint64_t, mad::ListenAddress> key{sid, address};
+  int& n = claims_[key];
   if (n == 0) {
-    absl::Status s = node_->transport().ClaimService(sid, mask, reuse);
+    absl::Status s = node_->transport().ClaimService(sid, mask, reuse, address);
     if (!s.ok()) {
-      claims_.erase(sid);
+      claims_.erase(key);
       return s;
     }
   }
@@ -158,11 +170,11 @@ absl::Status Device::Claim(uint64_t sid, uint64_t mask, bool reuse) {
   return absl::OkStatus();
 }
 
-void Device::Release(uint64_t sid, uint64_t mask) {
-  auto it = claims_.find(sid);
+void Device::Release(uint64_t sid, uint64_t mask, const mad::ListenAddress& address) {
+  auto it = claims_.find(std::pair<uint64_t, mad::ListenAddress>{sid, address});
   if (it == claims_.end() || --it->second > 0) return;
   claims_.erase(it);
-  node_->transport().ReleaseService(sid, mask);
+  node_->transport().ReleaseService(sid, mask, address);
 }
 
 }  // namespace uscm

@@ -1,8 +1,10 @@
 #include "cm/router/frame.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "mad/status_errno.h"
 
 namespace uscm::router {
 namespace {
@@ -192,6 +194,9 @@ std::vector<uint8_t> EncodeClaim(FrameType type, const ClaimFrame& c) {
   w.U64(c.service_id);
   w.U64(c.mask);
   w.U8(c.reuse ? 1 : 0);
+  w.U8(static_cast<uint8_t>(c.address.family));
+  w.Bytes(c.address.ip);
+  w.U8(c.address.af_only ? 1 : 0);
   return out;
 }
 
@@ -201,6 +206,7 @@ std::vector<uint8_t> EncodeReply(const ReplyFrame& r) {
   w.U32(r.request);
   w.U32(static_cast<uint32_t>(r.status.code()));
   w.Str(std::string(r.status.message()));
+  w.U32(static_cast<uint32_t>(std::max(0, mad::ErrnoOf(r.status))));
   return out;
 }
 
@@ -277,8 +283,37 @@ absl::StatusOr<ClaimFrame> DecodeClaim(std::span<const uint8_t> frame) {
   c.request = r.U32("request");
   c.service_id = r.U64("service_id");
   c.mask = r.U64("mask");
-  c.reuse = r.U8("reuse") != 0;
+  const uint8_t reuse = r.U8("reuse");
+  const uint8_t family = r.U8("address.family");
+  auto ip = r.Bytes("address.ip", 16);
+  const uint8_t af_only = r.U8("address.af_only");
   if (!r.status().ok()) return r.status();
+  if (reuse > 1 || af_only > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("router claim frame: reuse ", reuse,
+                                                   ", af_only ", af_only, "; each is 0 or 1"));
+  }
+  using Family = mad::ListenAddress::Family;
+  if (family != 0 && family != 4 && family != 6) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "router claim frame: address family ", family, "; expected 0 (none), 4 or 6"));
+  }
+  c.reuse = reuse != 0;
+  c.address.family = static_cast<Family>(family);
+  std::memcpy(c.address.ip.data(), ip.data(), 16);
+  c.address.af_only = af_only != 0;
+  const bool ip_zero = std::all_of(ip.begin(), ip.end(), [](uint8_t b) { return b == 0; });
+  if (c.address.family == Family::kNone && (!ip_zero || c.address.af_only)) {
+    return absl::InvalidArgumentError(
+        "router claim frame: address family 0 (none) with an IP or af_only set");
+  }
+  if (c.address.family == Family::kIpv4 &&
+      !std::all_of(ip.begin(), ip.begin() + 12, [](uint8_t b) { return b == 0; })) {
+    return absl::InvalidArgumentError(
+        "router claim frame: IPv4 address with non-zero bytes before its last 4");
+  }
+  if (r.Rest().size() != 0) {
+    return absl::InvalidArgumentError("router claim frame: bytes after address.af_only");
+  }
   return c;
 }
 
@@ -289,9 +324,17 @@ absl::StatusOr<ReplyFrame> DecodeReply(std::span<const uint8_t> frame) {
   rep.request = r.U32("request");
   const uint32_t code = r.U32("code");
   std::string msg = r.Str("message");
+  const uint32_t err = r.U32("errno");
   if (!r.status().ok()) return r.status();
   if (code > 16) return absl::InvalidArgumentError(absl::StrCat("router reply: code ", code));
+  // 4095: the kernel's MAX_ERRNO.
+  if (err > 4095 || (err != 0 && code == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("router reply: errno ", err, " with code ", code,
+                     "; an errno is at most 4095 and comes only with an error"));
+  }
   rep.status = absl::Status(static_cast<absl::StatusCode>(code), msg);
+  if (err != 0) rep.status = mad::WithErrno(std::move(rep.status), static_cast<int>(err));
   return rep;
 }
 

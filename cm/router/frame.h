@@ -1,7 +1,10 @@
 // The messages between uscmd (the per-port MAD router) and its clients, one
 // per SOCK_SEQPACKET message. Every frame starts with an 8-byte header:
 //
-//   magic "UR" (0x55 0x52), version 1, type, 4 reserved bytes (0)
+//   magic "UR" (0x55 0x52), version 2, type, 4 reserved bytes (0)
+//
+// Version 2: a claim carries the listener's address (family, IP, AFONLY) and
+// a reply the errno the client should report.
 //
 // then a type-specific body in little-endian order. A MAD frame carries the
 // UD address vector (38 bytes) and the MAD itself, so one MAD = one message.
@@ -20,7 +23,7 @@
 
 namespace uscm::router {
 
-inline constexpr uint8_t kFrameVersion = 1;
+inline constexpr uint8_t kFrameVersion = 2;
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr size_t kAddressBytes = 38;
 // Largest frame: a MAD frame with an RMPP-coalesced SA response (umad).
@@ -54,12 +57,17 @@ struct MadFrame {
   std::span<const uint8_t> mad;  // points into the decoded buffer
 };
 
+// Body: request u32, service_id u64, mask u64, reuse u8 (0 / 1), then the
+// listener's address: family u8 (0 none, 4, 6), ip 16 bytes (network order;
+// IPv4 in the last 4, the 12 before zero; all zero for none), af_only u8
+// (0 / 1; 0 for none). Anything else is refused by name.
 struct ClaimFrame {
   uint32_t request = 0;  // echoed in the reply
   uint64_t service_id = 0;
   uint64_t mask = 0;
   bool reuse = false;  // REUSEADDR of the listening id (informational: the
                        // router refuses another process's overlap either way)
+  mad::ListenAddress address = {};  // what the claim covers within the service
 };
 
 // Not StatusOr<Status>: that type cannot tell a decode error from a value.
@@ -67,6 +75,9 @@ struct RefusedFrame {
   absl::Status why;  // never OK
 };
 
+// Body: request u32, code u32, message (u16 length + bytes), errno u32 (0:
+// none; else mad::WithErrno on `status`, e.g. EADDRNOTAVAIL for a listen
+// against a wildcard, where the status code alone would say EADDRINUSE).
 struct ReplyFrame {
   uint32_t request = 0;
   absl::Status status;

@@ -1,9 +1,11 @@
 #include "cm/router/frame.h"
 
+#include <cerrno>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "mad/status_errno.h"
 
 namespace uscm::router {
 namespace {
@@ -114,6 +116,74 @@ TEST(FrameTest, ClaimReplyRefused) {
   ASSERT_TRUE(ref.ok());
   EXPECT_EQ(ref->why, absl::PermissionDeniedError("not yours"));
   EXPECT_FALSE(DecodeRefused(EncodeHello(Hello{})).ok());
+}
+
+// A claim carries the listener's address: the bytes after the service part.
+TEST(FrameTest, ClaimCarriesTheListenersAddress) {
+  ClaimFrame c{7, 0x1061D2F, ~uint64_t{0}, false, mad::ListenAddress::Ipv4(0xC0A84D65)};
+  const std::vector<uint8_t> f = EncodeClaim(FrameType::kClaim, c);
+  const std::vector<uint8_t> want = {
+      0x55, 0x52, 2, 4, 0, 0, 0, 0,                    // "UR", version 2, claim
+      7, 0, 0, 0,                                      // request
+      0x2F, 0x1D, 0x06, 0x01, 0, 0, 0, 0,              // service ID (LE)
+      0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,  // mask
+      0,                                               // reuse
+      4,                                               // family IPv4
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,              // 12 zero bytes
+      192, 168, 77, 101,                               // 192.168.77.101
+      1,                                               // af_only
+  };
+  EXPECT_EQ(f, want);
+  auto d = DecodeClaim(f);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->address, c.address);
+  for (size_t n = 8; n < f.size(); ++n) {
+    auto t = DecodeClaim(std::span<const uint8_t>(f.data(), n));
+    ASSERT_FALSE(t.ok()) << n;
+    EXPECT_NE(t.status().message().find("end inside"), absl::string_view::npos) << t.status();
+  }
+  EXPECT_NE(DecodeClaim(std::span<const uint8_t>(f.data(), 38)).status().message().find(
+                "address.ip"),
+            absl::string_view::npos);
+  auto bad = [&](size_t at, uint8_t value) {
+    std::vector<uint8_t> g = f;
+    g[at] = value;
+    return DecodeClaim(g).status();
+  };
+  EXPECT_NE(bad(29, 5).message().find("address family 5"), absl::string_view::npos);
+  EXPECT_NE(bad(30, 1).message().find("before its last 4"), absl::string_view::npos);
+  EXPECT_NE(bad(46, 2).message().find("af_only 2"), absl::string_view::npos);
+  EXPECT_NE(bad(28, 3).message().find("reuse 3"), absl::string_view::npos);
+  std::vector<uint8_t> longer = f;
+  longer.push_back(0);
+  EXPECT_NE(DecodeClaim(longer).status().message().find("bytes after"), absl::string_view::npos);
+  // No address: neither IP nor af_only.
+  ClaimFrame none{8, 0x1061D2F, ~uint64_t{0}, false};
+  std::vector<uint8_t> g = EncodeClaim(FrameType::kClaim, none);
+  ASSERT_TRUE(DecodeClaim(g).ok());
+  g[45] = 1;
+  EXPECT_NE(DecodeClaim(g).status().message().find("family 0 (none) with an IP"),
+            absl::string_view::npos);
+  // A version 1 peer (before addresses) is told which version this build speaks.
+  g = EncodeClaim(FrameType::kClaim, none);
+  g[2] = 1;
+  EXPECT_NE(DecodeClaim(g).status().message().find("this build speaks version 2"),
+            absl::string_view::npos);
+}
+
+TEST(FrameTest, AReplyCarriesTheErrno) {
+  absl::Status s = mad::WithErrno(absl::AlreadyExistsError("wildcard"), EADDRNOTAVAIL);
+  auto r = DecodeReply(EncodeReply(ReplyFrame{9, s}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(mad::ErrnoOf(r->status), EADDRNOTAVAIL);
+  std::vector<uint8_t> f = EncodeReply(ReplyFrame{9, s});
+  f[f.size() - 4] = 0xFF;  // errno 0x...FF: fine
+  f[f.size() - 3] = 0xFF;  // 0xFFFF > 4095
+  EXPECT_NE(DecodeReply(f).status().message().find("at most 4095"), absl::string_view::npos);
+  f = EncodeReply(ReplyFrame{9, absl::OkStatus()});
+  f[f.size() - 4] = 98;  // an errno with OK
+  EXPECT_FALSE(DecodeReply(f).ok());
 }
 
 }  // namespace

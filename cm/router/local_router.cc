@@ -122,12 +122,16 @@ absl::Status LocalRouterClient::Request(FrameType type, const ClaimFrame& claim)
   return absl::InternalError(absl::StrCat("local router: no reply to request ", claim.request));
 }
 
-absl::Status LocalRouterClient::ClaimService(uint64_t service_id, uint64_t mask, bool reuse) {
-  return Request(FrameType::kClaim, ClaimFrame{next_request_++, service_id, mask, reuse});
+absl::Status LocalRouterClient::ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
+                                             const mad::ListenAddress& address) {
+  return Request(FrameType::kClaim,
+                 ClaimFrame{next_request_++, service_id, mask, reuse, address});
 }
 
-void LocalRouterClient::ReleaseService(uint64_t service_id, uint64_t mask) {
-  (void)Request(FrameType::kRelease, ClaimFrame{next_request_++, service_id, mask});
+void LocalRouterClient::ReleaseService(uint64_t service_id, uint64_t mask,
+                                       const mad::ListenAddress& address) {
+  (void)Request(FrameType::kRelease,
+                ClaimFrame{next_request_++, service_id, mask, false, address});
 }
 
 }  // namespace uscm::router

@@ -82,8 +82,10 @@ class LocalRouterClient final : public mad::Transport {
   const mad::TransportCaps& caps() const override { return caps_; }
   const mad::LocalPort& port() const override { return welcome_.port; }
   // Answered synchronously: the router replies inside HandleFrame.
-  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse) override;
-  void ReleaseService(uint64_t service_id, uint64_t mask) override;
+  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
+                            const mad::ListenAddress& address = {}) override;
+  void ReleaseService(uint64_t service_id, uint64_t mask,
+                      const mad::ListenAddress& address = {}) override;
 
   size_t pending() const { return inbox_.size(); }
   // Runs whenever a MAD is queued for Drain.

@@ -4,6 +4,7 @@
 #include <cassert>
 
 #include "absl/strings/str_cat.h"
+#include "cm/router/listen_address.h"
 #include "mad/wire/cm_message.h"
 
 namespace uscm::router {
@@ -192,11 +193,26 @@ void Router::RouteWire(const mad::ReceivedMad& m) {
   ToClient(it->second.slot, m.from, mad_buf_);
 }
 
-absl::optional<uint8_t> Router::ListenerFor(uint64_t service_id) const {
+absl::optional<uint8_t> Router::ListenerFor(uint64_t service_id,
+                                            const mad::ListenAddress& dst) const {
+  const Claim* wildcard = nullptr;
   for (const Claim& c : claims_) {
-    if ((service_id & c.mask) == (c.service_id & c.mask)) return c.slot;
+    if ((service_id & c.mask) != (c.service_id & c.mask)) continue;
+    switch (Match(c.address, dst)) {
+      case ListenMatch::kExact:
+        return c.slot;
+      case ListenMatch::kWildcard:
+        if (wildcard == nullptr ||
+            (wildcard->address.family != dst.family && c.address.family == dst.family)) {
+          wildcard = &c;
+        }
+        break;
+      case ListenMatch::kNo:
+        break;
+    }
   }
-  return absl::nullopt;
+  if (wildcard == nullptr) return absl::nullopt;
+  return wildcard->slot;
 }
 
 Router::Track* Router::TrackFor(uint32_t local_comm_id, uint8_t* slot) {
@@ -215,7 +231,7 @@ void Router::RouteWireCm(const mad::ReceivedMad& m) {
   }
   uint8_t slot = 0;
   if (const auto* req = std::get_if<w::ReqRepr>(&*msg)) {
-    auto owner = ListenerFor(req->service_id);
+    auto owner = ListenerFor(req->service_id, RequestDestination(req->private_data.bytes()));
     if (!owner.has_value()) {
       ++counters_.wire_unroutable;
       return;
@@ -236,7 +252,7 @@ void Router::RouteWireCm(const mad::ReceivedMad& m) {
     return;
   }
   if (const auto* sreq = std::get_if<w::SidrReqRepr>(&*msg)) {
-    auto owner = ListenerFor(sreq->service_id);
+    auto owner = ListenerFor(sreq->service_id, RequestDestination(sreq->private_data.bytes()));
     if (!owner.has_value()) {
       ++counters_.wire_unroutable;
       return;

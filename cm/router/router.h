@@ -3,10 +3,13 @@
 // machines stay in the processes; the router only routes and checks:
 //
 //   * REQ / SIDR_REQ from the wire go to the process that claimed the
-//     service ID (claims of two processes never overlap: a second listen is
-//     refused with AlreadyExists, EADDRINUSE, even when both set REUSEADDR,
-//     as the kernel's rdma_listen; one process's own overlapping listens are
-//     its endpoint's business, and the oldest matching claim wins);
+//     service ID on the destination address of the request's rdma_cm IP
+//     header (claims of two processes never overlap as the kernel decides
+//     it: the same address, a wildcard against its family or a claim without
+//     address is refused with AlreadyExists, EADDRINUSE / EADDRNOTAVAIL, even
+//     when both set REUSEADDR, as the kernel's rdma_listen; listeners on
+//     different addresses of one port share it; one process's own
+//     overlapping listens are its endpoint's business);
 //   * every other CM MAD goes by the comm ID it is addressed to: each client
 //     gets a slot, and its local comm IDs carry the slot in their top
 //     `slot_bits` bits, so the owner is a shift away;
@@ -176,6 +179,7 @@ class Router {
     uint64_t service_id = 0;
     uint64_t mask = 0;
     bool reuse = false;
+    mad::ListenAddress address;
   };
   struct TidEntry {
     uint8_t slot = 0;
@@ -252,7 +256,10 @@ class Router {
   // Wire -> client (router.cc).
   void RouteWire(const mad::ReceivedMad& m);
   void RouteWireCm(const mad::ReceivedMad& m);
-  absl::optional<uint8_t> ListenerFor(uint64_t service_id) const;
+  // The claim that takes a request for `service_id` sent to `dst` (from
+  // its rdma_cm IP header): an exact address first, else the oldest
+  // wildcard, preferring one of dst's family (listen_address.h).
+  absl::optional<uint8_t> ListenerFor(uint64_t service_id, const mad::ListenAddress& dst) const;
   Track* TrackFor(uint32_t local_comm_id, uint8_t* slot);
 
   mad::Transport& wire_;

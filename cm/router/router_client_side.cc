@@ -1,9 +1,12 @@
 // Client -> wire: the ownership checks, the connection tracking that the
 // crash cleanup needs, SA TID rewriting, and service ID claims.
 #include <algorithm>
+#include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "cm/router/listen_address.h"
 #include "cm/router/router.h"
+#include "mad/status_errno.h"
 #include "mad/wire/cm_message.h"
 
 namespace uscm::router {
@@ -204,23 +207,34 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
     const uint64_t common = claim.mask & c.mask;
     if ((claim.service_id & common) != (c.service_id & common)) continue;
     if (c.slot == slot) continue;  // the process's own endpoint checks its own overlaps
-    // As the kernel's rdma_listen: a second listener on the same service is
-    // refused even when both set REUSEADDR (that option shares a bound port
-    // between ids that do not listen; it never shares a listen).
+    // As the kernel's rdma_listen (cma_check_port without REUSEADDR): a second
+    // listener on the same address, or a wildcard against an address of its
+    // family, is refused even when both set REUSEADDR (that option shares a
+    // bound port between ids that do not listen; it never shares a listen);
+    // different addresses share the port.
+    const ListenOverlap overlap = Overlap(claim.address, c.address);
+    if (overlap == ListenOverlap::kNone) continue;
     ++counters_.claim_conflicts;
-    return absl::AlreadyExistsError(absl::StrCat(
-        "router: service ID 0x", absl::Hex(claim.service_id), "/0x", absl::Hex(claim.mask),
-        " overlaps 0x", absl::Hex(c.service_id), "/0x", absl::Hex(c.mask),
-        " that another process listens on (slot ", c.slot,
-        "); a service has one listener per port, REUSEADDR or not (errno EADDRINUSE)"));
+    const bool wildcard = overlap == ListenOverlap::kWildcard;
+    return mad::WithErrno(
+        absl::AlreadyExistsError(absl::StrCat(
+            "router: service ID 0x", absl::Hex(claim.service_id), "/0x", absl::Hex(claim.mask),
+            " on ", ListenAddressString(claim.address), " overlaps 0x", absl::Hex(c.service_id),
+            "/0x", absl::Hex(c.mask), " on ", ListenAddressString(c.address),
+            " that another process listens on (slot ", c.slot, "); ",
+            wildcard ? "a wildcard takes every address of its family"
+                     : "an address has one listener per port",
+            ", REUSEADDR or not (errno ", wildcard ? "EADDRNOTAVAIL" : "EADDRINUSE", ")")),
+        wildcard ? EADDRNOTAVAIL : EADDRINUSE);
   }
-  claims_.push_back(Claim{slot, claim.service_id, claim.mask, claim.reuse});
+  claims_.push_back(Claim{slot, claim.service_id, claim.mask, claim.reuse, claim.address});
   return absl::OkStatus();
 }
 
 void Router::HandleRelease(uint8_t slot, const ClaimFrame& claim) {
   auto it = std::find_if(claims_.begin(), claims_.end(), [&](const Claim& c) {
-    return c.slot == slot && c.service_id == claim.service_id && c.mask == claim.mask;
+    return c.slot == slot && c.service_id == claim.service_id && c.mask == claim.mask &&
+           c.address == claim.address;
   });
   if (it != claims_.end()) claims_.erase(it);
 }

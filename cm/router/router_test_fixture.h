@@ -88,8 +88,10 @@ class RouterTest : public ::testing::Test {
     router_->HandleFrame(c.slot, f);
   }
 
-  absl::Status Claim(TestClient& c, uint64_t sid, uint64_t mask, bool reuse) {
-    router_->HandleFrame(c.slot, EncodeClaim(FrameType::kClaim, ClaimFrame{1, sid, mask, reuse}));
+  absl::Status Claim(TestClient& c, uint64_t sid, uint64_t mask, bool reuse,
+                     const mad::ListenAddress& address = {}) {
+    router_->HandleFrame(c.slot,
+                         EncodeClaim(FrameType::kClaim, ClaimFrame{1, sid, mask, reuse, address}));
     Deliver();
     EXPECT_FALSE(c.replies.empty());
     if (c.replies.empty()) return absl::InternalError("no reply");

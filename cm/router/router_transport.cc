@@ -176,10 +176,12 @@ size_t RouterTransport::Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> s
   return n;
 }
 
-absl::Status RouterTransport::ClaimService(uint64_t service_id, uint64_t mask, bool reuse) {
+absl::Status RouterTransport::ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
+                                           const mad::ListenAddress& address) {
   if (!status_.ok()) return status_;
   const uint32_t request = next_request_++;
-  const auto f = EncodeClaim(FrameType::kClaim, ClaimFrame{request, service_id, mask, reuse});
+  const auto f =
+      EncodeClaim(FrameType::kClaim, ClaimFrame{request, service_id, mask, reuse, address});
   if (send(fd_, f.data(), f.size(), MSG_NOSIGNAL) < 0) {
     Break(absl::StrCat("failed: ", std::strerror(errno)));
     return status_;
@@ -191,10 +193,12 @@ absl::Status RouterTransport::ClaimService(uint64_t service_id, uint64_t mask, b
 // free for the other processes (the kernel's rdma_destroy_id is as
 // synchronous); without the wait another process's listen could reach the
 // router before this release, on its own socket, and find the service taken.
-void RouterTransport::ReleaseService(uint64_t service_id, uint64_t mask) {
+void RouterTransport::ReleaseService(uint64_t service_id, uint64_t mask,
+                                     const mad::ListenAddress& address) {
   if (!status_.ok()) return;
   const uint32_t request = next_request_++;
-  const auto f = EncodeClaim(FrameType::kRelease, ClaimFrame{request, service_id, mask});
+  const auto f =
+      EncodeClaim(FrameType::kRelease, ClaimFrame{request, service_id, mask, false, address});
   if (send(fd_, f.data(), f.size(), MSG_NOSIGNAL) < 0) {
     Break(absl::StrCat("failed: ", std::strerror(errno)));
     return;

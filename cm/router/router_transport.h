@@ -57,8 +57,10 @@ class RouterTransport final : public mad::Transport {
   const mad::LocalPort& port() const override { return welcome_.port; }
   // Waits (up to 30 s) for the router's answer; MADs arriving meanwhile are
   // kept for Drain.
-  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse) override;
-  void ReleaseService(uint64_t service_id, uint64_t mask) override;
+  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
+                            const mad::ListenAddress& address = {}) override;
+  void ReleaseService(uint64_t service_id, uint64_t mask,
+                      const mad::ListenAddress& address = {}) override;
 
   // OK while the router is there; Unavailable once it closed the socket.
   const absl::Status& status() const { return status_; }

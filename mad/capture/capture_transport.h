@@ -32,11 +32,13 @@ class CaptureTransport final : public Transport {
   int fd() const override { return inner_.fd(); }
   const TransportCaps& caps() const override { return inner_.caps(); }
   const LocalPort& port() const override { return inner_.port(); }
-  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse) override {
-    return inner_.ClaimService(service_id, mask, reuse);
+  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
+                            const mad::ListenAddress& address = {}) override {
+    return inner_.ClaimService(service_id, mask, reuse, address);
   }
-  void ReleaseService(uint64_t service_id, uint64_t mask) override {
-    inner_.ReleaseService(service_id, mask);
+  void ReleaseService(uint64_t service_id, uint64_t mask,
+                      const mad::ListenAddress& address = {}) override {
+    inner_.ReleaseService(service_id, mask, address);
   }
   absl::Status link_status() const override { return inner_.link_status(); }
 

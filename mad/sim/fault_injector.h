@@ -65,11 +65,13 @@ class FaultInjector final : public mad::Transport {
   int fd() const override { return inner_.fd(); }
   const mad::TransportCaps& caps() const override { return caps_; }
   const mad::LocalPort& port() const override { return inner_.port(); }
-  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse) override {
-    return inner_.ClaimService(service_id, mask, reuse);
+  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
+                            const mad::ListenAddress& address = {}) override {
+    return inner_.ClaimService(service_id, mask, reuse, address);
   }
-  void ReleaseService(uint64_t service_id, uint64_t mask) override {
-    inner_.ReleaseService(service_id, mask);
+  void ReleaseService(uint64_t service_id, uint64_t mask,
+                      const mad::ListenAddress& address = {}) override {
+    inner_.ReleaseService(service_id, mask, address);
   }
   absl::Status link_status() const override { return inner_.link_status(); }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cm/router/frame.h"
+#include "mad/status_errno.h"
 
 namespace r = uscm::router;
 
@@ -39,12 +40,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(type.ok() && (*type == r::FrameType::kClaim || *type == r::FrameType::kRelease));
     auto again = r::DecodeClaim(r::EncodeClaim(*type, *c));
     Check(again.ok() && again->request == c->request && again->service_id == c->service_id &&
-          again->mask == c->mask && again->reuse == c->reuse);
+          again->mask == c->mask && again->reuse == c->reuse && again->address == c->address);
   }
   if (auto rep = r::DecodeReply(f); rep.ok()) {
     auto again = r::DecodeReply(r::EncodeReply(*rep));
     Check(again.ok() && again->request == rep->request &&
-          again->status.code() == rep->status.code());
+          again->status.code() == rep->status.code() &&
+          uscm::mad::ErrnoOf(again->status) == uscm::mad::ErrnoOf(rep->status));
   }
   if (auto w = r::DecodeWelcome(f); w.ok()) {
     auto again = r::DecodeWelcome(r::EncodeWelcome(*w));
