@@ -15,8 +15,8 @@ bool IsAnyAddress(const mad::ListenAddress& a) {
   const auto& ip = a.ip;
   if (a.family == Family::kIpv4) return ip[12] == 0 || ip[12] == 127;
   if (a.family == Family::kIpv6) {
-    const bool zero_prefix = std::all_of(ip.begin(), ip.end() - 1, [](uint8_t b) { return b == 0; });
-    return zero_prefix && (ip[15] == 0 || ip[15] == 1);
+    const bool zeros = std::all_of(ip.begin(), ip.end() - 1, [](uint8_t b) { return b == 0; });
+    return zeros && (ip[15] == 0 || ip[15] == 1);
   }
   return false;
 }
