@@ -13,14 +13,65 @@
 # N connections (default 1000). Run from the repository: bazel build the targets below,
 # then tests/vm/bench/cmtime.sh [N]   (USCM_VM_BIN as for tests/vm/run.sh).
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
+# Measuring where the drop-in's time goes (docs/API.md "Where a connection's time goes"):
+#   CMTIME_MEASURE=strace  uscmd, server and client each under `strace -f -c` (syscall
+#                          counts per process, all threads; slows every syscall down)
+#   CMTIME_MEASURE=trace   each under `strace -f`: the files opened and ioctls, counted
+#   CMTIME_MEASURE=record  `perf record -a` over each half (the whole VM, kernel included):
+#                          the CPU by process and library, and the top symbols
+#   CMTIME_MEASURE=perf    each under `perf stat` (CPU time, context switches, migrations)
+#   CMTIME_BINS="DIR..."   the drop-in half once per bazel-bin-like DIR (tools/uscm,
+#                          tools/uscmd, api/librdmacm/librdmacm.so.1), in this boot: a
+#                          before/after pair of the same boot (default: $USCM_VM_BIN)
+#   CMTIME_KERNEL=0        skip the kernel half
 . "$(dirname "$0")/../lib.sh"
-vm_boot --timeout 1500 --env "CMTIME_N=${1:-1000}"
+vm_boot --timeout 1500 --env "CMTIME_N=${1:-1000}" --env "CMTIME_MEASURE=${CMTIME_MEASURE:-}" \
+  --env "CMTIME_BINS=${CMTIME_BINS:-}" --env "CMTIME_KERNEL=${CMTIME_KERNEL:-1}"
 
 N=${CMTIME_N:-1000}
 T=400
 A=192.168.77.1 B=192.168.77.2
-USCM=$USCM_VM_BIN/tools/uscm
 OUT=/tmp
+
+# measure NAME: the words that put a command under CMTIME_MEASURE's tool (output in
+# $OUT/NAME.measure); nothing without one. The tool forks the program: stop_tree stops
+# the program first (so the tool writes its summary), then the tool.
+measure() {
+  case ${CMTIME_MEASURE:-} in
+    strace) echo "strace -f -c -o $OUT/$1.measure" ;;
+    trace) echo "strace -f -o $OUT/$1.measure" ;;
+    perf) echo "perf stat -e task-clock,context-switches,cpu-migrations -o $OUT/$1.measure" ;;
+  esac
+}
+stop_tree() {
+  local c
+  for c in $(pgrep -P "$1"); do stop_pid "$c"; done
+  stop_pid "$1"
+}
+# record_start / record_end: CMTIME_MEASURE=record's system-wide profile of one half.
+record_start() {
+  [ "${CMTIME_MEASURE:-}" = record ] || return 0
+  perf record -a -q -F 999 -o "$OUT/all.data" > "$OUT/record.log" 2>&1 & RPID=$!
+}
+record_end() {
+  [ "${CMTIME_MEASURE:-}" = record ] || return 0
+  kill -INT "$RPID"; wait "$RPID"
+  echo "== profile of the half (perf record -a, N=$N): by process and library"
+  perf report -i "$OUT/all.data" --stdio --sort comm,dso 2>/dev/null | grep -Ev '^#|^$' | head -n 25
+  echo "== top symbols"
+  perf report -i "$OUT/all.data" --stdio --sort comm,dso,sym 2>/dev/null | grep -Ev '^#|^$' | head -n 50
+  rm -f "$OUT/all.data"
+}
+show_measure() {
+  local f
+  for f in "$OUT"/*.measure; do [ -e "$f" ] || continue
+    echo "== $(basename "$f" .measure) (${CMTIME_MEASURE}, N=$N)"
+    if [ "$CMTIME_MEASURE" = trace ]; then   # what a call opens, and the calls that fail
+      sed -nE 's/^[0-9]+ +(openat|ioctl)\(([^,]*), ("[^"]*"|[A-Z_0-9]*|0x[0-9a-f]*).* = (-?[0-9]+ ?[A-Z]*).*/\1 \3 \4/p' "$f" |
+        sed -E 's/= ?[0-9]+$//; s/ [0-9]+$//' | sort | uniq -c | sort -rn | head -n 25
+    else grep -Ev '^ *$|^#' "$f" | head -n 25; fi
+    rm -f "$f"; done
+}
 
 # run_pair NAME READY PORT SERVER... ::: CLIENT...: a cmtime server, then the client
 # (which prints the step table); the server (Debian's cmtime serves until killed) is
@@ -46,7 +97,7 @@ run_pair() {
   timeout -k 10 $T "${client[@]}" > "$OUT/$name-client.log" 2>&1; local rc=$?
   echo "$name: client exit $rc after $(echo "$EPOCHREALTIME - $t0" | bc) s$([ "$rc" = 124 ] &&
     echo " (killed at the ${T} s bound)")"
-  stop_pid "$spid"
+  stop_tree "$spid"
   sed "s/^/  $name| /" "$OUT/$name-client.log"
   [ "$rc" = 0 ]
 }
@@ -58,18 +109,28 @@ totals() {
 }
 
 lsmod | grep -qw ib_cm && fail bench-uscm "ib_cm is loaded: the drop-in half needs the port's CM class"
-"$USCM_VM_BIN/tools/uscmd" --ca rxe0 --port 1 > $OUT/uscmd.log 2>&1 & UPID=$!
-wait_for $OUT/uscmd.log '^uscmd: rxe0 port 1' || fail bench-uscm "uscmd did not start"
-run_pair uscm uscm 7472 env USCM_DEBUG=1 "$USCM" exec --device rxe0 -- cmtime -b $A -p 7472 -c "$N" ::: \
-  "$USCM" exec --device rxe0 -- cmtime -s $A -b $A -p 7472 -c "$N" && pass bench-uscm || fail bench-uscm "see above"
-stop_pid "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log
+i=0
+for BIN in ${CMTIME_BINS:-$USCM_VM_BIN}; do
+  i=$((i + 1)); USCM=$BIN/tools/uscm; echo "drop-in run $i: $BIN; load: $(cat /proc/loadavg)"
+  $(measure uscmd) "$BIN/tools/uscmd" --ca rxe0 --port 1 > $OUT/uscmd.log 2>&1 & UPID=$!
+  wait_for $OUT/uscmd.log '^uscmd: rxe0 port 1' || fail bench-uscm "uscmd did not start"
+  record_start
+  run_pair uscm$i uscm 7472 env USCM_DEBUG=1 "$USCM" exec --device rxe0 -- \
+      $(measure server) cmtime -b $A -p 7472 -c "$N" ::: \
+    "$USCM" exec --device rxe0 -- $(measure client) cmtime -s $A -b $A -p 7472 -c "$N" &&
+    pass bench-uscm$i || fail bench-uscm$i "see above"
+  record_end; stop_tree "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log; show_measure
+done
+[ "${CMTIME_KERNEL:-1}" = 1 ] || group_end
 # (--device rxe0: `uscm exec` starts no uscmd for rxe1; with ours gone ib_cm may take rxe0's CM class)
 modprobe -a rdma_ucm rdma_cm ib_cm || fail bench-kernel "modprobe rdma_ucm rdma_cm ib_cm failed"
-run_pair kernel kernel 7471 cmtime -b $A -p 7471 -c "$N" ::: \
-  cmtime -s $A -b $B -p 7471 -c "$N" && pass bench-kernel || fail bench-kernel "see above"
+record_start
+run_pair kernel kernel 7471 $(measure server) cmtime -b $A -p 7471 -c "$N" ::: \
+  $(measure client) cmtime -s $A -b $B -p 7471 -c "$N" && pass bench-kernel || fail bench-kernel "see above"
+record_end; show_measure
 echo "cmtime -c $N, step totals (ms): kernel CM | uscm drop-in | kernel / uscm"
 awk -F'\t' 'NR == FNR { k[$1] = $2; order[++n] = $1; next } { u[$1] = $2 }
   END { for (i = 1; i <= n; i++) { s = order[i]
           printf "%-14s %10s %10s %8.1fx\n", s, k[s], u[s], (u[s] > 0 ? k[s] / u[s] : 0) } }' \
-  <(totals kernel) <(totals uscm)
+  <(totals kernel) <(totals uscm$i)
 group_end
