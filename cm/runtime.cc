@@ -192,17 +192,36 @@ RealNode::~RealNode() {
   }
 }
 
+// The timerfd is set only when the deadline differs from the one it holds:
+// most steps (a MAD in, its answer out) leave the earliest deadline where it
+// was, and the syscall per wake was pure cost (under TCG a syscall is several
+// microseconds). A timerfd that fired holds nothing: TimerFiredLocked forgets
+// the armed value, so the same deadline, still due, is set again.
 void RealNode::RearmTimer() {
   absl::optional<mad::TimePoint> d = NextDeadlineLocked();
+  // CLOCK_MONOTONIC absolute; the RealClock epoch is CLOCK_MONOTONIC's. 0: disarmed.
+  const int64_t ns = d.has_value() ? std::max<int64_t>(d->nanos(), 1) : 0;
+  if (ns == armed_ns_) return;
   itimerspec its{};
-  if (d.has_value()) {
-    // CLOCK_MONOTONIC absolute; the RealClock epoch is CLOCK_MONOTONIC's.
-    int64_t ns = std::max<int64_t>(d->nanos(), 1);
-    its.it_value.tv_sec = ns / 1000000000;
-    its.it_value.tv_nsec = ns % 1000000000;
-  }
+  its.it_value.tv_sec = ns / 1000000000;
+  its.it_value.tv_nsec = ns % 1000000000;
   timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+  armed_ns_ = ns;
+  timer_arms_.fetch_add(1, std::memory_order_relaxed);
 }
+
+bool RealNode::ReadTimerFd(const epoll_event* evs, int n) {
+  bool fired = false;
+  for (int i = 0; i < n; ++i) fired |= evs[i].data.fd == timer_fd_;
+  if (!fired) return false;  // no read(2) that can only say EAGAIN
+  uint64_t expirations;
+  while (read(timer_fd_, &expirations, sizeof expirations) > 0) {
+  }
+  timer_fires_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void RealNode::TimerFiredLocked() { armed_ns_ = kUnknownArm; }
 
 absl::StatusOr<int> RealNode::Poll(mad::Duration timeout) {
   if (thread_.joinable()) {
@@ -219,10 +238,9 @@ absl::StatusOr<int> RealNode::Poll(mad::Duration timeout) {
   if (n < 0 && errno != EINTR) {
     return absl::InternalError(absl::StrCat("epoll_wait: ", strerror(errno)));
   }
-  uint64_t junk;
-  while (read(timer_fd_, &junk, sizeof junk) > 0) {
-  }
+  const bool fired = ReadTimerFd(evs, n);
   std::lock_guard<std::mutex> lock(mu_);
+  if (fired) TimerFiredLocked();
   StepLocked();
   RearmTimer();
   return n < 0 ? 0 : n;
@@ -232,21 +250,23 @@ absl::Status RealNode::StartProgressThread() {
   if (thread_.joinable()) return absl::AlreadyExistsError("progress thread already running");
   stop_ = false;
   thread_ = std::thread([this] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      RearmTimer();
+    }
     while (!stop_) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        RearmTimer();
-      }
       epoll_event evs[4];
-      epoll_wait(epoll_fd_, evs, 4,
-                 transport_fd_watched_ ? 1000 : static_cast<int>(kUnwatchedFdTick.millis()));
-      uint64_t junk;
-      while (read(timer_fd_, &junk, sizeof junk) > 0) {
-      }
+      const int n = epoll_wait(epoll_fd_, evs, 4,
+                               transport_fd_watched_ ? 1000 : static_cast<int>(kUnwatchedFdTick.millis()));
+      const bool fired = ReadTimerFd(evs, n);
       if (stop_) break;
       {
+        // The step, then the deadline it leaves (user calls re-arm for
+        // theirs under the same lock: Node::Rearm / RearmIfOutput).
         std::lock_guard<std::mutex> lock(mu_);
+        if (fired) TimerFiredLocked();
         StepLocked();
+        RearmTimer();
       }
       if (void (*fn)(void*) = after_step_.load(); fn != nullptr) fn(after_step_arg_.load());
     }

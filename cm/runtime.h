@@ -34,6 +34,8 @@
 #include "sa/multicast.h"
 #include "sa/path_cache.h"
 
+struct epoll_event;  // <sys/epoll.h>
+
 namespace uscm::cm {
 
 struct NodeCounters {
@@ -191,15 +193,27 @@ class RealNode final : public Node {
   // False when the transport fd could not join the epoll set (see above).
   bool transport_fd_watched() const { return transport_fd_watched_; }
   static constexpr mad::Duration kUnwatchedFdTick = mad::Duration::Millis(1);
+  // timerfd_settime calls (only when the deadline changed) and wakes by the
+  // timerfd: what the runtime's tests and benches count.
+  uint64_t timer_arms() const { return timer_arms_.load(std::memory_order_relaxed); }
+  uint64_t timer_fires() const { return timer_fires_.load(std::memory_order_relaxed); }
 
  private:
+  static constexpr int64_t kUnknownArm = -1;
   RealNode(mad::Transport& transport, NodeOptions options);
   absl::Status Init();
   void RearmTimer() override;
+  // Drains the timerfd when epoll reported it among `evs`; whether it fired.
+  bool ReadTimerFd(const epoll_event* evs, int n);
+  // The timerfd fired, so it holds no deadline any more (lock held).
+  void TimerFiredLocked();
 
   int epoll_fd_ = -1;
   int timer_fd_ = -1;
   int wake_fd_ = -1;  // eventfd that stops the progress thread
+  int64_t armed_ns_ = kUnknownArm;  // what the timerfd holds (lock held); 0: disarmed
+  std::atomic<uint64_t> timer_arms_{0};
+  std::atomic<uint64_t> timer_fires_{0};
   bool transport_fd_watched_ = true;
   std::thread thread_;
   std::atomic<bool> stop_{false};

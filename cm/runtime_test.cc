@@ -1,0 +1,164 @@
+// cm::RealNode's progress thread and its timerfd: the timer is set only when
+// the node's deadline changed, and a deadline that fired is set again when it
+// is still the earliest. A fd-backed transport (an eventfd: readable = "a
+// wake-up", no MADs) drives the steps; an extra deadline source sets the
+// deadline the node reports.
+#include "cm/runtime.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace uscm::cm {
+namespace {
+
+// Readable while a wake-up is pending; delivers no MADs and drops what is sent.
+class WakeTransport final : public mad::Transport {
+ public:
+  WakeTransport() : efd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    caps_.name = "wake";
+    port_.ca_name = "wake0";
+    port_.lid = 1;
+    port_.pkeys = {0xFFFF};
+  }
+  ~WakeTransport() override { close(efd_); }
+  void Wake() {
+    const uint64_t one = 1;
+    (void)!write(efd_, &one, sizeof one);
+  }
+  absl::Status Send(const mad::MadAddress&, std::span<const uint8_t>) override {
+    return absl::OkStatus();
+  }
+  size_t Drain(absl::FunctionRef<void(const mad::ReceivedMad&)>, size_t) override {
+    uint64_t v;
+    (void)!read(efd_, &v, sizeof v);
+    return 0;
+  }
+  int fd() const override { return efd_; }
+  const mad::TransportCaps& caps() const override { return caps_; }
+  const mad::LocalPort& port() const override { return port_; }
+
+ private:
+  int efd_;
+  mad::TransportCaps caps_;
+  mad::LocalPort port_;
+};
+
+// Counts the steps (OnProgress runs under the node's lock, after each step)
+// and those that ran at or after `due`.
+class StepCounter final : public NodeObserver {
+ public:
+  void OnProgress(mad::TimePoint now) override {
+    std::lock_guard<std::mutex> l(mu_);
+    ++steps_;
+    if (due_.has_value() && now >= *due_) ++steps_after_due_;
+    cv_.notify_all();
+  }
+  void set_due(mad::TimePoint due) {
+    std::lock_guard<std::mutex> l(mu_);
+    due_ = due;
+  }
+  // Waits (at most `bound`, a bound and not a measurement) until `pred()`.
+  template <typename Pred>
+  bool WaitFor(Pred pred, std::chrono::seconds bound = std::chrono::seconds(30)) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, bound, [&] { return pred(steps_, steps_after_due_); });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int steps_ = 0;
+  int steps_after_due_ = 0;
+  absl::optional<mad::TimePoint> due_;
+};
+
+struct Fixture {
+  WakeTransport transport;
+  StepCounter counter;
+  std::unique_ptr<RealNode> node;
+  std::atomic<int64_t> deadline_ns{0};  // 0: no extra deadline
+
+  Fixture() {
+    auto n = RealNode::Create(transport, NodeOptions{});
+    EXPECT_TRUE(n.ok()) << n.status();
+    node = std::move(*n);
+    node->set_observer(&counter);
+    node->set_extra_deadline([this]() -> absl::optional<mad::TimePoint> {
+      const int64_t ns = deadline_ns.load();
+      if (ns == 0) return absl::nullopt;
+      return mad::TimePoint::FromNanos(ns);
+    });
+  }
+  ~Fixture() { node->StopProgressThread(); }
+};
+
+// 200 wake-ups with the same deadline (an hour away) all along: 200 steps,
+// and the timerfd set once (before: once before every wait and once after
+// every step, ~400 syscalls).
+TEST(RealNodeTimerTest, AnUnchangedDeadlineIsNotSetAgain) {
+  Fixture f;
+  f.deadline_ns = (f.node->Now() + mad::Duration::Seconds(3600)).nanos();
+  ASSERT_TRUE(f.node->StartProgressThread().ok());
+  constexpr int kWakes = 200;
+  int seen = 0;
+  for (int i = 0; i < kWakes; ++i) {
+    // One wake-up at a time: each is a step of its own.
+    f.transport.Wake();
+    ASSERT_TRUE(f.counter.WaitFor([&](int steps, int) { return steps > seen && (seen = steps); }))
+        << "no step after wake-up " << i;
+  }
+  EXPECT_GE(seen, kWakes);
+  EXPECT_EQ(f.node->timer_arms(), 1u) << "the timerfd was set again for an unchanged deadline";
+  EXPECT_EQ(f.node->timer_fires(), 0u);
+}
+
+// A deadline the node keeps reporting after it fired (already due): the
+// timerfd is set again each time, so the node steps again at once, not at
+// the next one-second wake-up. Three rounds of "fire, step, same deadline"
+// must come from the timerfd (timer_fires), each set anew (timer_arms).
+TEST(RealNodeTimerTest, ADeadlineThatFiredIsSetAgainWhenStillDue) {
+  Fixture f;
+  const mad::TimePoint due = f.node->Now() + mad::Duration::Millis(20);
+  f.counter.set_due(due);
+  f.deadline_ns = due.nanos();
+  ASSERT_TRUE(f.node->StartProgressThread().ok());
+  ASSERT_TRUE(f.counter.WaitFor([](int, int after_due) { return after_due >= 3; }));
+  // Each step at or after `due` left the same (past) deadline: without the
+  // re-arm the timerfd stays empty and the steps come from epoll's 1 s
+  // timeout, with timer_fires stuck at 1.
+  EXPECT_GE(f.node->timer_fires(), 3u);
+  EXPECT_GE(f.node->timer_arms(), 3u);
+  f.deadline_ns = 0;  // nothing due: the node goes quiet
+}
+
+// A changed deadline is set: an earlier one makes the node step at it.
+TEST(RealNodeTimerTest, AnEarlierDeadlineIsSet) {
+  Fixture f;
+  f.deadline_ns = (f.node->Now() + mad::Duration::Seconds(3600)).nanos();
+  ASSERT_TRUE(f.node->StartProgressThread().ok());
+  f.transport.Wake();
+  ASSERT_TRUE(f.counter.WaitFor([](int steps, int) { return steps >= 1; }));
+  const uint64_t arms = f.node->timer_arms();
+  const mad::TimePoint due = f.node->Now() + mad::Duration::Millis(10);
+  f.counter.set_due(due);
+  {
+    std::lock_guard<std::mutex> lock(f.node->mutex());
+    f.deadline_ns = due.nanos();
+    f.node->Rearm();  // what a user call does under the lock
+  }
+  ASSERT_TRUE(f.counter.WaitFor([](int, int after_due) { return after_due >= 1; }));
+  EXPECT_GT(f.node->timer_arms(), arms);
+  EXPECT_GE(f.node->timer_fires(), 1u);
+  f.deadline_ns = 0;
+}
+
+}  // namespace
+}  // namespace uscm::cm
