@@ -7,7 +7,6 @@
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
-#include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 #include <stddef.h>
@@ -20,7 +19,6 @@
 #include <functional>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -104,29 +102,21 @@ int UscmFailed(const char* call) {
 int PumpEventsLocked();
 
 // The device's progress thread, after each step (uscm_device_set_progress_hook):
-// the events of MADs it handled reach the program's channels from here,
-// without waking ForwardLoop's thread first.
+// the events of the MADs and timers it handled reach the program's channels
+// from here. With the calls' own pump (WithId) this is every way an event
+// enters a port's channel, so no thread waits on the channel's fd: a
+// forwarding thread did, and was woken by every burst only to race this hook
+// for g_mu (cmtime -c 1000 in one VM: two more context switches and a futex
+// wait per event; docs/API.md "Where a connection's time goes"). Anything
+// else would still move within a second: the progress thread steps at least
+// that often (cm/runtime.cc), and this hook runs after each step.
 void PumpAfterProgress(void*) {
   std::lock_guard<std::mutex> lock(g_mu);
   PumpEventsLocked();
 }
 
-// What no other thread moved (events of timers, of calls made while the hook
-// was not set yet): the backstop.
-void ForwardLoop(uscm_event_channel* channel) {
-  for (;;) {
-    pollfd p = {channel->fd, POLLIN, 0};
-    if (poll(&p, 1, -1) < 0 && errno != EINTR) return;
-    std::lock_guard<std::mutex> lock(g_mu);
-    PumpEventsLocked();
-  }
-}
-
 // A real port, once opened: its events reach the programs' channels.
-void OnPortOpen(Port* port) {
-  uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr);
-  std::thread(ForwardLoop, port->channel).detach();  // for the life of the process
-}
+void OnPortOpen(Port* port) { uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr); }
 
 // Where an id lives until an address says otherwise: the first port that
 // opens (of those USCM_DEVICE allows: ports.h).
@@ -467,8 +457,8 @@ int WithId(const char* call, rdma_cm_id* pub, Op op, void (*after)(Id*) = nullpt
   std::lock_guard<std::mutex> lock(g_mu);
   if (after != nullptr) after(id);
   // An event the call posted at once (ADDR_RESOLVED and ROUTE_RESOLVED on
-  // RoCE, a loopback's): to the program's channel from this thread, not
-  // through ForwardLoop's (a scheduler hop per event).
+  // RoCE, a loopback's): to the program's channel from this thread (no
+  // other thread waits for it: PumpAfterProgress).
   PumpEventsLocked();
   return 0;
 }
@@ -695,7 +685,7 @@ int rdma_destroy_id(rdma_cm_id* pub) {
     rdma_ack_cm_event(pub->event);
     pub->event = nullptr;
   }
-  std::unique_lock<std::mutex> lock(g_mu);  // the forwarder queues nothing meanwhile
+  std::unique_lock<std::mutex> lock(g_mu);  // the pump queues nothing meanwhile
   for (;;) {
     DropEvents(pub->channel, OwnEvent, pub);
     std::unique_lock<std::mutex> acked(id->state->mu);
@@ -768,7 +758,7 @@ int rdma_migrate_id(rdma_cm_id* pub, rdma_event_channel* channel) {
     }
     old = pub->channel;
     was_sync = id->state->sync;
-    // Under g_mu: the forwarder queues nothing meanwhile.
+    // Under g_mu: the pump queues nothing meanwhile.
     MoveEvents(old, channel, OfId, pub);
     pub->channel = channel;
     id->state->sync = sync;

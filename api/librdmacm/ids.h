@@ -5,10 +5,11 @@
 // port that opens, with no device (id->verbs NULL, port_num 0), and moves to
 // the port of the address it binds or resolves from (a NULL source: the
 // routing table's); a listener with no device listens on every port. Each
-// opened port's uscm event channel is drained by a forwarding thread that
-// turns each uscm event into the program's rdma_cm_event (its rdma_cm_id,
-// listen_id, status, param.conn / param.ud with a copy of the private data)
-// on the id's own channel.
+// opened port's uscm event channel is drained by the device's progress
+// thread after each step and by each call before it returns (no thread of
+// the drop-in's own), which turn each uscm event into the program's
+// rdma_cm_event (its rdma_cm_id, listen_id, status, param.conn / param.ud
+// with a copy of the private data) on the id's own channel.
 //
 // Done, for programs that bring their own QP (conn_param.qp_num,
 // rdma_init_qp_attr, rdma_establish), in asynchronous mode (a channel given
@@ -42,7 +43,7 @@
 namespace uscm::librdmacm {
 
 // Makes `dev` the only port (no verbs context: id->verbs and id->pd stay NULL;
-// port_num 1) with no forwarding thread. 0, or -1 with errno EBUSY when
+// port_num 1) with no progress hook. 0, or -1 with errno EBUSY when
 // ports are listed already.
 int UseDeviceForTesting(uscm_device* dev);
 // Several simulated devices as the process's ports (port_num 1, 2, ... in
@@ -58,7 +59,7 @@ uscm_event_channel* BackendChannel();
 
 // Synchronous calls wait by calling `drive(arg)` until their channel has an
 // event (tests: run the simulated fabric, then PumpEvents); NULL: block on
-// the channel's fd (the forwarding thread fills it).
+// the channel's fd (the progress thread's hook fills it).
 void SetDriverForTesting(void (*drive)(void*), void* arg);
 
 // Runs `op` on the uscm id behind `id` after the checks every call makes (a

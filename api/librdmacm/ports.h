@@ -49,7 +49,7 @@ std::vector<Port*> PortsLocked();
 // keeps its default, and uscm says what is wrong with the address).
 Port* PortOfAddressLocked(const uscm_addr& addr);
 // Opens `port` once: its uscm device and event channel, then `on_open(port)`
-// (ids.cc: the progress hook and the forwarding thread). 0, or -1 with errno.
+// (ids.cc: the progress hook). 0, or -1 with errno.
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*));
 
 // The addresses of a RoCE port from its GID table (zero GIDs left out).
