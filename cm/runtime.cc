@@ -256,8 +256,9 @@ absl::Status RealNode::StartProgressThread() {
     }
     while (!stop_) {
       epoll_event evs[4];
-      const int n = epoll_wait(epoll_fd_, evs, 4,
-                               transport_fd_watched_ ? 1000 : static_cast<int>(kUnwatchedFdTick.millis()));
+      const int wait_ms =
+          transport_fd_watched_ ? 1000 : static_cast<int>(kUnwatchedFdTick.millis());
+      const int n = epoll_wait(epoll_fd_, evs, 4, wait_ms);
       const bool fired = ReadTimerFd(evs, n);
       if (stop_) break;
       {

@@ -116,7 +116,9 @@ void PumpAfterProgress(void*) {
 }
 
 // A real port, once opened: its events reach the programs' channels.
-void OnPortOpen(Port* port) { uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr); }
+void OnPortOpen(Port* port) {
+  uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr);
+}
 
 // Where an id lives until an address says otherwise: the first port that
 // opens (of those USCM_DEVICE allows: ports.h).

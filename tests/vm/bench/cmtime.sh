@@ -57,9 +57,11 @@ record_end() {
   [ "${CMTIME_MEASURE:-}" = record ] || return 0
   kill -INT "$RPID"; wait "$RPID"
   echo "== profile of the half (perf record -a, N=$N): by process and library"
-  perf report -i "$OUT/all.data" --stdio --sort comm,dso 2>/dev/null | grep -Ev '^#|^$' | head -n 25
+  perf report -i "$OUT/all.data" --stdio --sort comm,dso 2>/dev/null | grep -Ev '^#|^$' |
+    head -n 25
   echo "== top symbols"
-  perf report -i "$OUT/all.data" --stdio --sort comm,dso,sym 2>/dev/null | grep -Ev '^#|^$' | head -n 50
+  perf report -i "$OUT/all.data" --stdio --sort comm,dso,sym 2>/dev/null | grep -Ev '^#|^$' |
+    head -n 50
   rm -f "$OUT/all.data"
 }
 show_measure() {
@@ -67,7 +69,8 @@ show_measure() {
   for f in "$OUT"/*.measure; do [ -e "$f" ] || continue
     echo "== $(basename "$f" .measure) (${CMTIME_MEASURE}, N=$N)"
     if [ "$CMTIME_MEASURE" = trace ]; then   # what a call opens, and the calls that fail
-      sed -nE 's/^[0-9]+ +(openat|ioctl)\(([^,]*), ("[^"]*"|[A-Z_0-9]*|0x[0-9a-f]*).* = (-?[0-9]+ ?[A-Z]*).*/\1 \3 \4/p' "$f" |
+      local call='^[0-9]+ +(openat|ioctl)\(([^,]*), ("[^"]*"|[A-Z_0-9]*|0x[0-9a-f]*)'
+      sed -nE "s/$call.* = (-?[0-9]+ ?[A-Z]*).*/\\1 \\3 \\4/p" "$f" |
         sed -E 's/= ?[0-9]+$//; s/ [0-9]+$//' | sort | uniq -c | sort -rn | head -n 25
     else grep -Ev '^ *$|^#' "$f" | head -n 25; fi
     rm -f "$f"; done
