@@ -120,7 +120,7 @@ void Scheduler::Unindex(Actor* actor, ActorEntry& e) {
   if (e.where == ActorEntry::Where::kDue) {
     due_.erase({e.order, actor});
   } else if (e.where == ActorEntry::Where::kFuture) {
-    future_.erase(FutureKey{e.at, e.order, actor});
+    future_.Erase(actor->scheduler_slot_);
   }
   e.where = ActorEntry::Where::kNone;
 }
@@ -136,18 +136,18 @@ void Scheduler::Insert(Actor* actor, ActorEntry& e, TimePoint deadline) {
     e.where = ActorEntry::Where::kDue;
   } else {
     e.at = deadline.nanos();
-    future_.insert(FutureKey{e.at, e.order, actor});
+    future_.Insert({e.at, e.order, actor->scheduler_slot_});
     e.where = ActorEntry::Where::kFuture;
   }
 }
 
 void Scheduler::PromoteDue() {
   const int64_t now = Now().nanos();
-  while (!future_.empty() && std::get<0>(*future_.begin()) <= now) {
-    auto [at, order, actor] = *future_.begin();
-    future_.erase(future_.begin());
-    due_.insert({order, actor});
-    EntryOf(actor)->where = ActorEntry::Where::kDue;
+  while (!future_.empty() && future_.top().at <= now) {
+    ActorEntry& e = actors_[future_.top().slot];
+    future_.Pop();
+    due_.insert({e.order, e.actor});
+    e.where = ActorEntry::Where::kDue;
   }
 }
 
@@ -171,9 +171,9 @@ Actor* Scheduler::EarliestActor(TimePoint* at) {
     best = due_.begin()->second;
     best_at = Now();
   } else if (!future_.empty()) {
-    best_at = TimePoint::Epoch() + Duration::Nanos(std::get<0>(*future_.begin()));
-    best_order = std::get<1>(*future_.begin());
-    best = std::get<2>(*future_.begin());
+    best_at = TimePoint::Epoch() + Duration::Nanos(future_.top().at);
+    best_order = future_.top().order;
+    best = actors_[future_.top().slot].actor;
   }
   for (const auto& [order, a] : polled_) {
     absl::optional<TimePoint> d = a->NextDeadline();

@@ -20,6 +20,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/optional.h"
+#include "mad/sim/deadline_heap.h"
 #include "mad/time.h"
 
 namespace uscm::sim {
@@ -154,7 +155,7 @@ class Scheduler {
   }
   // A registered actor. A notified one is in at most one of due_ (its
   // deadline has passed: all such actors tie at now, by registration order)
-  // and future_ (keyed by (deadline, order)).
+  // and future_ (keyed by (deadline, order), by slot).
   struct ActorEntry {
     Actor* actor = nullptr;  // null: a free slot
     uint64_t order = 0;  // registration order
@@ -162,7 +163,6 @@ class Scheduler {
     enum class Where : uint8_t { kNone, kDue, kFuture } where = Where::kNone;
     int64_t at = 0;  // deadline in ns, when in future_
   };
-  using FutureKey = std::tuple<int64_t, uint64_t, Actor*>;
 
   void DropCancelledTop();
   // The actor's entry if this scheduler registered it, else null.
@@ -199,7 +199,7 @@ class Scheduler {
   std::vector<uint32_t> free_actor_slots_;
   std::vector<std::pair<uint64_t, Actor*>> polled_;  // registration order
   absl::btree_set<std::pair<uint64_t, Actor*>> due_;
-  absl::btree_set<FutureKey> future_;
+  DeadlineHeap future_;
   uint64_t next_actor_order_ = 0;
 #ifdef NDEBUG
   bool verify_ = false;
