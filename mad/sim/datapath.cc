@@ -216,25 +216,10 @@ void Fabric::Deliver(uint32_t slot, int endpoint) {
   if (pkey_index == options_.pkeys.size()) return Drop(slot, DropReason::kPkey);
   if (t->rx_count_ >= options_.receive_queue_depth) return Drop(slot, DropReason::kQueueFull);
 
-  SimTransport::Rx& rx = t->PushRx();
-  rx.from.lid = p.slid;
-  rx.from.qpn = p.src_qpn;
-  rx.from.qkey = p.qkey;
-  rx.from.pkey_index = static_cast<uint16_t>(pkey_index);
-  rx.from.sl = p.sl;
-  rx.from.path_bits = 0;
-  rx.from.has_grh = p.has_grh;
-  rx.from.gid = p.has_grh ? p.sgid : mad::Gid{};
-  rx.from.hop_limit = p.has_grh ? p.hop_limit : 0;
-  rx.from.traffic_class = p.has_grh ? p.traffic_class : 0;
-  rx.from.flow_label = p.has_grh ? p.flow_label : 0;
-  rx.from.sgid_index = 0;
-  rx.len = p.len;
-  std::memcpy(rx.data.data(), p.data.data(), p.len);
+  t->PushRx() = SimTransport::Rx{slot, static_cast<uint16_t>(pkey_index)};
   counters_.delivered++;
   Record(p, /*delivered=*/true, DropReason::kLoss);
-  FreeSlot(slot);  // before the callback, which may send (and grow the pool)
-  if (t->on_arrival_) t->on_arrival_();
+  if (t->on_arrival_) t->on_arrival_();  // the slot is freed when the MAD is drained
 }
 
 void Fabric::Drop(uint32_t slot, DropReason reason) {
@@ -287,7 +272,10 @@ SimTransport::SimTransport(Fabric* fabric, int endpoint, uint32_t qpn, uint32_t 
   caps_.max_receive_size = mad::kMadSize;
 }
 
-SimTransport::~SimTransport() { fabric_->Unregister(this); }
+SimTransport::~SimTransport() {
+  for (size_t i = 0; i < rx_count_; ++i) fabric_->FreeSlot(rx_[(rx_head_ + i) % rx_.size()].slot);
+  fabric_->Unregister(this);
+}
 
 absl::Status SimTransport::Send(const mad::MadAddress& to, std::span<const uint8_t> mad) {
   return fabric_->Send(*this, to, mad);
@@ -305,13 +293,33 @@ SimTransport::Rx& SimTransport::PushRx() {
 
 size_t SimTransport::Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink, size_t max) {
   size_t n = 0;
+  mad::MadAddress from;
+  std::array<uint8_t, mad::kMadSize> data;
   while (n < max && rx_count_ > 0) {
-    const Rx& rx = rx_[rx_head_];
-    sink(mad::ReceivedMad{rx.from, std::span<const uint8_t>(rx.data.data(), rx.len)});
+    // Copied out of the pool first: the sink may send, which can grow the
+    // pool and move its slots.
+    const Rx rx = rx_[rx_head_];
+    const Fabric::Packet& p = fabric_->slots_[rx.slot];
+    from.lid = p.slid;
+    from.qpn = p.src_qpn;
+    from.qkey = p.qkey;
+    from.pkey_index = rx.pkey_index;
+    from.sl = p.sl;
+    from.path_bits = 0;
+    from.has_grh = p.has_grh;
+    from.gid = p.has_grh ? p.sgid : mad::Gid{};
+    from.hop_limit = p.has_grh ? p.hop_limit : 0;
+    from.traffic_class = p.has_grh ? p.traffic_class : 0;
+    from.flow_label = p.has_grh ? p.flow_label : 0;
+    from.sgid_index = 0;
+    const uint16_t len = p.len;
+    std::memcpy(data.data(), p.data.data(), len);
+    sink(mad::ReceivedMad{from, std::span<const uint8_t>(data.data(), len)});
     // Popped after the sink: if the sink ran the scheduler and the ring grew,
     // the MAD just handed out is again at rx_head_.
     rx_head_ = (rx_head_ + 1) % rx_.size();
     rx_count_--;
+    fabric_->FreeSlot(rx.slot);
     ++n;
   }
   return n;

@@ -274,10 +274,13 @@ class SimTransport final : public mad::Transport {
 
  private:
   friend class Fabric;
+  // A received MAD waiting in the queue: it stays in the fabric's packet
+  // pool (whose few slots in flight stay in cache) until Drain copies it
+  // out, instead of being copied into a per-QP ring that is cold again at
+  // every arrival when the fabric has thousands of hosts.
   struct Rx {
-    mad::MadAddress from;
-    uint16_t len = 0;
-    std::array<uint8_t, mad::kMadSize> data;
+    uint32_t slot;
+    uint16_t pkey_index;
   };
   SimTransport(Fabric* fabric, int endpoint, uint32_t qpn, uint32_t qkey, mad::LocalPort port);
   // The receive queue is a ring that only grows: no allocation per MAD once warm.
