@@ -13,6 +13,8 @@
 # client's wall time, i.e. whether the run was CPU-bound or waiting.
 . "$(dirname "$0")/../lib.sh"
 if ! in_vm; then
+  # resolved now: a build with another config (--config=asan) moves the bazel-bin link
+  USCM_VM_BIN=$(readlink -f "$USCM_VM_BIN")
   echo "host load before: $(uptime)"
   "$VM_DIR/boot.sh" --timeout 1500 --smp "${FLOOR_SMP:-2}" --env "USCM_VM_BIN=$USCM_VM_BIN" \
     --env "USCM_VM_GROUP_LOG=/tmp/group-log" --env "FLOOR_N=${1:-1000}" \
