@@ -37,6 +37,12 @@ constexpr int kPort = 1;
 constexpr int kMadSize = 256;
 constexpr uint32_t kQp1Qkey = 0x80010000;
 constexpr uint8_t kMethodSend = 0x03;
+// The masks the kernel's rdma_init_qp_attr returns for a RoCE RC QP, state by state.
+constexpr int kInitMask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+constexpr int kRtrMask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                         IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+constexpr int kRtsMask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                         IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
 
 [[noreturn]] void Die(const std::string& what) {
   fprintf(stderr, "connect_floor: %s: %s\n", what.c_str(), strerror(errno));
@@ -124,25 +130,22 @@ End OpenEnd(const std::string& name, int n) {
     a.qp_state = IBV_QPS_INIT;
     a.port_num = kPort;
     a.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                  IBV_QP_ACCESS_FLAGS) != 0)
-      Die(name + ": RESET -> INIT");
+    if (ibv_modify_qp(qp, &a, kInitMask) != 0) Die(name + ": RESET -> INIT");
     e.qps.push_back(qp);
   }
   return e;
 }
 
 // What ucma_modify_qp_rtr and ucma_modify_qp_rts make: the attributes and masks the
-// kernel's rdma_init_qp_attr returns for a RoCE RC QP (ib_cm's cm_init_qp_*_attr).
+// kernel's rdma_init_qp_attr returns for a RoCE RC QP (ib_cm's cm_init_qp_*_attr), each
+// state's attributes fetched with a write() to rdma_ucm first (CM work, not timed here).
 void ConnectQp(ibv_qp* qp, const End& self, const End& peer, uint32_t peer_qpn,
                uint32_t psn) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = kPort;
   a.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                IBV_QP_ACCESS_FLAGS) != 0)
-    Die("INIT -> INIT");
+  if (ibv_modify_qp(qp, &a, kInitMask) != 0) Die("INIT -> INIT");
   a = {};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_1024;
@@ -155,10 +158,7 @@ void ConnectQp(ibv_qp* qp, const End& self, const End& peer, uint32_t peer_qpn,
   a.ah_attr.grh.sgid_index = static_cast<uint8_t>(self.gid_index);
   a.ah_attr.grh.hop_limit = 64;
   a.ah_attr.port_num = kPort;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                IBV_QP_MIN_RNR_TIMER) != 0)
-    Die("INIT -> RTR");
+  if (ibv_modify_qp(qp, &a, kRtrMask) != 0) Die("INIT -> RTR");
   a = {};
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = psn;
@@ -166,10 +166,7 @@ void ConnectQp(ibv_qp* qp, const End& self, const End& peer, uint32_t peer_qpn,
   a.retry_cnt = 7;
   a.rnr_retry = 7;
   a.max_rd_atomic = 1;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) !=
-      0)
-    Die("RTR -> RTS");
+  if (ibv_modify_qp(qp, &a, kRtsMask) != 0) Die("RTR -> RTS");
 }
 
 // A port's QP1 through ib_umad, registered for the SEND method of one class.

@@ -32,7 +32,8 @@ FLOOR=$USCM_VM_BIN/tests/vm/bench/connect_floor
 
 # vm_busy_ms: the VM's busy CPU so far (/proc/stat's first line, not idle or iowait)
 vm_busy_ms() {
-  awk -v hz="$(getconf CLK_TCK)" '/^cpu / { print int(($2 + $3 + $4 + $7 + $8 + $9) * 1000 / hz); exit }' /proc/stat
+  awk -v hz="$(getconf CLK_TCK)" \
+    '/^cpu / { print int(($2 + $3 + $4 + $7 + $8 + $9) * 1000 / hz); exit }' /proc/stat
 }
 
 # cm_counters: the kernel ib_cm's MAD counters of both ports, summed (cumulative): a
