@@ -10,7 +10,8 @@
 # FLOOR_SMP=1 boots one vCPU instead of two (under TCG both share one host thread; with
 # two, the guest's busy ticks may count a turn-taking pair twice).
 # Around each kernel cmtime client: the VM's busy CPU (/proc/stat, all CPUs) against the
-# client's wall time, i.e. whether the run was CPU-bound or waiting.
+# client's wall time (cmtime's client spins in sched_yield while it waits, so busy close
+# to wall does not mean the CM's work filled it; the floor's figures are the ones to use).
 . "$(dirname "$0")/../lib.sh"
 if ! in_vm; then
   # resolved now: a build with another config (--config=asan) moves the bazel-bin link
