@@ -145,6 +145,37 @@ class Transport {
   virtual absl::Status link_status() const { return absl::OkStatus(); }
 };
 
+// A transport that hands every call to `inner`: the base of the decorators
+// (capture, fault injection, RoCE addressing, ...), which override only what
+// they change. `inner` must outlive it.
+class ForwardingTransport : public Transport {
+ public:
+  explicit ForwardingTransport(Transport& inner) : inner_(inner) {}
+
+  absl::Status Send(const MadAddress& to, std::span<const uint8_t> mad) override {
+    return inner_.Send(to, mad);
+  }
+  size_t Drain(absl::FunctionRef<void(const ReceivedMad&)> sink,
+               size_t max = SIZE_MAX) override {
+    return inner_.Drain(sink, max);
+  }
+  int fd() const override { return inner_.fd(); }
+  const TransportCaps& caps() const override { return inner_.caps(); }
+  const LocalPort& port() const override { return inner_.port(); }
+  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
+                            const ListenAddress& address = {}) override {
+    return inner_.ClaimService(service_id, mask, reuse, address);
+  }
+  void ReleaseService(uint64_t service_id, uint64_t mask,
+                      const ListenAddress& address = {}) override {
+    inner_.ReleaseService(service_id, mask, address);
+  }
+  absl::Status link_status() const override { return inner_.link_status(); }
+
+ protected:
+  Transport& inner_;
+};
+
 }  // namespace uscm::mad
 
 #endif  // USCM_MAD_TRANSPORT_H_

@@ -41,10 +41,10 @@ void Line(mad::TimePoint t, const std::string& text) {
 // Shows what crosses a host's transport: every MAD it sends, and the MADs it
 // receives from the SM's LID (the SA, whose side is not tapped). Each MAD
 // also goes to the host's capture.
-class LineTap final : public mad::Transport {
+class LineTap final : public mad::ForwardingTransport {
  public:
   LineTap(mad::Transport& inner, std::string name, mad::capture::PcapWriter* pcap)
-      : inner_(inner), name_(std::move(name)), pcap_(pcap) {}
+      : ForwardingTransport(inner), name_(std::move(name)), pcap_(pcap) {}
 
   absl::Status Send(const mad::MadAddress& to, std::span<const uint8_t> mad) override {
     // Stamped before the send: the receiver may log the MAD's effect before
@@ -69,9 +69,6 @@ class LineTap final : public mad::Transport {
         },
         max);
   }
-  int fd() const override { return inner_.fd(); }
-  const mad::TransportCaps& caps() const override { return inner_.caps(); }
-  const mad::LocalPort& port() const override { return inner_.port(); }
   void Name(uint16_t lid, std::string name) { names_.emplace_back(lid, std::move(name)); }
 
  private:
@@ -90,7 +87,6 @@ class LineTap final : public mad::Transport {
     if (packet.ok()) (void)pcap_->WritePacket(now, *packet);
   }
 
-  mad::Transport& inner_;
   std::string name_;
   mad::capture::PcapWriter* pcap_;
   mad::RealClock clock_;

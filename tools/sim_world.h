@@ -72,21 +72,17 @@ std::string FormatTime(TimePoint t);
 // A transport that shows what crosses it on a Timeline: every MAD it sends,
 // and the MADs it receives from `show_received_from` (the SA, whose own
 // transport is not tapped), so each MAD appears once.
-class TapTransport final : public mad::Transport {
+class TapTransport final : public mad::ForwardingTransport {
  public:
   TapTransport(mad::Transport& inner, Timeline& timeline, const mad::Clock& clock,
                uint16_t show_received_from)
-      : inner_(inner), timeline_(timeline), clock_(clock), from_(show_received_from) {}
+      : ForwardingTransport(inner), timeline_(timeline), clock_(clock), from_(show_received_from) {}
 
   absl::Status Send(const mad::MadAddress& to, std::span<const uint8_t> mad) override;
   size_t Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink,
                size_t max = SIZE_MAX) override;
-  int fd() const override { return inner_.fd(); }
-  const mad::TransportCaps& caps() const override { return inner_.caps(); }
-  const mad::LocalPort& port() const override { return inner_.port(); }
 
  private:
-  mad::Transport& inner_;
   Timeline& timeline_;
   const mad::Clock& clock_;
   uint16_t from_;

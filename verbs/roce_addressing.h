@@ -64,11 +64,11 @@ struct RoceCounters {
   uint64_t no_sgid = 0;      // no GID of the destination's family: sent unchanged
 };
 
-class RoceAddressing final : public mad::Transport {
+class RoceAddressing final : public mad::ForwardingTransport {
  public:
   // `inner` must outlive this object; `gids` is the port's GID table.
   RoceAddressing(mad::Transport& inner, std::vector<mad::Gid> gids)
-      : inner_(inner), gids_(std::move(gids)) {}
+      : ForwardingTransport(inner), gids_(std::move(gids)) {}
 
   // Sends to QP1 at `gid` go to `qpn` with `qkey` instead.
   void RedirectQp1(const mad::Gid& gid, uint32_t qpn, uint32_t qkey);
@@ -77,22 +77,6 @@ class RoceAddressing final : public mad::Transport {
   mad::MadAddress Rewrite(const mad::MadAddress& to);
 
   absl::Status Send(const mad::MadAddress& to, std::span<const uint8_t> mad) override;
-  size_t Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink,
-               size_t max = SIZE_MAX) override {
-    return inner_.Drain(sink, max);
-  }
-  int fd() const override { return inner_.fd(); }
-  const mad::TransportCaps& caps() const override { return inner_.caps(); }
-  const mad::LocalPort& port() const override { return inner_.port(); }
-  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
-                            const mad::ListenAddress& address = {}) override {
-    return inner_.ClaimService(service_id, mask, reuse, address);
-  }
-  void ReleaseService(uint64_t service_id, uint64_t mask,
-                      const mad::ListenAddress& address = {}) override {
-    inner_.ReleaseService(service_id, mask, address);
-  }
-  absl::Status link_status() const override { return inner_.link_status(); }
 
   const RoceCounters& counters() const { return counters_; }
 
@@ -101,7 +85,6 @@ class RoceAddressing final : public mad::Transport {
     uint32_t qpn;
     uint32_t qkey;
   };
-  mad::Transport& inner_;
   std::vector<mad::Gid> gids_;
   absl::flat_hash_map<mad::Gid, Target> redirects_;
   RoceCounters counters_;

@@ -18,29 +18,17 @@
 
 namespace uscm::mad::capture {
 
-class CaptureTransport final : public Transport {
+class CaptureTransport final : public ForwardingTransport {
  public:
   // `inner`, `writer` and `clock` must outlive this object.
   CaptureTransport(Transport& inner, PcapWriter& writer, const Clock& clock)
-      : inner_(inner), writer_(writer), clock_(clock) {}
+      : ForwardingTransport(inner), writer_(writer), clock_(clock) {}
 
   // Records the MAD only if the inner transport accepted it.
   absl::Status Send(const MadAddress& to, std::span<const uint8_t> mad) override;
   // Records each MAD before handing it to `sink`.
   size_t Drain(absl::FunctionRef<void(const ReceivedMad&)> sink,
                size_t max = SIZE_MAX) override;
-  int fd() const override { return inner_.fd(); }
-  const TransportCaps& caps() const override { return inner_.caps(); }
-  const LocalPort& port() const override { return inner_.port(); }
-  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
-                            const mad::ListenAddress& address = {}) override {
-    return inner_.ClaimService(service_id, mask, reuse, address);
-  }
-  void ReleaseService(uint64_t service_id, uint64_t mask,
-                      const mad::ListenAddress& address = {}) override {
-    inner_.ReleaseService(service_id, mask, address);
-  }
-  absl::Status link_status() const override { return inner_.link_status(); }
 
   uint64_t recorded() const { return recorded_; }
   uint64_t record_failures() const { return record_failures_; }
@@ -49,7 +37,6 @@ class CaptureTransport final : public Transport {
  private:
   void Record(const UdHeaders& headers, std::span<const uint8_t> mad);
 
-  Transport& inner_;
   PcapWriter& writer_;
   const Clock& clock_;
   uint64_t recorded_ = 0;

@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<FaultInjector>> FaultInjector::Create(mad::Transp
 
 FaultInjector::FaultInjector(mad::Transport& inner, const mad::Clock& clock,
                              FaultInjectorOptions options)
-    : inner_(inner), clock_(clock), options_(std::move(options)), rng_(options_.seed),
+    : ForwardingTransport(inner), clock_(clock), options_(std::move(options)), rng_(options_.seed),
       caps_(inner.caps()) {
   caps_.name = absl::StrCat("faults+", caps_.name);
 }

@@ -51,7 +51,7 @@ struct FaultCounters {
   uint64_t send_errors = 0;  // inner Send failed for a held MAD
 };
 
-class FaultInjector final : public mad::Transport {
+class FaultInjector final : public mad::ForwardingTransport {
  public:
   // InvalidArgument for a probability outside [0, 1] or a negative duration.
   static absl::StatusOr<std::unique_ptr<FaultInjector>> Create(mad::Transport& inner,
@@ -62,18 +62,7 @@ class FaultInjector final : public mad::Transport {
   // the inner transport's last error, if any.
   absl::Status Send(const mad::MadAddress& to, std::span<const uint8_t> mad) override;
   size_t Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink, size_t max = SIZE_MAX) override;
-  int fd() const override { return inner_.fd(); }
   const mad::TransportCaps& caps() const override { return caps_; }
-  const mad::LocalPort& port() const override { return inner_.port(); }
-  absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
-                            const mad::ListenAddress& address = {}) override {
-    return inner_.ClaimService(service_id, mask, reuse, address);
-  }
-  void ReleaseService(uint64_t service_id, uint64_t mask,
-                      const mad::ListenAddress& address = {}) override {
-    inner_.ReleaseService(service_id, mask, address);
-  }
-  absl::Status link_status() const override { return inner_.link_status(); }
 
   // Sends the held MADs that are due (Send and Drain also do this).
   void ReleaseDue();
@@ -102,7 +91,6 @@ class FaultInjector final : public mad::Transport {
   void Inject(const FaultSpec& spec, FaultCounters& counters, std::vector<Held>& queue,
               const mad::MadAddress& addr, std::span<const uint8_t> mad);
 
-  mad::Transport& inner_;
   const mad::Clock& clock_;
   FaultInjectorOptions options_;
   Rng rng_;
