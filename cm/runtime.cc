@@ -5,6 +5,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -71,6 +72,7 @@ void Node::StepLocked() {
   const mad::TimePoint now = clock_.Now();
   ++counters_.steps;
   kicked_ = false;
+  wheels_known_ = false;
   transport_.Drain([&](const mad::ReceivedMad& m) {
     if (m.data.size() > 1 && m.data[1] == kCmClass) {
       ++counters_.received_cm;
@@ -89,6 +91,7 @@ void Node::StepLocked() {
 }
 
 size_t Node::FlushLocked() {
+  wheels_known_ = false;  // the call before it may have armed or cancelled timers
   size_t sent = 0;
   const uint64_t errors_before = counters_.send_errors;
   OutgoingMad m;
@@ -105,13 +108,25 @@ size_t Node::FlushLocked() {
   return sent;
 }
 
+namespace {
+
+absl::optional<mad::TimePoint> Earlier(absl::optional<mad::TimePoint> a,
+                                       absl::optional<mad::TimePoint> b) {
+  return b && (!a || *b < *a) ? b : a;
+}
+
+}  // namespace
+
 absl::optional<mad::TimePoint> Node::NextDeadlineLocked() const {
-  absl::optional<mad::TimePoint> d = cm_.NextDeadline();
   if (kicked_) return clock_.Now();
-  auto take = [&d](absl::optional<mad::TimePoint> e) {
-    if (e && (!d || *e < *d)) d = e;
-  };
-  take(agent_.NextDeadline());
+  if (!wheels_known_) {
+    wheels_deadline_ = Earlier(cm_.NextDeadline(), agent_.NextDeadline());
+    wheels_known_ = true;
+  }
+  // A wheel changed without FlushLocked / Rearm after it: a caller's bug.
+  assert(wheels_deadline_ == Earlier(cm_.NextDeadline(), agent_.NextDeadline()));
+  absl::optional<mad::TimePoint> d = wheels_deadline_;
+  auto take = [&d](absl::optional<mad::TimePoint> e) { d = Earlier(d, e); };
   if (agent_.has_output()) take(clock_.Now());
   if (extra_deadline_) take(extra_deadline_());
   return d;

@@ -82,6 +82,10 @@ class Node {
   // caller holds the lock. Returns the number of MADs sent.
   size_t FlushLocked();
   // The earliest deadline of the endpoint and the agent (and `extra`).
+  // The two timer wheels' part is kept between the points where a wheel can
+  // change (a step, FlushLocked, Rearm, RearmIfOutput: every user call of the
+  // rdma_cm layer ends with one of them); builds without NDEBUG check it
+  // against the wheels at every call.
   absl::optional<mad::TimePoint> NextDeadlineLocked() const;
 
   std::mutex& mutex() { return mu_; }
@@ -96,6 +100,7 @@ class Node {
   // multicast joins) are delivered; the real driver re-arms its timer.
   void Rearm() {
     kicked_ = true;
+    wheels_known_ = false;
     RearmTimer();
   }
   // Rearm after a user call of the CM endpoint or the SA client (connect,
@@ -105,6 +110,7 @@ class Node {
   // observer (Rtu's ESTABLISHED, a path cache hit). Saves a step per call.
   void RearmIfOutput() {
     if (cm_.has_events() || sa_.pending_results() > 0) kicked_ = true;
+    wheels_known_ = false;
     RearmTimer();
   }
 
@@ -137,6 +143,10 @@ class Node {
   std::function<absl::optional<mad::TimePoint>()> extra_deadline_;
   NodeCounters counters_;
   bool kicked_ = false;
+  // NextDeadlineLocked's cache of the earliest of cm_'s and agent_'s timer
+  // wheels, valid while wheels_known_.
+  mutable bool wheels_known_ = false;
+  mutable absl::optional<mad::TimePoint> wheels_deadline_;
   // The transport's loss (Transport::link_status) and whether it was handed out.
   absl::Status lost_;
   bool loss_taken_ = false;

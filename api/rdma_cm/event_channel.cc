@@ -40,6 +40,7 @@ uint64_t EventChannel::fd_syscalls() const {
 // empty -> non-empty transition, read when the queue drains (a burst of
 // events costs two syscalls, not two per event). No fd yet: nothing to do.
 void EventChannel::SyncFdLocked() const {
+  queued_.store(queue_.size(), std::memory_order_release);
   const bool want = !queue_.empty();
   if (fd_ < 0 || want == fd_readable_) return;
   uint64_t v = 1;
@@ -162,11 +163,6 @@ absl::Status EventChannel::DestroyId(CmId* id) {
     device_->node_->RearmIfOutput();
   }
   return absl::OkStatus();
-}
-
-size_t EventChannel::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queue_.size();
 }
 
 size_t EventChannel::unacked() const {

@@ -13,6 +13,7 @@
 #define USCM_API_RDMA_CM_RDMA_CM_H_
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -347,7 +348,9 @@ class EventChannel {
   // were retrieved and not acked; queued events of the id are dropped.
   absl::Status DestroyId(CmId* id);
 
-  size_t queued() const;
+  // Events queued, not yet retrieved. Lock-free (a simulation's RunUntil
+  // asks it before every step); a snapshot when other threads post or get.
+  size_t queued() const { return queued_.load(std::memory_order_acquire); }
   size_t unacked() const;
   Device* device() const { return device_; }
 
@@ -356,12 +359,14 @@ class EventChannel {
   friend class CmId;  // Migrate
   explicit EventChannel(Device* device) : device_(device) {}
   void Push(std::unique_ptr<Event> e);  // device lock held
-  // Makes the fd, if made, readable iff the queue is not empty (mu_ held).
+  // After every change of the queue (mu_ held): queued() takes its size,
+  // and the fd, if made, is readable iff the queue is not empty.
   void SyncFdLocked() const;
 
   Device* device_;
   mutable std::mutex mu_;
   std::deque<std::unique_ptr<Event>> queue_;
+  mutable std::atomic<size_t> queued_{0};  // queue_.size(), written under mu_
   // Guarded by mu_; made by fd() (hence mutable).
   mutable int fd_ = -1;
   mutable bool fd_readable_ = false;  // the eventfd holds 1

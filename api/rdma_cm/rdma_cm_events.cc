@@ -90,8 +90,10 @@ AhAttr AhFor(const cm::PathInfo& p) {
 
 
 void Device::OnProgress(mad::TimePoint now) {
-  cm::CmEvent e;
-  while (node_->cm().PollEvent(&e)) OnCmEvent(now, e);
+  if (node_->cm().has_events()) {  // most steps have none: no CmEvent to clear
+    cm::CmEvent e;
+    while (node_->cm().PollEvent(&e)) OnCmEvent(now, e);
+  }
   while (auto r = node_->sa().PollResult()) OnSaResult(now, *r);
   while (auto m = node_->mc().PollEvent()) OnMcEvent(*m);
   // The transport is gone for good (Transport::link_status: the uscmd router
