@@ -191,6 +191,14 @@ bool CmEndpoint::PollTransmit(OutgoingMad* out) {
   return PopFront(tx_, tx_head_, out);
 }
 
+size_t CmEndpoint::DrainTransmit(absl::FunctionRef<void(const OutgoingMad&)> send) {
+  const size_t n = tx_.size() - tx_head_;
+  while (tx_head_ < tx_.size()) send(tx_[tx_head_++]);
+  tx_.clear();
+  tx_head_ = 0;
+  return n;
+}
+
 bool CmEndpoint::PollEvent(CmEvent* out) {
   return PopFront(events_, events_head_, out);
 }

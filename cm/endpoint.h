@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
@@ -84,6 +85,10 @@ class CmEndpoint {
   void HandleTimeout(mad::TimePoint now);
   absl::optional<mad::TimePoint> NextDeadline() const;
   bool PollTransmit(OutgoingMad* out);
+  // Hands every queued MAD to `send` in order, in place (no copy), and
+  // empties the queue: what a PollTransmit loop does. `send` must not call
+  // into this endpoint. Returns the number handed out.
+  size_t DrainTransmit(absl::FunctionRef<void(const OutgoingMad&)> send);
   bool PollEvent(CmEvent* out);
   // An event waits for PollEvent.
   bool has_events() const { return events_head_ < events_.size(); }

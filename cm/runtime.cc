@@ -94,12 +94,11 @@ size_t Node::FlushLocked() {
   wheels_known_ = false;  // the call before it may have armed or cancelled timers
   size_t sent = 0;
   const uint64_t errors_before = counters_.send_errors;
-  OutgoingMad m;
-  while (cm_.PollTransmit(&m)) {
+  sent += cm_.DrainTransmit([this](const OutgoingMad& m) {
     if (!transport_.Send(m.to, m.mad).ok()) ++counters_.send_errors;
-    ++sent;
-  }
-  while (auto out = agent_.PollTransmit()) {
+  });
+  while (agent_.has_output()) {
+    auto out = agent_.PollTransmit();
     if (!transport_.Send(out->to, out->data).ok()) ++counters_.send_errors;
     ++sent;
   }

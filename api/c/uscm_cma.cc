@@ -51,6 +51,12 @@ struct EventImpl {
 // Finds or makes the C handle of a C++ id (passive ids appear in events).
 uscm_cm_id* HandleOf(CmId* id, ChannelImpl* ch) {
   if (id == nullptr) return nullptr;
+  // Once an id has a handle (uscm_create_id, or made below) its C++ context
+  // is that handle, which lives as long as the id: found without the lock
+  // and the table. A passive id not yet handed out carries its listener's
+  // handle, whose impl is the listener: made below.
+  auto* own = static_cast<uscm_cm_id*>(id->context());
+  if (own != nullptr && own->impl == id) return own;
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = Handles().find(id);
   if (it != Handles().end()) return it->second;

@@ -496,6 +496,8 @@ class Device final : public cm::NodeObserver {
   CmId* NewId(EventChannel* ch, void* ctx, PortSpace ps);
   void FreeId(CmId* id);
   // rdma_cm_events.cc
+  // The CM endpoint's events, in order (a step's, or a call's own).
+  void TakeCmEventsLocked(mad::TimePoint now);
   void OnCmEvent(mad::TimePoint now, cm::CmEvent& e);
   void OnConnectRequest(mad::TimePoint now, cm::CmEvent& e);
   void OnSidrRequest(mad::TimePoint now, cm::CmEvent& e);

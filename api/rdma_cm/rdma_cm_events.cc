@@ -89,11 +89,14 @@ AhAttr AhFor(const cm::PathInfo& p) {
 }  // namespace
 
 
+void Device::TakeCmEventsLocked(mad::TimePoint now) {
+  if (!node_->cm().has_events()) return;  // most steps have none: no CmEvent to clear
+  cm::CmEvent e;
+  while (node_->cm().PollEvent(&e)) OnCmEvent(now, e);
+}
+
 void Device::OnProgress(mad::TimePoint now) {
-  if (node_->cm().has_events()) {  // most steps have none: no CmEvent to clear
-    cm::CmEvent e;
-    while (node_->cm().PollEvent(&e)) OnCmEvent(now, e);
-  }
+  TakeCmEventsLocked(now);
   while (auto r = node_->sa().PollResult()) OnSaResult(now, *r);
   while (auto m = node_->mc().PollEvent()) OnMcEvent(*m);
   // The transport is gone for good (Transport::link_status: the uscmd router

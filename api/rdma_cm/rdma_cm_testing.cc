@@ -77,10 +77,10 @@ absl::StatusOr<Event> SimFabric::Next(EventChannel& channel, mad::Duration limit
   if (!s.ok()) return s;
   absl::StatusOr<Event*> e = channel.GetEvent();
   if (!e.ok()) return e.status();
-  Event copy = **e;
+  Event taken = std::move(**e);  // acked just below: its vectors need not be copied
   absl::Status a = channel.AckEvent(*e);
   if (!a.ok()) return a;
-  return copy;
+  return taken;
 }
 
 void SimFabric::RunFor(mad::Duration d) { (void)scheduler_->RunFor(d); }

@@ -40,7 +40,7 @@ class SimFabric {
   SimHost& host(int i) { return hosts_[i]; }
 
   // Runs the simulation until `channel` has an event (or `limit` of virtual
-  // time passes); returns a copy of it, already acked.
+  // time passes); returns it (moved out of the channel's), already acked.
   absl::StatusOr<Event> Next(EventChannel& channel,
                              mad::Duration limit = mad::Duration::Seconds(120));
   // Runs for `d` of virtual time.
