@@ -203,6 +203,21 @@ bool CmEndpoint::PollEvent(CmEvent* out) {
   return PopFront(events_, events_head_, out);
 }
 
+size_t CmEndpoint::DrainEvents(absl::FunctionRef<void(CmEvent&)> handle) {
+  assert(draining_.empty());  // not re-entered from `handle`
+  size_t n = 0;
+  while (has_events()) {
+    // `handle` may Emit: those go to the (now empty) events_ and are handed
+    // out by the next round, so the batch's references stay valid.
+    draining_.swap(events_);
+    const size_t head = events_head_;
+    events_head_ = 0;
+    for (size_t i = head; i < draining_.size(); ++i, ++n) handle(draining_[i]);
+    draining_.clear();
+  }
+  return n;
+}
+
 // ------------------------------------------------------------------ timers
 
 void CmEndpoint::Arm(Connection& c, ConnId id, TimerKind kind,

@@ -90,6 +90,12 @@ class CmEndpoint {
   // into this endpoint. Returns the number handed out.
   size_t DrainTransmit(absl::FunctionRef<void(const OutgoingMad&)> send);
   bool PollEvent(CmEvent* out);
+  // Hands every queued event to `handle` in order, in place (no copy of the
+  // ~500-byte CmEvent), and empties the queue: what a PollEvent loop does.
+  // `handle` may call into this endpoint (Rtu, Reject, ...); events those
+  // raise come after the ones already queued, as a PollEvent loop sees them.
+  // It must not poll this endpoint's events itself. Returns how many.
+  size_t DrainEvents(absl::FunctionRef<void(CmEvent&)> handle);
   // An event waits for PollEvent.
   bool has_events() const { return events_head_ < events_.size(); }
 
@@ -280,6 +286,9 @@ class CmEndpoint {
   size_t tx_head_ = 0;
   std::vector<CmEvent> events_;
   size_t events_head_ = 0;
+  // DrainEvents swaps the queue in here and reads it in place (empty, its
+  // capacity kept, between calls).
+  std::vector<CmEvent> draining_;
   CmCounters counters_;
 };
 

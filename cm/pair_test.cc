@@ -243,4 +243,47 @@ TEST(PairTest, TimeWaitThenPeerCommIdReuse) {
 }
 
 }  // namespace
+// DrainEvents hands out what a PollEvent loop would, in the same order,
+// while the handler calls into the endpoint: each CONNECT_RESPONSE answered
+// with Rtu raises an ESTABLISHED, which comes after the queued responses.
+TEST(PairTest, DrainEventsInOrderWithEventsRaisedByTheHandler) {
+  Pair p;
+  ASSERT_TRUE(p.b.Listen(testing::kService, ~uint64_t{0}, 8, false).ok());
+  auto c1 = p.a.Connect(p.now, MakeConnect(0x111));
+  auto c2 = p.a.Connect(p.now, MakeConnect(0x112));
+  ASSERT_TRUE(c1.ok() && c2.ok());
+  for (const OutgoingMad& m : testing::DrainTx(p.a)) p.b.HandleMad(p.now, p.addr_a, m.mad);
+  for (const CmEvent& e : testing::DrainEvents(p.b)) {
+    AcceptParams ap = MakeAccept(0x200 + e.conn.index);
+    ap.private_data = Bytes(196, static_cast<uint8_t>(e.conn.index));
+    ASSERT_TRUE(p.b.Accept(p.now, e.conn, ap).ok());
+  }
+  for (const OutgoingMad& m : testing::DrainTx(p.b)) p.a.HandleMad(p.now, p.addr_b, m.mad);
+
+  std::vector<std::pair<CmEventType, ConnId>> seen;
+  std::vector<std::vector<uint8_t>> data;
+  const size_t n = p.a.DrainEvents([&](CmEvent& e) {
+    seen.emplace_back(e.type, e.conn);
+    data.emplace_back(e.private_data.bytes().begin(), e.private_data.bytes().end());
+    if (e.type == CmEventType::kConnectResponse) {
+      ASSERT_TRUE(p.a.Rtu(p.now, e.conn, {}).ok());
+    }
+  });
+  EXPECT_EQ(n, 4u);
+  EXPECT_FALSE(p.a.has_events());
+  using T = CmEventType;
+  EXPECT_THAT(seen, ElementsAre(std::pair(T::kConnectResponse, *c1),
+                                std::pair(T::kConnectResponse, *c2),
+                                std::pair(T::kEstablished, *c1),
+                                std::pair(T::kEstablished, *c2)));
+  ASSERT_EQ(data.size(), 4u);
+  // Each REP's data, read in place while the handler's Rtu grew the queue.
+  for (int i : {0, 1}) {
+    ASSERT_GE(data[i].size(), 196u);
+    EXPECT_EQ(std::vector<uint8_t>(data[i].begin(), data[i].begin() + 196),
+              Bytes(196, data[i][0]));
+  }
+  EXPECT_NE(data[0][0], data[1][0]);
+}
+
 }  // namespace uscm::cm

@@ -60,6 +60,26 @@ void EventChannel::Push(std::unique_ptr<Event> e) {
   SyncFdLocked();
 }
 
+namespace {
+
+// Back to a default Event. Copy-assigning from an empty vector or string
+// keeps the target's capacity: a recycled event's private data buffers take
+// the next event's bytes without allocating.
+void ResetForReuse(Event& e) {
+  static const Event kBlank;
+  e = kBlank;
+}
+
+}  // namespace
+
+std::unique_ptr<Event> EventChannel::NewEvent() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (spare_.empty()) return std::make_unique<Event>();
+  std::unique_ptr<Event> e = std::move(spare_.back());
+  spare_.pop_back();
+  return e;
+}
+
 absl::StatusOr<CmId*> EventChannel::CreateId(void* context, PortSpace ps) {
   switch (ps) {
     case PortSpace::kTcp:
@@ -115,6 +135,10 @@ absl::Status EventChannel::AckEvent(Event* event) {
         "ack_cm_event: not an event of this channel that was retrieved and not yet acked");
   }
   if (event->id != nullptr) --event->id->unacked_;
+  if (spare_.size() < kMaxSpareEvents) {
+    ResetForReuse(*event);
+    spare_.push_back(std::move(it->second));
+  }
   delivered_.erase(it);
   return absl::OkStatus();
 }

@@ -134,5 +134,44 @@ TEST_F(EventChannelFdTest, FdAskedForOnAnEmptyQueueIsNotReadable) {
   for (CmId* id : {a, b}) ASSERT_TRUE(ch.DestroyId(id).ok());
 }
 
+// An acked event is kept and handed out again for the next one (no
+// allocation per event), blank: nothing a program wrote into it, nor what
+// the last event carried, leaks into the next.
+TEST_F(EventChannelFdTest, AnAckedEventComesBackBlank) {
+  CmId* a = Resolved(ch());
+  absl::StatusOr<Event*> first = ch().GetEvent();
+  ASSERT_TRUE(first.ok()) << first.status();
+  Event* e = *first;
+  e->status = 5;
+  e->listen_id = a;
+  e->conn.private_data = {1, 2, 3};
+  e->conn.qp_num = 9;
+  e->ud.private_data = {4};
+  e->ud.qkey = 7;
+  e->mc_context = a;
+  e->detail = "what went wrong";
+  ASSERT_TRUE(ch().AckEvent(e).ok());
+
+  CmId* b = Resolved(ch());
+  absl::StatusOr<Event*> second = ch().GetEvent();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*second, e) << "the acked event was not reused";
+  const Event& r = **second;
+  EXPECT_EQ(r.event, EventType::kAddrResolved);
+  EXPECT_EQ(r.id, b);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.listen_id, nullptr);
+  EXPECT_TRUE(r.conn.private_data.empty());
+  EXPECT_EQ(r.conn.qp_num, 0u);
+  EXPECT_EQ(r.conn.flow_control, 1);
+  EXPECT_TRUE(r.ud.private_data.empty());
+  EXPECT_EQ(r.ud.qkey, 0u);
+  EXPECT_EQ(r.mc_context, nullptr);
+  EXPECT_TRUE(r.detail.empty());
+  ASSERT_TRUE(ch().AckEvent(*second).ok());
+  ASSERT_TRUE(ch().DestroyId(a).ok());
+  ASSERT_TRUE(ch().DestroyId(b).ok());
+}
+
 }  // namespace
 }  // namespace uscm

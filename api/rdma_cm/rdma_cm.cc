@@ -360,7 +360,7 @@ void Device::PostEvent(CmId* id, std::unique_ptr<Event> e) {
 }
 
 void Device::Post(CmId* id, EventType t, int status, std::string detail) {
-  auto e = std::make_unique<Event>();
+  std::unique_ptr<Event> e = id->channel_->NewEvent();
   e->event = t;
   e->status = status;
   e->detail = std::move(detail);

@@ -359,6 +359,9 @@ class EventChannel {
   friend class CmId;  // Migrate
   explicit EventChannel(Device* device) : device_(device) {}
   void Push(std::unique_ptr<Event> e);  // device lock held
+  // A blank Event: an acked one of this channel reset (its private data
+  // buffers keep their capacity), or a new one when none is spare.
+  std::unique_ptr<Event> NewEvent();
   // After every change of the queue (mu_ held): queued() takes its size,
   // and the fd, if made, is readable iff the queue is not empty.
   void SyncFdLocked() const;
@@ -372,6 +375,9 @@ class EventChannel {
   mutable bool fd_readable_ = false;  // the eventfd holds 1
   mutable uint64_t fd_syscalls_ = 0;
   absl::flat_hash_map<Event*, std::unique_ptr<Event>> delivered_;
+  // Acked events kept for NewEvent (mu_): no allocation per event once warm.
+  static constexpr size_t kMaxSpareEvents = 64;
+  std::vector<std::unique_ptr<Event>> spare_;
 };
 
 struct DeviceOptions {

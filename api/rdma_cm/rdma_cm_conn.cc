@@ -499,7 +499,7 @@ absl::Status CmId::JoinRoceLocked(const Address& group, void* context, McJoinFla
     if (!m.ok()) return m.status();
     js.ip_membership = std::move(*m);
   }
-  auto e = std::make_unique<Event>();
+  std::unique_ptr<Event> e = channel_->NewEvent();
   e->mc_context = context;
   e->event = EventType::kMulticastJoin;
   if (qp_ != nullptr && !send_only) {

@@ -21,6 +21,11 @@ std::vector<uint8_t> Bytes(std::span<const uint8_t> s) {
   return std::vector<uint8_t>(s.begin(), s.end());
 }
 
+// Into a (recycled) event's buffer: no allocation once it has the capacity.
+void AssignBytes(std::vector<uint8_t>& to, std::span<const uint8_t> s) {
+  to.assign(s.begin(), s.end());
+}
+
 int ErrnoFor(const absl::Status& s) {
   switch (s.code()) {
     case absl::StatusCode::kDeadlineExceeded: return -ETIMEDOUT;
@@ -90,14 +95,16 @@ AhAttr AhFor(const cm::PathInfo& p) {
 
 
 void Device::TakeCmEventsLocked(mad::TimePoint now) {
-  if (!node_->cm().has_events()) return;  // most steps have none: no CmEvent to clear
-  cm::CmEvent e;
-  while (node_->cm().PollEvent(&e)) OnCmEvent(now, e);
+  // In place: no copy of the ~500-byte CmEvent out of the endpoint's queue.
+  node_->cm().DrainEvents([&](cm::CmEvent& e) { OnCmEvent(now, e); });
 }
 
 void Device::OnProgress(mad::TimePoint now) {
   TakeCmEventsLocked(now);
-  while (auto r = node_->sa().PollResult()) OnSaResult(now, *r);
+  // Most steps have no SA answer: no optional<SaResult> built to say so.
+  if (node_->sa().pending_results() != 0) {
+    while (auto r = node_->sa().PollResult()) OnSaResult(now, *r);
+  }
   while (auto m = node_->mc().PollEvent()) OnMcEvent(*m);
   // The transport is gone for good (Transport::link_status: the uscmd router
   // exited or restarted). As librdmacm on a device removal, every id gets
@@ -147,7 +154,7 @@ void Device::OnMcEvent(sa::McEvent& m) {
     if (j.ticket == m.ticket) join = &j;
   }
   if (join == nullptr) return;
-  auto e = std::make_unique<Event>();
+  std::unique_ptr<Event> e = id->channel_->NewEvent();
   e->mc_context = join->context;
   // The multicast manager dropped a refused join: leave_multicast only frees it.
   if (!m.status.ok()) join->refused = true;
@@ -192,7 +199,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
   auto it = by_conn_.find(key);
   if (it == by_conn_.end()) return;  // destroyed by the user
   CmId* id = it->second;
-  auto ev = std::make_unique<Event>();
+  std::unique_ptr<Event> ev = id->channel_->NewEvent();
   ev->status = e.status;
   switch (e.type) {
     case T::kConnectResponse:
@@ -213,7 +220,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       if (id->qp_ != nullptr) (void)id->qp_->ToError();
       id->state_ = IdState::kIdle;
       ev->event = EventType::kRejected;
-      ev->conn.private_data = Bytes(e.private_data.bytes());
+      AssignBytes(ev->conn.private_data, e.private_data.bytes());
       by_conn_.erase(it);
       break;
     case T::kUnreachable:
@@ -224,7 +231,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       // nowhere (the peer moved, LIDs were reassigned); the next
       // ResolveRoute to this destination asks the SA again.
       if (ev->status == -ETIMEDOUT) InvalidateRoute(id);
-      ev->ud.private_data = Bytes(e.private_data.bytes());
+      AssignBytes(ev->ud.private_data, e.private_data.bytes());
       by_conn_.erase(it);
       break;
     case T::kConnectError:
@@ -243,7 +250,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
     case T::kSidrReply:
       id->state_ = IdState::kEstablished;
       ev->event = EventType::kEstablished;
-      ev->ud.private_data = Bytes(e.private_data.bytes());
+      AssignBytes(ev->ud.private_data, e.private_data.bytes());
       ev->ud.qp_num = e.sidr_qpn;
       ev->ud.qkey = e.sidr_qkey;
       if (id->path_) ev->ud.ah_attr = AhFor(*id->path_);
@@ -265,7 +272,7 @@ void Device::OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e) {
     // External QP: the user reads RTR / RTS attributes, moves the QP, then
     // calls Establish (librdmacm without an rdma_cm QP).
     id->state_ = IdState::kConnectResponse;
-    auto ev = std::make_unique<Event>();
+    std::unique_ptr<Event> ev = id->channel_->NewEvent();
     ev->event = EventType::kConnectResponse;
     // Establish() swallows the ESTABLISHED that follows: the data is the
     // event's alone (an established id holds no copy).
@@ -302,7 +309,7 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
     return;
   }
   CmId* listener = lit->second;
-  auto ev = std::make_unique<Event>();
+  std::unique_ptr<Event> ev = listener->channel_->NewEvent();
   ev->event = EventType::kConnectRequest;
   const std::span<const uint8_t> pd = e.private_data.bytes();
   Address local, peer;
@@ -325,12 +332,12 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
       (void)node_->cm().Reject(now, e.conn, cm::RejReason::kConsumerReject, {});
       return;
     }
-    ev->conn.private_data = Bytes(mad::wire::CmaUserData(pd));
+    AssignBytes(ev->conn.private_data, mad::wire::CmaUserData(pd));
   } else {
     local = Address::Ib(port().gid, port().lid, e.req.service_id, e.req.pkey);
     peer = Address::Ib(e.req.primary.local_gid, e.req.primary.local_lid, e.req.service_id,
                        e.req.pkey);
-    ev->conn.private_data = Bytes(pd);
+    AssignBytes(ev->conn.private_data, pd);
   }
   local.gid = port().gid;
   local.lid = port().lid;
@@ -385,7 +392,7 @@ void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
     return;
   }
   CmId* listener = lit->second;
-  auto ev = std::make_unique<Event>();
+  std::unique_ptr<Event> ev = listener->channel_->NewEvent();
   ev->event = EventType::kConnectRequest;
   const std::span<const uint8_t> pd = e.private_data.bytes();
   Address local = listener->local_, peer;
@@ -407,10 +414,10 @@ void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
     if (CmId* exact = ListenerFor(listener, dst); exact != nullptr) listener = exact;
     local = listener->local_;
     local.ip = h->dst_addr;
-    ev->ud.private_data = Bytes(mad::wire::CmaUserData(pd));
+    AssignBytes(ev->ud.private_data, mad::wire::CmaUserData(pd));
   } else {
     peer = Address::Ib(mad::Gid(), 0, e.service_id);
-    ev->ud.private_data = Bytes(pd);
+    AssignBytes(ev->ud.private_data, pd);
   }
   CmId* child = NewId(listener->channel_, listener->context_, listener->ps_);
   child->local_ = local;
