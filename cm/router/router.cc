@@ -237,7 +237,7 @@ void Router::RouteWireCm(const mad::ReceivedMad& m) {
       return;
     }
     Client& c = clients_[*owner];
-    const PeerKey key{req->local_comm_id, m.from.lid};
+    const PeerKey key = KeyOf(req->local_comm_id, m.from);
     if (c.answered_reqs.contains(key)) {
       // A retransmission of a REQ the client answered (its REP was lost or
       // late): its CM decides (drop, or MRA / REP again, as the kernel's
@@ -259,7 +259,7 @@ void Router::RouteWireCm(const mad::ReceivedMad& m) {
     }
     Client& c = clients_[*owner];
     if (c.pending_sidr.size() < options_.max_tracked_per_client) {
-      c.pending_sidr.insert({sreq->request_id, m.from.lid});
+      c.pending_sidr.insert(KeyOf(sreq->request_id, m.from));
     } else {
       ++counters_.untracked;
     }

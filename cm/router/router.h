@@ -162,7 +162,22 @@ class Router {
     uint32_t remote_qpn = 0;
     mad::MadAddress peer;
   };
-  using PeerKey = std::pair<uint32_t, uint16_t>;  // (peer's comm / request ID, peer LID)
+  // A peer's comm / request ID and where it came from: its LID on
+  // InfiniBand; on RoCE every LID is 0, so the GID (the GRH's) tells two
+  // hosts that picked the same ID apart.
+  struct PeerKey {
+    uint32_t id = 0;
+    uint16_t lid = 0;
+    mad::Gid gid;  // zero when the LID names the peer
+    friend bool operator==(const PeerKey&, const PeerKey&) = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const PeerKey& k) {
+      return H::combine(std::move(h), k.id, k.lid, k.gid);
+    }
+  };
+  static PeerKey KeyOf(uint32_t id, const mad::MadAddress& peer) {
+    return PeerKey{id, peer.lid, peer.lid == 0 ? peer.gid : mad::Gid{}};
+  }
   struct Client {
     bool live = false;
     ClientCredentials creds;

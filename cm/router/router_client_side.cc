@@ -68,7 +68,7 @@ absl::Status Router::CheckAndTrackCm(uint8_t slot, Client& c, const mad::MadAddr
     return own("SIDR_REQ.RequestID", sreq->request_id);
   }
   if (const auto* srep = std::get_if<w::SidrRepRepr>(&*msg)) {
-    if (c.pending_sidr.erase({srep->request_id, to.lid}) == 0) {
+    if (c.pending_sidr.erase(KeyOf(srep->request_id, to)) == 0) {
       return absl::PermissionDeniedError(absl::StrCat(
           "router: SIDR_REP for request 0x", absl::Hex(srep->request_id), " of LID ", to.lid,
           ", which the router did not hand to this client"));
@@ -76,7 +76,7 @@ absl::Status Router::CheckAndTrackCm(uint8_t slot, Client& c, const mad::MadAddr
     return absl::OkStatus();
   }
   if (const auto* rej = std::get_if<w::RejRepr>(&*msg)) {
-    const PeerKey key{rej->remote_comm_id, to.lid};
+    const PeerKey key = KeyOf(rej->remote_comm_id, to);
     if (rej->local_comm_id == 0) {
       // Rejecting a REQ before giving it an ID: it must be one we delivered.
       if (c.pending_reqs.erase(key) == 0) {
@@ -102,7 +102,7 @@ absl::Status Router::CheckAndTrackCm(uint8_t slot, Client& c, const mad::MadAddr
       },
       *msg);
   if (auto s = own(w::CmAttrName(attr) ? w::CmAttrName(attr) : "CM", local); !s.ok()) return s;
-  const PeerKey key{remote, to.lid};
+  const PeerKey key = KeyOf(remote, to);
   switch (attr) {
     case w::CmAttr::kRep:
     case w::CmAttr::kMra: {
@@ -134,7 +134,7 @@ absl::Status Router::CheckAndTrackCm(uint8_t slot, Client& c, const mad::MadAddr
 void Router::ForgetConn(Client& c, uint32_t local) {
   auto it = c.conns.find(local);
   if (it == c.conns.end()) return;
-  const PeerKey key{it->second.remote_comm_id, it->second.peer.lid};
+  const PeerKey key = KeyOf(it->second.remote_comm_id, it->second.peer);
   auto a = c.answered_reqs.find(key);
   if (a != c.answered_reqs.end() && a->second == local) c.answered_reqs.erase(a);
   c.conns.erase(it);
@@ -285,7 +285,7 @@ void Router::Cleanup(uint8_t slot, Client& c) {
     w::RejRepr r;
     r.envelope.transaction_id = p.tid;
     r.local_comm_id = 0;
-    r.remote_comm_id = key.first;
+    r.remote_comm_id = key.id;
     r.message_rejected = w::RejMessage::kReq;
     r.reason = w::RejReason::kConsumerReject;
     if (r.Emit(buf).ok()) {
