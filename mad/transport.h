@@ -110,6 +110,11 @@ struct ListenAddress {
   }
 };
 
+// What a service claim holds (cm/router): a bound address (rdma_bind_addr:
+// the kernel reserves the port at bind, cma_get_port; no request reaches a
+// bind) or a listener (requests for it go to this process).
+enum class ClaimKind : uint8_t { kBind = 1, kListen = 2 };
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -130,13 +135,17 @@ class Transport {
   // A transport that shares the port with other processes (cm/router) must
   // be told which service IDs this process listens on, so REQ / SIDR_REQ for
   // them are routed here. A transport that owns the port accepts everything.
-  // `address` is the listener's (every override declares the same default).
+  // `address` is the listener's (every override declares the same defaults).
+  // kBind claims an address at bind (REUSEADDR shares it between ids that
+  // both set it); kListen routes the requests (never shared).
   virtual absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
-                                    const ListenAddress& address = {}) {
+                                    const ListenAddress& address = {},
+                                    ClaimKind kind = ClaimKind::kListen) {
     return absl::OkStatus();
   }
   virtual void ReleaseService(uint64_t service_id, uint64_t mask,
-                              const ListenAddress& address = {}) {}
+                              const ListenAddress& address = {},
+                              ClaimKind kind = ClaimKind::kListen) {}
 
   // OK while the transport works; once it is gone for good (cm/router: the
   // uscmd router exited), why. A Node turns the loss into
@@ -163,12 +172,13 @@ class ForwardingTransport : public Transport {
   const TransportCaps& caps() const override { return inner_.caps(); }
   const LocalPort& port() const override { return inner_.port(); }
   absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
-                            const ListenAddress& address = {}) override {
-    return inner_.ClaimService(service_id, mask, reuse, address);
+                            const ListenAddress& address = {},
+                            ClaimKind kind = ClaimKind::kListen) override {
+    return inner_.ClaimService(service_id, mask, reuse, address, kind);
   }
-  void ReleaseService(uint64_t service_id, uint64_t mask,
-                      const ListenAddress& address = {}) override {
-    inner_.ReleaseService(service_id, mask, address);
+  void ReleaseService(uint64_t service_id, uint64_t mask, const ListenAddress& address = {},
+                      ClaimKind kind = ClaimKind::kListen) override {
+    inner_.ReleaseService(service_id, mask, address, kind);
   }
   absl::Status link_status() const override { return inner_.link_status(); }
 

@@ -197,6 +197,7 @@ std::vector<uint8_t> EncodeClaim(FrameType type, const ClaimFrame& c) {
   w.U8(static_cast<uint8_t>(c.address.family));
   w.Bytes(c.address.ip);
   w.U8(c.address.af_only ? 1 : 0);
+  w.U8(static_cast<uint8_t>(c.kind));
   return out;
 }
 
@@ -287,11 +288,18 @@ absl::StatusOr<ClaimFrame> DecodeClaim(std::span<const uint8_t> frame) {
   const uint8_t family = r.U8("address.family");
   auto ip = r.Bytes("address.ip", 16);
   const uint8_t af_only = r.U8("address.af_only");
+  const uint8_t kind = r.U8("kind");
   if (!r.status().ok()) return r.status();
   if (reuse > 1 || af_only > 1) {
     return absl::InvalidArgumentError(absl::StrCat("router claim frame: reuse ", reuse,
                                                    ", af_only ", af_only, "; each is 0 or 1"));
   }
+  if (kind != static_cast<uint8_t>(mad::ClaimKind::kBind) &&
+      kind != static_cast<uint8_t>(mad::ClaimKind::kListen)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("router claim frame: kind ", kind, "; expected 1 (bind) or 2 (listen)"));
+  }
+  c.kind = static_cast<mad::ClaimKind>(kind);
   using Family = mad::ListenAddress::Family;
   if (family != 0 && family != 4 && family != 6) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -312,7 +320,7 @@ absl::StatusOr<ClaimFrame> DecodeClaim(std::span<const uint8_t> frame) {
         "router claim frame: IPv4 address with non-zero bytes before its last 4");
   }
   if (r.Rest().size() != 0) {
-    return absl::InvalidArgumentError("router claim frame: bytes after address.af_only");
+    return absl::InvalidArgumentError("router claim frame: bytes after kind");
   }
   return c;
 }

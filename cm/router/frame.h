@@ -1,10 +1,11 @@
 // The messages between uscmd (the per-port MAD router) and its clients, one
 // per SOCK_SEQPACKET message. Every frame starts with an 8-byte header:
 //
-//   magic "UR" (0x55 0x52), version 2, type, 4 reserved bytes (0)
+//   magic "UR" (0x55 0x52), version 3, type, 4 reserved bytes (0)
 //
 // Version 2: a claim carries the listener's address (family, IP, AFONLY) and
-// a reply the errno the client should report.
+// a reply the errno the client should report. Version 3: a claim says whether
+// it binds or listens (the kernel reserves a port at rdma_bind_addr).
 //
 // then a type-specific body in little-endian order. A MAD frame carries the
 // UD address vector (38 bytes) and the MAD itself, so one MAD = one message.
@@ -23,7 +24,7 @@
 
 namespace uscm::router {
 
-inline constexpr uint8_t kFrameVersion = 2;
+inline constexpr uint8_t kFrameVersion = 3;
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr size_t kAddressBytes = 38;
 // Largest frame: a MAD frame with an RMPP-coalesced SA response (umad).
@@ -33,8 +34,8 @@ enum class FrameType : uint8_t {
   kHello = 1,     // client -> router: "I want a slot"
   kWelcome = 2,   // router -> client: slot, comm ID range, the port
   kMad = 3,       // both ways: one MAD with its address
-  kClaim = 4,     // client -> router: listen on a service ID / mask
-  kRelease = 5,   // client -> router: stop listening
+  kClaim = 4,     // client -> router: bind / listen on a service ID / mask
+  kRelease = 5,   // client -> router: unbind / stop listening
   kReply = 6,     // router -> client: the answer to kClaim / kRelease
   kRefused = 7,   // router -> client: a MAD the router would not send
 };
@@ -60,14 +61,16 @@ struct MadFrame {
 // Body: request u32, service_id u64, mask u64, reuse u8 (0 / 1), then the
 // listener's address: family u8 (0 none, 4, 6), ip 16 bytes (network order;
 // IPv4 in the last 4, the 12 before zero; all zero for none), af_only u8
-// (0 / 1; 0 for none). Anything else is refused by name.
+// (0 / 1; 0 for none), kind u8 (1 bind, 2 listen). Anything else is refused
+// by name.
 struct ClaimFrame {
   uint32_t request = 0;  // echoed in the reply
   uint64_t service_id = 0;
   uint64_t mask = 0;
-  bool reuse = false;  // REUSEADDR of the listening id (informational: the
-                       // router refuses another process's overlap either way)
+  bool reuse = false;  // REUSEADDR of the id: two binds that both set it share
+                       // an address; a listen never shares one
   mad::ListenAddress address = {};  // what the claim covers within the service
+  mad::ClaimKind kind = mad::ClaimKind::kListen;
 };
 
 // Not StatusOr<Status>: that type cannot tell a decode error from a value.

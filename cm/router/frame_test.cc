@@ -123,7 +123,7 @@ TEST(FrameTest, ClaimCarriesTheListenersAddress) {
   ClaimFrame c{7, 0x1061D2F, ~uint64_t{0}, false, mad::ListenAddress::Ipv4(0xC0A84D65)};
   const std::vector<uint8_t> f = EncodeClaim(FrameType::kClaim, c);
   const std::vector<uint8_t> want = {
-      0x55, 0x52, 2, 4, 0, 0, 0, 0,                    // "UR", version 2, claim
+      0x55, 0x52, 3, 4, 0, 0, 0, 0,                    // "UR", version 3, claim
       7, 0, 0, 0,                                      // request
       0x2F, 0x1D, 0x06, 0x01, 0, 0, 0, 0,              // service ID (LE)
       0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,  // mask
@@ -132,6 +132,7 @@ TEST(FrameTest, ClaimCarriesTheListenersAddress) {
       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,              // 12 zero bytes
       192, 168, 77, 101,                               // 192.168.77.101
       1,                                               // af_only
+      2,                                               // kind: listen
   };
   EXPECT_EQ(f, want);
   auto d = DecodeClaim(f);
@@ -154,6 +155,8 @@ TEST(FrameTest, ClaimCarriesTheListenersAddress) {
   EXPECT_NE(bad(30, 1).message().find("before its last 4"), absl::string_view::npos);
   EXPECT_NE(bad(46, 2).message().find("af_only 2"), absl::string_view::npos);
   EXPECT_NE(bad(28, 3).message().find("reuse 3"), absl::string_view::npos);
+  EXPECT_NE(bad(47, 0).message().find("kind 0"), absl::string_view::npos);
+  EXPECT_NE(bad(47, 3).message().find("kind 3"), absl::string_view::npos);
   std::vector<uint8_t> longer = f;
   longer.push_back(0);
   EXPECT_NE(DecodeClaim(longer).status().message().find("bytes after"), absl::string_view::npos);
@@ -164,11 +167,28 @@ TEST(FrameTest, ClaimCarriesTheListenersAddress) {
   g[45] = 1;
   EXPECT_NE(DecodeClaim(g).status().message().find("family 0 (none) with an IP"),
             absl::string_view::npos);
-  // A version 1 peer (before addresses) is told which version this build speaks.
+  // A version 2 peer (before bind claims) is told which version this build speaks.
   g = EncodeClaim(FrameType::kClaim, none);
-  g[2] = 1;
-  EXPECT_NE(DecodeClaim(g).status().message().find("this build speaks version 2"),
+  g[2] = 2;
+  EXPECT_NE(DecodeClaim(g).status().message().find("this build speaks version 3"),
             absl::string_view::npos);
+}
+
+// A bind claim: the same body with kind 1; both kinds round-trip.
+TEST(FrameTest, AClaimSaysWhetherItBindsOrListens) {
+  ClaimFrame c{9, 0x1061D2F, ~uint64_t{0}, true, mad::ListenAddress::Ipv4(0xC0A84D65),
+               mad::ClaimKind::kBind};
+  std::vector<uint8_t> f = EncodeClaim(FrameType::kClaim, c);
+  ASSERT_EQ(f.size(), 48u);
+  EXPECT_EQ(f[47], 1);
+  auto d = DecodeClaim(f);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->kind, mad::ClaimKind::kBind);
+  EXPECT_TRUE(d->reuse);
+  c.kind = mad::ClaimKind::kListen;
+  d = DecodeClaim(EncodeClaim(FrameType::kRelease, c));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->kind, mad::ClaimKind::kListen);
 }
 
 TEST(FrameTest, AReplyCarriesTheErrno) {

@@ -123,15 +123,16 @@ absl::Status LocalRouterClient::Request(FrameType type, const ClaimFrame& claim)
 }
 
 absl::Status LocalRouterClient::ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
-                                             const mad::ListenAddress& address) {
+                                             const mad::ListenAddress& address,
+                                             mad::ClaimKind kind) {
   return Request(FrameType::kClaim,
-                 ClaimFrame{next_request_++, service_id, mask, reuse, address});
+                 ClaimFrame{next_request_++, service_id, mask, reuse, address, kind});
 }
 
 void LocalRouterClient::ReleaseService(uint64_t service_id, uint64_t mask,
-                                       const mad::ListenAddress& address) {
+                                       const mad::ListenAddress& address, mad::ClaimKind kind) {
   (void)Request(FrameType::kRelease,
-                ClaimFrame{next_request_++, service_id, mask, false, address});
+                ClaimFrame{next_request_++, service_id, mask, false, address, kind});
 }
 
 }  // namespace uscm::router

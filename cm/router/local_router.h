@@ -83,9 +83,10 @@ class LocalRouterClient final : public mad::Transport {
   const mad::LocalPort& port() const override { return welcome_.port; }
   // Answered synchronously: the router replies inside HandleFrame.
   absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
-                            const mad::ListenAddress& address = {}) override;
-  void ReleaseService(uint64_t service_id, uint64_t mask,
-                      const mad::ListenAddress& address = {}) override;
+                            const mad::ListenAddress& address = {},
+                            mad::ClaimKind kind = mad::ClaimKind::kListen) override;
+  void ReleaseService(uint64_t service_id, uint64_t mask, const mad::ListenAddress& address = {},
+                      mad::ClaimKind kind = mad::ClaimKind::kListen) override;
 
   size_t pending() const { return inbox_.size(); }
   // Runs whenever a MAD is queued for Drain.

@@ -197,6 +197,7 @@ absl::optional<uint8_t> Router::ListenerFor(uint64_t service_id,
                                             const mad::ListenAddress& dst) const {
   const Claim* wildcard = nullptr;
   for (const Claim& c : claims_) {
+    if (c.kind != mad::ClaimKind::kListen) continue;
     if ((service_id & c.mask) != (c.service_id & c.mask)) continue;
     switch (Match(c.address, dst)) {
       case ListenMatch::kExact:

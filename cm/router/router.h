@@ -2,14 +2,15 @@
 // (QP1) and shares it among the uscm processes of one host. The CM state
 // machines stay in the processes; the router only routes and checks:
 //
-//   * REQ / SIDR_REQ from the wire go to the process that claimed the
+//   * REQ / SIDR_REQ from the wire go to the process that listens on the
 //     service ID on the destination address of the request's rdma_cm IP
-//     header (claims of two processes never overlap as the kernel decides
-//     it: the same address, a wildcard against its family or a claim without
-//     address is refused with AlreadyExists, EADDRINUSE / EADDRNOTAVAIL, even
-//     when both set REUSEADDR, as the kernel's rdma_listen; listeners on
-//     different addresses of one port share it; one process's own
-//     overlapping listens are its endpoint's business);
+//     header. Claims (a bind, and a listen on top of it) of two processes
+//     never overlap as the kernel decides it: the same address, a wildcard
+//     against its family or a claim without address is refused with
+//     AlreadyExists, EADDRINUSE / EADDRNOTAVAIL; only two binds that both set
+//     REUSEADDR share an address (cma_check_port), a listen never does (as
+//     the kernel's rdma_listen); ids on different addresses of one port share
+//     it; one process's own overlaps are its endpoint's business;
 //   * every other CM MAD goes by the comm ID it is addressed to: each client
 //     gets a slot, and its local comm IDs carry the slot in their top
 //     `slot_bits` bits, so the owner is a shift away;
@@ -195,6 +196,7 @@ class Router {
     uint64_t mask = 0;
     bool reuse = false;
     mad::ListenAddress address;
+    mad::ClaimKind kind = mad::ClaimKind::kListen;  // a bind takes no request
   };
   struct TidEntry {
     uint8_t slot = 0;

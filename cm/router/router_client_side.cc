@@ -190,6 +190,7 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
                                                    " has bits outside mask 0x",
                                                    absl::Hex(claim.mask)));
   }
+  const bool bind = claim.kind == mad::ClaimKind::kBind;
   // An rdma_cm IP port space service ID: 0x0000000001 | port space (8 bits)
   // << 16 | port (IBA A3.2.2, rdma_cm's RDMA_IB_IP_PS_MASK).
   constexpr uint64_t kIpPsMask = 0xFFFFFFFFFF000000ULL;
@@ -199,42 +200,49 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
       port != 0 && port < 1024 && !clients_[slot].creds.may_bind_privileged_ports) {
     ++counters_.claims_denied;
     return absl::PermissionDeniedError(absl::StrCat(
-        "router: listening on port ", port, " (below 1024) needs CAP_NET_BIND_SERVICE, as in "
-        "the kernel's rdma_cm; uid ", clients_[slot].creds.uid, " (pid ",
-        clients_[slot].creds.pid, ") does not have it (errno EACCES)"));
+        "router: ", bind ? "binding" : "listening on", " port ", port,
+        " (below 1024) needs CAP_NET_BIND_SERVICE, as in the kernel's rdma_cm; uid ",
+        clients_[slot].creds.uid, " (pid ", clients_[slot].creds.pid,
+        ") does not have it (errno EACCES)"));
   }
   for (const Claim& c : claims_) {
     const uint64_t common = claim.mask & c.mask;
     if ((claim.service_id & common) != (c.service_id & common)) continue;
     if (c.slot == slot) continue;  // the process's own endpoint checks its own overlaps
-    // As the kernel's rdma_listen (cma_check_port without REUSEADDR): a second
-    // listener on the same address, or a wildcard against an address of its
-    // family, is refused even when both set REUSEADDR (that option shares a
-    // bound port between ids that do not listen; it never shares a listen);
-    // different addresses share the port.
+    // As the kernel's cma_check_port: two binds that both set REUSEADDR share
+    // an address; a listen checks without it (rdma_listen), and a listener
+    // no longer shares (the kernel clears its reuseaddr), so a listen claim
+    // is never skipped.
+    const bool shared = bind && claim.reuse && c.kind == mad::ClaimKind::kBind && c.reuse;
+    if (shared) continue;
     const ListenOverlap overlap = Overlap(claim.address, c.address);
     if (overlap == ListenOverlap::kNone) continue;
     ++counters_.claim_conflicts;
     const bool wildcard = overlap == ListenOverlap::kWildcard;
+    const char* how = c.kind == mad::ClaimKind::kListen ? "a listener shares it with no one"
+                      : !bind ? "a listen shares it with no one, REUSEADDR or not"
+                              : "REUSEADDR on both binds shares it";
     return mad::WithErrno(
         absl::AlreadyExistsError(absl::StrCat(
             "router: service ID 0x", absl::Hex(claim.service_id), "/0x", absl::Hex(claim.mask),
             " on ", ListenAddressString(claim.address), " overlaps 0x", absl::Hex(c.service_id),
             "/0x", absl::Hex(c.mask), " on ", ListenAddressString(c.address),
-            " that another process listens on (slot ", c.slot, "); ",
+            " that another process ", c.kind == mad::ClaimKind::kBind ? "has bound" : "listens on",
+            " (slot ", c.slot, "); ",
             wildcard ? "a wildcard takes every address of its family"
-                     : "an address has one listener per port",
-            ", REUSEADDR or not (errno ", wildcard ? "EADDRNOTAVAIL" : "EADDRINUSE", ")")),
+                     : "an address has one owner per port",
+            "; ", how, " (errno ", wildcard ? "EADDRNOTAVAIL" : "EADDRINUSE", ")")),
         wildcard ? EADDRNOTAVAIL : EADDRINUSE);
   }
-  claims_.push_back(Claim{slot, claim.service_id, claim.mask, claim.reuse, claim.address});
+  claims_.push_back(
+      Claim{slot, claim.service_id, claim.mask, claim.reuse, claim.address, claim.kind});
   return absl::OkStatus();
 }
 
 void Router::HandleRelease(uint8_t slot, const ClaimFrame& claim) {
   auto it = std::find_if(claims_.begin(), claims_.end(), [&](const Claim& c) {
     return c.slot == slot && c.service_id == claim.service_id && c.mask == claim.mask &&
-           c.address == claim.address;
+           c.address == claim.address && c.kind == claim.kind;
   });
   if (it != claims_.end()) claims_.erase(it);
 }

@@ -64,8 +64,8 @@ class RouterTest : public ::testing::Test {
     peer_ = std::make_unique<CmEndpoint>(peer_tx_->port(), cm::testing::TestConfig(), 99);
   }
 
-  TestClient& AddClient() {
-    auto wl = router_->AddClient();
+  TestClient& AddClient(const ClientCredentials& creds = {}) {
+    auto wl = router_->AddClient(creds);
     EXPECT_TRUE(wl.ok()) << wl.status();
     TestClient& c = clients_[wl->slot];
     c.slot = wl->slot;
@@ -89,9 +89,10 @@ class RouterTest : public ::testing::Test {
   }
 
   absl::Status Claim(TestClient& c, uint64_t sid, uint64_t mask, bool reuse,
-                     const mad::ListenAddress& address = {}) {
-    router_->HandleFrame(c.slot,
-                         EncodeClaim(FrameType::kClaim, ClaimFrame{1, sid, mask, reuse, address}));
+                     const mad::ListenAddress& address = {},
+                     mad::ClaimKind kind = mad::ClaimKind::kListen) {
+    router_->HandleFrame(
+        c.slot, EncodeClaim(FrameType::kClaim, ClaimFrame{1, sid, mask, reuse, address, kind}));
     Deliver();
     EXPECT_FALSE(c.replies.empty());
     if (c.replies.empty()) return absl::InternalError("no reply");

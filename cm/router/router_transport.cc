@@ -177,16 +177,18 @@ size_t RouterTransport::Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> s
 }
 
 absl::Status RouterTransport::ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
-                                           const mad::ListenAddress& address) {
+                                           const mad::ListenAddress& address,
+                                           mad::ClaimKind kind) {
   if (!status_.ok()) return status_;
   const uint32_t request = next_request_++;
-  const auto f =
-      EncodeClaim(FrameType::kClaim, ClaimFrame{request, service_id, mask, reuse, address});
+  const auto f = EncodeClaim(FrameType::kClaim,
+                             ClaimFrame{request, service_id, mask, reuse, address, kind});
   if (send(fd_, f.data(), f.size(), MSG_NOSIGNAL) < 0) {
     Break(absl::StrCat("failed: ", std::strerror(errno)));
     return status_;
   }
-  return AwaitReply(request, absl::StrCat("the listen on service ID 0x", absl::Hex(service_id)));
+  return AwaitReply(request, absl::StrCat(kind == mad::ClaimKind::kBind ? "the bind" : "the listen",
+                                          " on service ID 0x", absl::Hex(service_id)));
 }
 
 // Waits for the release's reply too: once the id is destroyed the service is
@@ -194,11 +196,11 @@ absl::Status RouterTransport::ClaimService(uint64_t service_id, uint64_t mask, b
 // synchronous); without the wait another process's listen could reach the
 // router before this release, on its own socket, and find the service taken.
 void RouterTransport::ReleaseService(uint64_t service_id, uint64_t mask,
-                                     const mad::ListenAddress& address) {
+                                     const mad::ListenAddress& address, mad::ClaimKind kind) {
   if (!status_.ok()) return;
   const uint32_t request = next_request_++;
-  const auto f =
-      EncodeClaim(FrameType::kRelease, ClaimFrame{request, service_id, mask, false, address});
+  const auto f = EncodeClaim(FrameType::kRelease,
+                             ClaimFrame{request, service_id, mask, false, address, kind});
   if (send(fd_, f.data(), f.size(), MSG_NOSIGNAL) < 0) {
     Break(absl::StrCat("failed: ", std::strerror(errno)));
     return;

@@ -58,9 +58,10 @@ class RouterTransport final : public mad::Transport {
   // Waits (up to 30 s) for the router's answer; MADs arriving meanwhile are
   // kept for Drain.
   absl::Status ClaimService(uint64_t service_id, uint64_t mask, bool reuse,
-                            const mad::ListenAddress& address = {}) override;
-  void ReleaseService(uint64_t service_id, uint64_t mask,
-                      const mad::ListenAddress& address = {}) override;
+                            const mad::ListenAddress& address = {},
+                            mad::ClaimKind kind = mad::ClaimKind::kListen) override;
+  void ReleaseService(uint64_t service_id, uint64_t mask, const mad::ListenAddress& address = {},
+                      mad::ClaimKind kind = mad::ClaimKind::kListen) override;
 
   // OK while the router is there; Unavailable once it closed the socket.
   const absl::Status& status() const { return status_; }

@@ -40,7 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(type.ok() && (*type == r::FrameType::kClaim || *type == r::FrameType::kRelease));
     auto again = r::DecodeClaim(r::EncodeClaim(*type, *c));
     Check(again.ok() && again->request == c->request && again->service_id == c->service_id &&
-          again->mask == c->mask && again->reuse == c->reuse && again->address == c->address);
+          again->mask == c->mask && again->reuse == c->reuse && again->address == c->address &&
+          again->kind == c->kind);
   }
   if (auto rep = r::DecodeReply(f); rep.ok()) {
     auto again = r::DecodeReply(r::EncodeReply(*rep));
