@@ -28,6 +28,7 @@
 #include "cm/router/router_transport.h"
 #include "cm/router/server.h"
 #include "gtest/gtest.h"
+#include "mad/status_errno.h"
 
 namespace uscm::router {
 namespace {
@@ -205,10 +206,12 @@ TEST_F(RouterProcessTest, RouterRestartIsDeviceRemovalOnEveryIdAndANewDeviceReco
   EXPECT_EQ(server_->router().counters().refused_mads, 0u);
 }
 
-// REUSEADDR does not share a listen between processes (as the kernel's
-// rdma_listen): the second process's listen on the same port fails, through
-// the C API, with -1 / EADDRINUSE and a message naming the router.
-TEST_F(RouterProcessTest, SecondListenOnTheSameServiceFailsWithEaddrinuseEvenWithReuseaddr) {
+// REUSEADDR shares a bind between processes but not a listen (as the
+// kernel's cma_check_port at bind and rdma_listen, which checks again
+// without it): both binds succeed, and a listen fails, through the C API,
+// with -1 / EADDRINUSE and a message naming the router, while the other
+// process holds its bind.
+TEST_F(RouterProcessTest, ReuseaddrSharesABindAndAListenFailsWithEaddrinuse) {
   LoopThread loop(server_.get());
   struct Proc {
     RouterClient client;
@@ -234,14 +237,13 @@ TEST_F(RouterProcessTest, SecondListenOnTheSameServiceFailsWithEaddrinuseEvenWit
     ASSERT_EQ(uscm_bind_addr(p.id, &addr), 0) << uscm_last_error();
   }
   ASSERT_NE(procs[0].client.transport->slot(), procs[1].client.transport->slot());
-  ASSERT_EQ(uscm_listen(procs[0].id, 8), 0) << uscm_last_error();
   errno = 0;
   EXPECT_EQ(uscm_listen(procs[1].id, 8), -1);
   EXPECT_EQ(errno, EADDRINUSE);
   const std::string why = uscm_last_error();
   EXPECT_NE(why.find("router"), std::string::npos) << why;
-  EXPECT_NE(why.find("another process"), std::string::npos) << why;
-  // After the first listener is destroyed the service is free again.
+  EXPECT_NE(why.find("another process has bound"), std::string::npos) << why;
+  // Once the other process's id is destroyed the listen goes through.
   ASSERT_EQ(uscm_destroy_id(procs[0].id), 0) << uscm_last_error();
   procs[0].id = nullptr;
   EXPECT_EQ(uscm_listen(procs[1].id, 8), 0) << uscm_last_error();
@@ -259,10 +261,10 @@ TEST_F(RouterProcessTest, SecondListenOnTheSameServiceFailsWithEaddrinuseEvenWit
 
 // Issue 13's qperf server: every process behind one uscmd numbers its own
 // ephemeral ports, so a second process could bind the port another one
-// listens on. As the kernel's cma_alloc_any_port skips a port in use, the
-// second listen moves on to the next free port when the router refuses the
+// holds. As the kernel's cma_alloc_any_port skips a port in use, the second
+// bind moves on to the next free port when the router refuses its bind
 // claim. Both processes start at 50000 here (ephemeral_start).
-TEST_F(RouterProcessTest, ListenOnAnEphemeralPortAnotherProcessHoldsMovesOn) {
+TEST_F(RouterProcessTest, BindToAnEphemeralPortAnotherProcessHoldsMovesOn) {
   LoopThread loop(server_.get());
   struct Proc {
     RouterClient client;
@@ -270,6 +272,7 @@ TEST_F(RouterProcessTest, ListenOnAnEphemeralPortAnotherProcessHoldsMovesOn) {
     CmId* id = nullptr;
   };
   Proc procs[2];
+  uint16_t want = 50000;
   for (Proc& p : procs) {
     DeviceOptions o = WithLocalIp();
     o.ephemeral_start = 50000;
@@ -283,21 +286,21 @@ TEST_F(RouterProcessTest, ListenOnAnEphemeralPortAnotherProcessHoldsMovesOn) {
     ASSERT_TRUE(id.ok()) << id.status();
     p.id = *id;
     ASSERT_TRUE(p.id->BindAddr(Address::Ipv4(kLocalIp)).ok());  // port 0: ephemeral
-    EXPECT_EQ(p.id->GetLocalAddr().port, 50000);
+    EXPECT_EQ(p.id->GetLocalAddr().port, want++) << "the next free port, at bind";
   }
-  absl::Status s = procs[0].id->Listen(4);
-  ASSERT_TRUE(s.ok()) << s;
-  s = procs[1].id->Listen(4);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(procs[0].id->GetLocalAddr().port, 50000);
-  EXPECT_EQ(procs[1].id->GetLocalAddr().port, 50001) << "the next free port";
   EXPECT_EQ(procs[1].client.device->ephemeral_moves(), 1u);
-  EXPECT_EQ(server_->router().claim_count(), 2u);
-  // An explicit port another process holds still fails (no move).
+  for (Proc& p : procs) {
+    absl::Status s = p.id->Listen(4);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  EXPECT_EQ(procs[1].id->GetLocalAddr().port, 50001);
+  EXPECT_EQ(server_->router().claim_count(), 4u) << "a bind and a listen claim each";
+  // An explicit port another process holds fails at bind (no move).
   auto fixed = procs[1].ch->CreateId(nullptr, PortSpace::kTcp);
   ASSERT_TRUE(fixed.ok());
-  ASSERT_TRUE((*fixed)->BindAddr(Address::Ipv4(kLocalIp, 50000)).ok());
-  EXPECT_EQ((*fixed)->Listen(4).code(), absl::StatusCode::kAlreadyExists);
+  absl::Status s = (*fixed)->BindAddr(Address::Ipv4(kLocalIp, 50000));
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+  EXPECT_EQ(mad::ErrnoOf(s), EADDRINUSE) << s;
   ASSERT_TRUE(procs[1].ch->DestroyId(*fixed).ok());
   for (Proc& p : procs) ASSERT_TRUE(p.ch->DestroyId(p.id).ok());
   loop.Stop();

@@ -350,7 +350,10 @@ void Device::FreeId(CmId* id) {
     if (j.attached && id->qp_ != nullptr) (void)id->qp_->DetachMulticast(j.mgid, j.mlid);  // [fabric]
     by_ticket_.erase(j.ticket);
   }
-  if (id->bound_ && id->local_.is_ip()) FreePort(id);
+  if (id->bound_ && id->local_.is_ip()) {
+    ReleaseBind(id);
+    FreePort(id);
+  }
   ids_.erase(id);
 }
 
@@ -370,7 +373,9 @@ void Device::Post(CmId* id, EventType t, int status, std::string detail) {
 
 // ---------------------------------------------------------------- CmId: addressing
 
-absl::Status CmId::BindAddr(const Address& addr) {
+absl::Status CmId::BindAddr(const Address& addr) { return Bind(addr, /*reserve=*/true); }
+
+absl::Status CmId::Bind(const Address& addr, bool reserve) {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   if (state_ != IdState::kIdle || bound_) return WrongState("bind_addr", state_, "IDLE, unbound");
   const mad::LocalPort& port = device_->port();
@@ -413,6 +418,13 @@ absl::Status CmId::BindAddr(const Address& addr) {
   if (!s.ok()) {
     local_ = Address();
     return addr.port == 0 ? s : Prefix("bind_addr", s);
+  }
+  if (reserve) {
+    if (s = device_->ClaimBind(this); !s.ok()) {
+      device_->FreePort(this);
+      local_ = Address();
+      return Prefix("bind_addr", s);
+    }
   }
   local_.gid = port.gid;
   local_.lid = port.lid;

@@ -24,6 +24,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -252,6 +253,10 @@ class CmId {
   friend class EventChannel;
   CmId(Device* device, EventChannel* channel, void* context, PortSpace ps)
       : device_(device), channel_(channel), context_(context), ps_(ps) {}
+  // BindAddr; `reserve`: also claim the address at a shared port's router
+  // (ClaimBind): every bind but resolve_addr's of an ephemeral port (the
+  // kernel's cma_port_is_unique lets active ids share those).
+  absl::Status Bind(const Address& addr, bool reserve);
   // rdma_cm_resolve.cc (device lock held): the table's answer for the
   // destination in peer_ -> ADDR_RESOLVED / ADDR_ERROR, or, `in_call`, the
   // call's own error (no route).
@@ -267,6 +272,7 @@ class CmId {
   bool bound_ = false;
   bool ephemeral_port_ = false;  // local_.port came from AllocPort
   bool af_only_ = false;         // fixed at bind (IdOptions::af_only)
+  bool bind_claimed_ = false;    // the port's router holds a bind claim (ClaimBind)
   // The route came from an SA PathRecord (or the path cache), not from the
   // IB_PATH option nor a REQ: a timeout or a path REJ invalidates it.
   bool path_from_sa_ = false;
@@ -533,8 +539,17 @@ class Device final : public cm::NodeObserver {
   // Router claims of this device's listeners, counted per (ServiceID,
   // address): the router routes a request by its destination address, so
   // listeners on two addresses of one port make two claims.
-  absl::Status Claim(uint64_t sid, uint64_t mask, bool reuse, const mad::ListenAddress& address);
-  void Release(uint64_t sid, uint64_t mask, const mad::ListenAddress& address);
+  absl::Status Claim(uint64_t sid, uint64_t mask, bool reuse, const mad::ListenAddress& address,
+                     mad::ClaimKind kind = mad::ClaimKind::kListen);
+  void Release(uint64_t sid, uint64_t mask, const mad::ListenAddress& address,
+               mad::ClaimKind kind = mad::ClaimKind::kListen);
+  // rdma_bind_addr's reservation across the processes of a shared port (the
+  // kernel's bind list is the host's, cma_get_port): the router's bind claim
+  // on the IP id's (port space, port, address), REUSEADDR as the id's. An
+  // ephemeral port another process holds is skipped, as cma_alloc_any_port
+  // skips ports in use (bounded). OK at once on a port this process owns.
+  absl::Status ClaimBind(CmId* id);
+  void ReleaseBind(CmId* id);
   // rdma_cm_resolve.cc: destinations the kernel is still resolving (ARP /
   // ND), probed by one thread until each resolves or its timeout passes.
   struct PendingResolve {
@@ -559,8 +574,8 @@ class Device final : public cm::NodeObserver {
   absl::flat_hash_map<uint64_t, CmId*> by_query_;   // SA query id
   absl::flat_hash_map<uint64_t, CmId*> by_ticket_;  // multicast ticket
   absl::flat_hash_map<uint32_t, std::vector<CmId*>> port_owners_;  // (ps << 16 | port)
-  // (ServiceID, address) -> listeners holding the claim.
-  absl::flat_hash_map<std::pair<uint64_t, mad::ListenAddress>, int> claims_;
+  // (ServiceID, address, bind or listen) -> ids holding the claim.
+  absl::flat_hash_map<std::tuple<uint64_t, mad::ListenAddress, mad::ClaimKind>, int> claims_;
   uint16_t next_port_ = 0;
   uint64_t ephemeral_moves_ = 0;  // the next ephemeral port tried (DeviceOptions)
   uint64_t rng_state_;

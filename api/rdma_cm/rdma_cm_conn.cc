@@ -151,39 +151,31 @@ absl::Status CmId::Listen(int backlog) {
     options_->reuse_addr = false;
   }
   uint64_t sid, mask;
-  absl::StatusOr<cm::ListenId> l;
+  if (local_.is_ip()) {
+    sid = mad::wire::ServiceIdFor(static_cast<mad::wire::PortSpace>(ps_), local_.port);
+    mask = ~uint64_t{0};
+  } else {
+    sid = local_.service_id & local_.service_mask;
+    mask = local_.service_mask;
+  }
+  // IP listeners on one port (on different addresses) share the service
+  // ID: the port table above decided, and a request goes to the listener
+  // of its destination address (Device::ListenerFor).
   const uint32_t b = backlog <= 0 ? 1024 : static_cast<uint32_t>(backlog);
-  // Each process behind one uscmd numbers its ephemeral ports itself: when
-  // another process already listens on the one bound here, the router refuses
-  // the claim (AlreadyExists) and, as the kernel's cma_alloc_any_port skips a
-  // port in use, the id moves on to the next free port (bounded).
-  for (int moves = 0;; ++moves) {
-    if (local_.is_ip()) {
-      sid = mad::wire::ServiceIdFor(static_cast<mad::wire::PortSpace>(ps_), local_.port);
-      mask = ~uint64_t{0};
-    } else {
-      sid = local_.service_id & local_.service_mask;
-      mask = local_.service_mask;
-    }
-    // IP listeners on one port (on different addresses) share the service
-    // ID: the port table above decided, and a request goes to the listener
-    // of its destination address (Device::ListenerFor).
-    l = device_->node_->cm().Listen(sid, mask, b, local_.is_ip() || opts().reuse_addr);
-    if (!l.ok()) return Prefix("listen", l.status());
-    // On a port shared through uscmd the router must route this service's
-    // REQs here (OK at once when the process owns the port).
-    // The router also applies the kernel's address rules between processes
-    // and routes by the request's destination address (cm/router/listen_address.h).
-    listen_address_ = ListenAddressOf(local_, af_only_);
-    absl::Status claim = device_->Claim(sid, mask, opts().reuse_addr, listen_address_);
-    if (claim.ok()) break;
+  absl::StatusOr<cm::ListenId> l =
+      device_->node_->cm().Listen(sid, mask, b, local_.is_ip() || opts().reuse_addr);
+  if (!l.ok()) return Prefix("listen", l.status());
+  // On a port shared through uscmd the router must route this service's
+  // REQs here (OK at once when the process owns the port). The router also
+  // applies the kernel's address rules between processes (the bind claimed
+  // the address already: this checks it again without REUSEADDR, as
+  // rdma_listen) and routes by the request's destination address
+  // (cm/router/listen_address.h).
+  listen_address_ = ListenAddressOf(local_, af_only_);
+  if (absl::Status claim = device_->Claim(sid, mask, opts().reuse_addr, listen_address_);
+      !claim.ok()) {
     (void)device_->node_->cm().StopListening(*l);
-    if (!ephemeral_port_ || !local_.is_ip() || !absl::IsAlreadyExists(claim) || moves >= 256) {
-      return Prefix("listen", claim);
-    }
-    ++device_->ephemeral_moves_;
-    device_->FreePort(this);
-    if (absl::Status s = device_->AllocPort(this); !s.ok()) return Prefix("listen", s);
+    return Prefix("listen", claim);
   }
   listen_sid_ = sid;
   listen_mask_ = mask;

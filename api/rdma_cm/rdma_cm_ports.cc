@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "mad/status_errno.h"
+#include "mad/wire/cma_header.h"
 
 namespace uscm {
 namespace {
@@ -156,11 +157,11 @@ mad::ListenAddress ListenAddressOf(const Address& a, bool af_only) {
 }
 
 absl::Status Device::Claim(uint64_t sid, uint64_t mask, bool reuse,
-                           const mad::ListenAddress& address) {
-  const std::pair<uint64_t, mad::ListenAddress> key{sid, address};
+                           const mad::ListenAddress& address, mad::ClaimKind kind) {
+  const std::tuple<uint64_t, mad::ListenAddress, mad::ClaimKind> key{sid, address, kind};
   int& n = claims_[key];
   if (n == 0) {
-    absl::Status s = node_->transport().ClaimService(sid, mask, reuse, address);
+    absl::Status s = node_->transport().ClaimService(sid, mask, reuse, address, kind);
     if (!s.ok()) {
       claims_.erase(key);
       return s;
@@ -170,11 +171,37 @@ absl::Status Device::Claim(uint64_t sid, uint64_t mask, bool reuse,
   return absl::OkStatus();
 }
 
-void Device::Release(uint64_t sid, uint64_t mask, const mad::ListenAddress& address) {
-  auto it = claims_.find(std::pair<uint64_t, mad::ListenAddress>{sid, address});
+void Device::Release(uint64_t sid, uint64_t mask, const mad::ListenAddress& address,
+                     mad::ClaimKind kind) {
+  auto it = claims_.find(std::tuple<uint64_t, mad::ListenAddress, mad::ClaimKind>{sid, address, kind});
   if (it == claims_.end() || --it->second > 0) return;
   claims_.erase(it);
-  node_->transport().ReleaseService(sid, mask, address);
+  node_->transport().ReleaseService(sid, mask, address, kind);
+}
+
+absl::Status Device::ClaimBind(CmId* id) {
+  if (!id->local_.is_ip()) return absl::OkStatus();
+  for (int moves = 0;; ++moves) {
+    const uint64_t sid =
+        mad::wire::ServiceIdFor(static_cast<mad::wire::PortSpace>(id->ps_), id->local_.port);
+    absl::Status s = Claim(sid, ~uint64_t{0}, id->opts().reuse_addr,
+                           ListenAddressOf(id->local_, id->af_only_), mad::ClaimKind::kBind);
+    if (s.ok()) {
+      id->bind_claimed_ = true;
+      return s;
+    }
+    if (!id->ephemeral_port_ || !absl::IsAlreadyExists(s) || moves >= 256) return s;
+    ++ephemeral_moves_;
+    FreePort(id);
+    if (absl::Status a = AllocPort(id); !a.ok()) return a;
+  }
+}
+
+void Device::ReleaseBind(CmId* id) {
+  if (!id->bind_claimed_) return;
+  id->bind_claimed_ = false;
+  Release(mad::wire::ServiceIdFor(static_cast<mad::wire::PortSpace>(id->ps_), id->local_.port),
+          ~uint64_t{0}, ListenAddressOf(id->local_, id->af_only_), mad::ClaimKind::kBind);
 }
 
 }  // namespace uscm

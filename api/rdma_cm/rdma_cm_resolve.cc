@@ -37,7 +37,9 @@ bool StillResolving(const absl::StatusOr<absl::optional<mad::Gid>>& r) {
 absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address& dst,
                                mad::Duration timeout) {
   if (src.has_value() && !bound_) {
-    absl::Status s = BindAddr(*src);
+    // A source with a port reserves it as rdma_bind_addr does (cma_use_port);
+    // port 0 is an active id's ephemeral port, the process's own pick.
+    absl::Status s = Bind(*src, /*reserve=*/src->port != 0);
     if (!s.ok()) return Prefix("resolve_addr", s);
   }
   std::unique_lock<std::mutex> lock(device_->node_->mutex());

@@ -1,0 +1,132 @@
+// Port binding between processes that share a port through the router
+// (cm/router): the kernel's bind list is the host's, so rdma_bind_addr in
+// one process is refused an address another process has bound, at the bind
+// (cma_get_port -> cma_use_port -> cma_check_port), not at a later listen.
+// Two Devices stand for two processes: each on its own LocalRouterClient of
+// one LocalRouter on host 1's QP1, in virtual time.
+#include <cerrno>
+#include <memory>
+
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
+#include "cm/router/local_router.h"
+#include "gtest/gtest.h"
+#include "mad/status_errno.h"
+
+namespace uscm {
+namespace {
+
+struct Process {
+  std::unique_ptr<router::LocalRouterClient> client;
+  std::unique_ptr<Device> device;
+  std::unique_ptr<EventChannel> ch;
+};
+
+class RouterPortsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto f = testing::SimFabric::Create(/*seed=*/9);
+    ASSERT_TRUE(f.ok()) << f.status();
+    f_ = std::move(*f);
+    router_ = std::make_unique<router::LocalRouter>(*f_->host(0).qp1);
+    for (Process& p : procs_) {
+      auto c = router_->Connect();
+      ASSERT_TRUE(c.ok()) << c.status();
+      p.client = std::move(*c);
+      DeviceOptions o;
+      o.roce = true;
+      o.local_ips = {At("192.168.78.1"), At("192.168.78.3")};
+      router::LocalRouterClient* raw = p.client.get();
+      auto dev = Device::CreateSimulated(f_->scheduler(), *p.client,
+                                         [raw] { return raw->pending() > 0; }, o);
+      ASSERT_TRUE(dev.ok()) << dev.status();
+      p.device = std::move(*dev);
+      auto ch = p.device->CreateEventChannel();
+      ASSERT_TRUE(ch.ok()) << ch.status();
+      p.ch = std::move(*ch);
+    }
+  }
+  void TearDown() override {
+    for (Process& p : procs_) {
+      p.ch.reset();
+      p.device.reset();
+      p.client.reset();
+    }
+    router_.reset();
+  }
+
+  static Address At(const char* text) { return *Address::Parse(text); }
+  CmId* Id(Process& p, bool reuse = false) {
+    CmId* id = *p.ch->CreateId(nullptr, PortSpace::kTcp);
+    IdOptions o = id->options();
+    o.reuse_addr = reuse;
+    EXPECT_TRUE(id->SetOption(o).ok());
+    return id;
+  }
+  size_t Claims() const { return router_->router().claim_count(); }
+
+  std::unique_ptr<testing::SimFabric> f_;
+  std::unique_ptr<router::LocalRouter> router_;
+  Process procs_[2];
+};
+
+TEST_F(RouterPortsTest, AnAddressAnotherProcessBoundIsRefusedAtBind) {
+  CmId* a = Id(procs_[0]);
+  ASSERT_TRUE(a->BindAddr(At("192.168.78.1:7000")).ok());
+  EXPECT_EQ(Claims(), 1u) << "the bind claimed its address";
+  CmId* b = Id(procs_[1]);
+  absl::Status s = b->BindAddr(At("192.168.78.1:7000"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+  EXPECT_EQ(mad::ErrnoOf(s), EADDRINUSE) << s;
+  EXPECT_NE(s.message().find("bind_addr"), absl::string_view::npos) << s;
+  s = b->BindAddr(At("0.0.0.0:7000"));
+  EXPECT_EQ(mad::ErrnoOf(s), EADDRNOTAVAIL) << s;
+  // The failed id is unbound: it binds another address of the port.
+  ASSERT_TRUE(b->BindAddr(At("192.168.78.3:7000")).ok());
+  ASSERT_TRUE(b->Listen(4).ok());
+  // Destroying the first id frees its address for the other process.
+  ASSERT_TRUE(procs_[0].ch->DestroyId(a).ok());
+  CmId* c = Id(procs_[1]);
+  EXPECT_TRUE(c->BindAddr(At("192.168.78.1:7000")).ok());
+  EXPECT_EQ(Claims(), 3u) << "b's bind and listen, c's bind";
+  ASSERT_TRUE(procs_[1].ch->DestroyId(b).ok());
+  ASSERT_TRUE(procs_[1].ch->DestroyId(c).ok());
+  EXPECT_EQ(Claims(), 0u);
+}
+
+TEST_F(RouterPortsTest, ReuseaddrOnBothSharesABindButNotAListen) {
+  CmId* a = Id(procs_[0], /*reuse=*/true);
+  CmId* b = Id(procs_[1], /*reuse=*/true);
+  ASSERT_TRUE(a->BindAddr(At("192.168.78.1:7000")).ok());
+  ASSERT_TRUE(b->BindAddr(At("192.168.78.1:7000")).ok());
+  absl::Status s = a->Listen(4);
+  EXPECT_EQ(mad::ErrnoOf(s), EADDRINUSE) << s;
+  ASSERT_TRUE(procs_[1].ch->DestroyId(b).ok());
+  CmId* again = Id(procs_[0], /*reuse=*/true);  // a's listen failed: a new id listens
+  ASSERT_TRUE(procs_[0].ch->DestroyId(a).ok());
+  ASSERT_TRUE(again->BindAddr(At("192.168.78.1:7000")).ok());
+  ASSERT_TRUE(again->Listen(4).ok());
+  // A listener shares with no bind, REUSEADDR or not.
+  CmId* late = Id(procs_[1], /*reuse=*/true);
+  EXPECT_EQ(mad::ErrnoOf(late->BindAddr(At("192.168.78.1:7000"))), EADDRINUSE);
+}
+
+// rdma_resolve_addr binds too: a source with a port reserves it as a bind;
+// an ephemeral source port (port 0) is the active id's own (the kernel's
+// cma_port_is_unique lets active ids to different destinations share one).
+TEST_F(RouterPortsTest, ResolveAddrReservesAnExplicitSourcePortOnly) {
+  ASSERT_TRUE(procs_[0].device->AddNeighbor(At("192.168.78.2"), mad::Gid{}, 3).ok());
+  CmId* eph = Id(procs_[0]);
+  ASSERT_TRUE(eph->ResolveAddr(At("192.168.78.1"), At("192.168.78.2:7000")).ok());
+  EXPECT_NE(eph->GetLocalAddr().port, 0);
+  EXPECT_EQ(Claims(), 0u);
+  CmId* fixed = Id(procs_[0]);
+  ASSERT_TRUE(fixed->ResolveAddr(At("192.168.78.1:7001"), At("192.168.78.2:7000")).ok());
+  EXPECT_EQ(Claims(), 1u);
+  CmId* other = Id(procs_[1]);
+  absl::Status s = other->ResolveAddr(At("192.168.78.1:7001"), At("192.168.78.2:7000"));
+  EXPECT_EQ(mad::ErrnoOf(s), EADDRINUSE) << s;
+}
+
+}  // namespace
+}  // namespace uscm
