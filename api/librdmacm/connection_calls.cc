@@ -85,7 +85,7 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
   if (ForId("rdma_listen", id, [&](uscm_cm_id* uid) { return uscm_listen(uid, backlog); }) != 0) {
     return -1;
   }
-  ListenOnOtherPorts(id, backlog);
+  if (ListenOnOtherPorts(id, backlog) != 0) return -1;
   if (DebugEnabled()) {
     char host[INET6_ADDRSTRLEN] = "?";
     const sockaddr* sa = &id->route.addr.src_addr;

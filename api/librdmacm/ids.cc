@@ -28,55 +28,22 @@
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/fail.h"
+#include "api/librdmacm/ids_internal.h"
 #include "api/librdmacm/ports.h"
 #include "api/librdmacm/ud_ah.h"
 
 namespace uscm::librdmacm {
+
+using internal::ByUscmId;
+using internal::CloneOnLocked;
+using internal::FillAddrs;
+using internal::Id;
+using internal::IdState;
+using internal::OnPortOpen;
+using internal::UscmFailed;
+
 namespace {
 
-// What rdma_destroy_id waits on: events of the id handed to the program and
-// not yet acked.
-struct IdState {
-  uscm_cm_id* uid = nullptr;
-  bool holds_pd = false;
-  // Synchronous mode (rdma_create_id with a NULL channel): the id has a
-  // private channel and the calls wait for their event (id->event).
-  bool sync = false;
-  // A passive id's CONNECT_REQUEST, from this side (the kernel's swap): what
-  // rdma_accept without conn_param (or with RDMA_MAX_*) offers.
-  uint8_t req_initiator_depth = 0;
-  uint8_t req_responder_resources = 0;
-  // rdma_create_ep (RAI_PASSIVE) with a qp_init_attr: rdma_get_request
-  // creates each new id's QP from it, on the listener's PD.
-  bool has_ep_qp_attr = false;
-  ibv_qp_init_attr ep_qp_attr = {};
-  // A wildcard listener's uscm ids on the other ports (cma_listen_on_all).
-  std::vector<uscm_cm_id*> more_listeners;
-  // rdma_set_option's options, set again on the uscm id that replaces `uid`
-  // when the id moves to another port (PlaceLocked).
-  struct Option {
-    int level, name;
-    std::string value;
-  };
-  std::vector<Option> options;
-  // rdma_bind_addr to a wildcard (port included): what a move repeats.
-  bool wildcard_bound = false;
-  uscm_addr bound = {};
-  std::mutex mu;
-  std::condition_variable acked;
-  int unacked = 0;
-  // The program destroyed the id's channel (CloseIdsOfChannel): the uscm
-  // side is gone, every call fails.
-  bool closed = false;
-};
-
-// `pub` first: the program's rdma_cm_id* points at it (standard layout).
-struct Id {
-  rdma_cm_id pub;
-  IdState* state;
-  Port* port;  // where `state->uid` lives; both NULL until the id needs one
-};
-static_assert(offsetof(Id, pub) == 0);
 
 // Guards the ports (ports.h), the id tables and the translation of events
 // (the pump and rdma_destroy_id's uscm_destroy_id never overlap).
@@ -84,20 +51,11 @@ std::mutex g_mu;
 void (*g_driver)(void*) = nullptr;  // SetDriverForTesting
 void* g_driver_arg = nullptr;
 
-std::unordered_map<uscm_cm_id*, Id*>& ByUscmId() {
-  static auto* m = new std::unordered_map<uscm_cm_id*, Id*>;
-  return *m;
-}
 std::unordered_map<rdma_cm_id*, Id*>& ByPublic() {
   static auto* m = new std::unordered_map<rdma_cm_id*, Id*>;
   return *m;
 }
 
-// A failed uscm_* call: its errno, and with USCM_DEBUG its detailed message.
-int UscmFailed(const char* call) {
-  int err = errno;
-  return Fail(err, call, uscm_last_error());
-}
 
 int PumpEventsLocked();
 
@@ -115,10 +73,6 @@ void PumpAfterProgress(void*) {
   PumpEventsLocked();
 }
 
-// A real port, once opened: its events reach the programs' channels.
-void OnPortOpen(Port* port) {
-  uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr);
-}
 
 // Where an id lives until an address says otherwise: the first port that
 // opens (of those USCM_DEVICE allows: ports.h).
@@ -144,22 +98,6 @@ bool IsUd(rdma_port_space ps) { return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB;
 
 // ---- ids ----
 
-// The route addresses as uscm knows them now, and route.addr.addr.ibaddr
-// (SGID, DGID, P_Key in network order) as librdmacm's ucma_query_addr copies
-// them from the kernel's answer, for every address family.
-void FillAddrs(Id* id) {
-  uscm_addr a;
-  rdma_ib_addr& ib = id->pub.route.addr.addr.ibaddr;
-  if (uscm_getname(id->state->uid, &a) == 0) {
-    ToSockaddr(a, &id->pub.route.addr.src_storage);
-    memcpy(ib.sgid.raw, a.gid, 16);
-    ib.pkey = htobe16(a.pkey);
-  }
-  if (uscm_getpeer(id->state->uid, &a) == 0) {
-    ToSockaddr(a, &id->pub.route.addr.dst_storage);
-    memcpy(ib.dgid.raw, a.gid, 16);
-  }
-}
 
 // id->verbs, port_num and the shared PD, once the id has its port.
 void AttachDevice(Id* id) {
@@ -190,34 +128,7 @@ void AttachAndFill(Id* id) {
   FillAddrs(id);
 }
 
-// A wildcard bind leaves the id without a device, as in librdmacm.
-void RememberWildcard(Id* id) {
-  FillAddrs(id);
-  id->state->wildcard_bound = uscm_getname(id->state->uid, &id->state->bound) == 0;
-}
 
-// A new uscm id on `port` with the options and wildcard bind of `id`.
-uscm_cm_id* CloneOnLocked(Id* id, Port* port, const char* call) {
-  if (OpenPortLocked(port, call, OnPortOpen) != 0) return nullptr;
-  uscm_cm_id* uid = nullptr;
-  if (uscm_create_id(port->channel, &uid, nullptr, static_cast<uscm_port_space>(id->pub.ps)) != 0) {
-    UscmFailed(call);
-    return nullptr;
-  }
-  for (const IdState::Option& o : id->state->options) {
-    if (uscm_set_option(uid, o.level, o.name, o.value.data(), o.value.size()) != 0) {
-      UscmFailed(call);
-      uscm_destroy_id(uid);
-      return nullptr;
-    }
-  }
-  if (id->state->wildcard_bound && uscm_bind_addr(uid, &id->state->bound) != 0) {
-    UscmFailed(call);
-    uscm_destroy_id(uid);
-    return nullptr;
-  }
-  return uid;
-}
 
 // librdmacm binds an id to the device of the address it binds or resolves
 // from (ucma_get_device): an id with no device yet (created, or bound to a
@@ -225,9 +136,15 @@ uscm_cm_id* CloneOnLocked(Id* id, Port* port, const char* call) {
 // it stays. 0, or -1 with errno.
 int PlaceLocked(Id* id, Port* to, const char* call) {
   if (to == nullptr || to == id->port || id->pub.port_num != 0) return 0;
-  uscm_cm_id* uid = CloneOnLocked(id, to, call);
+  // A wildcard-bound id has a bound uscm id there already: it takes that one,
+  // and the one it leaves keeps its bind (the kernel's bind list is the host's).
+  uscm_cm_id* uid = internal::TakeOtherPortLocked(id, to);
+  const bool had_one = uid != nullptr;
+  if (uid == nullptr) uid = CloneOnLocked(id, to, call);
   if (uid == nullptr) return -1;
-  if (id->state->uid != nullptr) {
+  if (had_one && id->state->uid != nullptr) {
+    id->state->other_ports.push_back({id->port, id->state->uid});
+  } else if (id->state->uid != nullptr) {
     uscm_destroy_id(id->state->uid);  // no device yet: no events, no peer
     ByUscmId().erase(id->state->uid);
   }
@@ -245,27 +162,6 @@ int MaterializeLocked(Id* id, const char* call) {
   return port == nullptr ? -1 : PlaceLocked(id, port, call);
 }
 
-// The kernel's cma_listen_on_all: a listener with no device (bound to a
-// wildcard, or not bound) listens on every port; its CONNECT_REQUESTs carry
-// the port they arrived on. A port that cannot be opened is left out (said
-// with USCM_DEBUG).
-void ListenOnOtherPortsLocked(Id* id, int backlog) {
-  if (id->pub.port_num != 0 || !id->state->more_listeners.empty()) return;
-  if (uscm_getname(id->state->uid, &id->state->bound) != 0) return;
-  id->state->wildcard_bound = true;
-  for (Port* port : PortsLocked()) {
-    if (port == id->port) continue;
-    uscm_cm_id* uid = CloneOnLocked(id, port, "rdma_listen");
-    if (uid == nullptr) continue;
-    if (uscm_listen(uid, backlog) != 0) {
-      UscmFailed("rdma_listen");
-      uscm_destroy_id(uid);
-      continue;
-    }
-    id->state->more_listeners.push_back(uid);
-    ByUscmId()[uid] = id;
-  }
-}
 
 // librdmacm's rdma_destroy_event_channel is a plain close of the ucma fd, and
 // the kernel then destroys every id still on it (ucma_close; cm_destroy_id:
@@ -278,12 +174,10 @@ void CloseIdsOfChannel(rdma_event_channel* channel) {
   for (auto& [pub, id] : ByPublic()) {
     if (pub->channel != channel || id->state->closed) continue;
     id->state->closed = true;
-    std::vector<uscm_cm_id*> uids;
-    uids.swap(id->state->more_listeners);
-    if (id->state->uid != nullptr) uids.push_back(id->state->uid);
-    for (uscm_cm_id* uid : uids) {
-      if (uscm_destroy_id(uid) != 0) UscmFailed("rdma_destroy_event_channel");
-      ByUscmId().erase(uid);
+    internal::DropOtherPortsLocked(id, "rdma_destroy_event_channel");
+    if (id->state->uid != nullptr) {
+      if (uscm_destroy_id(id->state->uid) != 0) UscmFailed("rdma_destroy_event_channel");
+      ByUscmId().erase(id->state->uid);
     }
     id->state->uid = nullptr;
   }
@@ -505,6 +399,41 @@ bool OwnEvent(const rdma_cm_event& e, const void* id) { return e.id == id; }
 
 }  // namespace
 
+namespace internal {
+
+std::unordered_map<uscm_cm_id*, Id*>& ByUscmId() {
+  static auto* m = new std::unordered_map<uscm_cm_id*, Id*>;
+  return *m;
+}
+
+int UscmFailed(const char* call) {
+  int err = errno;
+  return Fail(err, call, uscm_last_error());
+}
+
+void OnPortOpen(Port* port) {
+  uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr);
+}
+
+// As librdmacm's ucma_query_addr copies them from the kernel's answer, for
+// every address family, with route.addr.addr.ibaddr (SGID, DGID, P_Key in
+// network order).
+void FillAddrs(Id* id) {
+  uscm_addr a;
+  rdma_ib_addr& ib = id->pub.route.addr.addr.ibaddr;
+  if (uscm_getname(id->state->uid, &a) == 0) {
+    ToSockaddr(a, &id->pub.route.addr.src_storage);
+    memcpy(ib.sgid.raw, a.gid, 16);
+    ib.pkey = htobe16(a.pkey);
+  }
+  if (uscm_getpeer(id->state->uid, &a) == 0) {
+    ToSockaddr(a, &id->pub.route.addr.dst_storage);
+    memcpy(ib.dgid.raw, a.gid, 16);
+  }
+}
+
+}  // namespace internal
+
 void DetachQp(uscm_cm_id* uid) {
   if (uid->qp != nullptr) uscm_destroy_qp(uid);  // of uscm_set_qp: only detached
 }
@@ -602,16 +531,19 @@ int SetOption(rdma_cm_id* pub, int level, int name, const void* value, size_t le
   if (uscm_set_option(id->state->uid, level, name, value, len) != 0) {
     return UscmFailed("rdma_set_option");
   }
-  for (uscm_cm_id* more : id->state->more_listeners) uscm_set_option(more, level, name, value, len);
+  for (const IdState::OnPort& o : id->state->other_ports) {
+    uscm_set_option(o.uid, level, name, value, len);
+  }
   std::vector<IdState::Option>& options = id->state->options;
   std::erase_if(options, [&](const IdState::Option& o) { return o.level == level && o.name == name; });
   options.push_back({level, name, std::string(static_cast<const char*>(value), len)});
   return 0;
 }
 
-void ListenOnOtherPorts(rdma_cm_id* pub, int backlog) {
+int ListenOnOtherPorts(rdma_cm_id* pub, int backlog) {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (Id* id = FindLocked(pub); id != nullptr) ListenOnOtherPortsLocked(id, backlog);
+  Id* id = FindLocked(pub);
+  return id == nullptr ? 0 : internal::ListenOnOtherPortsLocked(id, backlog);
 }
 
 void RequestDepths(rdma_cm_id* pub, uint8_t* initiator_depth, uint8_t* responder_resources) {
@@ -701,10 +633,7 @@ int rdma_destroy_id(rdma_cm_id* pub) {
     if (uscm_destroy_id(id->state->uid) != 0) return UscmFailed("rdma_destroy_id");
     ByUscmId().erase(id->state->uid);
   }
-  for (uscm_cm_id* more : id->state->more_listeners) {
-    if (uscm_destroy_id(more) != 0) Fail(errno, "rdma_destroy_id", uscm_last_error());
-    ByUscmId().erase(more);
-  }
+  internal::DropOtherPortsLocked(id, "rdma_destroy_id");
   ByPublic().erase(&id->pub);
   ForgetQp(&id->pub);
   free(id->pub.route.path_rec);
@@ -730,9 +659,23 @@ int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
     Id* i = FindLocked(id);
     if (i != nullptr && PlaceLocked(i, PortOfAddressLocked(a), "rdma_bind_addr") != 0) return -1;
   }
-  void (*after)(Id*) = wildcard ? &RememberWildcard : &AttachAndFill;
-  return WithId(
-      "rdma_bind_addr", id, [&](uscm_cm_id* uid) { return uscm_bind_addr(uid, &a); }, after);
+  void (*after)(Id*) = wildcard ? &internal::RememberWildcard : &AttachAndFill;
+  // A wildcard holds its port on every port (wildcard_ids.cc), all or
+  // nothing; an ephemeral one another process holds on some port is given
+  // up for the next, as cma_alloc_any_port skips a port in use (bounded).
+  for (int tries = 0;; ++tries) {
+    if (WithId("rdma_bind_addr", id, [&](uscm_cm_id* uid) { return uscm_bind_addr(uid, &a); },
+               after) != 0) {
+      return -1;
+    }
+    if (!wildcard) return 0;
+    std::lock_guard<std::mutex> lock(g_mu);
+    Id* i = FindLocked(id);
+    if (i == nullptr || internal::BindOnOtherPortsLocked(i, "rdma_bind_addr") == 0) return 0;
+    if (a.port != 0 || (errno != EADDRINUSE && errno != EADDRNOTAVAIL) || tries >= 16) {
+      return -1;
+    }
+  }
 }
 
 // The id's queued events (and a listener's queued CONNECT_REQUESTs) move to

@@ -83,8 +83,9 @@ bool EndpointQpAttr(rdma_cm_id* id, ibv_qp_init_attr* attr);
 // kept, to be set again when the id moves to another port.
 int SetOption(rdma_cm_id* id, int level, int name, const void* value, size_t len);
 // rdma_listen, after the id's own listen: a listener with no device listens
-// on every other port too (cma_listen_on_all).
-void ListenOnOtherPorts(rdma_cm_id* id, int backlog);
+// on every other port too (cma_listen_on_all), all or nothing (a refusal on
+// one port leaves the id bound and listening nowhere). 0, or -1 with errno.
+int ListenOnOtherPorts(rdma_cm_id* id, int backlog);
 // The depths of a passive id's CONNECT_REQUEST (rdma_accept's defaults);
 // unchanged for an unknown id.
 void RequestDepths(rdma_cm_id* id, uint8_t* initiator_depth, uint8_t* responder_resources);

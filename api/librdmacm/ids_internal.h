@@ -1,0 +1,105 @@
+// The drop-in's id table, shared by ids.cc (the calls) and wildcard_ids.cc
+// (an id with no device on every port); not part of the library's
+// interface. Every function here runs under ids.cc's lock.
+#ifndef USCM_API_LIBRDMACM_IDS_INTERNAL_H_
+#define USCM_API_LIBRDMACM_IDS_INTERNAL_H_
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <stddef.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "api/c/uscm_cma.h"
+#include "api/librdmacm/ports.h"
+
+namespace uscm::librdmacm::internal {
+
+// What rdma_destroy_id waits on: events of the id handed to the program and
+// not yet acked.
+struct IdState {
+  uscm_cm_id* uid = nullptr;
+  bool holds_pd = false;
+  // Synchronous mode (rdma_create_id with a NULL channel): the id has a
+  // private channel and the calls wait for their event (id->event).
+  bool sync = false;
+  // A passive id's CONNECT_REQUEST, from this side (the kernel's swap): what
+  // rdma_accept without conn_param (or with RDMA_MAX_*) offers.
+  uint8_t req_initiator_depth = 0;
+  uint8_t req_responder_resources = 0;
+  // rdma_create_ep (RAI_PASSIVE) with a qp_init_attr: rdma_get_request
+  // creates each new id's QP from it, on the listener's PD.
+  bool has_ep_qp_attr = false;
+  ibv_qp_init_attr ep_qp_attr = {};
+  // The id's uscm ids on the other ports, once it is bound to a wildcard:
+  // the kernel's bind list is the host's, so a wildcard bind holds its port
+  // on every port (each port's uscmd refuses an address another process
+  // holds there), and a wildcard listener listens on each
+  // (cma_listen_on_all). Bound at rdma_bind_addr, listening from rdma_listen.
+  struct OnPort {
+    Port* port;
+    uscm_cm_id* uid;
+  };
+  std::vector<OnPort> other_ports;
+  // rdma_set_option's options, set again on the uscm id that replaces `uid`
+  // when the id moves to another port (PlaceLocked).
+  struct Option {
+    int level, name;
+    std::string value;
+  };
+  std::vector<Option> options;
+  // rdma_bind_addr to a wildcard (port included): what a clone repeats.
+  bool wildcard_bound = false;
+  uscm_addr bound = {};
+  std::mutex mu;
+  std::condition_variable acked;
+  int unacked = 0;
+  // The program destroyed the id's channel (CloseIdsOfChannel): the uscm
+  // side is gone, every call fails.
+  bool closed = false;
+};
+
+// `pub` first: the program's rdma_cm_id* points at it (standard layout).
+struct Id {
+  rdma_cm_id pub;
+  IdState* state;
+  Port* port;  // where `state->uid` lives; both NULL until the id needs one
+};
+static_assert(offsetof(Id, pub) == 0);
+
+// ids.cc
+std::unordered_map<uscm_cm_id*, Id*>& ByUscmId();
+// A failed uscm_* call: its errno, and with USCM_DEBUG its detailed message.
+int UscmFailed(const char* call);
+// A real port, once opened: its events reach the programs' channels.
+void OnPortOpen(Port* port);
+// The route addresses as uscm knows them now (id->route.addr).
+void FillAddrs(Id* id);
+
+// wildcard_ids.cc
+// After a bind to a wildcard: the address kept for the clones.
+void RememberWildcard(Id* id);
+// A new uscm id on `port` with the options and wildcard bind of `id`; NULL
+// with errno (USCM_DEBUG names `call`).
+uscm_cm_id* CloneOnLocked(Id* id, Port* port, const char* call);
+// The wildcard bind on every other port, all or nothing: a port that refuses
+// it (another process's address, EADDRINUSE / EADDRNOTAVAIL) undoes the whole
+// bind (UnbindLocked) and gives -1 with its errno. A port that cannot be
+// opened is left out (USCM_DEBUG says why).
+int BindOnOtherPortsLocked(Id* id, const char* call);
+// rdma_listen after the id's own listen: every other port listens too, all
+// or nothing (a refusal leaves the id bound and listening nowhere, as the
+// kernel's rdma_listen returns it to ADDR_BOUND). 0, or -1 with errno.
+int ListenOnOtherPortsLocked(Id* id, int backlog);
+// The uscm id the wildcard bind made on `port` (now the caller's), or NULL.
+uscm_cm_id* TakeOtherPortLocked(Id* id, Port* port);
+// Destroys the uscm ids on the other ports (rdma_destroy_id, channel close).
+void DropOtherPortsLocked(Id* id, const char* call);
+
+}  // namespace uscm::librdmacm::internal
+
+#endif  // USCM_API_LIBRDMACM_IDS_INTERNAL_H_

@@ -1,0 +1,146 @@
+// An id bound to a wildcard, with no device of its own, on every port: the
+// kernel's rdma_cm keeps one bind list for the host (cma_get_port at
+// rdma_bind_addr, before any device is chosen) and a wildcard listener
+// listens on every device (cma_listen_on_all). The drop-in has a uscm id per
+// port, each port's uscmd holding the claims of that port, so the bind and
+// the listen are made on every port and succeed or fail as a whole. See
+// ids_internal.h.
+#include <errno.h>
+#include <string.h>
+
+#include <string>
+
+#include "api/c/uscm_cma.h"
+#include "api/librdmacm/fail.h"
+#include "api/librdmacm/ids_internal.h"
+#include "api/librdmacm/ports.h"
+
+namespace uscm::librdmacm::internal {
+namespace {
+
+// The kernel leaves an id whose bind failed unbound (IDLE): every uscm id of
+// it goes, and their claims with them; the next call that needs one makes a
+// fresh one on the default port with the id's options (MaterializeLocked).
+void UnbindLocked(Id* id, const char* call) {
+  DropOtherPortsLocked(id, call);
+  if (id->state->uid != nullptr) {
+    if (uscm_destroy_id(id->state->uid) != 0) UscmFailed(call);
+    ByUscmId().erase(id->state->uid);
+  }
+  id->state->uid = nullptr;
+  id->port = nullptr;
+  id->state->wildcard_bound = false;
+  id->state->bound = {};
+  memset(&id->pub.route.addr.src_storage, 0, sizeof(id->pub.route.addr.src_storage));
+}
+
+// A listening uscm id cannot stop listening: a listen refused on one port
+// replaces the id's uscm ids by bound ones (the port is free to another
+// process for that moment). If the bind fails now, the id is unbound.
+void RebindLocked(Id* id, const char* call) {
+  Port* port = id->port;
+  DropOtherPortsLocked(id, call);
+  if (uscm_destroy_id(id->state->uid) != 0) UscmFailed(call);
+  ByUscmId().erase(id->state->uid);
+  id->state->uid = nullptr;
+  uscm_cm_id* uid = CloneOnLocked(id, port, call);  // wildcard_bound: bound again
+  if (uid == nullptr) {
+    UnbindLocked(id, call);
+    return;
+  }
+  id->state->uid = uid;
+  ByUscmId()[uid] = id;
+  (void)BindOnOtherPortsLocked(id, call);  // unbinds the id itself when refused
+}
+
+}  // namespace
+
+void RememberWildcard(Id* id) {
+  FillAddrs(id);
+  id->state->wildcard_bound = uscm_getname(id->state->uid, &id->state->bound) == 0;
+}
+
+uscm_cm_id* CloneOnLocked(Id* id, Port* port, const char* call) {
+  if (OpenPortLocked(port, call, OnPortOpen) != 0) return nullptr;
+  uscm_cm_id* uid = nullptr;
+  if (uscm_create_id(port->channel, &uid, nullptr, static_cast<uscm_port_space>(id->pub.ps)) != 0) {
+    UscmFailed(call);
+    return nullptr;
+  }
+  for (const IdState::Option& o : id->state->options) {
+    if (uscm_set_option(uid, o.level, o.name, o.value.data(), o.value.size()) != 0) {
+      UscmFailed(call);
+      uscm_destroy_id(uid);
+      return nullptr;
+    }
+  }
+  if (id->state->wildcard_bound && uscm_bind_addr(uid, &id->state->bound) != 0) {
+    const int err = errno;
+    UscmFailed(call);
+    uscm_destroy_id(uid);
+    errno = err;
+    return nullptr;
+  }
+  return uid;
+}
+
+int BindOnOtherPortsLocked(Id* id, const char* call) {
+  if (id->pub.port_num != 0 || !id->state->wildcard_bound || !id->state->other_ports.empty()) {
+    return 0;
+  }
+  for (Port* port : PortsLocked()) {
+    if (port == id->port) continue;
+    if (OpenPortLocked(port, call, OnPortOpen) != 0) continue;  // USCM_DEBUG said why
+    uscm_cm_id* uid = CloneOnLocked(id, port, call);
+    if (uid == nullptr) {
+      const int err = errno;
+      UnbindLocked(id, call);
+      errno = err;
+      return -1;
+    }
+    id->state->other_ports.push_back({port, uid});
+    ByUscmId()[uid] = id;
+  }
+  return 0;
+}
+
+int ListenOnOtherPortsLocked(Id* id, int backlog) {
+  if (id->pub.port_num != 0) return 0;
+  if (!id->state->wildcard_bound) {  // bound by the listen itself
+    if (uscm_getname(id->state->uid, &id->state->bound) != 0) return 0;
+    id->state->wildcard_bound = true;
+    if (BindOnOtherPortsLocked(id, "rdma_listen") != 0) return -1;
+  }
+  for (const IdState::OnPort& o : id->state->other_ports) {
+    if (uscm_listen(o.uid, backlog) != 0) {
+      const int err = errno;
+      const std::string why =
+          std::string(o.port->ca) + " port " + std::to_string(o.port->port_num) + ": " +
+          uscm_last_error() + " (the listen is undone on every port)";
+      RebindLocked(id, "rdma_listen");
+      return Fail(err, "rdma_listen", why.c_str());
+    }
+  }
+  return 0;
+}
+
+uscm_cm_id* TakeOtherPortLocked(Id* id, Port* port) {
+  auto& others = id->state->other_ports;
+  for (auto it = others.begin(); it != others.end(); ++it) {
+    if (it->port != port) continue;
+    uscm_cm_id* uid = it->uid;
+    others.erase(it);
+    return uid;
+  }
+  return nullptr;
+}
+
+void DropOtherPortsLocked(Id* id, const char* call) {
+  for (const IdState::OnPort& o : id->state->other_ports) {
+    if (uscm_destroy_id(o.uid) != 0) UscmFailed(call);
+    ByUscmId().erase(o.uid);
+  }
+  id->state->other_ports.clear();
+}
+
+}  // namespace uscm::librdmacm::internal

@@ -1,0 +1,192 @@
+// A wildcard bind and listen of the drop-in on two ports, each shared with
+// other processes through its own router (cm/router LocalRouter, one per
+// port): the kernel's bind list is the host's, so the bind and the listen
+// hold on every port or on none. Another process (a Device on port 2's
+// router) holds 10.0.0.2; the drop-in's ports are 10.0.0.1 (port 1) and
+// 10.0.0.2 (port 2). Only claims move here: no MAD, no virtual time.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <rdma/rdma_cma.h>
+#include <string.h>
+
+#include <memory>
+#include <vector>
+
+#include "api/c/uscm_cma.h"
+#include "api/librdmacm/event_channel.h"
+#include "api/librdmacm/ids.h"
+#include "api/librdmacm/ids_testing.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "cm/router/local_router.h"
+#include "gtest/gtest.h"
+#include "mad/sim/fabric.h"
+#include "mad/sim/scheduler.h"
+#include "mad/sim/topology.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+Addr16 V4(const char* ip) {
+  Addr16 a{};
+  a[10] = a[11] = 0xff;
+  inet_pton(AF_INET, ip, &a[12]);
+  return a;
+}
+
+// One process's Device on a router.
+struct OnRouter {
+  std::unique_ptr<router::LocalRouterClient> client;
+  std::unique_ptr<Device> device;
+};
+
+class WildcardPortsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sched_ = std::make_unique<sim::Scheduler>(17);
+    auto f = sim::Fabric::Create(*sched_, sim::TwoHostsOneSwitch());
+    ASSERT_TRUE(f.ok()) << f.status();
+    fabric_ = std::move(*f);
+    const char* ips[2] = {"10.0.0.1", "10.0.0.2"};
+    for (int port = 0; port < 2; ++port) {
+      auto qp1 = fabric_->Open(port == 0 ? "host1" : "host2");
+      ASSERT_TRUE(qp1.ok()) << qp1.status();
+      qp1_[port] = std::move(*qp1);
+      routers_[port] = std::make_unique<router::LocalRouter>(*qp1_[port]);
+      ASSERT_NO_FATAL_FAILURE(Join(port, ips[port], &mine_[port]));
+      handles_[port] = uscm_device_wrap(mine_[port].device.get());
+    }
+    ASSERT_NO_FATAL_FAILURE(Join(1, ips[1], &other_));
+    auto ch = other_.device->CreateEventChannel();
+    ASSERT_TRUE(ch.ok()) << ch.status();
+    other_ch_ = std::move(*ch);
+    ASSERT_EQ(UseDevicesForTesting({handles_[0], handles_[1]}, {{V4(ips[0])}, {V4(ips[1])}}), 0)
+        << strerror(errno);
+    ch_ = NewEventChannel();
+    ASSERT_NE(ch_, nullptr);
+  }
+  void TearDown() override {
+    rdma_destroy_event_channel(ch_);
+    ResetBackendForTesting();
+    other_ch_.reset();
+    other_ = {};
+    for (int port = 0; port < 2; ++port) {
+      uscm_device_unwrap_free(handles_[port]);
+      mine_[port] = {};
+      routers_[port].reset();
+    }
+  }
+
+  void Join(int port, const char* ip, OnRouter* p) {
+    auto c = routers_[port]->Connect();
+    ASSERT_TRUE(c.ok()) << c.status();
+    p->client = std::move(*c);
+    DeviceOptions o;
+    o.roce = true;
+    o.local_ips = {*Address::Parse(ip)};
+    router::LocalRouterClient* raw = p->client.get();
+    auto dev = Device::CreateSimulated(*sched_, *p->client, [raw] { return raw->pending() > 0; }, o);
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    p->device = std::move(*dev);
+  }
+  // Another process's id on port 2, bound to `addr` ("10.0.0.2:7000").
+  CmId* OtherBinds(const char* addr, bool reuse) {
+    CmId* id = *other_ch_->CreateId(nullptr, PortSpace::kTcp);
+    IdOptions o = id->options();
+    o.reuse_addr = reuse;
+    EXPECT_TRUE(id->SetOption(o).ok());
+    absl::Status s = id->BindAddr(*Address::Parse(addr));
+    EXPECT_TRUE(s.ok()) << s;
+    return id;
+  }
+  rdma_cm_id* NewId(bool reuse) {
+    rdma_cm_id* id = nullptr;
+    EXPECT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    int one = 1;
+    if (reuse) {
+      EXPECT_EQ(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof one), 0);
+    }
+    return id;
+  }
+  int Bind(rdma_cm_id* id, uint16_t port) {
+    sockaddr_in any = Ipv4("0.0.0.0", port);
+    return rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&any));
+  }
+  size_t Claims(int port) const { return routers_[port]->router().claim_count(); }
+
+  std::unique_ptr<sim::Scheduler> sched_;
+  std::unique_ptr<sim::Fabric> fabric_;
+  std::unique_ptr<sim::SimTransport> qp1_[2];
+  std::unique_ptr<router::LocalRouter> routers_[2];
+  OnRouter mine_[2];
+  uscm_device* handles_[2] = {nullptr, nullptr};
+  OnRouter other_;
+  std::unique_ptr<EventChannel> other_ch_;
+  rdma_event_channel* ch_ = nullptr;
+};
+
+TEST_F(WildcardPortsTest, AWildcardBindRefusedOnOnePortHoldsNoPort) {
+  CmId* theirs = OtherBinds("10.0.0.2:7000", false);
+  rdma_cm_id* id = NewId(false);
+  errno = 0;
+  EXPECT_EQ(Bind(id, 7000), -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL) << "[0.0.0.0] against the other's 10.0.0.2";
+  EXPECT_EQ(Claims(0), 0u) << "port 1's bind undone";
+  EXPECT_EQ(Claims(1), 1u) << "the other process's alone";
+  EXPECT_EQ(rdma_get_src_port(id), 0) << "unbound, as the kernel leaves it";
+  // The id binds again elsewhere and listens on both ports.
+  ASSERT_EQ(Bind(id, 7001), 0) << strerror(errno);
+  EXPECT_EQ(Claims(0), 1u);
+  EXPECT_EQ(Claims(1), 2u);
+  ASSERT_EQ(rdma_listen(id, 4), 0) << strerror(errno);
+  EXPECT_EQ(Claims(0), 2u) << "a bind and a listen claim";
+  EXPECT_EQ(Claims(1), 3u);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  EXPECT_EQ(Claims(0), 0u);
+  EXPECT_EQ(Claims(1), 1u);
+  ASSERT_TRUE(other_ch_->DestroyId(theirs).ok());
+}
+
+TEST_F(WildcardPortsTest, AWildcardListenRefusedOnOnePortListensOnNone) {
+  // Both set REUSEADDR: the binds share port 7002; a listen does not.
+  CmId* theirs = OtherBinds("10.0.0.2:7002", true);
+  rdma_cm_id* id = NewId(true);
+  ASSERT_EQ(Bind(id, 7002), 0) << strerror(errno);
+  EXPECT_EQ(Claims(0), 1u);
+  EXPECT_EQ(Claims(1), 2u);
+  errno = 0;
+  EXPECT_EQ(rdma_listen(id, 4), -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL) << "[0.0.0.0] against the other's 10.0.0.2";
+  EXPECT_EQ(Claims(0), 1u) << "port 1's listen undone, its bind kept";
+  EXPECT_EQ(Claims(1), 2u);
+  // Once the other process's id goes, the same id listens on both.
+  ASSERT_TRUE(other_ch_->DestroyId(theirs).ok());
+  ASSERT_EQ(rdma_listen(id, 4), 0) << strerror(errno);
+  EXPECT_EQ(Claims(0), 2u);
+  EXPECT_EQ(Claims(1), 2u);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  EXPECT_EQ(Claims(0), 0u);
+  EXPECT_EQ(Claims(1), 0u);
+}
+
+TEST_F(WildcardPortsTest, AnEphemeralWildcardSkipsAPortAnotherProcessHolds) {
+  rdma_cm_id* id = NewId(false);
+  ASSERT_EQ(Bind(id, 0), 0) << strerror(errno);
+  const uint16_t first = ntohs(rdma_get_src_port(id));
+  ASSERT_NE(first, 0);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  // The other process holds the port the drop-in's port 1 would pick next
+  // time on port 2 only: the bind moves on to a port free on both.
+  CmId* theirs = OtherBinds(("10.0.0.2:" + std::to_string(first + 1)).c_str(), false);
+  id = NewId(false);
+  ASSERT_EQ(Bind(id, 0), 0) << strerror(errno);
+  const uint16_t second = ntohs(rdma_get_src_port(id));
+  EXPECT_NE(second, first + 1);
+  EXPECT_NE(second, 0);
+  EXPECT_EQ(Claims(0), 1u);
+  EXPECT_EQ(Claims(1), 2u);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  ASSERT_TRUE(other_ch_->DestroyId(theirs).ok());
+}
+
+}  // namespace
+}  // namespace uscm::librdmacm
