@@ -81,7 +81,8 @@ TEST_F(RouterBindTest, TwoBindsWithReuseaddrShareAnAddressAndAListenDoesNot) {
   EXPECT_EQ(mad::ErrnoOf(Listen(a, ListenAddress::Ipv4(kAddrA))), EADDRNOTAVAIL);  // c's [0.0.0.0]
   Crash(c);
   ASSERT_TRUE(Listen(a, ListenAddress::Ipv4(kAddrA)).ok());
-  // A listener shares its address with no bind, REUSEADDR or not.
+  // A listener shares its address with no bind, REUSEADDR or not (its bind
+  // claim would share: the message names the listen).
   s = Bind(b, true, ListenAddress::Ipv4(kAddrA));
   EXPECT_EQ(mad::ErrnoOf(s), EADDRINUSE) << s;
   EXPECT_NE(s.message().find("a listener shares it with no one"), absl::string_view::npos) << s;

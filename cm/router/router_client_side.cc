@@ -205,6 +205,10 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
         clients_[slot].creds.uid, " (pid ", clients_[slot].creds.pid,
         ") does not have it (errno EACCES)"));
   }
+  // The first conflict, a listener's before a bind's (the message names a
+  // listener when there is one: REUSEADDR would not help against it).
+  const Claim* conflict = nullptr;
+  ListenOverlap overlap = ListenOverlap::kNone;
   for (const Claim& c : claims_) {
     const uint64_t common = claim.mask & c.mask;
     if ((claim.service_id & common) != (c.service_id & common)) continue;
@@ -215,8 +219,16 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
     // is never skipped.
     const bool shared = bind && claim.reuse && c.kind == mad::ClaimKind::kBind && c.reuse;
     if (shared) continue;
-    const ListenOverlap overlap = Overlap(claim.address, c.address);
-    if (overlap == ListenOverlap::kNone) continue;
+    const ListenOverlap o = Overlap(claim.address, c.address);
+    if (o == ListenOverlap::kNone) continue;
+    if (conflict == nullptr || (conflict->kind == mad::ClaimKind::kBind &&
+                                c.kind == mad::ClaimKind::kListen)) {
+      conflict = &c;
+      overlap = o;
+    }
+  }
+  if (conflict != nullptr) {
+    const Claim& c = *conflict;
     ++counters_.claim_conflicts;
     const bool wildcard = overlap == ListenOverlap::kWildcard;
     const char* how = c.kind == mad::ClaimKind::kListen ? "a listener shares it with no one"

@@ -7,9 +7,12 @@
 # from the address each claim carries, and hands each client's REQ to the server of the
 # destination in its rdma_cm IP header. Both clients (on rxe1) run at once.
 # Checked: both servers listen; a third server on the first address and port is
-# refused with EADDRINUSE (as the kernel; the wildcard's EADDRNOTAVAIL is checked in
-# cm/router:router_listen_address_test: a wildcard rping listens on every port, and the
-# drop-in ignores a refusal on a port other than its first one); both
+# refused at rdma_bind_addr with EADDRINUSE, and a wildcard server on that port with
+# EADDRNOTAVAIL, as on the kernel CM (uscmd holds a claim from the bind on, as the
+# kernel's cma_get_port; the wildcard's refusal on rxe0 undoes its bind on rxe1 too);
+# rping prints perror("rdma_bind_addr") in bind_server, so the kernel's -EADDRINUSE
+# from cma_check_port reads "rdma_bind_addr: Address already in use" and its
+# -EADDRNOTAVAIL "rdma_bind_addr: Cannot assign requested address"; both
 # clients and both servers exit 0 with rping's 10 data lines byte for byte on every end
 # (a REQ handed to the wrong server would leave the other waiting until its timeout).
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
@@ -29,11 +32,10 @@ second_address() {
   done
   return 1
 }
-# refused_same_address: a third rping server on S1 and the same port fails (on the
-# drop-in at rdma_listen: uscmd refuses the claim; the kernel refuses at rdma_bind_addr)
-refused_same_address() {
-  ! "${USCM[@]}" rping -s -a $S1 -p $P > /tmp/rping-third.log 2>&1 &&
-    grep -q 'Address already in use' /tmp/rping-third.log
+# refused_at_bind ADDRESS MESSAGE LOG: a third rping server on ADDRESS and the same
+# port fails at rdma_bind_addr with MESSAGE (the kernel refuses there too)
+refused_at_bind() {
+  ! "${USCM[@]}" rping -s -a "$1" -p $P > "$3" 2>&1 && grep -q "rdma_bind_addr: $2" "$3"
 }
 
 no_kernel_cm no-kernel-cm
@@ -42,8 +44,11 @@ check second-address second_address
 check server-on-first-address wait_for /tmp/rping-s1.log "listening on $S1 port $P" $s1
 "${USCM[@]}" rping -s -a $S2 -p $P -v > /tmp/rping-s2.log 2>&1 & s2=$!
 check server-on-second-address wait_for /tmp/rping-s2.log "listening on $S2 port $P" $s2
-check same-address-and-port-refused refused_same_address
-grep -E 'in use' /tmp/rping-third.log | sed 's/^/  | /' | tail -n 2
+check same-address-and-port-refused-at-bind \
+  refused_at_bind $S1 'Address already in use' /tmp/rping-third.log
+check wildcard-refused-at-bind \
+  refused_at_bind 0.0.0.0 'Cannot assign requested address' /tmp/rping-wildcard.log
+grep -h rdma_bind_addr /tmp/rping-third.log /tmp/rping-wildcard.log | sed 's/^/  | /'
 "${USCM[@]}" rping -c -a $S1 -I $C -p $P -v -C $N > /tmp/rping-c1.log 2>&1 & c1=$!
 "${USCM[@]}" rping -c -a $S2 -I $C -p $P -v -C $N > /tmp/rping-c2.log 2>&1 & c2=$!
 finish client-to-first-address $c1 /tmp/rping-c1.log
