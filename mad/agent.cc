@@ -105,13 +105,15 @@ TimerHandle Agent::Arm(TimerKind kind, uint64_t id, TimePoint deadline) {
 }
 
 void Agent::ArmRequest(Request& r, TimePoint deadline) {
+  if (r.deadline.has_value() && *r.deadline < deadline) deadline = *r.deadline;
   wheel_.Cancel(r.timer);
   r.timer = Arm(TimerKind::kRequest, r.id, deadline);
 }
 
 absl::StatusOr<RequestId> Agent::SendRequest(TimePoint now, const MadAddress& to,
                                              std::span<const uint8_t> mad, uint64_t cookie,
-                                             CompletionSink* sink) {
+                                             CompletionSink* sink,
+                                             absl::optional<TimePoint> deadline) {
   if (mad.size() != kMadSize) {
     return absl::InvalidArgumentError(
         absl::StrFormat("request MAD is %d bytes; MADs are %d", mad.size(), kMadSize));
@@ -138,6 +140,7 @@ absl::StatusOr<RequestId> Agent::SendRequest(TimePoint now, const MadAddress& to
   r.method = header->method;
   r.attribute_id = header->attribute_id;
   r.to = to;
+  r.deadline = deadline;
   std::memcpy(r.mad.data(), mad.data(), kMadSize);
   StoreTid(r.mad, uint64_t{config_.tid_high} << 32 | tid_low);
   r.dest = DestKey(to);
@@ -145,7 +148,10 @@ absl::StatusOr<RequestId> Agent::SendRequest(TimePoint now, const MadAddress& to
   Destination& d = destinations_[r.dest];
   d.waiting.push_back(id);
   StartWaiting(r.dest, now);
-  if (!r.started) ++counters_.queued;
+  if (!r.started) {
+    ++counters_.queued;
+    if (deadline.has_value()) ArmRequest(requests_.at(id), *deadline);  // fails while waiting
+  }
   return id;
 }
 
@@ -505,6 +511,23 @@ void Agent::Expire(TimePoint now, TimerHandle handle, TimerKind kind, uint64_t i
       auto it = requests_.find(id);
       if (it == requests_.end() || !(it->second.timer == handle)) return;
       Request& r = it->second;
+      if (r.deadline.has_value() && now >= *r.deadline) {
+        const uint64_t dest = r.dest;
+        if (!r.started) {  // still waiting for the window
+          auto d = destinations_.find(dest);
+          if (d != destinations_.end()) std::erase(d->second.waiting, id);
+        }
+        ++counters_.timeouts;
+        Finish(now, id,
+               absl::DeadlineExceededError(absl::StrFormat(
+                   "no response to %s attribute 0x%04x (class 0x%02x, TID low 0x%08x) from "
+                   "LID %d by the request's deadline (%d attempts)",
+                   MethodText(r.method), r.attribute_id, r.mgmt_class, r.tid_low, r.to.lid,
+                   r.started ? r.retries + 1 : 0)),
+               r.to, {});
+        StartWaiting(dest, now);  // forgets an empty destination
+        return;
+      }
       if (r.busy_wait) {
         r.busy_wait = false;
         Transmit(r, now);

@@ -141,9 +141,13 @@ class Agent {
   // to `sink` when there is one, else queued for PollCompletion.
   // Errors: a MAD that is not 256 bytes, has the response bit set, or has an
   // unparsable header.
+  // `deadline`: the request fails (DeadlineExceeded) then, whatever retries
+  // remain, as the kernel's SA queries end at the caller's timeout_ms
+  // (ib_sa_path_rec_get); a request still waiting for the window fails too.
   absl::StatusOr<RequestId> SendRequest(TimePoint now, const MadAddress& to,
                                         std::span<const uint8_t> mad, uint64_t cookie = 0,
-                                        CompletionSink* sink = nullptr);
+                                        CompletionSink* sink = nullptr,
+                                        absl::optional<TimePoint> deadline = absl::nullopt);
   // Forgets a request (no Completion); false if it is not pending.
   bool Cancel(TimePoint now, RequestId id);
   // What `to` promises (an answer is due within `bound`, e.g. from an SA's
@@ -209,6 +213,7 @@ class Agent {
     TimePoint last_sent;
     bool busy_wait = false;  // the timer resends (after Busy) instead of retrying
     int retries = 0;
+    absl::optional<TimePoint> deadline;  // SendRequest's
     TimerHandle timer;
     std::unique_ptr<RmppReceiver> rmpp;  // while a segmented response arrives
     TimerHandle rmpp_timer;

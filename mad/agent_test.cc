@@ -531,5 +531,43 @@ TEST(AgentTest, ASlowResponderKeepsTheWindow) {
   EXPECT_EQ(agent.counters().slots_released, 0u);
 }
 
+// rdma_resolve_route's timeout_ms (the kernel's ib_sa_path_rec_get): a
+// request with a deadline fails at it, with retries left, and is not resent
+// after it; one waiting for the window fails at its deadline unsent.
+TEST(AgentTest, ARequestFailsAtItsDeadlineWhateverRetriesRemain) {
+  AgentConfig cfg = Fast();
+  cfg.window = 1;
+  cfg.adaptive_timeout = false;  // attempts at 0, 100, 300, 700 ms without a deadline
+  Agent agent(cfg, At(0));
+  auto first = agent.SendRequest(At(0), To(kSmLid), Request(), 0, nullptr, At(250));
+  auto waiting = agent.SendRequest(At(0), To(kSmLid), Request(), 0, nullptr, At(50));
+  ASSERT_TRUE(first.ok() && waiting.ok());
+  EXPECT_EQ(DrainOut(agent).size(), 1u);
+  agent.OnTimeout(At(49));
+  EXPECT_FALSE(agent.PollCompletion().has_value());
+  agent.OnTimeout(At(50));
+  auto c = agent.PollCompletion();
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->id, *waiting);
+  EXPECT_EQ(c->status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(c->status.message()), ::testing::HasSubstr("(0 attempts)"));
+  EXPECT_THAT(DrainOut(agent), IsEmpty());
+  agent.OnTimeout(At(100));
+  EXPECT_EQ(DrainOut(agent).size(), 1u);  // the first one's retry
+  agent.OnTimeout(At(249));
+  EXPECT_FALSE(agent.PollCompletion().has_value());
+  agent.OnTimeout(At(250));  // before its next retry at 300
+  c = agent.PollCompletion();
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->id, *first);
+  EXPECT_EQ(c->status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(c->status.message()), ::testing::HasSubstr("(2 attempts)"));
+  EXPECT_THAT(DrainOut(agent), IsEmpty());
+  EXPECT_EQ(agent.counters().timeouts, 2u);
+  EXPECT_EQ(agent.counters().sent, 2u);
+  EXPECT_TRUE(agent.idle());
+  EXPECT_EQ(agent.NextDeadline(), absl::nullopt);
+}
+
 }  // namespace
 }  // namespace uscm::mad

@@ -217,12 +217,15 @@ SaClient::SaClient(mad::Agent* agent, SaClientConfig config)
 
 absl::StatusOr<uint64_t> SaClient::Start(TimePoint now, Kind kind, std::string what,
                                          std::span<const uint8_t> mad,
-                                         absl::optional<PathCacheKey> cache_key) {
-  // The emitted request (TID still 0) names the query exactly.
+                                         absl::optional<PathCacheKey> cache_key,
+                                         absl::optional<TimePoint> deadline) {
+  // The emitted request (TID still 0) names the query exactly; queries with
+  // a deadline and those without are told apart by one more byte.
   std::string key;
   std::vector<uint64_t> inherited;  // a lost query and its waiters, answered with this one
   if (config_.coalesce) {
     key.assign(reinterpret_cast<const char*>(mad.data()), mad.size());
+    key.push_back(deadline.has_value() ? 1 : 0);
     auto in_flight = flight_.find(key);
     if (in_flight != flight_.end()) {
       const uint64_t lost_id = in_flight->second;
@@ -243,7 +246,7 @@ absl::StatusOr<uint64_t> SaClient::Start(TimePoint now, Kind kind, std::string w
     }
   }
   const uint64_t id = next_id_++;
-  auto sent = agent_->SendRequest(now, config_.sa, mad, id, this);
+  auto sent = agent_->SendRequest(now, config_.sa, mad, id, this, deadline);
   if (!sent.ok()) {
     for (uint64_t waiter : inherited) {  // they lose their query with this one
       SaResult r;
@@ -262,7 +265,8 @@ absl::StatusOr<uint64_t> SaClient::Start(TimePoint now, Kind kind, std::string w
   return id;
 }
 
-absl::StatusOr<uint64_t> SaClient::GetPath(TimePoint now, const PathQuery& q) {
+absl::StatusOr<uint64_t> SaClient::GetPath(TimePoint now, const PathQuery& q,
+                                           absl::optional<TimePoint> deadline) {
   absl::optional<PathCacheKey> key;
   if (config_.path_cache != nullptr && q.mask().Has(PathRecordMask::kSgid) &&
       q.mask().Has(PathRecordMask::kDgid)) {
@@ -286,7 +290,7 @@ absl::StatusOr<uint64_t> SaClient::GetPath(TimePoint now, const PathQuery& q) {
   }
   auto mad = EmitRequest(Method::kGet, q.record(), q.mask());
   if (!mad.ok()) return mad.status();
-  return Start(now, Kind::kPath, "path " + q.Describe(), *mad, key);
+  return Start(now, Kind::kPath, "path " + q.Describe(), *mad, key, deadline);
 }
 
 absl::StatusOr<uint64_t> SaClient::GetPaths(TimePoint now, const PathQuery& q) {

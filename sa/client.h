@@ -161,7 +161,12 @@ class SaClient : public mad::CompletionSink {
 
   // Get: exactly one path (NotFound when the SA has none, FailedPrecondition
   // when the query matches several). Served from the cache when possible.
-  absl::StatusOr<uint64_t> GetPath(TimePoint now, const PathQuery& q);
+  // `deadline`: DeadlineExceeded then at the latest (rdma_resolve_route's
+  // timeout_ms); a query coalesced into an identical one in flight shares its
+  // outcome, so only queries that both have a deadline, or both none, are
+  // coalesced (the first one's deadline then holds for both).
+  absl::StatusOr<uint64_t> GetPath(TimePoint now, const PathQuery& q,
+                                   absl::optional<TimePoint> deadline = absl::nullopt);
   // GetTable: every matching path (possibly none).
   absl::StatusOr<uint64_t> GetPaths(TimePoint now, const PathQuery& q);
 
@@ -198,7 +203,8 @@ class SaClient : public mad::CompletionSink {
 
   absl::StatusOr<uint64_t> Start(TimePoint now, Kind kind, std::string what,
                                  std::span<const uint8_t> mad,
-                                 absl::optional<PathCacheKey> cache_key = absl::nullopt);
+                                 absl::optional<PathCacheKey> cache_key = absl::nullopt,
+                                 absl::optional<TimePoint> deadline = absl::nullopt);
   SaResult Convert(const Query& q, const mad::Completion& c);
   absl::Status SaError(const Query& q, uint16_t status) const;
 

@@ -298,6 +298,35 @@ TEST(SaClientTest, CoalescedQueriesShareTheFailureToo) {
   EXPECT_EQ(client.outstanding(), 0u);
 }
 
+// rdma_resolve_route's timeout_ms: a query with a deadline fails at it;
+// queries with deadlines coalesce with each other (the first one's holds),
+// not with one without (which keeps the agent's own retries).
+TEST(SaClientTest, AQueryWithADeadlineFailsAtItAndCoalescesOnlyWithItsKind) {
+  Fixture f;
+  const PathQuery q = PathQuery::RdmaCm(G(2), G(3), 0xFFFF, 0x1060000);
+  auto a = f.client.GetPath(At(0), q, At(500));
+  auto b = f.client.GetPath(At(1), q, At(501));
+  auto no_deadline = f.client.GetPath(At(2), q);
+  ASSERT_TRUE(a.ok() && b.ok() && no_deadline.ok());
+  f.Sent();
+  f.Sent();
+  EXPECT_FALSE(f.agent.PollTransmit().has_value());
+  EXPECT_EQ(f.client.counters().coalesced, 1u);
+  f.agent.OnTimeout(At(499));
+  while (f.agent.PollTransmit().has_value()) {
+  }
+  EXPECT_FALSE(f.client.PollResult().has_value());
+  f.agent.OnTimeout(At(500));
+  for (uint64_t id : {*a, *b}) {
+    auto r = f.client.PollResult();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->id, id);
+    EXPECT_EQ(r->status.code(), absl::StatusCode::kDeadlineExceeded) << r->status;
+  }
+  EXPECT_FALSE(f.client.PollResult().has_value()) << "the query without deadline still waits";
+  EXPECT_EQ(f.client.outstanding(), 1u);
+}
+
 TEST(SaClientTest, CoalescingCanBeTurnedOff) {
   mad::Agent agent(mad::AgentConfig{}, At(0));
   SaClientConfig sc;

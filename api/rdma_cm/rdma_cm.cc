@@ -432,7 +432,7 @@ absl::Status CmId::Bind(const Address& addr, bool reserve) {
   return absl::OkStatus();
 }
 
-absl::Status CmId::ResolveRoute(mad::Duration) {
+absl::Status CmId::ResolveRoute(mad::Duration timeout) {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   if (state_ != IdState::kAddrResolved) {
     return WrongState("resolve_route", state_, "ADDR_RESOLVED");
@@ -463,7 +463,13 @@ absl::Status CmId::ResolveRoute(mad::Duration) {
   if (opts().tos && peer_.family == Address::Family::kIpv6) q.TClass(*opts().tos);
   cm::Node& node = *device_->node_;
   const TimePoint now = node.Now();
-  absl::StatusOr<uint64_t> qid = node.sa().GetPath(now, q);
+  // As the kernel's cma_query_ib_route: the SA query ends at timeout_ms
+  // (ib_sa_path_rec_get; ROUTE_ERROR -ETIMEDOUT), not after the agent's own
+  // retries. A negative timeout is the kernel's huge unsigned one: the
+  // agent's retries then.
+  absl::optional<TimePoint> deadline;
+  if (timeout >= mad::Duration()) deadline = now + std::max(timeout, mad::Duration::Millis(1));
+  absl::StatusOr<uint64_t> qid = node.sa().GetPath(now, q, deadline);
   if (!qid.ok()) return Prefix("resolve_route", qid.status());
   sa_query_ = *qid;
   device_->by_query_[*qid] = this;

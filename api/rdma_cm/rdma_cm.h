@@ -198,7 +198,8 @@ class CmId {
   absl::Status ResolveAddr(const absl::optional<Address>& src, const Address& dst,
                            mad::Duration timeout = mad::Duration::Seconds(2));
   // SA PathRecord (through the path cache) or the IB_PATH option;
-  // ROUTE_RESOLVED / ROUTE_ERROR on the channel.
+  // ROUTE_RESOLVED / ROUTE_ERROR on the channel; an SA query unanswered
+  // after `timeout` is ROUTE_ERROR -ETIMEDOUT.
   absl::Status ResolveRoute(mad::Duration timeout = mad::Duration::Seconds(2));
   absl::Status Connect(const ConnParam& param);
   // backlog <= 0: the default (1024).
