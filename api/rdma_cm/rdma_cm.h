@@ -422,8 +422,8 @@ struct DeviceOptions {
   // device's seed (random on a real device), then upwards, skipping ports in
   // use. Device::Create reads net.ipv4.ip_local_port_range when these are left
   // at the kernel's defaults. Several processes behind one uscmd each number
-  // their own ports: a listen on one that another process claimed moves on
-  // to the next free port (CmId::Listen).
+  // their own ports: a bind to one that another process claimed moves on
+  // to the next free port (Device::ClaimBind).
   uint16_t ephemeral_low = 32768;
   uint16_t ephemeral_high = 60999;
   absl::optional<uint16_t> ephemeral_start;  // tests: the first port tried
@@ -484,8 +484,8 @@ class Device final : public cm::NodeObserver {
   // Ids alive (including passive ids not yet retrieved). 0 after every id
   // was destroyed.
   size_t id_count() const;
-  // Listens moved to another ephemeral port because another process behind
-  // the same uscmd held the first (CmId::Listen).
+  // Binds moved to another ephemeral port because another process behind
+  // the same uscmd held the first (Device::ClaimBind).
   uint64_t ephemeral_moves() const { return ephemeral_moves_; }
 
   void OnProgress(mad::TimePoint now) override;
