@@ -3,6 +3,7 @@
 // over a Unix socket; those processes use router::RouterTransport.
 //
 //   uscmd [--ca mlx5_0] [--port 1] [--socket PATH] [--slot-bits 8] [--idle-exit S]
+//         [--capture FILE]
 //
 // Stops on SIGINT / SIGTERM, or after S seconds without a client, and prints
 // its counters. Under systemd socket activation (tools/uscmd.socket) it serves
@@ -19,15 +20,18 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "cm/router/server.h"
-#include "mad/umad_transport.h"
 #include "cm/router/router_transport.h"
+#include "cm/router/server.h"
+#include "mad/capture/capture_transport.h"
+#include "mad/capture/pcap_writer.h"
+#include "mad/time.h"
+#include "mad/umad_transport.h"
 
 namespace {
 
 constexpr char kUsage[] =
     "Usage: uscmd [--ca NAME] [--port N] [--socket PATH] [--socket-mode OCTAL] [--slot-bits B]\n"
-    "             [--idle-exit SECONDS] [--sim-issm]\n"
+    "             [--idle-exit SECONDS] [--sim-issm] [--capture FILE]\n"
     "\n"
     "The uscm MAD router: owns the port's QP1 (CM class 0x07, SA class 0x03)\n"
     "and routes MADs to the uscm processes of this host, which connect to\n"
@@ -41,7 +45,9 @@ constexpr char kUsage[] =
     "Socket activation: with LISTEN_PID/LISTEN_FDS (systemd's uscmd.socket) it\n"
     "serves the passed socket and never binds, chmods or unlinks one.\n"
     "--sim-issm: under ibsim (LD_PRELOAD=libumad2sim.so) claim IsSM, without\n"
-    "which ibsim hands this node's unsolicited CM MADs to no one.\n";
+    "which ibsim hands this node's unsolicited CM MADs to no one.\n"
+    "--capture: write every MAD to and from the wire to FILE (pcap; `uscm dump\n"
+    "FILE`), time-stamped with CLOCK_MONOTONIC: to trace retries.\n";
 
 uscm::router::Server* g_server = nullptr;
 
@@ -64,6 +70,7 @@ void OnSignal(int) {
 int main(int argc, char** argv) {
   uscm::mad::UmadOptions umad;
   std::string socket_path;
+  std::string capture_path;
   int slot_bits = 8;
   uint32_t socket_mode = 0666;
   int idle_exit_s = 0;
@@ -83,6 +90,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--sim-issm") {
       umad.sim_claim_issm = true;
+    } else if (a == "--capture" && has_value) {
+      capture_path = argv[++i];
     } else if (a == "--socket" && has_value) {
       socket_path = argv[++i];
     } else if (a == "--socket-mode" && has_value) {
@@ -127,13 +136,29 @@ int main(int argc, char** argv) {
   } else if (socket_path.empty()) {
     socket_path = uscm::router::DefaultRouterSocket(port.ca_name, port.port_num);
   }
+  // --capture: the wire seen through a CaptureTransport (the router's own
+  // view: every MAD it sends and every MAD umad hands it).
+  std::unique_ptr<uscm::mad::capture::PcapWriter> pcap;
+  std::unique_ptr<uscm::mad::capture::CaptureTransport> captured;
+  static const uscm::mad::RealClock clock;
+  uscm::mad::Transport* transport = wire->get();
+  if (!capture_path.empty()) {
+    auto w = uscm::mad::capture::PcapWriter::Create(capture_path);
+    if (!w.ok()) {
+      std::fprintf(stderr, "uscmd: --capture: %s\n", std::string(w.status().message()).c_str());
+      return 1;
+    }
+    pcap = std::move(*w);
+    captured = std::make_unique<uscm::mad::capture::CaptureTransport>(**wire, *pcap, clock);
+    transport = captured.get();
+  }
   uscm::router::ServerOptions options;
   options.socket_path = socket_path;
   options.socket_mode = socket_mode;
   options.listen_fd = *activated;
   options.idle_exit = uscm::mad::Duration::Seconds(idle_exit_s);
   options.router.slot_bits = static_cast<uint8_t>(slot_bits);
-  auto server = uscm::router::Server::Create(**wire, options);
+  auto server = uscm::router::Server::Create(*transport, options);
   if (!server.ok()) {
     std::fprintf(stderr, "uscmd: %s\n", std::string(server.status().message()).c_str());
     return 1;
@@ -152,7 +177,8 @@ int main(int argc, char** argv) {
   std::printf(
       "uscmd: clients %llu accepted, %llu refused; MADs %llu to wire, %llu from wire, %llu to "
       "clients; refused %llu, unroutable %llu, cleanup REJ %llu DREQ %llu; duplicate REQs %llu; "
-      "to clients queued %llu (longest queue %llu), dropped %llu; wire send errors %llu\n",
+      "to clients queued %llu (longest queue %llu), dropped %llu, duplicates not queued %llu; "
+      "wire send errors %llu\n",
       static_cast<unsigned long long>(c.clients_accepted),
       static_cast<unsigned long long>(c.clients_refused),
       static_cast<unsigned long long>(c.to_wire), static_cast<unsigned long long>(c.from_wire),
@@ -165,6 +191,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>((*server)->counters().queued_to_client),
       static_cast<unsigned long long>((*server)->counters().max_client_queue),
       static_cast<unsigned long long>((*server)->counters().dropped_to_client),
+      static_cast<unsigned long long>((*server)->counters().duplicates_not_queued),
       static_cast<unsigned long long>(c.send_errors));
   std::printf("uscmd: CM MADs to wire: %s; from wire: %s\n",
               uscm::router::CmAttrCounts(c.cm_to_wire).c_str(),

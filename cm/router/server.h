@@ -68,6 +68,12 @@ struct ServerCounters {
   uint64_t queued_to_client = 0;   // frames that had to wait
   uint64_t max_client_queue = 0;   // the longest a client's queue was
   uint64_t dropped_to_client = 0;  // queue full: the frame is lost (the CM's retries cover it)
+  // A MAD identical to one still waiting in the client's queue (a peer's
+  // retransmission of a request the client has not read yet): not queued
+  // twice. The client would only answer the copy as a duplicate (an MRA per
+  // duplicate REQ, an RTU per duplicate REP), and under load each such answer
+  // made the peer's queue longer: the retry storm (docs/ROUTER.md).
+  uint64_t duplicates_not_queued = 0;
 };
 
 // Frames that may wait for one client before one is dropped (a MAD frame is
@@ -131,6 +137,9 @@ class Server {
     uint8_t slot = 0;  // 0 until the hello
     ClientCredentials creds;  // SO_PEERCRED at accept
     std::deque<std::vector<uint8_t>> queued;  // frames the socket had no room for
+    // The MAD frames in `queued`, by a 64-bit hash of their bytes (a false
+    // match would drop one MAD, which the CM's retries recover like a loss).
+    absl::flat_hash_map<uint64_t, uint32_t> queued_mads;
     bool watching_out = false;
   };
   absl::flat_hash_map<int, Conn> conns_;     // by fd

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cm/cm_testing.h"
+#include "cm/endpoint.h"
 #include "cm/router/frame.h"
 #include "cm/router/router_testing.h"
 #include "cm/router/server.h"
@@ -110,6 +112,60 @@ TEST_F(ServerBackpressureTest, FramesForAClientThatDoesNotReadWaitInOrder) {
   }
   EXPECT_EQ(server_->counters().dropped_to_client, 0u);
   EXPECT_GT(server_->counters().max_client_queue, 0u);
+}
+
+// While a client's frames wait in its queue, a peer's retransmission of a
+// MAD that is still waiting there is not queued again (the client would only
+// answer it as a duplicate: under load each answer lengthened the peer's own
+// queue, cmtime's retry storm). A different MAD is queued; once the first copy
+// has gone to the socket, a later copy is queued again.
+TEST_F(ServerBackpressureTest, ACopyOfAMadStillQueuedIsNotQueuedAgain) {
+  ASSERT_TRUE(ClientSend(EncodeHello(Hello{static_cast<uint32_t>(getpid())})));
+  ASSERT_TRUE(ClientSend(EncodeClaim(FrameType::kClaim, ClaimFrame{1, kSid, ~uint64_t{0}})));
+  for (uint32_t r = 2; r <= 1000; ++r) {  // replies that fill the socket
+    ASSERT_TRUE(ClientSend(EncodeClaim(FrameType::kRelease, ClaimFrame{r, kSid + 1, ~uint64_t{0}})));
+  }
+  ASSERT_TRUE(server_->RunOnce(mad::Duration::Millis(10)).ok());
+  ASSERT_GT(server_->counters().queued_to_client, 0u) << "set-up: the socket is full";
+
+  // A peer on host2 connects twice to the client's service.
+  cm::CmEndpoint peer(sim_.host2->port(), cm::testing::TestConfig(), 5);
+  auto connect = [&](uint32_t qpn) {
+    cm::ConnectParams p = cm::testing::MakeConnect(qpn);
+    p.service_id = kSid;
+    p.primary.local_lid = sim_.host2->port().lid;
+    p.primary.remote_lid = sim_.host1->port().lid;
+    p.primary.local_gid = sim_.host2->port().gid;
+    p.primary.remote_gid = sim_.host1->port().gid;
+    ASSERT_TRUE(peer.Connect(sim_.scheduler->Now(), p).ok());
+  };
+  std::vector<cm::OutgoingMad> reqs;
+  for (uint32_t qpn : {0x101u, 0x102u}) {
+    connect(qpn);
+    cm::OutgoingMad m;
+    while (peer.PollTransmit(&m)) reqs.push_back(m);
+  }
+  ASSERT_EQ(reqs.size(), 2u);
+  // The first REQ five times (what its retransmissions carry), then the second.
+  auto wire = [&](const cm::OutgoingMad& m) {
+    ASSERT_TRUE(sim_.host2->Send(m.to, m.mad).ok());
+    ASSERT_TRUE(sim_.scheduler->RunUntilIdle().ok());
+    ASSERT_TRUE(server_->RunOnce(mad::Duration::Millis(1)).ok());
+  };
+  for (int i = 0; i < 5; ++i) wire(reqs[0]);
+  wire(reqs[1]);
+  EXPECT_EQ(server_->counters().duplicates_not_queued, 4u);
+
+  auto mads = [](const std::vector<std::vector<uint8_t>>& frames) {
+    int n = 0;
+    for (const auto& f : frames) n += PeekFrame(f).ok() && *PeekFrame(f) == FrameType::kMad;
+    return n;
+  };
+  EXPECT_EQ(mads(ClientReceive(1 + 1000 + 6)), 2) << "one of each REQ";  // welcome, replies, all
+  // Nothing waits any more: a retransmission now is the client's to answer.
+  wire(reqs[0]);
+  EXPECT_EQ(mads(ClientReceive(1)), 1);
+  EXPECT_EQ(server_->counters().duplicates_not_queued, 4u);
 }
 
 // A client that goes away with frames queued: nothing is sent to the dead
