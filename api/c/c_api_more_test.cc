@@ -273,3 +273,63 @@ TEST_F(CApiMoreTest, CreateQpArgumentChecks) {
 
 }  // namespace
 }  // namespace uscm
+
+namespace uscm {
+namespace {
+
+// An unpolled channel (the drop-in's port channels): fd -1 and no eventfd
+// written or read while events come and go; uscm_event_channel_queued counts
+// them without a lock; uscm_try_get_cm_event takes them. The CM counters text
+// names the REQ this host sent and the REJ it received.
+TEST_F(CApiMoreTest, UnpolledChannelCountsItsEventsWithoutAnFd) {
+  uscm_event_channel* ch = uscm_create_event_channel_unpolled_on(dev_[0]);
+  ASSERT_NE(ch, nullptr) << uscm_last_error();
+  EXPECT_EQ(ch->fd, -1);
+  EXPECT_EQ(uscm_event_channel_queued(nullptr), 0u);
+  uscm_cm_id* id = nullptr;
+  ASSERT_EQ(uscm_create_id(ch, &id, nullptr, USCM_PS_TCP), 0);
+  ASSERT_EQ(uscm_resolve_addr(id, nullptr, &server_, 2000), 0) << uscm_last_error();
+  sim::Scheduler& s = fabric_->scheduler();
+  ASSERT_TRUE(s.RunUntil([ch] { return uscm_event_channel_queued(ch) > 0; },
+                         s.Now() + mad::Duration::Seconds(10))
+                  .ok());
+  EXPECT_EQ(uscm_event_channel_queued(ch), 1u);
+  uscm_cm_event* e = nullptr;
+  ASSERT_EQ(uscm_try_get_cm_event(ch, &e), 0) << uscm_last_error();
+  EXPECT_EQ(e->event, USCM_CM_EVENT_ADDR_RESOLVED);
+  EXPECT_EQ(uscm_event_channel_queued(ch), 0u);
+  EXPECT_EQ(uscm_ack_cm_event(e), 0);
+  ASSERT_EQ(uscm_resolve_route(id, 2000), 0) << uscm_last_error();
+  ASSERT_TRUE(s.RunUntil([ch] { return uscm_event_channel_queued(ch) > 0; },
+                         s.Now() + mad::Duration::Seconds(10))
+                  .ok());
+  ASSERT_EQ(uscm_try_get_cm_event(ch, &e), 0) << uscm_last_error();
+  EXPECT_EQ(e->event, USCM_CM_EVENT_ROUTE_RESOLVED);
+  EXPECT_EQ(uscm_ack_cm_event(e), 0);
+  uscm_conn_param p = {};
+  ASSERT_EQ(uscm_connect(id, &p), 0) << uscm_last_error();  // no listener: REJ
+  ASSERT_TRUE(s.RunUntil([ch] { return uscm_event_channel_queued(ch) > 0; },
+                         s.Now() + mad::Duration::Seconds(10))
+                  .ok());
+  ASSERT_EQ(uscm_try_get_cm_event(ch, &e), 0) << uscm_last_error();
+  EXPECT_EQ(e->event, USCM_CM_EVENT_REJECTED);
+  EXPECT_EQ(uscm_ack_cm_event(e), 0);
+  ExpectError(uscm_try_get_cm_event(ch, &e), EAGAIN, "");
+  EXPECT_EQ(ch->fd, -1) << "nothing asked for an fd";
+
+  char text[512];
+  ASSERT_EQ(uscm_device_cm_counters_text(dev_[0], text, sizeof text), 0) << uscm_last_error();
+  EXPECT_NE(std::string(text).find("REQ 1/0/0/0"), std::string::npos) << text;
+  EXPECT_NE(std::string(text).find("REJ 0/1/0/0"), std::string::npos) << text;
+  char small[8];
+  ASSERT_EQ(uscm_device_cm_counters_text(dev_[0], small, sizeof small), 0);
+  EXPECT_EQ(std::string(small), "sent/re") << "cut to the buffer, NUL terminated";
+  ExpectError(uscm_device_cm_counters_text(nullptr, text, sizeof text), EINVAL,
+              "device_cm_counters_text");
+  ASSERT_EQ(uscm_destroy_id(id), 0) << uscm_last_error();
+  uscm_destroy_event_channel(ch);
+  ExpectAllEmpty();
+}
+
+}  // namespace
+}  // namespace uscm

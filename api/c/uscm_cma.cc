@@ -210,6 +210,54 @@ struct uscm_event_channel* uscm_create_event_channel_on(struct uscm_device* dev)
   return &impl->pub;
 }
 
+struct uscm_event_channel* uscm_create_event_channel_unpolled_on(struct uscm_device* dev) {
+  if (dev == nullptr || dev->dev == nullptr) {
+    Fail(ENODEV, "create_event_channel: no device (uscm_set_default_device first)");
+    return nullptr;
+  }
+  auto ch = dev->dev->CreateEventChannel();
+  if (!ch.ok()) {
+    Fail(ch.status());
+    return nullptr;
+  }
+  auto* impl = new ChannelImpl();
+  impl->ch = std::move(*ch);
+  impl->pub.fd = -1;  // the EventChannel makes its eventfd only when asked (fd())
+  return &impl->pub;
+}
+
+size_t uscm_event_channel_queued(const struct uscm_event_channel* channel) {
+  if (channel == nullptr) return 0;
+  return reinterpret_cast<const ChannelImpl*>(channel)->ch->queued();
+}
+
+int uscm_device_cm_counters_text(struct uscm_device* dev, char* buf, size_t len) {
+  if (dev == nullptr || dev->dev == nullptr || buf == nullptr || len == 0) {
+    return Fail(EINVAL, "device_cm_counters_text: NULL device, or NULL or empty buffer");
+  }
+  static constexpr const char* kNames[uscm::cm::kCmAttrCount] = {
+      "REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP", "SIDR_REQ", "SIDR_REP", "LAP", "APR"};
+  uscm::cm::CmCounters c;
+  {
+    uscm::cm::Node& node = dev->dev->node();
+    std::lock_guard<std::mutex> lock(node.mutex());
+    c = node.cm().counters();
+  }
+  std::string text = "sent/received/retransmitted/duplicates:";
+  for (int i = 0; i < uscm::cm::kCmAttrCount; ++i) {
+    if (c.sent[i] + c.received[i] == 0) continue;
+    absl::StrAppend(&text, " ", kNames[i], " ", c.sent[i], "/", c.received[i], "/",
+                    c.retransmitted[i], "/", c.duplicates[i]);
+  }
+  absl::StrAppend(&text, "; unexpected state ", c.unexpected_state, ", unknown connection ",
+                  c.unknown_connection, ", malformed ", c.malformed, ", timeouts ", c.timeouts,
+                  ", MRAs held ", c.mra_held, ", stale ", c.stale_connections);
+  const size_t n = std::min(text.size(), len - 1);
+  memcpy(buf, text.data(), n);
+  buf[n] = 0;
+  return 0;
+}
+
 struct uscm_event_channel* uscm_create_event_channel(void) {
   uscm_device* d;
   {

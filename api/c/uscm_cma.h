@@ -207,7 +207,22 @@ const char* uscm_event_str(enum uscm_cm_event_type event);
 void uscm_set_default_device(struct uscm_device* dev);
 struct uscm_event_channel* uscm_create_event_channel(void);
 struct uscm_event_channel* uscm_create_event_channel_on(struct uscm_device* dev);
+/* A channel for a layer that drains it itself after each step and call
+ * (uscm_try_get_cm_event; the drop-in librdmacm): `fd` is -1 and no eventfd
+ * is written or read as events come and go (two syscalls per burst saved).
+ * uscm_get_cm_event on it still waits (it makes the eventfd then). */
+struct uscm_event_channel* uscm_create_event_channel_unpolled_on(struct uscm_device* dev);
 void uscm_destroy_event_channel(struct uscm_event_channel* channel);
+/* Events queued on `channel`, not yet retrieved: a lock-free read (0 for a
+ * NULL channel), so a hook run after every step can skip a drain that has
+ * nothing to move without taking any lock. */
+size_t uscm_event_channel_queued(const struct uscm_event_channel* channel);
+/* This process's CM counters on the device's port as one line of text (NUL
+ * terminated, cut to `len`): per message sent / received / retransmitted /
+ * duplicates, then the drops ("REQ 1000/0/3/0 MRA 0/2/0/1 ...; unexpected
+ * state 0, unknown connection 0, ..."), for USCM_DEBUG's exit report.
+ * 0, or -1 with errno EINVAL. */
+int uscm_device_cm_counters_text(struct uscm_device* dev, char* buf, size_t len);
 
 int uscm_create_id(struct uscm_event_channel* channel, struct uscm_cm_id** id, void* context,
                    enum uscm_port_space ps);

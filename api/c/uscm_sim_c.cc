@@ -37,7 +37,9 @@ struct uscm_device* uscm_sim_device(struct uscm_sim* sim, int host) {
 int uscm_sim_run_until_event(struct uscm_sim* sim, struct uscm_event_channel* channel,
                              int max_ms) {
   uscm::sim::Scheduler& s = sim->fabric->scheduler();
+  // An unpolled channel (fd -1) has no fd to poll: its queue says the same.
   auto readable = [channel] {
+    if (channel->fd < 0) return uscm_event_channel_queued(channel) > 0;
     pollfd p{channel->fd, POLLIN, 0};
     return poll(&p, 1, 0) == 1;
   };

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids_internal.h"
+#include "api/librdmacm/open_channels.h"
 #include "api/librdmacm/ports.h"
 #include "api/librdmacm/ud_ah.h"
 
@@ -61,18 +63,19 @@ int PumpEventsLocked();
 
 // The device's progress thread, after each step (uscm_device_set_progress_hook):
 // the events of the MADs and timers it handled reach the program's channels
-// from here. With the calls' own pump (WithId) this is every way an event
-// enters a port's channel, so no thread waits on the channel's fd: a
-// forwarding thread did, and was woken by every burst only to race this hook
-// for g_mu (cmtime -c 1000 in one VM: two more context switches and a futex
-// wait per event; docs/API.md "Where a connection's time goes"). Anything
-// else would still move within a second: the progress thread steps at least
-// that often (cm/runtime.cc), and this hook runs after each step.
+// from here; with the calls' own pump (WithId) that is every way in, so no
+// thread waits on a port channel (a forwarding thread did, and raced this
+// hook for g_mu: docs/API.md "Where a connection's time goes"). Most steps
+// queue nothing, so g_mu is taken only when a port channel's lock-free count
+// says an event waits; one queued after the check is moved by its call or by
+// the next step (at least once a second, cm/runtime.cc).
+std::atomic<uint64_t> g_hook_pumps{0};  // RunProgressHookForTesting
 void PumpAfterProgress(void*) {
+  if (!AnyOpenChannelQueued()) return;
   std::lock_guard<std::mutex> lock(g_mu);
+  g_hook_pumps.fetch_add(1, std::memory_order_relaxed);
   PumpEventsLocked();
 }
-
 
 // Where an id lives until an address says otherwise: the first port that
 // opens (of those USCM_DEVICE allows: ports.h).
@@ -183,9 +186,12 @@ void CloseIdsOfChannel(rdma_event_channel* channel) {
   }
 }
 
+// Set once, before any id can exist (a constant-initialized atomic in
+// event_channel.cc, so the order of static initializers does not matter).
+const bool g_close_hook_set = (SetChannelCloseHook(&CloseIdsOfChannel), true);
+
 Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* context,
          rdma_port_space ps) {
-  SetChannelCloseHook(&CloseIdsOfChannel);
   auto* id = new Id{};
   id->state = new IdState;
   id->state->uid = uid;
@@ -411,7 +417,9 @@ int UscmFailed(const char* call) {
   return Fail(err, call, uscm_last_error());
 }
 
+// A real port, once opened: its events reach the programs' channels.
 void OnPortOpen(Port* port) {
+  AddOpenChannel(port->channel);
   uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr);
 }
 
@@ -461,12 +469,21 @@ int UseDeviceForTesting(uscm_device* dev) { return UseDevicesForTesting({dev}, {
 int UseDevicesForTesting(const std::vector<uscm_device*>& devs,
                          const std::vector<std::vector<Addr16>>& ips) {
   std::lock_guard<std::mutex> lock(g_mu);
-  return UsePortsForTesting(devs, ips);
+  if (UsePortsForTesting(devs, ips) != 0) return -1;
+  for (Port* port : PortsLocked()) AddOpenChannel(port->channel);  // as OnPortOpen
+  return 0;
 }
 
 void ResetBackendForTesting() {
   std::lock_guard<std::mutex> lock(g_mu);
+  ClearOpenChannelsForTesting();
   ResetPortsForTesting();
+}
+
+bool RunProgressHookForTesting() {
+  const uint64_t before = g_hook_pumps.load();
+  PumpAfterProgress(nullptr);
+  return g_hook_pumps.load() != before;
 }
 
 uscm_event_channel* BackendChannel() {

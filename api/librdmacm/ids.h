@@ -56,6 +56,9 @@ std::vector<uscm_event_channel*> PortChannelsForTesting();
 void ResetBackendForTesting();
 // The first port's uscm channel (NULL without ports).
 uscm_event_channel* BackendChannel();
+// Runs the progress hook the real ports get (after every step of their
+// progress thread) once; true when it took the library's lock to move events.
+bool RunProgressHookForTesting();
 
 // Synchronous calls wait by calling `drive(arg)` until their channel has an
 // event (tests: run the simulated fabric, then PumpEvents); NULL: block on

@@ -224,6 +224,29 @@ TEST_F(IdsTest, RejectCarriesPrivateData) {
   EXPECT_EQ(uscm_destroy_id(peer), 0) << uscm_last_error();
 }
 
+// The progress hook runs after every step of a port's progress thread; it
+// takes the library's lock only when a port channel holds an event (the
+// lock-free count), and then moves it to the program's channel by itself.
+TEST_F(IdsTest, ProgressHookTakesTheLockOnlyForAQueuedEvent) {
+  EXPECT_FALSE(RunProgressHookForTesting()) << "nothing queued: no lock, no pump";
+  rdma_cm_id* listener = Listen(7004, nullptr);
+  uscm_cm_id* peer = PeerConnect(7004, 0x44, "hook");
+  ASSERT_EQ(uscm_sim_run_until_event(sim_, BackendChannel(), 120000), 0);
+  EXPECT_EQ(QueuedEvents(ch_), 0);
+  EXPECT_TRUE(RunProgressHookForTesting()) << "a CONNECT_REQUEST waits on the port channel";
+  EXPECT_EQ(QueuedEvents(ch_), 1) << "moved by the hook, with no PumpEvents";
+  EXPECT_FALSE(RunProgressHookForTesting());
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(e, nullptr);
+  rdma_cm_id* id = e->id;
+  ASSERT_EQ(rdma_reject(id, nullptr, 0), 0) << strerror(errno);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_REJECTED));
+  EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(listener), 0) << strerror(errno);
+  EXPECT_EQ(uscm_destroy_id(peer), 0) << uscm_last_error();
+}
+
 // rdma_destroy_id waits, as librdmacm's, until the id's events are acked.
 TEST_F(IdsTest, DestroyIdWaitsForTheAck) {
   rdma_cm_id* id = nullptr;

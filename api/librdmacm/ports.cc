@@ -5,7 +5,9 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>
@@ -174,11 +176,28 @@ Port* PortOfAddressLocked(const uscm_addr& addr) {
   return nullptr;
 }
 
+// USCM_DEBUG at exit: each opened port's CM counters (retries, duplicates,
+// MADs that came in a state that ignores them), one line on stderr. Read
+// without the library's lock: the process is exiting; the counters are read
+// under the device's own lock.
+static void PrintCmCounters() {
+  for (Port& p : TheTable().ports) {
+    if (p.dev == nullptr || p.testing) continue;
+    char text[1024];
+    if (uscm_device_cm_counters_text(p.dev, text, sizeof text) == 0) {
+      fprintf(stderr, "uscm librdmacm: pid %d %s port %d CM %s\n", static_cast<int>(getpid()),
+              p.ca.c_str(), p.port_num, text);
+    }
+  }
+}
+
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
   if (port->channel != nullptr) return 0;
   uscm_device* dev = uscm_device_open(port->ca.c_str(), port->port_num);
   if (dev == nullptr) return Fail(errno, call, uscm_last_error());
-  uscm_event_channel* channel = uscm_create_event_channel_on(dev);
+  // Unpolled: the progress hook and every call drain it (ids.cc), so its
+  // eventfd would only be written and read once per burst for no reader.
+  uscm_event_channel* channel = uscm_create_event_channel_unpolled_on(dev);
   if (channel == nullptr) {
     int err = errno;
     std::string why = uscm_last_error();
@@ -188,6 +207,10 @@ int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
   port->dev = dev;
   port->channel = channel;
   if (on_open != nullptr) on_open(port);
+  if (DebugEnabled()) {
+    static const bool registered = atexit(PrintCmCounters) == 0;
+    (void)registered;
+  }
   return 0;
 }
 
@@ -202,7 +225,7 @@ int UsePortsForTesting(const std::vector<uscm_device*>& devs,
     p.ips = i < ips.size() ? ips[i] : std::vector<Addr16>{};
     p.testing = true;
     p.dev = devs[i];
-    p.channel = uscm_create_event_channel_on(devs[i]);
+    p.channel = uscm_create_event_channel_unpolled_on(devs[i]);
     if (p.channel == nullptr) {
       int err = errno;
       for (Port& made : t.ports) uscm_destroy_event_channel(made.channel);

@@ -51,10 +51,7 @@ class RouteTimeoutTest : public ::testing::Test {
   rdma_cm_event* Next(rdma_cm_event_type want, mad::Duration limit) {
     sim::Scheduler& s = fabric_->scheduler();
     uscm_event_channel* backend = BackendChannel();
-    auto readable = [backend] {
-      pollfd p{backend->fd, POLLIN, 0};
-      return poll(&p, 1, 0) == 1;
-    };
+    auto readable = [backend] { return uscm_event_channel_queued(backend) > 0; };
     if (QueuedEvents(ch_) == 0) {
       EXPECT_TRUE(s.RunUntil(readable, s.Now() + limit).ok())
           << "no event in " << limit.ToString() << "; want " << rdma_event_str(want);

@@ -24,9 +24,15 @@
 #                          tools/uscmd, api/librdmacm/librdmacm.so.1), in this boot: a
 #                          before/after pair of the same boot (default: $USCM_VM_BIN)
 #   CMTIME_KERNEL=0        skip the kernel half
+#   CMTIME_CAPTURE=1       uscmd records the wire (--capture); after the half: how many
+#                          REQs each connection took, and the MAD timeline of the three
+#                          that took most (each MAD twice: uscmd sends it and receives it)
+#   CMTIME_HOG=K           K busy loops in the VM while each half runs: load on purpose
+#                          (the retry storm of a loaded host, without waiting for one)
 . "$(dirname "$0")/../lib.sh"
 vm_boot --timeout 1500 --env "CMTIME_N=${1:-1000}" --env "CMTIME_MEASURE=${CMTIME_MEASURE:-}" \
-  --env "CMTIME_BINS=${CMTIME_BINS:-}" --env "CMTIME_KERNEL=${CMTIME_KERNEL:-1}"
+  --env "CMTIME_BINS=${CMTIME_BINS:-}" --env "CMTIME_KERNEL=${CMTIME_KERNEL:-1}" \
+  --env "CMTIME_HOG=${CMTIME_HOG:-0}" --env "CMTIME_CAPTURE=${CMTIME_CAPTURE:-0}"
 
 N=${CMTIME_N:-1000}
 T=400
@@ -47,6 +53,37 @@ stop_tree() {
   local c
   for c in $(pgrep -P "$1"); do stop_pid "$c"; done
   stop_pid "$1"
+}
+# show_capture PCAP: CMTIME_CAPTURE's summary. A connection is named by the active
+# side's comm ID: LocalCommID of what it sends (REQ, RTU, DREQ), RemoteCommID of the rest.
+show_capture() {
+  [ "${CMTIME_CAPTURE:-0}" = 1 ] || return 0
+  "$USCM" dump "$1" | awk '$7 == "CM" {
+      id = ""; for (f = 9; f <= NF; f++) {
+        if ($8 ~ /^(REQ|RTU|DREQ)$/ && $f ~ /^LocalCommID=/) id = substr($f, 13)
+        if ($8 !~ /^(REQ|RTU|DREQ)$/ && $f ~ /^RemoteCommID=/) id = substr($f, 14) }
+      if (id == "") next
+      n[id, $8]++; line[id] = line[id] sprintf(" %s@%.1f", $8, $2); ids[id] = 1 }
+    END {
+      for (id in ids) { r = n[id, "REQ"] / 2; h[r]++; if (r > best[3]) {
+          for (k = 1; k <= 3; k++) if (r > best[k]) { for (j = 3; j > k; j--) {
+            best[j] = best[j-1]; who[j] = who[j-1] } best[k] = r; who[k] = id; break } } }
+      printf "== REQs per connection (capture):"; for (r in h) printf " %s:%d", r, h[r]; print ""
+      for (k = 1; k <= 3; k++) if (who[k] != "") print "== " who[k] " (s since boot):" line[who[k]] }'
+}
+# hog_start / hog_end: CMTIME_HOG's busy loops (each a shell spinning, niced 0, as a
+# program of the host's users would be), around one half.
+HOGS=()
+hog_start() {
+  local k
+  for ((k = 0; k < ${CMTIME_HOG:-0}; k++)); do
+    bash -c 'while :; do :; done' & HOGS+=($!)
+  done
+}
+hog_end() {
+  local p
+  for p in "${HOGS[@]}"; do kill "$p"; wait "$p" 2>/dev/null; done
+  HOGS=()
 }
 # record_start / record_end: CMTIME_MEASURE=record's system-wide profile of one half.
 record_start() {
@@ -114,23 +151,25 @@ totals() {
 lsmod | grep -qw ib_cm && fail bench-uscm "ib_cm is loaded: the drop-in half needs the port's CM class"
 i=0
 for BIN in ${CMTIME_BINS:-$USCM_VM_BIN}; do
-  i=$((i + 1)); USCM=$BIN/tools/uscm; echo "drop-in run $i: $BIN; load: $(cat /proc/loadavg)"
-  $(measure uscmd) "$BIN/tools/uscmd" --ca rxe0 --port 1 > $OUT/uscmd.log 2>&1 & UPID=$!
+  i=$((i + 1)); USCM=$BIN/tools/uscm; echo "drop-in run $i: $BIN; load: $(cat /proc/loadavg); hogs: ${CMTIME_HOG:-0}"
+  CAPTURE=(); [ "${CMTIME_CAPTURE:-0}" = 1 ] && CAPTURE=(--capture "$OUT/wire$i.pcap")
+  $(measure uscmd) "$BIN/tools/uscmd" --ca rxe0 --port 1 "${CAPTURE[@]}" > $OUT/uscmd.log 2>&1 & UPID=$!
   wait_for $OUT/uscmd.log '^uscmd: rxe0 port 1' || fail bench-uscm "uscmd did not start"
-  record_start
+  record_start; hog_start
   run_pair uscm$i uscm 7472 env USCM_DEBUG=1 "$USCM" exec --device rxe0 -- \
       $(measure server) cmtime -b $A -p 7472 -c "$N" ::: \
-    "$USCM" exec --device rxe0 -- $(measure client) cmtime -s $A -b $A -p 7472 -c "$N" &&
+    env USCM_DEBUG=1 "$USCM" exec --device rxe0 -- $(measure client) cmtime -s $A -b $A -p 7472 -c "$N" &&
     pass bench-uscm$i || fail bench-uscm$i "see above"
-  record_end; stop_tree "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log; show_measure
+  hog_end; record_end; stop_tree "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log; show_measure
+  show_capture "$OUT/wire$i.pcap"
 done
 [ "${CMTIME_KERNEL:-1}" = 1 ] || group_end
 # (--device rxe0: `uscm exec` starts no uscmd for rxe1; with ours gone ib_cm may take rxe0's CM class)
 modprobe -a rdma_ucm rdma_cm ib_cm || fail bench-kernel "modprobe rdma_ucm rdma_cm ib_cm failed"
-record_start
+record_start; hog_start
 run_pair kernel kernel 7471 $(measure server) cmtime -b $A -p 7471 -c "$N" ::: \
   $(measure client) cmtime -s $A -b $B -p 7471 -c "$N" && pass bench-kernel || fail bench-kernel "see above"
-record_end; show_measure
+hog_end; record_end; show_measure
 echo "cmtime -c $N, step totals (ms): kernel CM | uscm drop-in | kernel / uscm"
 awk -F'\t' 'NR == FNR { k[$1] = $2; order[++n] = $1; next } { u[$1] = $2 }
   END { for (i = 1; i <= n; i++) { s = order[i]

@@ -1,0 +1,28 @@
+// The uscm event channels of the opened ports, readable without the library's
+// lock: the progress hook (ids.cc PumpAfterProgress) runs after every step of
+// every port's progress thread, and most steps queue no event for the program
+// (a retransmission, an RTU sent, a timer re-armed). It checks these channels'
+// lock-free counts and takes the library's lock only when one has an event.
+#ifndef USCM_API_LIBRDMACM_OPEN_CHANNELS_H_
+#define USCM_API_LIBRDMACM_OPEN_CHANNELS_H_
+
+#include <cstdint>
+
+#include "api/c/uscm_cma.h"
+
+namespace uscm::librdmacm {
+
+// A port's channel, once it is opened (under the library's lock). Channels
+// are never removed while a port can step (a port stays open for the
+// process's life); past kMaxOpenChannels every check answers "maybe".
+void AddOpenChannel(uscm_event_channel* channel);
+// True when an added channel may hold an event. Lock-free.
+bool AnyOpenChannelQueued();
+// Tests: forget the added channels (no port may step any more).
+void ClearOpenChannelsForTesting();
+
+inline constexpr int kMaxOpenChannels = 64;
+
+}  // namespace uscm::librdmacm
+
+#endif  // USCM_API_LIBRDMACM_OPEN_CHANNELS_H_
