@@ -220,7 +220,7 @@ size_t uscm_event_channel_queued(const struct uscm_event_channel* channel);
 /* This process's CM counters on the device's port as one line of text (NUL
  * terminated, cut to `len`): per message sent / received / retransmitted /
  * duplicates, then the drops ("REQ 1000/0/3/0 MRA 0/2/0/1 ...; unexpected
- * state 0, unknown connection 0, ..."), for USCM_DEBUG's exit report.
+ * state 0, unknown connection 0, ..."), for the drop-in's USCM_CM_COUNTERS=1 exit line.
  * 0, or -1 with errno EINVAL. */
 int uscm_device_cm_counters_text(struct uscm_device* dev, char* buf, size_t len);
 

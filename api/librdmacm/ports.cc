@@ -176,11 +176,13 @@ Port* PortOfAddressLocked(const uscm_addr& addr) {
   return nullptr;
 }
 
-// USCM_DEBUG at exit: each opened port's CM counters (retries, duplicates,
-// MADs that came in a state that ignores them), one line on stderr. Read
-// without the library's lock: the process is exiting; the counters are read
-// under the device's own lock.
+// USCM_CM_COUNTERS=1, at exit: each opened port's CM counters (retries,
+// duplicates, MADs that came in a state that ignores them), one line on
+// stderr after the program's stdout is flushed (a line of its own: not under
+// USCM_DEBUG, whose users parse the program's output). Read without the
+// library's lock (the process is exiting); the device's own lock is taken.
 static void PrintCmCounters() {
+  fflush(stdout);
   for (Port& p : TheTable().ports) {
     if (p.dev == nullptr || p.testing) continue;
     char text[1024];
@@ -207,7 +209,7 @@ int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
   port->dev = dev;
   port->channel = channel;
   if (on_open != nullptr) on_open(port);
-  if (DebugEnabled()) {
+  if (const char* v = getenv("USCM_CM_COUNTERS"); v != nullptr && *v != 0 && strcmp(v, "0") != 0) {
     static const bool registered = atexit(PrintCmCounters) == 0;
     (void)registered;
   }

@@ -27,6 +27,8 @@
 #   CMTIME_CAPTURE=1       uscmd records the wire (--capture); after the half: how many
 #                          REQs each connection took, and the MAD timeline of the three
 #                          that took most (each MAD twice: uscmd sends it and receives it)
+# The drop-in client prints its CM counters at exit (USCM_CM_COUNTERS=1: REQs sent /
+# received / retransmitted / duplicates, ...).
 #   CMTIME_HOG=K           K busy loops in the VM while each half runs: load on purpose
 #                          (the retry storm of a loaded host, without waiting for one)
 . "$(dirname "$0")/../lib.sh"
@@ -158,7 +160,7 @@ for BIN in ${CMTIME_BINS:-$USCM_VM_BIN}; do
   record_start; hog_start
   run_pair uscm$i uscm 7472 env USCM_DEBUG=1 "$USCM" exec --device rxe0 -- \
       $(measure server) cmtime -b $A -p 7472 -c "$N" ::: \
-    env USCM_DEBUG=1 "$USCM" exec --device rxe0 -- $(measure client) cmtime -s $A -b $A -p 7472 -c "$N" &&
+    env USCM_CM_COUNTERS=1 "$USCM" exec --device rxe0 -- $(measure client) cmtime -s $A -b $A -p 7472 -c "$N" &&
     pass bench-uscm$i || fail bench-uscm$i "see above"
   hog_end; record_end; stop_tree "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log; show_measure
   show_capture "$OUT/wire$i.pcap"
