@@ -176,7 +176,7 @@ bool PopFront(std::vector<T>& q, size_t& head, T* out) {
   if (head == q.size()) return false;
   *out = std::move(q[head++]);
   if (head == q.size()) {
-    q.clear();
+    mad::QueueStorage<T>::Return(q);
     head = 0;
   } else if (head >= 64 && head * 2 >= q.size()) {
     q.erase(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(head));
@@ -194,7 +194,7 @@ bool CmEndpoint::PollTransmit(OutgoingMad* out) {
 size_t CmEndpoint::DrainTransmit(absl::FunctionRef<void(const OutgoingMad&)> send) {
   const size_t n = tx_.size() - tx_head_;
   while (tx_head_ < tx_.size()) send(tx_[tx_head_++]);
-  tx_.clear();
+  mad::QueueStorage<OutgoingMad>::Return(tx_);
   tx_head_ = 0;
   return n;
 }
@@ -215,6 +215,8 @@ size_t CmEndpoint::DrainEvents(absl::FunctionRef<void(CmEvent&)> handle) {
     for (size_t i = head; i < draining_.size(); ++i, ++n) handle(draining_[i]);
     draining_.clear();
   }
+  mad::QueueStorage<CmEvent>::Return(draining_);
+  mad::QueueStorage<CmEvent>::Return(events_);
   return n;
 }
 
@@ -498,6 +500,7 @@ void CmEndpoint::CountDuplicate(CmAttr a) {
 }
 
 void CmEndpoint::Queue(const mad::MadAddress& to, std::span<const uint8_t> mad) {
+  mad::QueueStorage<OutgoingMad>::Lend(tx_);
   OutgoingMad& o = tx_.emplace_back();
   o.to = to;
   std::copy(mad.begin(), mad.end(), o.mad.begin());
@@ -595,7 +598,10 @@ void CmEndpoint::ResendReply(Connection& c) {
   }
 }
 
-void CmEndpoint::Emit(CmEvent e) { events_.push_back(std::move(e)); }
+void CmEndpoint::Emit(CmEvent e) {
+  mad::QueueStorage<CmEvent>::Lend(events_);
+  events_.push_back(std::move(e));
+}
 
 CmEvent CmEndpoint::MakeEvent(CmEventType t, const Connection& c) const {
   CmEvent e;

@@ -29,6 +29,7 @@
 #include "cm/slot_map.h"
 #include "cm/types.h"
 #include "mad/iba_time.h"
+#include "mad/queue_storage.h"
 #include "mad/time.h"
 #include "mad/timer_wheel.h"
 #include "mad/transport.h"
@@ -280,8 +281,10 @@ class CmEndpoint {
 
   mad::TimerWheel wheel_;
   // FIFO queues drained by PollTransmit / PollEvent: vectors read from a
-  // head index and cleared when empty, so their storage is reused (no
-  // allocation per MAD or event once warm).
+  // head index; a queue that drains empty gives its buffer to the thread's
+  // QueueStorage and takes one from there for its next item, so one warm
+  // buffer serves all of a thread's endpoints (no allocation per MAD or
+  // event once warm).
   std::vector<OutgoingMad> tx_;
   size_t tx_head_ = 0;
   std::vector<CmEvent> events_;

@@ -199,9 +199,9 @@ absl::Status Agent::SendUntracked(const MadAddress& to, std::span<const uint8_t>
     return absl::InvalidArgumentError(
         absl::StrFormat("MAD is %d bytes; MADs are %d", mad.size(), kMadSize));
   }
-  OutgoingMad o{to, {}};
+  OutgoingMad& o = out_.emplace_back();
+  o.to = to;
   std::memcpy(o.data.data(), mad.data(), kMadSize);
-  out_.push_back(o);
   return absl::OkStatus();
 }
 

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
+#include "mad/queue_storage.h"
 #include "mad/rmpp_receiver.h"
 #include "mad/rto_estimator.h"
 #include "mad/time.h"
@@ -297,7 +298,8 @@ class Agent {
   absl::flat_hash_map<uint64_t, SendKey> sender_ids_;
   uint64_t next_sender_ = 1;
   absl::flat_hash_map<uint32_t, MadHandler*> handlers_;  // class << 16 | attribute
-  std::deque<OutgoingMad> out_;
+  // Waiting for PollTransmit (one warm buffer for all of a thread's agents).
+  RecycledFifo<OutgoingMad> out_;
   std::deque<Completion> completions_;
   std::vector<Mad> scratch_;
 };

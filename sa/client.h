@@ -24,7 +24,6 @@
 #define USCM_SA_CLIENT_H_
 
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -34,6 +33,7 @@
 #include "absl/types/optional.h"
 #include "mad/agent.h"
 #include "mad/gid.h"
+#include "mad/queue_storage.h"
 #include "mad/time.h"
 #include "mad/transport.h"
 #include "mad/wire/class_port_info.h"
@@ -213,7 +213,7 @@ class SaClient : public mad::CompletionSink {
   uint64_t next_id_ = 1;
   absl::flat_hash_map<uint64_t, Query> queries_;  // by cookie = query id
   absl::flat_hash_map<std::string, uint64_t> flight_;  // request MAD -> query id
-  std::deque<SaResult> results_;
+  mad::RecycledFifo<SaResult> results_;  // one warm buffer for a thread's clients
   SaClientCounters counters_;
 };
 
