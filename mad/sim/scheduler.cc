@@ -33,7 +33,12 @@ Scheduler::Scheduler(uint64_t seed, TimePoint start) : clock_(start), rng_(seed)
 
 Scheduler::EventId Scheduler::Schedule(TimePoint at, Callback cb) {
   const uint64_t seq = next_seq_++;
-  queue_.push_back(Event{std::max(at, Now()), seq, std::move(cb)});
+  const TimePoint when = std::max(at, Now());
+  if (tail_.empty() || when >= tail_.back().at) {  // sorted by (at, seq) still
+    tail_.push_back(Event{when, seq, std::move(cb)});
+    return seq;
+  }
+  queue_.push_back(Event{when, seq, std::move(cb)});
   std::push_heap(queue_.begin(), queue_.end(), Later);
   return seq;
 }
@@ -46,7 +51,33 @@ bool Scheduler::Cancel(EventId id) {
       return true;
     }
   }
+  for (const Event& e : tail_) {
+    if (e.seq == id) {
+      cancelled_.insert(id);
+      return true;
+    }
+  }
   return false;
+}
+
+bool Scheduler::TailFirst() const {
+  return !tail_.empty() && (queue_.empty() || Later(queue_.front(), tail_.front()));
+}
+
+const Scheduler::Event& Scheduler::FrontEvent() const {
+  return TailFirst() ? tail_.front() : queue_.front();
+}
+
+Scheduler::Event Scheduler::PopEvent() {
+  if (TailFirst()) {
+    Event e = std::move(tail_.front());
+    tail_.pop_front();
+    return e;
+  }
+  std::pop_heap(queue_.begin(), queue_.end(), Later);
+  Event e = std::move(queue_.back());
+  queue_.pop_back();
+  return e;
 }
 
 Scheduler::ActorEntry* Scheduler::EntryOf(const Actor* actor) {
@@ -152,10 +183,9 @@ void Scheduler::PromoteDue() {
 }
 
 void Scheduler::DropCancelledTop() {
-  while (!queue_.empty() && !cancelled_.empty() && cancelled_.contains(queue_.front().seq)) {
-    cancelled_.erase(queue_.front().seq);
-    std::pop_heap(queue_.begin(), queue_.end(), Later);
-    queue_.pop_back();
+  while (HasEvent() && !cancelled_.empty() && cancelled_.contains(FrontEvent().seq)) {
+    cancelled_.erase(FrontEvent().seq);
+    PopEvent();
   }
 }
 
@@ -234,9 +264,9 @@ Scheduler::NextStep Scheduler::PickNext() {
   TimePoint actor_at;
   Actor* actor = EarliestActor(&actor_at);
   NextStep n;
-  if (!queue_.empty() && (actor == nullptr || queue_.front().at <= actor_at)) {
+  if (HasEvent() && (actor == nullptr || FrontEvent().at <= actor_at)) {
     n.event = true;
-    n.at = queue_.front().at;
+    n.at = FrontEvent().at;
   } else if (actor != nullptr) {
     n.actor = actor;
     n.at = actor_at;
@@ -247,9 +277,7 @@ Scheduler::NextStep Scheduler::PickNext() {
 void Scheduler::Run(const NextStep& n) {
   ++steps_;
   if (n.event) {
-    std::pop_heap(queue_.begin(), queue_.end(), Later);
-    Event e = std::move(queue_.back());
-    queue_.pop_back();
+    Event e = PopEvent();
     clock_.AdvanceTo(e.at);
     e.cb();
     return;

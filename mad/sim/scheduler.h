@@ -8,6 +8,7 @@
 #define USCM_MAD_SIM_SCHEDULER_H_
 
 #include <cstdint>
+#include <deque>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -138,7 +139,7 @@ class Scheduler {
   // Runs until no event is pending and no actor has a deadline.
   absl::Status RunUntilIdle(uint64_t max_steps = kDefaultMaxSteps);
 
-  size_t pending_events() const { return queue_.size() - cancelled_.size(); }
+  size_t pending_events() const { return queue_.size() + tail_.size() - cancelled_.size(); }
   uint64_t steps() const { return steps_; }
 
   static constexpr uint64_t kDefaultMaxSteps = 10'000'000;
@@ -165,6 +166,12 @@ class Scheduler {
   };
 
   void DropCancelledTop();
+  // The events are queue_ (a heap) and tail_ (sorted: an event later than
+  // every one in it is appended), merged by (at, seq).
+  bool HasEvent() const { return !queue_.empty() || !tail_.empty(); }
+  bool TailFirst() const;
+  const Event& FrontEvent() const;
+  Event PopEvent();
   // The actor's entry if this scheduler registered it, else null.
   ActorEntry* EntryOf(const Actor* actor);
   const ActorEntry* EntryOf(const Actor* actor) const;
@@ -194,6 +201,7 @@ class Scheduler {
   mad::VirtualClock clock_;
   Rng rng_;
   std::vector<Event> queue_;
+  std::deque<Event> tail_;
   absl::flat_hash_set<EventId> cancelled_;
   std::vector<ActorEntry> actors_;      // by Actor::scheduler_slot_
   std::vector<uint32_t> free_actor_slots_;

@@ -1,5 +1,6 @@
 #include "mad/sim/scheduler.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,6 +84,41 @@ TEST(SchedulerTest, EventsRunInTimeThenSequenceOrder) {
   ASSERT_TRUE(s.RunUntilIdle().ok());
   EXPECT_THAT(log, ElementsAre("a@10", "b@20", "c@20"));
   EXPECT_EQ(s.Now(), At(20));
+}
+
+// Events go to the heap or, when no earlier than the last one there, to the
+// sorted tail; the two are merged by (time, sequence), so the order is the
+// one of a single heap: checked against a sort, with events scheduled from
+// inside events too, runs of equal times and times that go back.
+TEST(SchedulerTest, HeapAndSortedTailMergeInTimeThenSequenceOrder) {
+  Scheduler s(1);
+  Rng rng(7);
+  std::vector<std::pair<int64_t, int>> expected, ran;
+  int next = 0;
+  auto add = [&](int64_t at_ns) {
+    const int id = next++;
+    expected.push_back({std::max(at_ns, s.Now().nanos()), id});
+    s.Schedule(TimePoint::Epoch() + Duration::Nanos(at_ns), [&, id] {
+      ran.push_back({s.Now().nanos(), id});
+      if (id % 3 == 0 && next < 3000) {
+        // From inside: a near one (heap) and a far one (tail, usually).
+        const int64_t now = s.Now().nanos();
+        for (int64_t at : {now + static_cast<int64_t>(rng.Below(5)),
+                           now + 1000 + static_cast<int64_t>(rng.Below(3))}) {
+          const int inner = next++;
+          expected.push_back({at, inner});
+          s.Schedule(TimePoint::Epoch() + Duration::Nanos(at), [&, inner] {
+            ran.push_back({s.Now().nanos(), inner});
+          });
+        }
+      }
+    });
+  };
+  for (int i = 0; i < 500; ++i) add(static_cast<int64_t>(i / 4) * 10);  // in order, ties
+  for (int i = 0; i < 300; ++i) add(static_cast<int64_t>(rng.Below(2000)));  // any order
+  ASSERT_TRUE(s.RunUntilIdle().ok());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(ran, expected);
 }
 
 TEST(SchedulerTest, PastEventsRunNowAndTimeNeverGoesBack) {
