@@ -257,9 +257,9 @@ void BM_ApiSimFabric(benchmark::State& state) {
     qpn = (qpn + 1) & 0xFFFFF;
     ok += b->state() == IdState::kEstablished;
     (void)a->Disconnect();
-    p.Next(1);  // DISCONNECTED
+    p.Next(1, EventType::kDisconnected);
     (void)b->Disconnect();
-    p.Next(0);  // DISCONNECTED
+    p.Next(0, EventType::kDisconnected);
     (void)p.f->host(0).channel->DestroyId(a);
     (void)p.f->host(1).channel->DestroyId(b);
   }
