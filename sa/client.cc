@@ -267,6 +267,22 @@ absl::StatusOr<uint64_t> SaClient::Start(TimePoint now, Kind kind, std::string w
 
 absl::StatusOr<uint64_t> SaClient::GetPath(TimePoint now, const PathQuery& q,
                                            absl::optional<TimePoint> deadline) {
+  absl::optional<mad::wire::PathRecord> hit;
+  absl::StatusOr<uint64_t> id = GetPathOrCached(now, q, &hit, deadline);
+  if (id.ok() && hit.has_value()) {
+    SaResult r;
+    r.id = *id;
+    r.paths.push_back(*std::move(hit));
+    r.from_cache = true;
+    results_.push_back(std::move(r));
+  }
+  return id;
+}
+
+absl::StatusOr<uint64_t> SaClient::GetPathOrCached(TimePoint now, const PathQuery& q,
+                                                   absl::optional<mad::wire::PathRecord>* hit,
+                                                   absl::optional<TimePoint> deadline) {
+  hit->reset();
   absl::optional<PathCacheKey> key;
   if (config_.path_cache != nullptr && q.mask().Has(PathRecordMask::kSgid) &&
       q.mask().Has(PathRecordMask::kDgid)) {
@@ -277,15 +293,11 @@ absl::StatusOr<uint64_t> SaClient::GetPath(TimePoint now, const PathQuery& q,
     if (q.mask().Has(PathRecordMask::kServiceId)) key->service_id = q.record().service_id;
     if (q.mask().Has(PathRecordMask::kSl)) key->sl = q.record().sl;
     if (q.mask().Has(PathRecordMask::kTClass)) key->tclass = q.record().tclass;
-    if (auto hit = config_.path_cache->Lookup(now, *key)) {
-      SaResult r;
-      r.id = next_id_++;
-      r.paths.push_back(*hit);
-      r.from_cache = true;
+    *hit = config_.path_cache->Lookup(now, *key);
+    if (hit->has_value()) {
       ++counters_.queries;
       ++counters_.cache_hits;
-      results_.push_back(std::move(r));
-      return results_.back().id;
+      return next_id_++;
     }
   }
   auto mad = EmitRequest(Method::kGet, q.record(), q.mask());

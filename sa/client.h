@@ -167,6 +167,12 @@ class SaClient : public mad::CompletionSink {
   // coalesced (the first one's deadline then holds for both).
   absl::StatusOr<uint64_t> GetPath(TimePoint now, const PathQuery& q,
                                    absl::optional<TimePoint> deadline = absl::nullopt);
+  // GetPath, with a path cache hit handed back in *hit instead of queued as
+  // an SaResult (nothing to poll; the returned id is finished). Counted and
+  // numbered as GetPath; a miss is GetPath's query.
+  absl::StatusOr<uint64_t> GetPathOrCached(TimePoint now, const PathQuery& q,
+                                           absl::optional<mad::wire::PathRecord>* hit,
+                                           absl::optional<TimePoint> deadline = absl::nullopt);
   // GetTable: every matching path (possibly none).
   absl::StatusOr<uint64_t> GetPaths(TimePoint now, const PathQuery& q);
 

@@ -330,6 +330,37 @@ TEST_F(SimSaTest, PathCacheHitAsksTheSaNothing) {
   EXPECT_EQ(sa_->counters().requests, sa_requests + 1);
 }
 
+// GetPathOrCached: a hit comes back in the call, queues no SaResult and is
+// counted and numbered as GetPath's hit; a miss is GetPath's query.
+TEST_F(SimSaTest, GetPathOrCachedHandsAHitBackInTheCall) {
+  Build(sim::TwoHostsOneSwitch());
+  Host& a = *hosts_[0];
+  const PathQuery q = PathQuery::RdmaCm(a.gid, hosts_[1]->gid, 0xFFFF, kServiceId);
+  absl::optional<mad::wire::PathRecord> hit;
+  absl::StatusOr<uint64_t> miss = a.client->GetPathOrCached(sched_->Now(), q, &hit);
+  ASSERT_TRUE(miss.ok());
+  EXPECT_FALSE(hit.has_value());
+  SaResult first = Await(*a.client);
+  ASSERT_TRUE(first.status.ok());
+  EXPECT_EQ(first.id, *miss);
+  const SaClientCounters before = a.client->counters();
+  const uint64_t sent = a.agent->counters().sent;
+  absl::StatusOr<uint64_t> id = a.client->GetPathOrCached(sched_->Now(), q, &hit);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(*hit, first.paths[0]);
+  EXPECT_EQ(*id, *miss + 1);
+  EXPECT_EQ(a.client->pending_results(), 0u);
+  EXPECT_EQ(a.client->counters().queries, before.queries + 1);
+  EXPECT_EQ(a.client->counters().cache_hits, before.cache_hits + 1);
+  EXPECT_EQ(a.agent->counters().sent, sent);
+  // GetPath's hit takes the next id and is queued.
+  absl::StatusOr<uint64_t> queued = a.client->GetPath(sched_->Now(), q);
+  ASSERT_TRUE(queued.ok());
+  EXPECT_EQ(*queued, *id + 1);
+  EXPECT_EQ(a.client->pending_results(), 1u);
+}
+
 TEST_F(SimSaTest, ClassPortInfoAdvertisesSendOnlyFullMember) {
   Build(sim::TwoHostsOneSwitch());
   ASSERT_TRUE(hosts_[0]->client->GetClassPortInfo(sched_->Now()).ok());

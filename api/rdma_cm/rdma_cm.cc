@@ -469,16 +469,20 @@ absl::Status CmId::ResolveRoute(mad::Duration timeout) {
   // agent's retries then.
   absl::optional<TimePoint> deadline;
   if (timeout >= mad::Duration()) deadline = now + std::max(timeout, mad::Duration::Millis(1));
-  absl::StatusOr<uint64_t> qid = node.sa().GetPath(now, q, deadline);
-  if (!qid.ok()) return Prefix("resolve_route", qid.status());
-  sa_query_ = *qid;
-  device_->by_query_[*qid] = this;
-  state_ = IdState::kRouteQuery;
-  node.FlushLocked();
   // A path cache hit is answered at once: ROUTE_RESOLVED is queued before
-  // this call returns, with no step of the node (what the step after Rearm
-  // would do). A query that went to the SA is answered by its MAD.
-  while (absl::optional<sa::SaResult> r = node.sa().PollResult()) device_->OnSaResult(now, *r);
+  // this call returns, with no step of the node and no SaResult queued and
+  // polled for it. A query that went to the SA is answered by its MAD.
+  absl::optional<mad::wire::PathRecord> hit;
+  absl::StatusOr<uint64_t> qid = node.sa().GetPathOrCached(now, q, &hit, deadline);
+  if (!qid.ok()) return Prefix("resolve_route", qid.status());
+  if (hit.has_value()) {
+    device_->RouteResolved(this, *hit);
+  } else {
+    sa_query_ = *qid;
+    device_->by_query_[*qid] = this;
+    state_ = IdState::kRouteQuery;
+    node.FlushLocked();
+  }
   node.RearmIfOutput();
   return absl::OkStatus();
 }

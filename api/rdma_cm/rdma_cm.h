@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
@@ -518,6 +519,8 @@ class Device final : public cm::NodeObserver {
   // The REQ / REP now waits for the user: an MRA answers its duplicates.
   void HoldMraForDuplicate(mad::TimePoint now, cm::ConnId conn);
   void OnSaResult(mad::TimePoint now, sa::SaResult& r);
+  // The SA's (or the path cache's) path for `id`: ROUTE_RESOLVED.
+  void RouteResolved(CmId* id, const mad::wire::PathRecord& record);
   void OnMcEvent(sa::McEvent& e);
   // Drops the cached paths to the id's destination when its SA route proved
   // wrong (connect timed out, or a REJ reason that blames the path).
@@ -574,9 +577,14 @@ class Device final : public cm::NodeObserver {
   absl::flat_hash_map<uint64_t, CmId*> by_listen_;  // ListenId packed
   absl::flat_hash_map<uint64_t, CmId*> by_query_;   // SA query id
   absl::flat_hash_map<uint64_t, CmId*> by_ticket_;  // multicast ticket
-  absl::flat_hash_map<uint32_t, std::vector<CmId*>> port_owners_;  // (ps << 16 | port)
+  // (ps << 16 | port) -> its owners; most ports have one (an ephemeral port
+  // of a connecting id): kept inline, no allocation per connection.
+  absl::flat_hash_map<uint32_t, absl::InlinedVector<CmId*, 1>> port_owners_;
   // (ServiceID, address, bind or listen) -> ids holding the claim.
   absl::flat_hash_map<std::tuple<uint64_t, mad::ListenAddress, mad::ClaimKind>, int> claims_;
+  // REQ / SIDR_REQ private data under construction (CmId::Connect), kept
+  // for its capacity.
+  std::vector<uint8_t> request_data_;
   uint16_t next_port_ = 0;
   uint64_t ephemeral_moves_ = 0;  // the next ephemeral port tried (DeviceOptions)
   uint64_t rng_state_;

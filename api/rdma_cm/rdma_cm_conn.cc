@@ -32,17 +32,19 @@ mad::wire::CmaHeader HeaderFor(const Address& src, const Address& dst) {
   return mad::wire::CmaHeader::Ipv6(src.ip, src.port, dst.ip);
 }
 
-// Builds REQ / SIDR_REQ private data: CMA header + user bytes for IP ids.
-absl::StatusOr<std::vector<uint8_t>> RequestData(const char* call, bool ip, bool sidr,
-                                                 const Address& src, const Address& dst,
-                                                 std::span<const uint8_t> user) {
+// Builds REQ / SIDR_REQ private data into `pd` (CMA header + user bytes for
+// IP ids), reusing its capacity.
+absl::Status RequestData(const char* call, bool ip, bool sidr, const Address& src,
+                         const Address& dst, std::span<const uint8_t> user,
+                         std::vector<uint8_t>& pd) {
   const size_t ip_limit = sidr ? kSidrReqPrivateDataIp : kReqPrivateDataIp;
   const size_t ib_limit = sidr ? kSidrReqPrivateDataIb : kReqPrivateDataIb;
   if (!ip) {
     if (user.size() > ib_limit) {
       return TooLong(call, user.size(), sidr ? "SIDR_REQ (AF_IB)" : "REQ (AF_IB)", ib_limit);
     }
-    return std::vector<uint8_t>(user.begin(), user.end());
+    pd.assign(user.begin(), user.end());
+    return absl::OkStatus();
   }
   if (user.size() > ip_limit) {
     return TooLong(call, user.size(),
@@ -50,11 +52,11 @@ absl::StatusOr<std::vector<uint8_t>> RequestData(const char* call, bool ip, bool
                         : "REQ with the 36-byte CMA header",
                    ip_limit);
   }
-  std::vector<uint8_t> pd(mad::wire::cma::kHeaderBytes + user.size());
+  pd.assign(mad::wire::cma::kHeaderBytes + user.size(), 0);
   absl::Status s = HeaderFor(src, dst).Emit(pd);
   if (!s.ok()) return s;
   std::copy(user.begin(), user.end(), pd.begin() + mad::wire::cma::kHeaderBytes);
-  return pd;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -70,8 +72,11 @@ absl::Status CmId::Connect(const ConnParam& param) {
   const uint64_t sid =
       ip ? mad::wire::ServiceIdFor(static_cast<mad::wire::PortSpace>(ps_), peer_.port)
          : peer_.service_id;
-  auto pd = RequestData("connect", ip, is_ud(), local_, peer_, param.private_data);
-  if (!pd.ok()) return pd.status();
+  // The device's buffer, lent to the request and taken back after it (no
+  // allocation per connect once it has the capacity).
+  std::vector<uint8_t>& pd = device_->request_data_;
+  absl::Status built = RequestData("connect", ip, is_ud(), local_, peer_, param.private_data, pd);
+  if (!built.ok()) return built;
   cm::RetryPolicy retry;
   retry.response_timeout = opts().response_timeout;
   retry.backoff_factor = opts().backoff_factor;
@@ -85,9 +90,10 @@ absl::Status CmId::Connect(const ConnParam& param) {
     p.peer.has_grh = !path_->subnet_local;
     p.peer.gid = path_->remote_gid;
     if (opts().max_cm_retries) p.max_retries = *opts().max_cm_retries;
-    p.private_data = std::move(*pd);
+    p.private_data = std::move(pd);
     p.retry = retry;
     absl::StatusOr<cm::ConnId> c = node.cm().SidrRequest(now, p);
+    pd = std::move(p.private_data);
     if (!c.ok()) return Prefix("connect", c.status());
     conn_ = *c;
   } else {
@@ -114,7 +120,6 @@ absl::Status CmId::Connect(const ConnParam& param) {
     p.srq = param.srq != 0;
     if (opts().max_cm_retries) p.max_cm_retries = *opts().max_cm_retries;
     p.ece = local_ece_;
-    p.private_data = std::move(*pd);
     p.retry = retry;
     if (qp_ != nullptr) {
       cm::QpAttributes init;
@@ -125,7 +130,9 @@ absl::Status CmId::Connect(const ConnParam& param) {
       absl::Status s = qp_->Modify(init);
       if (!s.ok()) return Prefix("connect: QP to INIT", s);
     }
+    p.private_data = std::move(pd);
     absl::StatusOr<cm::ConnId> c = node.cm().Connect(now, p);
+    pd = std::move(p.private_data);
     if (!c.ok()) return Prefix("connect", c.status());
     conn_ = *c;
     qpn_ = qpn;

@@ -130,7 +130,11 @@ void Device::OnSaResult(mad::TimePoint, sa::SaResult& r) {
     Post(id, EventType::kRouteError, RouteErrno(s), std::string(s.message()));
     return;
   }
-  id->path_ = cm::PathFromRecord(r.paths[0]);
+  RouteResolved(id, r.paths[0]);
+}
+
+void Device::RouteResolved(CmId* id, const mad::wire::PathRecord& record) {
+  id->path_ = cm::PathFromRecord(record);
   id->path_from_sa_ = true;
   id->path_mtu_ = id->path_->mtu;
   if (id->opts().tos) id->path_->traffic_class = *id->opts().tos;
@@ -199,8 +203,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
   auto it = by_conn_.find(key);
   if (it == by_conn_.end()) return;  // destroyed by the user
   CmId* id = it->second;
-  std::unique_ptr<Event> ev = id->channel_->NewEvent();
-  ev->status = e.status;
+  // The CM events that post nothing here take no event from the channel.
   switch (e.type) {
     case T::kConnectResponse:
       return OnConnectResponse(now, id, e);
@@ -209,9 +212,28 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
         id->swallow_established_ = false;
         return;
       }
+      break;
+    case T::kRejected:
+    case T::kUnreachable:
+    case T::kConnectError:
+    case T::kDisconnected:
+    case T::kTimewaitExit:
+    case T::kSidrReply:
+      break;
+    default:
+      return;  // MRA, LAP / APR: no rdma_cm event
+  }
+  std::unique_ptr<Event> ev = id->channel_->NewEvent();
+  ev->status = e.status;
+  switch (e.type) {
+    case T::kEstablished:
       id->state_ = IdState::kEstablished;
       ev->event = EventType::kEstablished;
-      ev->conn.private_data = std::move(id->rep_private_data_);  // not needed after this
+      // The REP's data of an id with an attached QP, not needed after this.
+      // A passive id has none: the recycled event keeps its empty buffer.
+      if (!id->rep_private_data_.empty()) {
+        ev->conn.private_data = std::move(id->rep_private_data_);
+      }
       ev->conn.qp_num = id->remote_qpn_;
       ev->remote_ece = id->remote_ece_;
       break;
@@ -258,13 +280,12 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       by_conn_.erase(it);
       break;
     default:
-      return;  // MRA, LAP / APR: no rdma_cm event
+      break;  // not reached: the switch above returned
   }
   PostEvent(id, std::move(ev));
 }
 
 void Device::OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e) {
-  id->rep_private_data_ = Bytes(e.private_data.bytes());
   id->remote_ece_ = e.remote_ece;
   absl::StatusOr<cm::QpAttributes> rtr = node_->cm().GetQpAttributes(id->conn_, cm::QpState::kRtr);
   id->remote_qpn_ = rtr.ok() ? rtr->dest_qpn : 0;  // the REP's QPN
@@ -275,14 +296,17 @@ void Device::OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e) {
     std::unique_ptr<Event> ev = id->channel_->NewEvent();
     ev->event = EventType::kConnectResponse;
     // Establish() swallows the ESTABLISHED that follows: the data is the
-    // event's alone (an established id holds no copy).
-    ev->conn.private_data = std::move(id->rep_private_data_);
+    // event's alone (an established id holds no copy), copied into the
+    // recycled event's buffer.
+    AssignBytes(ev->conn.private_data, e.private_data.bytes());
     ev->conn.qp_num = id->remote_qpn_;
     ev->remote_ece = e.remote_ece;
     HoldMraForDuplicate(now, id->conn_);
     PostEvent(id, std::move(ev));
     return;
   }
+  // Until ESTABLISHED (posted by Rtu below) takes it.
+  id->rep_private_data_ = Bytes(e.private_data.bytes());
   for (cm::QpState st : {cm::QpState::kRtr, cm::QpState::kRts}) {
     absl::StatusOr<cm::QpAttributes> a = node_->cm().GetQpAttributes(id->conn_, st);
     if (a.ok() && st == cm::QpState::kRts && id->opts().ack_timeout) {

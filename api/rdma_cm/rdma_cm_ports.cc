@@ -123,7 +123,7 @@ absl::Status Device::CheckPort(const CmId* id, bool reuse) const {
 void Device::FreePort(CmId* id) {
   auto it = port_owners_.find(PortKey(id, id->local_.port));
   if (it == port_owners_.end()) return;
-  std::vector<CmId*>& owners = it->second;
+  absl::InlinedVector<CmId*, 1>& owners = it->second;
   owners.erase(std::remove(owners.begin(), owners.end(), id), owners.end());
   if (owners.empty()) port_owners_.erase(it);
 }
