@@ -106,7 +106,7 @@ absl::StatusOr<Event*> EventChannel::GetEvent() {
   queue_.pop_front();
   SyncFdLocked();
   Event* raw = e.get();
-  delivered_.emplace(raw, std::move(e));
+  delivered_.push_back(std::move(e));
   return raw;
 }
 
@@ -129,17 +129,25 @@ absl::StatusOr<Event*> EventChannel::WaitEvent(mad::Duration timeout) {
 
 absl::Status EventChannel::AckEvent(Event* event) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = delivered_.find(event);
-  if (it == delivered_.end()) {
+  // From the newest: a program that acks as it goes finds it at once. The
+  // pointer is compared, never read, until found (it may be anything).
+  auto it = delivered_.end();
+  while (it != delivered_.begin()) {
+    --it;
+    if (it->get() == event) break;
+  }
+  if (it == delivered_.end() || it->get() != event) {
     return absl::NotFoundError(
         "ack_cm_event: not an event of this channel that was retrieved and not yet acked");
   }
+  std::unique_ptr<Event> acked = std::move(*it);
+  *it = std::move(delivered_.back());
+  delivered_.pop_back();
   if (event->id != nullptr) --event->id->unacked_;
   if (spare_.size() < kMaxSpareEvents) {
     ResetForReuse(*event);
-    spare_.push_back(std::move(it->second));
+    spare_.push_back(std::move(acked));
   }
-  delivered_.erase(it);
   return absl::OkStatus();
 }
 
@@ -151,7 +159,7 @@ absl::Status EventChannel::DestroyId(CmId* id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     int retrieved = 0;
-    for (const auto& [e, owned] : delivered_) retrieved += e->id == id;
+    for (const std::unique_ptr<Event>& e : delivered_) retrieved += e->id == id;
     if (retrieved > 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "destroy_id: ", retrieved,

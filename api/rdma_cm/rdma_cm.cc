@@ -337,7 +337,7 @@ CmId* Device::NewId(EventChannel* ch, void* ctx, PortSpace ps) {
 void Device::FreeId(CmId* id) {
   if (id->conn_.valid()) {
     (void)node_->cm().Destroy(node_->Now(), id->conn_);
-    by_conn_.erase(Pack(id->conn_.index, id->conn_.generation));
+    by_conn_.Erase(id->conn_);
   }
   if (id->listen_.valid()) {
     (void)node_->cm().StopListening(id->listen_);
@@ -599,7 +599,7 @@ absl::Status CmId::Migrate(EventChannel* to) {
   if (to == from) return absl::OkStatus();
   std::scoped_lock lock(from->mu_, to->mu_);
   int retrieved = 0;
-  for (const auto& [e, owned] : from->delivered_) retrieved += e->id == this;
+  for (const std::unique_ptr<Event>& e : from->delivered_) retrieved += e->id == this;
   if (retrieved > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "migrate_id: ", retrieved,

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
 #include "cm/qp_transitioner.h"
+#include "api/rdma_cm/conn_table.h"
 #include "api/rdma_cm/roce_multicast.h"
 #include "cm/runtime.h"
 #include "cm/types.h"
@@ -382,7 +383,10 @@ class EventChannel {
   mutable int fd_ = -1;
   mutable bool fd_readable_ = false;  // the eventfd holds 1
   mutable uint64_t fd_syscalls_ = 0;
-  absl::flat_hash_map<Event*, std::unique_ptr<Event>> delivered_;
+  // Retrieved, not yet acked (mu_). Programs ack each event before the next
+  // get or hold a few: AckEvent finds it by a scan from the newest, cheaper
+  // than a hash probe at these sizes (O(held) for a program holding many).
+  std::vector<std::unique_ptr<Event>> delivered_;
   // Acked events kept for NewEvent (mu_): no allocation per event once warm.
   static constexpr size_t kMaxSpareEvents = 64;
   std::vector<std::unique_ptr<Event>> spare_;
@@ -573,7 +577,7 @@ class Device final : public cm::NodeObserver {
   DeviceOptions options_;
   absl::flat_hash_map<IpKeyBytes, Neighbor> neighbors_;
   absl::flat_hash_map<CmId*, std::unique_ptr<CmId>> ids_;
-  absl::flat_hash_map<uint64_t, CmId*> by_conn_;    // ConnId packed
+  ConnTable<CmId> by_conn_;
   absl::flat_hash_map<uint64_t, CmId*> by_listen_;  // ListenId packed
   absl::flat_hash_map<uint64_t, CmId*> by_query_;   // SA query id
   absl::flat_hash_map<uint64_t, CmId*> by_ticket_;  // multicast ticket

@@ -137,7 +137,7 @@ absl::Status CmId::Connect(const ConnParam& param) {
     conn_ = *c;
     qpn_ = qpn;
   }
-  device_->by_conn_[Pack(conn_.index, conn_.generation)] = this;
+  device_->by_conn_.Set(conn_, this);
   state_ = IdState::kConnect;
   node.FlushLocked();
   node.RearmIfOutput();
@@ -216,7 +216,7 @@ absl::Status CmId::Accept(const ConnParam& param) {
     p.private_data = param.private_data;
     absl::Status s = node.cm().SidrReply(now, conn_, p);
     if (!s.ok()) return Prefix("accept", s);
-    device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
+    device_->by_conn_.Erase(conn_);
       state_ = IdState::kEstablished;
     node.FlushLocked();
     node.RearmIfOutput();
@@ -294,7 +294,7 @@ absl::Status CmId::Reject(std::span<const uint8_t> private_data) {
   absl::Status s = RejectWith(this, *device_->node_, conn_, is_ud(),
                               cm::RejReason::kConsumerReject, private_data, "reject");
   if (!s.ok()) return s;
-  device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
+  device_->by_conn_.Erase(conn_);
   state_ = IdState::kIdle;
   device_->node_->FlushLocked();
   device_->node_->RearmIfOutput();
@@ -310,7 +310,7 @@ absl::Status CmId::RejectEce(std::span<const uint8_t> private_data) {
       RejectWith(this, *device_->node_, conn_, false, cm::RejReason::kVendorOptionNotSupported,
                  private_data, "reject_ece");
   if (!s.ok()) return s;
-  device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
+  device_->by_conn_.Erase(conn_);
   state_ = IdState::kIdle;
   device_->node_->FlushLocked();
   device_->node_->RearmIfOutput();
@@ -367,14 +367,14 @@ absl::Status CmId::Disconnect() {
     absl::Status s = RejectWith(this, *device_->node_, conn_, false,
                                 cm::RejReason::kConsumerReject, {}, "disconnect");
     if (!s.ok()) return s;
-    device_->by_conn_.erase(Pack(conn_.index, conn_.generation));
+    device_->by_conn_.Erase(conn_);
     state_ = IdState::kDisconnect;
     device_->node_->FlushLocked();
     device_->node_->RearmIfOutput();
     return absl::OkStatus();
   }
   // A second rdma_disconnect after that: nothing left to send, 0 as the kernel.
-  if (state_ == IdState::kDisconnect && !device_->by_conn_.contains(Pack(conn_.index, conn_.generation))) {
+  if (state_ == IdState::kDisconnect && !device_->by_conn_.contains(conn_)) {
     return absl::OkStatus();
   }
   if (is_ud() || !conn_.valid() ||

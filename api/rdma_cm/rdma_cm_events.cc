@@ -199,10 +199,8 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
   using T = cm::CmEventType;
   if (e.type == T::kConnectRequest) return OnConnectRequest(now, e);
   if (e.type == T::kSidrRequest) return OnSidrRequest(now, e);
-  const uint64_t key = Pack(e.conn.index, e.conn.generation);
-  auto it = by_conn_.find(key);
-  if (it == by_conn_.end()) return;  // destroyed by the user
-  CmId* id = it->second;
+  CmId* id = by_conn_.Find(e.conn);
+  if (id == nullptr) return;  // destroyed by the user
   // The CM events that post nothing here take no event from the channel.
   switch (e.type) {
     case T::kConnectResponse:
@@ -243,7 +241,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       id->state_ = IdState::kIdle;
       ev->event = EventType::kRejected;
       AssignBytes(ev->conn.private_data, e.private_data.bytes());
-      by_conn_.erase(it);
+      by_conn_.Erase(e.conn);
       break;
     case T::kUnreachable:
       id->state_ = IdState::kIdle;
@@ -254,7 +252,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       // ResolveRoute to this destination asks the SA again.
       if (ev->status == -ETIMEDOUT) InvalidateRoute(id);
       AssignBytes(ev->ud.private_data, e.private_data.bytes());
-      by_conn_.erase(it);
+      by_conn_.Erase(e.conn);
       break;
     case T::kConnectError:
       ev->event = EventType::kConnectError;
@@ -267,7 +265,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       break;
     case T::kTimewaitExit:
       ev->event = EventType::kTimewaitExit;
-      by_conn_.erase(it);
+      by_conn_.Erase(e.conn);
       break;
     case T::kSidrReply:
       id->state_ = IdState::kEstablished;
@@ -277,7 +275,7 @@ void Device::OnCmEvent(mad::TimePoint now, cm::CmEvent& e) {
       ev->ud.qkey = e.sidr_qkey;
       if (id->path_) ev->ud.ah_attr = AhFor(*id->path_);
       ev->remote_ece = e.remote_ece;
-      by_conn_.erase(it);
+      by_conn_.Erase(e.conn);
       break;
     default:
       break;  // not reached: the switch above returned
@@ -316,7 +314,7 @@ void Device::OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e) {
     if (!m.ok()) {
       // librdmacm: CONNECT_ERROR and REJ 28 to the peer.
       (void)node_->cm().Reject(now, id->conn_, cm::RejReason::kConsumerReject, {});
-      by_conn_.erase(Pack(id->conn_.index, id->conn_.generation));
+      by_conn_.Erase(id->conn_);
       id->state_ = IdState::kIdle;
       Post(id, EventType::kConnectError, ErrnoFor(m), std::string(m.message()));
       return;
@@ -383,7 +381,7 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
     child->options_->backoff_factor = listener->options_->backoff_factor;
   }
   child->state_ = IdState::kConnectRequest;
-  by_conn_[Pack(e.conn.index, e.conn.generation)] = child;
+  by_conn_.Set(e.conn, child);
   ev->listen_id = listener;
   ev->conn.responder_resources = e.req.responder_resources;
   ev->conn.initiator_depth = e.req.initiator_depth;
@@ -449,7 +447,7 @@ void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
   child->conn_ = e.conn;
   child->remote_ece_ = e.remote_ece;
   child->state_ = IdState::kConnectRequest;
-  by_conn_[Pack(e.conn.index, e.conn.generation)] = child;
+  by_conn_.Set(e.conn, child);
   ev->listen_id = listener;
   PostEvent(child, std::move(ev));
 }

@@ -165,6 +165,29 @@ TEST_F(SteadyStateTest, ReusedBuffersCarryOnlyTheirOwnBytes) {
   ASSERT_NO_FATAL_FAILURE(OneConnection(3, {}, {}));
 }
 
+// Retrieved events are found by a scan from the newest: any order of acks
+// works, an event acked twice or never retrieved is refused.
+TEST_F(SteadyStateTest, AcksInAnyOrderAndUnknownOnesRefused) {
+  CmId* a = *ch(0).CreateId(nullptr, PortSpace::kTcp);
+  CmId* b = *ch(0).CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(a->ResolveAddr(absl::nullopt, dst_).ok());
+  ASSERT_TRUE(b->ResolveAddr(absl::nullopt, dst_).ok());
+  absl::StatusOr<Event*> first = ch(0).GetEvent();
+  absl::StatusOr<Event*> second = ch(0).GetEvent();
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(ch(0).unacked(), 2u);
+  Event stranger;
+  EXPECT_TRUE(absl::IsNotFound(ch(0).AckEvent(&stranger)));
+  EXPECT_TRUE(ch(0).AckEvent(*first).ok());  // the older one first
+  EXPECT_TRUE(absl::IsNotFound(ch(0).AckEvent(*first)));
+  EXPECT_EQ(ch(0).unacked(), 1u);
+  EXPECT_TRUE(ch(0).AckEvent(*second).ok());
+  EXPECT_TRUE(absl::IsNotFound(ch(0).AckEvent(*second)));
+  EXPECT_EQ(ch(0).unacked(), 0u);
+  EXPECT_TRUE(ch(0).DestroyId(a).ok());
+  EXPECT_TRUE(ch(0).DestroyId(b).ok());
+}
+
 // Once warm, a connection (resolve addr and route from the path cache,
 // connect, accept, establish, disconnect both ways, destroy) allocates the
 // two CmIds and nothing else but, now and then, a node of a channel's
