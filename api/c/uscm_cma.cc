@@ -173,6 +173,31 @@ uint16_t PortOf(const Address& a) {
   return a.family == Address::Family::kIb ? static_cast<uint16_t>(a.service_id) : a.port;
 }
 
+
+// A C channel on dev. A polled one's fd is a field the program may poll at
+// any time, so its eventfd is made now; an unpolled one has fd -1 and its
+// EventChannel makes no eventfd unless asked (fd()).
+uscm_event_channel* NewChannel(uscm_device* dev, bool polled) {
+  if (dev == nullptr || dev->dev == nullptr) {
+    Fail(ENODEV, "create_event_channel: no device (uscm_set_default_device first)");
+    return nullptr;
+  }
+  auto ch = dev->dev->CreateEventChannel();
+  if (!ch.ok()) {
+    Fail(ch.status());
+    return nullptr;
+  }
+  int fd = -1;
+  if (polled && (fd = (*ch)->fd()) < 0) {
+    Fail(errno, absl::StrCat("create_event_channel: eventfd: ", strerror(errno)));
+    return nullptr;
+  }
+  auto* impl = new ChannelImpl();
+  impl->ch = std::move(*ch);
+  impl->pub.fd = fd;
+  return &impl->pub;
+}
+
 }  // namespace
 
 extern "C" {
@@ -189,41 +214,11 @@ void uscm_set_default_device(struct uscm_device* dev) {
 }
 
 struct uscm_event_channel* uscm_create_event_channel_on(struct uscm_device* dev) {
-  if (dev == nullptr || dev->dev == nullptr) {
-    Fail(ENODEV, "create_event_channel: no device (uscm_set_default_device first)");
-    return nullptr;
-  }
-  auto ch = dev->dev->CreateEventChannel();
-  if (!ch.ok()) {
-    Fail(ch.status());
-    return nullptr;
-  }
-  // The C channel's fd is a field the program may poll at any time: made now.
-  const int fd = (*ch)->fd();
-  if (fd < 0) {
-    Fail(errno, absl::StrCat("create_event_channel: eventfd: ", strerror(errno)));
-    return nullptr;
-  }
-  auto* impl = new ChannelImpl();
-  impl->ch = std::move(*ch);
-  impl->pub.fd = fd;
-  return &impl->pub;
+  return NewChannel(dev, /*polled=*/true);
 }
 
 struct uscm_event_channel* uscm_create_event_channel_unpolled_on(struct uscm_device* dev) {
-  if (dev == nullptr || dev->dev == nullptr) {
-    Fail(ENODEV, "create_event_channel: no device (uscm_set_default_device first)");
-    return nullptr;
-  }
-  auto ch = dev->dev->CreateEventChannel();
-  if (!ch.ok()) {
-    Fail(ch.status());
-    return nullptr;
-  }
-  auto* impl = new ChannelImpl();
-  impl->ch = std::move(*ch);
-  impl->pub.fd = -1;  // the EventChannel makes its eventfd only when asked (fd())
-  return &impl->pub;
+  return NewChannel(dev, /*polled=*/false);
 }
 
 size_t uscm_event_channel_queued(const struct uscm_event_channel* channel) {
