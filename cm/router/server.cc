@@ -343,7 +343,11 @@ void Server::SendTo(uint8_t slot, std::span<const uint8_t> frame) {
   }
   if (IsMadFrame(frame)) {
     uint32_t& copies = c.queued_mads[HashOf(frame)];
-    if (copies > 0) {
+    // The hash only finds candidates; the bytes decide, so two different
+    // MADs that share a hash are both queued.
+    if (copies > 0 && std::any_of(c.queued.begin(), c.queued.end(), [&](const auto& q) {
+          return std::equal(q.begin(), q.end(), frame.begin(), frame.end());
+        })) {
       ++counters_.duplicates_not_queued;
       return;
     }

@@ -137,8 +137,8 @@ class Server {
     uint8_t slot = 0;  // 0 until the hello
     ClientCredentials creds;  // SO_PEERCRED at accept
     std::deque<std::vector<uint8_t>> queued;  // frames the socket had no room for
-    // The MAD frames in `queued`, by a 64-bit hash of their bytes (a false
-    // match would drop one MAD, which the CM's retries recover like a loss).
+    // How many MAD frames in `queued` have each 64-bit hash of their bytes
+    // (SendTo compares the bytes before it drops a copy).
     absl::flat_hash_map<uint64_t, uint32_t> queued_mads;
     bool watching_out = false;
   };
