@@ -117,6 +117,50 @@ TEST_F(CApiTest, RejectEceIsRejected35WithPrivateData) {
   ExpectAllEmpty();
 }
 
+// An event after an acked one holds only its own fields (the acked wrapper
+// is handed out again: c_api_allocs_test), and a second ack of the old
+// pointer is refused.
+TEST_F(CApiTest, AnAckedEventIsHandedOutAgainWithItsOwnFields) {
+  uscm_cm_id* l = Listen();
+  uscm_cm_id* id = Resolved();
+  const uint8_t data[7] = {1, 2, 3, 4, 5, 6, 7};
+  uscm_conn_param cp{};
+  cp.qp_num = 0x101;
+  cp.private_data = data;
+  cp.private_data_len = sizeof data;
+  ASSERT_EQ(uscm_connect(id, &cp), 0) << uscm_last_error();
+  uscm_cm_event* req = Next(1, USCM_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr);
+  uscm_cm_id* child = req->id;
+  EXPECT_EQ(req->listen_id, l);
+  ASSERT_GE(req->param.conn.private_data_len, sizeof data);
+  EXPECT_EQ(memcmp(req->param.conn.private_data, data, sizeof data), 0);
+  ASSERT_EQ(uscm_ack_cm_event(req), 0);
+  const int rc = uscm_ack_cm_event(req);
+  EXPECT_EQ(rc, -1) << "a second ack of one event";
+
+  uscm_conn_param accept{};
+  accept.qp_num = 0x202;
+  ASSERT_EQ(uscm_accept(child, &accept), 0) << uscm_last_error();
+  Ack(0, USCM_CM_EVENT_CONNECT_RESPONSE);  // external QP: the RTU waits for establish
+  ASSERT_EQ(uscm_establish(id), 0) << uscm_last_error();
+  uscm_cm_event* est = Next(1, USCM_CM_EVENT_ESTABLISHED);
+  ASSERT_NE(est, nullptr);
+  EXPECT_EQ(est->id, child);
+  EXPECT_EQ(est->listen_id, nullptr);
+  EXPECT_EQ(est->status, 0);
+  EXPECT_EQ(est->param.conn.private_data_len, 0);
+  ASSERT_EQ(uscm_ack_cm_event(est), 0);
+
+  ASSERT_EQ(uscm_disconnect(id), 0) << uscm_last_error();
+  Ack(0, USCM_CM_EVENT_DISCONNECTED);
+  Ack(1, USCM_CM_EVENT_DISCONNECTED);
+  ASSERT_EQ(uscm_destroy_id(child), 0) << uscm_last_error();
+  ASSERT_EQ(uscm_destroy_id(id), 0) << uscm_last_error();
+  ASSERT_EQ(uscm_destroy_id(l), 0) << uscm_last_error();
+  ExpectAllEmpty();
+}
+
 // rdma_notify (IBV_EVENT_COMM_EST on the passive QP): the passive id becomes
 // ESTABLISHED before the RTU; the RTU that follows gives no second event.
 // Also the ports: the active id's dst port is the listener's, its src port

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -37,15 +38,47 @@ using uscm::EventChannel;
 
 uscm_device* g_default = nullptr;
 
-struct ChannelImpl {
-  uscm_event_channel pub;  // first: the C pointer is this struct
-  std::unique_ptr<EventChannel> ch;
-};
-
 struct EventImpl {
   uscm_cm_event pub;  // first
   Event* event;
-  ChannelImpl* channel;
+  struct ChannelImpl* channel;
+};
+
+struct ChannelImpl {
+  uscm_event_channel pub;  // first: the C pointer is this struct
+  std::unique_ptr<EventChannel> ch;
+  // Acked events' wrappers, handed out again blank (as the C++ channel
+  // recycles its events): a connection's events cost no allocation here.
+  std::mutex spare_mu;
+  std::vector<EventImpl*> spare;
+  static constexpr size_t kMaxSpare = 64;
+
+  ~ChannelImpl() {
+    for (EventImpl* e : spare) delete e;
+  }
+  EventImpl* TakeEvent() {
+    {
+      std::lock_guard<std::mutex> lock(spare_mu);
+      if (!spare.empty()) {
+        EventImpl* e = spare.back();
+        spare.pop_back();
+        *e = EventImpl{};
+        return e;
+      }
+    }
+    return new EventImpl();
+  }
+  void GiveBack(EventImpl* e) {
+    e->event = nullptr;  // a second ack of this pointer is refused, not applied
+    {
+      std::lock_guard<std::mutex> lock(spare_mu);
+      if (spare.size() < kMaxSpare) {
+        spare.push_back(e);
+        return;
+      }
+    }
+    delete e;
+  }
 };
 
 // Finds or makes the C handle of a C++ id (passive ids appear in events).
@@ -559,7 +592,7 @@ int uscm_try_get_cm_event(struct uscm_event_channel* channel, struct uscm_cm_eve
 namespace {
 
 void Deliver(ChannelImpl* ch, Event* e, struct uscm_cm_event** event) {
-  auto* impl = new EventImpl();
+  EventImpl* impl = ch->TakeEvent();
   impl->event = e;
   impl->channel = ch;
   uscm_cm_event& p = impl->pub;
@@ -603,7 +636,7 @@ int uscm_ack_cm_event(struct uscm_cm_event* event) {
   auto* impl = reinterpret_cast<EventImpl*>(event);
   absl::Status s = impl->channel->ch->AckEvent(impl->event);
   if (!s.ok()) return Fail(s);
-  delete impl;
+  impl->channel->GiveBack(impl);
   return 0;
 }
 
