@@ -1,7 +1,8 @@
 #!/bin/bash
 # Builds the wire-layer fuzz targets (every CM and SA parser) with --config=fuzz (libFuzzer, clang-14)
 # and runs each one, one at a time, for a fixed number of iterations, starting
-# from the built-in seeds (one sample MAD per CM type).
+# from the built-in seeds (one sample MAD per CM type; the router target from
+# router_fuzz_seeds' conversations).
 #
 #   tools/fuzz.sh [iterations]        default 100000
 #
@@ -25,10 +26,13 @@ WORK="${FUZZ_WORKDIR:-$(mktemp -d /tmp/uscm-fuzz.XXXXXX)}"
 mkdir -p "$WORK"
 
 # Seeds come from the plain build of a target (its driver main can write them).
-$BAZEL build $BAZEL_FLAGS //mad/wire/fuzz:any_cm_fuzzer >"$WORK/build-default.log" 2>&1 ||
+# The router target's own seeds are conversations in its input format.
+$BAZEL build $BAZEL_FLAGS //mad/wire/fuzz:any_cm_fuzzer //cm/router/fuzz:router_fuzz_seeds \
+  >"$WORK/build-default.log" 2>&1 ||
   { echo "default build failed; see $WORK/build-default.log"; exit 1; }
 PLAIN_BIN="$($BAZEL info $BAZEL_FLAGS bazel-bin 2>/dev/null)"
 "$PLAIN_BIN/mad/wire/fuzz/any_cm_fuzzer" --write_seeds "$WORK/seeds" >/dev/null
+"$PLAIN_BIN/cm/router/fuzz/router_fuzz_seeds" "$WORK/router-seeds" >/dev/null
 
 $BAZEL build $BAZEL_FLAGS --config=fuzz //mad/wire/fuzz:all //cm/router/fuzz:all \
   >"$WORK/build-fuzz.log" 2>&1 ||
@@ -44,9 +48,11 @@ for target in "${TARGETS[@]}"; do
   corpus="$WORK/corpus-$t"
   mkdir -p "$corpus"
   log="$WORK/$t.log"
-  if "$FUZZ_BIN/${t}_fuzzer" -runs="$ITERATIONS" -seed=1 -max_len=512 \
+  seeds="$WORK/seeds" max_len=512
+  [[ "$t" == router_frame ]] && seeds="$WORK/router-seeds" max_len=4096
+  if "$FUZZ_BIN/${t}_fuzzer" -runs="$ITERATIONS" -seed=1 -max_len="$max_len" \
       -artifact_prefix="$WORK/$t-" -print_final_stats=1 \
-      "$corpus" "$WORK/seeds" >"$log" 2>&1; then
+      "$corpus" "$seeds" >"$log" 2>&1; then
     result=OK
   else
     result=FAIL
