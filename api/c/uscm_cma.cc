@@ -466,7 +466,9 @@ int uscm_set_option(struct uscm_cm_id* id, int level, int optname, const void* o
   if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_TOS && need(1)) {
     o.tos = *static_cast<const uint8_t*>(optval);
   } else if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_REUSEADDR && need(sizeof(int))) {
-    o.reuse_addr = *static_cast<const int*>(optval) != 0;
+    // The kernel's rdma_set_reuseaddr checks the state even when the flag
+    // would not change (off after the bind: EINVAL).
+    return Result(c->SetReuseAddr(*static_cast<const int*>(optval) != 0));
   } else if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_AFONLY && need(sizeof(int))) {
     o.af_only = *static_cast<const int*>(optval) != 0;
   } else if (level == USCM_OPTION_ID && optname == USCM_OPTION_ID_ACK_TIMEOUT && need(1)) {

@@ -512,11 +512,36 @@ IdOptions CmId::options() const {
   return opts();
 }
 
+// The kernel's rdma_set_reuseaddr (6.1): turned on in any state but LISTEN,
+// off only while IDLE and unbound; otherwise EINVAL. The flag is read by the
+// binds of other ids that come later (cma_check_port), so an id bound
+// without it may let others share its address from now on.
+absl::Status CmId::CheckReuseAddrLocked(bool on) const {
+  if ((on && state_ != IdState::kListen) || (state_ == IdState::kIdle && !bound_)) {
+    return absl::OkStatus();
+  }
+  return WrongState("set_option(REUSEADDR)", state_,
+                    on ? "any state but LISTEN to turn it on"
+                       : "IDLE and not yet bound to turn it off");
+}
+
+absl::Status CmId::SetReuseAddr(bool on) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (absl::Status s = CheckReuseAddrLocked(on); !s.ok()) return s;
+  IdOptions o = opts();
+  o.reuse_addr = on;
+  return SetOptionLocked(o);
+}
+
 absl::Status CmId::SetOption(const IdOptions& o) {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
-  if (o.reuse_addr != opts().reuse_addr && (bound_ || state_ != IdState::kIdle)) {
-    return WrongState("set_option(REUSEADDR)", state_, "IDLE and not yet bound");
+  if (o.reuse_addr != opts().reuse_addr) {
+    if (absl::Status s = CheckReuseAddrLocked(o.reuse_addr); !s.ok()) return s;
   }
+  return SetOptionLocked(o);
+}
+
+absl::Status CmId::SetOptionLocked(const IdOptions& o) {
   if (o.ack_timeout && *o.ack_timeout > 31) {
     return absl::InvalidArgumentError(absl::StrCat(
         "set_option(ACK_TIMEOUT): ", *o.ack_timeout, " is not a time code (at most 31)"));
@@ -534,7 +559,16 @@ absl::Status CmId::SetOption(const IdOptions& o) {
       state_ != IdState::kIdle) {
     return WrongState("set_option(IB_PATH)", state_, "IDLE or ADDR_RESOLVED");
   }
+  const bool reuse_on = o.reuse_addr && !opts().reuse_addr;
   options_ = std::make_unique<IdOptions>(o);
+  // Other processes' binds on a shared port are checked by the router
+  // against this id's bind claim: it learns the flag too.
+  if (reuse_on && bind_claimed_) {
+    if (absl::Status s = device_->ClaimBindReuse(this); !s.ok()) {
+      options_->reuse_addr = false;
+      return Prefix("set_option(REUSEADDR)", s);
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -221,7 +221,14 @@ class CmId {
   // Passive: IBV_EVENT_COMM_EST on the data QP (the RTU may be lost).
   absl::Status NotifyCommEst();
   absl::Status Disconnect();
+  // A changed REUSEADDR follows SetReuseAddr's rule.
   absl::Status SetOption(const IdOptions& options);
+  // rdma_set_option(REUSEADDR) as the kernel's rdma_set_reuseaddr: on in any
+  // state but LISTEN (after the bind too: later binds of other ids, in this
+  // process and, through a shared port's router, in others, may share the
+  // address), off only while IDLE and unbound; otherwise FailedPrecondition
+  // (C: EINVAL), even when the flag would not change.
+  absl::Status SetReuseAddr(bool on);
   IdOptions options() const;
   absl::Status JoinMulticast(const Address& group, void* context);
   // [fabric] rdma_join_multicast_ex: send-only full membership (no attach).
@@ -264,6 +271,8 @@ class CmId {
   // destination in peer_ -> ADDR_RESOLVED / ADDR_ERROR, or, `in_call`, the
   // call's own error (no route).
   absl::Status FinishResolve(const absl::StatusOr<absl::optional<mad::Gid>>& gid, bool in_call);
+  absl::Status CheckReuseAddrLocked(bool on) const;
+  absl::Status SetOptionLocked(const IdOptions& options);
 
   Device* device_;
   EventChannel* channel_;
@@ -557,6 +566,11 @@ class Device final : public cm::NodeObserver {
   // ephemeral port another process holds is skipped, as cma_alloc_any_port
   // skips ports in use (bounded). OK at once on a port this process owns.
   absl::Status ClaimBind(CmId* id);
+  // REUSEADDR turned on after the bind: the router's bind claim takes it
+  // (a re-claim updates the process's claim; docs/ROUTER.md "Routing"). Only
+  // when the id holds the claim alone: ids of this process sharing one
+  // address all set REUSEADDR before (CheckPort), so the claim has it.
+  absl::Status ClaimBindReuse(CmId* id);
   void ReleaseBind(CmId* id);
   // rdma_cm_resolve.cc: destinations the kernel is still resolving (ARP /
   // ND), probed by one thread until each resolves or its timeout passes.

@@ -197,6 +197,17 @@ absl::Status Device::ClaimBind(CmId* id) {
   }
 }
 
+absl::Status Device::ClaimBindReuse(CmId* id) {
+  const uint64_t sid =
+      mad::wire::ServiceIdFor(static_cast<mad::wire::PortSpace>(id->ps_), id->local_.port);
+  const mad::ListenAddress address = ListenAddressOf(id->local_, id->af_only_);
+  auto it = claims_.find(std::tuple<uint64_t, mad::ListenAddress, mad::ClaimKind>{
+      sid, address, mad::ClaimKind::kBind});
+  if (it == claims_.end() || it->second != 1) return absl::OkStatus();
+  return node_->transport().ClaimService(sid, ~uint64_t{0}, /*reuse=*/true, address,
+                                         mad::ClaimKind::kBind);
+}
+
 void Device::ReleaseBind(CmId* id) {
   if (!id->bind_claimed_) return;
   id->bind_claimed_ = false;

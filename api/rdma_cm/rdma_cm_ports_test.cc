@@ -112,6 +112,33 @@ TEST_F(PortBindingTest, ReuseAddrSharesBindsButAListenerHoldsItsAddressAlone) {
   EXPECT_EQ(Errno(late->BindAddr(At("0.0.0.0:7000"))), EADDRNOTAVAIL);
 }
 
+// The kernel's rdma_set_reuseaddr (6.1): `(reuse && state != LISTEN) ||
+// state == IDLE`, else EINVAL; the flag is read by later binds of other ids.
+TEST_F(PortBindingTest, ReuseAddrMayBeTurnedOnAfterTheBindButNotInListen) {
+  CmId* a = Id();
+  ASSERT_TRUE(a->BindAddr(At("192.168.78.1:7000")).ok());
+  CmId* b = Id(absl::nullopt, /*reuse=*/true);
+  EXPECT_EQ(Errno(b->BindAddr(At("192.168.78.1:7000"))), EADDRINUSE);
+  IdOptions on = a->options();
+  on.reuse_addr = true;
+  ASSERT_TRUE(a->SetOption(on).ok()) << "bound: REUSEADDR on is allowed";
+  EXPECT_EQ(Errno(b->BindAddr(At("192.168.78.1:7000"))), 0);
+  CmId* plain = Id();
+  EXPECT_EQ(Errno(plain->BindAddr(At("192.168.78.1:7000"))), EADDRINUSE);
+  // Off after the bind: refused, also when it is off already.
+  EXPECT_EQ(a->SetOption(IdOptions{}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(plain->SetReuseAddr(false).ok()) << "IDLE and unbound (its bind failed)";
+  ASSERT_TRUE(ch_->DestroyId(b).ok());
+  ASSERT_TRUE(a->Listen(1).ok());
+  EXPECT_EQ(a->SetReuseAddr(true).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(a->SetReuseAddr(false).code(), absl::StatusCode::kFailedPrecondition);
+  CmId* c = Id();
+  ASSERT_TRUE(c->BindAddr(At("192.168.78.3:7000")).ok());
+  EXPECT_EQ(c->SetReuseAddr(false).code(), absl::StatusCode::kFailedPrecondition)
+      << "off after the bind is EINVAL even when it is off already";
+  EXPECT_TRUE(c->SetReuseAddr(true).ok());
+}
+
 TEST_F(PortBindingTest, APortBelow1024NeedsCapNetBindServiceAtBind) {
   privileged_ = false;
   CmId* id = Id();

@@ -111,6 +111,29 @@ TEST_F(RouterPortsTest, ReuseaddrOnBothSharesABindButNotAListen) {
   EXPECT_EQ(mad::ErrnoOf(late->BindAddr(At("192.168.78.1:7000"))), EADDRINUSE);
 }
 
+// The kernel's rdma_set_reuseaddr allows REUSEADDR on after the bind, and
+// cma_check_port reads the flag when another id binds later: between
+// processes the router's bind claim learns it.
+TEST_F(RouterPortsTest, ReuseaddrTurnedOnAfterTheBindLetsAnotherProcessShare) {
+  CmId* a = Id(procs_[0]);
+  ASSERT_TRUE(a->BindAddr(At("192.168.78.1:7000")).ok());
+  CmId* b = Id(procs_[1], /*reuse=*/true);
+  EXPECT_EQ(mad::ErrnoOf(b->BindAddr(At("192.168.78.1:7000"))), EADDRINUSE);
+  IdOptions on = a->options();
+  on.reuse_addr = true;
+  ASSERT_TRUE(a->SetOption(on).ok());
+  EXPECT_EQ(Claims(), 1u);
+  ASSERT_TRUE(b->BindAddr(At("192.168.78.1:7000")).ok());
+  EXPECT_EQ(Claims(), 2u);
+  // Off after the bind is EINVAL, as the kernel's.
+  EXPECT_EQ(a->SetReuseAddr(false).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(procs_[1].ch->DestroyId(b).ok());
+  ASSERT_TRUE(a->Listen(4).ok());
+  EXPECT_EQ(a->SetReuseAddr(true).code(), absl::StatusCode::kFailedPrecondition);
+  CmId* late = Id(procs_[1], /*reuse=*/true);
+  EXPECT_EQ(mad::ErrnoOf(late->BindAddr(At("192.168.78.1:7000"))), EADDRINUSE);
+}
+
 // rdma_resolve_addr binds too: a source with a port reserves it as a bind;
 // an ephemeral source port (port 0) is the active id's own (the kernel's
 // cma_port_is_unique lets active ids to different destinations share one).

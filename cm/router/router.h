@@ -77,6 +77,7 @@ struct RouterCounters {
   uint64_t wire_unroutable = 0;   // no listener / owner / TID for a wire MAD
   uint64_t claims = 0;
   uint64_t claim_conflicts = 0;
+  uint64_t claim_updates = 0;     // a re-claim changed a held claim's REUSEADDR
   uint64_t claims_denied = 0;     // a port below 1024 without CAP_NET_BIND_SERVICE
   uint64_t cleanup_rej = 0;       // sent for a client that went away
   uint64_t cleanup_dreq = 0;

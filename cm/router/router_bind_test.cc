@@ -89,6 +89,31 @@ TEST_F(RouterBindTest, TwoBindsWithReuseaddrShareAnAddressAndAListenDoesNot) {
   EXPECT_EQ(mad::ErrnoOf(Bind(b, true, ListenAddress::Ipv4(0))), EADDRNOTAVAIL);
 }
 
+// rdma_set_option(REUSEADDR) after rdma_bind_addr (the kernel's
+// rdma_set_reuseaddr in ADDR_BOUND): the client claims its bind again with
+// the bit, and the router updates the claim it holds instead of adding one.
+TEST_F(RouterBindTest, AReclaimTurnsReuseaddrOnForLaterBindsOfOthers) {
+  TestClient& a = AddClient();
+  TestClient& b = AddClient();
+  ASSERT_TRUE(Bind(a, false, ListenAddress::Ipv4(kAddrA)).ok());
+  EXPECT_EQ(mad::ErrnoOf(Bind(b, true, ListenAddress::Ipv4(kAddrA))), EADDRINUSE);
+  ASSERT_TRUE(Bind(a, true, ListenAddress::Ipv4(kAddrA)).ok());  // REUSEADDR on
+  EXPECT_EQ(router_->claim_count(), 1u) << "a re-claim adds no claim";
+  EXPECT_EQ(router_->counters().claim_updates, 1u);
+  ASSERT_TRUE(Bind(b, true, ListenAddress::Ipv4(kAddrA)).ok());
+  // b's bind without REUSEADDR would still be refused: the bits of both count.
+  TestClient& c = AddClient();
+  EXPECT_EQ(mad::ErrnoOf(Bind(c, false, ListenAddress::Ipv4(kAddrA))), EADDRINUSE);
+  // Off again while b shares it: refused (the kernel refuses it after the
+  // bind anyway), and the claim keeps the bit.
+  absl::Status off = Bind(a, false, ListenAddress::Ipv4(kAddrA));
+  EXPECT_EQ(mad::ErrnoOf(off), EADDRINUSE) << off;
+  EXPECT_TRUE(Bind(c, true, ListenAddress::Ipv4(kAddrA)).ok());
+  // One release frees a's one claim.
+  Release(a, ListenAddress::Ipv4(kAddrA), ClaimKind::kBind);
+  EXPECT_EQ(router_->claim_count(), 2u);
+}
+
 TEST_F(RouterBindTest, ABindTakesNoRequestAndTheListenOnItDoes) {
   TestClient& a = AddClient();
   ASSERT_TRUE(Bind(a, false, ListenAddress::Ipv4(kAddrA)).ok());

@@ -205,6 +205,23 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
         clients_[slot].creds.uid, " (pid ", clients_[slot].creds.pid,
         ") does not have it (errno EACCES)"));
   }
+  // A claim the client holds already (same service, mask, address and kind)
+  // is a re-claim: it changes the REUSEADDR bit (rdma_set_option after
+  // rdma_bind_addr; the client counts its own ids per claim). Turned on it
+  // meets no conflict: the flag only lets later binds of others share.
+  Claim* held = nullptr;
+  for (Claim& c : claims_) {
+    if (c.slot == slot && c.service_id == claim.service_id && c.mask == claim.mask &&
+        c.address == claim.address && c.kind == claim.kind) {
+      held = &c;
+      break;
+    }
+  }
+  if (held != nullptr && (claim.reuse || !held->reuse)) {
+    ++counters_.claim_updates;
+    held->reuse = claim.reuse;
+    return absl::OkStatus();
+  }
   // The first conflict, a listener's before a bind's (the message names a
   // listener when there is one: REUSEADDR would not help against it).
   const Claim* conflict = nullptr;
@@ -245,6 +262,11 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
                      : "an address has one owner per port",
             "; ", how, " (errno ", wildcard ? "EADDRNOTAVAIL" : "EADDRINUSE", ")")),
         wildcard ? EADDRNOTAVAIL : EADDRINUSE);
+  }
+  if (held != nullptr) {  // REUSEADDR off, and no other process shares the address
+    ++counters_.claim_updates;
+    held->reuse = false;
+    return absl::OkStatus();
   }
   claims_.push_back(
       Claim{slot, claim.service_id, claim.mask, claim.reuse, claim.address, claim.kind});

@@ -1,12 +1,12 @@
 /* Which binds and listens share a port (the kernel's cma_check_port and
  * rdma_listen): AFONLY between an IPv6 wildcard and IPv4, two specific
  * addresses on one port, a wildcard against a specific address, REUSEADDR
- * and listen, an address of no local device, and a port below 1024 without
+ * and listen, REUSEADDR after the bind, an address of no local device, and a port below 1024 without
  * CAP_NET_BIND_SERVICE (dropped from the effective set at the end). Prints
  * each call's return value and errno; 67-dropin-behaviour compares the
  * kernel's and uscm's outputs line by line.
  *
- *   port_bind LOCAL_IPV4 SECOND_LOCAL_IPV4 PORT   (PORT..PORT+6 are used) */
+ *   port_bind LOCAL_IPV4 SECOND_LOCAL_IPV4 PORT   (PORT..PORT+7 are used) */
 #define _GNU_SOURCE /* strerrorname_np */
 #include <arpa/inet.h>
 #include <linux/capability.h>
@@ -113,6 +113,24 @@ int main(int argc, char** argv) {
        rdma_bind_addr(id[2], (struct sockaddr*)&a4));
   rdma_destroy_id(id[0]);
   rdma_destroy_id(id[2]);
+
+  /* REUSEADDR turned on after the bind (the kernel's rdma_set_reuseaddr: on
+   * in any state but LISTEN, off only in IDLE): a later bind with REUSEADDR
+   * shares the address; off again, or on in LISTEN, is EINVAL */
+  id[0] = new_id(), id[1] = new_id(), id[2] = new_id();
+  a4 = v4(ip1, port + 7);
+  call("bind a", rdma_bind_addr(id[0], (struct sockaddr*)&a4));
+  call("REUSEADDR b", set_int(id[1], RDMA_OPTION_ID_REUSEADDR, 1));
+  call("bind b (REUSEADDR) same address", rdma_bind_addr(id[1], (struct sockaddr*)&a4));
+  call("REUSEADDR 1 on bound a", set_int(id[0], RDMA_OPTION_ID_REUSEADDR, 1));
+  call("REUSEADDR c", set_int(id[2], RDMA_OPTION_ID_REUSEADDR, 1));
+  call("bind c (REUSEADDR) same address", rdma_bind_addr(id[2], (struct sockaddr*)&a4));
+  call("REUSEADDR 0 on bound a", set_int(id[0], RDMA_OPTION_ID_REUSEADDR, 0));
+  call("listen a while c shares it", rdma_listen(id[0], 1));
+  rdma_destroy_id(id[2]);
+  call("listen a", rdma_listen(id[0], 1));
+  call("REUSEADDR 1 on listening a", set_int(id[0], RDMA_OPTION_ID_REUSEADDR, 1));
+  destroy(id, 2);
 
   /* an address of no local device (TEST-NET-1) */
   id[0] = new_id();
