@@ -3,7 +3,7 @@
 // over a Unix socket; those processes use router::RouterTransport.
 //
 //   uscmd [--ca mlx5_0] [--port 1] [--socket PATH] [--slot-bits 8] [--idle-exit S]
-//         [--capture FILE]
+//         [--capture FILE] [--max-claims-per-client N]
 //
 // Stops on SIGINT / SIGTERM, or after S seconds without a client, and prints
 // its counters. Under systemd socket activation (tools/uscmd.socket) it serves
@@ -32,6 +32,7 @@ namespace {
 constexpr char kUsage[] =
     "Usage: uscmd [--ca NAME] [--port N] [--socket PATH] [--socket-mode OCTAL] [--slot-bits B]\n"
     "             [--idle-exit SECONDS] [--sim-issm] [--capture FILE]\n"
+    "             [--max-claims-per-client N]\n"
     "\n"
     "The uscm MAD router: owns the port's QP1 (CM class 0x07, SA class 0x03)\n"
     "and routes MADs to the uscm processes of this host, which connect to\n"
@@ -47,7 +48,10 @@ constexpr char kUsage[] =
     "--sim-issm: under ibsim (LD_PRELOAD=libumad2sim.so) claim IsSM, without\n"
     "which ibsim hands this node's unsolicited CM MADs to no one.\n"
     "--capture: write every MAD to and from the wire to FILE (pcap; `uscm dump\n"
-    "FILE`), time-stamped with CLOCK_MONOTONIC: to trace retries.\n";
+    "FILE`), time-stamped with CLOCK_MONOTONIC: to trace retries.\n"
+    "--max-claims-per-client: binds and listens one process may hold on the\n"
+    "port (default 1024); the next rdma_bind_addr / rdma_listen fails with\n"
+    "ENOMEM.\n";
 
 uscm::router::Server* g_server = nullptr;
 
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
   int slot_bits = 8;
   uint32_t socket_mode = 0666;
   int idle_exit_s = 0;
+  uint64_t max_claims = uscm::router::RouterOptions{}.max_claims_per_client;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -104,6 +109,11 @@ int main(int argc, char** argv) {
       const char* v = a == "--idle-exit" ? argv[++i] : argv[i] + std::strlen("--idle-exit=");
       if (!absl::SimpleAtoi(v, &idle_exit_s) || idle_exit_s < 0) {
         std::fprintf(stderr, "uscmd: --idle-exit %s: seconds, 0 or more\n", v);
+        return 2;
+      }
+    } else if (a == "--max-claims-per-client" && has_value) {
+      if (!absl::SimpleAtoi(argv[++i], &max_claims) || max_claims < 1) {
+        std::fprintf(stderr, "uscmd: --max-claims-per-client %s: a count, 1 or more\n", argv[i]);
         return 2;
       }
     } else if (a == "--slot-bits" && has_value) {
@@ -158,6 +168,7 @@ int main(int argc, char** argv) {
   options.listen_fd = *activated;
   options.idle_exit = uscm::mad::Duration::Seconds(idle_exit_s);
   options.router.slot_bits = static_cast<uint8_t>(slot_bits);
+  options.router.max_claims_per_client = static_cast<size_t>(max_claims);
   auto server = uscm::router::Server::Create(*transport, options);
   if (!server.ok()) {
     std::fprintf(stderr, "uscmd: %s\n", std::string(server.status().message()).c_str());
@@ -193,6 +204,14 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>((*server)->counters().dropped_to_client),
       static_cast<unsigned long long>((*server)->counters().duplicates_not_queued),
       static_cast<unsigned long long>(c.send_errors));
+  std::printf("uscmd: claims %llu (REUSEADDR updates %llu), conflicts %llu, denied %llu, over "
+              "the per-client limit %llu, held at exit %zu\n",
+              static_cast<unsigned long long>(c.claims),
+              static_cast<unsigned long long>(c.claim_updates),
+              static_cast<unsigned long long>(c.claim_conflicts),
+              static_cast<unsigned long long>(c.claims_denied),
+              static_cast<unsigned long long>(c.claims_over_limit),
+              (*server)->router().claim_count());
   std::printf("uscmd: CM MADs to wire: %s; from wire: %s\n",
               uscm::router::CmAttrCounts(c.cm_to_wire).c_str(),
               uscm::router::CmAttrCounts(c.cm_from_wire).c_str());

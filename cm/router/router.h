@@ -62,6 +62,15 @@ struct RouterOptions {
   size_t tid_capacity = 1 << 16;
   // Connections / pending REQs remembered per client for the crash cleanup.
   size_t max_tracked_per_client = 1 << 16;
+  // Claims (binds and listens) one client may hold; the next is refused with
+  // ResourceExhausted, errno ENOMEM (what the kernel's cma_alloc_port returns
+  // when it cannot allocate a bind list). 1024, the default soft
+  // RLIMIT_NOFILE: a program holds one claim per bound or listening id (two
+  // for a listener), and programs seen hold a few (rping, perftest, UCX,
+  // cmtime: 1-2; active ids with an ephemeral port claim nothing); 255
+  // clients at the bound are 261,120 claims, ~12 MB, which the router's
+  // scans per claim and per REQ stay within.
+  size_t max_claims_per_client = 1024;
 };
 
 struct RouterCounters {
@@ -79,6 +88,7 @@ struct RouterCounters {
   uint64_t claim_conflicts = 0;
   uint64_t claim_updates = 0;     // a re-claim changed a held claim's REUSEADDR
   uint64_t claims_denied = 0;     // a port below 1024 without CAP_NET_BIND_SERVICE
+  uint64_t claims_over_limit = 0; // a client already held max_claims_per_client
   uint64_t cleanup_rej = 0;       // sent for a client that went away
   uint64_t cleanup_dreq = 0;
   uint64_t cleanup_drep = 0;      // for a peer's DREQ the client never answered

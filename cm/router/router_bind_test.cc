@@ -164,5 +164,48 @@ TEST_F(RouterBindTest, ABindBelow1024NeedsCapNetBindServiceLikeAListen) {
   EXPECT_EQ(router_->counters().claims_denied, 1u);
 }
 
+// uscmd reads claims from any local user: each client holds at most
+// RouterOptions::max_claims_per_client; the next is refused with ENOMEM (the
+// kernel's cma_alloc_port when it cannot allocate), a re-claim is no new one.
+class RouterClaimLimitTest : public RouterBindTest {
+ protected:
+  RouterClaimLimitTest() { router_options_.max_claims_per_client = 3; }
+};
+
+TEST_F(RouterClaimLimitTest, AClientHoldsAtMostItsBoundOfClaims) {
+  TestClient& a = AddClient();
+  TestClient& b = AddClient();
+  ASSERT_TRUE(Bind(a, false, ListenAddress::Ipv4(kAddrA)).ok());
+  ASSERT_TRUE(Listen(a, ListenAddress::Ipv4(kAddrA)).ok());
+  ASSERT_TRUE(Bind(a, false, ListenAddress::Ipv4(kAddrB)).ok());
+  absl::Status s = Bind(a, false, ListenAddress::Ipv4(kPeerIp));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(mad::ErrnoOf(s), ENOMEM) << s;
+  EXPECT_NE(s.message().find("holds 3 claims"), absl::string_view::npos) << s;
+  EXPECT_EQ(router_->counters().claims_over_limit, 1u);
+  EXPECT_EQ(router_->claim_count(), 3u);
+  // REUSEADDR turned on is an update, not a claim; other clients have their own.
+  EXPECT_TRUE(Bind(a, true, ListenAddress::Ipv4(kAddrB)).ok());
+  EXPECT_TRUE(Bind(b, true, ListenAddress::Ipv4(kAddrB)).ok());
+  EXPECT_TRUE(Bind(b, false, ListenAddress::Ipv4(kPeerIp)).ok());
+  Release(a, ListenAddress::Ipv4(kAddrA), ClaimKind::kListen);
+  EXPECT_TRUE(Listen(a, ListenAddress::Ipv4(kAddrA)).ok()) << "a release makes room";
+  EXPECT_EQ(router_->counters().claims_over_limit, 1u);
+}
+
+TEST_F(RouterBindTest, TheDefaultBoundIs1024ClaimsAClient) {
+  TestClient& a = AddClient();
+  constexpr uint64_t kTcpPs = 0x0000000001060000ull;
+  for (uint64_t port = 1; port <= 1024; ++port) {
+    ASSERT_TRUE(Claim(a, kTcpPs | (port + 2000), kAll, false, ListenAddress::Ipv4(kAddrA),
+                      ClaimKind::kBind).ok())
+        << port;
+  }
+  absl::Status s =
+      Claim(a, kTcpPs | 5000, kAll, false, ListenAddress::Ipv4(kAddrA), ClaimKind::kBind);
+  EXPECT_EQ(mad::ErrnoOf(s), ENOMEM) << s;
+  EXPECT_EQ(router_->counters().claims_over_limit, 1u);
+}
+
 }  // namespace
 }  // namespace uscm::router

@@ -268,6 +268,19 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
     held->reuse = false;
     return absl::OkStatus();
   }
+  // Any local user may send claims to this root daemon: each client's are
+  // bounded (RouterOptions::max_claims_per_client).
+  const size_t held_by_client = static_cast<size_t>(
+      std::count_if(claims_.begin(), claims_.end(), [slot](const Claim& c) { return c.slot == slot; }));
+  if (held_by_client >= options_.max_claims_per_client) {
+    ++counters_.claims_over_limit;
+    return mad::WithErrno(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "router: this process holds ", held_by_client,
+            " claims (bound or listening ids) on the port, the most uscmd allows one process "
+            "(uscmd --max-claims-per-client); destroy ids it no longer uses (errno ENOMEM)")),
+        ENOMEM);
+  }
   claims_.push_back(
       Claim{slot, claim.service_id, claim.mask, claim.reuse, claim.address, claim.kind});
   return absl::OkStatus();

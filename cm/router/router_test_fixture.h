@@ -57,12 +57,14 @@ class RouterTest : public ::testing::Test {
     fabric_ = std::move(*f);
     wire_ = *fabric_->Open("host1");
     peer_tx_ = *fabric_->Open("host2");
-    router_ = std::make_unique<Router>(*wire_, RouterOptions{},
+    router_ = std::make_unique<Router>(*wire_, router_options_,
                                        [this](uint8_t slot, std::span<const uint8_t> f) {
                                          clients_.at(slot).inbox.emplace_back(f.begin(), f.end());
                                        });
     peer_ = std::make_unique<CmEndpoint>(peer_tx_->port(), cm::testing::TestConfig(), 99);
   }
+
+  RouterOptions router_options_;  // a fixture's constructor may change them
 
   TestClient& AddClient(const ClientCredentials& creds = {}) {
     auto wl = router_->AddClient(creds);

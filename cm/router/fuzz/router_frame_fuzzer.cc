@@ -81,6 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.slot_bits = 2;  // 3 clients
   options.tid_capacity = 64;
   options.max_tracked_per_client = 64;
+  options.max_claims_per_client = 8;
   size_t frames_out = 0;
   uscm::router::Router router(wire, options,
                               [&](uint8_t, std::span<const uint8_t> f) { frames_out += f.size(); });
@@ -110,6 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // Bounds the router promises whatever it was sent.
   if (router.tid_entries() > options.tid_capacity) std::abort();
+  if (router.claim_count() > 3 * options.max_claims_per_client) std::abort();
   for (uint8_t s : slots) {
     if (router.tracked(s) > 3 * options.max_tracked_per_client) std::abort();
   }
