@@ -105,6 +105,7 @@ TimerHandle Agent::Arm(TimerKind kind, uint64_t id, TimePoint deadline) {
 }
 
 void Agent::ArmRequest(Request& r, TimePoint deadline) {
+  r.attempt_end = deadline;
   if (r.deadline.has_value() && *r.deadline < deadline) deadline = *r.deadline;
   wheel_.Cancel(r.timer);
   r.timer = Arm(TimerKind::kRequest, r.id, deadline);
@@ -153,6 +154,38 @@ absl::StatusOr<RequestId> Agent::SendRequest(TimePoint now, const MadAddress& to
     if (deadline.has_value()) ArmRequest(requests_.at(id), *deadline);  // fails while waiting
   }
   return id;
+}
+
+bool Agent::ExtendDeadline(RequestId id, absl::optional<TimePoint> deadline) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  Request& r = it->second;
+  if (!r.deadline.has_value() || (deadline.has_value() && *deadline <= *r.deadline)) return true;
+  r.deadline = deadline;
+  // The timer was cut at the old deadline (or, for a request waiting for
+  // the window, was the deadline): armed again at the attempt's own end, cut
+  // at the new deadline. No timer (an RMPP transfer's own runs): none armed.
+  if (!wheel_.Cancel(r.timer)) return true;
+  if (!r.started) {
+    r.timer = deadline.has_value() ? Arm(TimerKind::kRequest, r.id, *deadline) : TimerHandle();
+    return true;
+  }
+  ArmRequest(r, r.attempt_end);
+  return true;
+}
+
+uint64_t Agent::StartTimer(TimePoint at, TimerSink* sink, uint64_t cookie) {
+  const uint64_t id = next_caller_timer_++;
+  caller_timers_[id] = CallerTimer{sink, cookie, Arm(TimerKind::kCaller, id, at)};
+  return id;
+}
+
+bool Agent::CancelTimer(uint64_t timer_id) {
+  auto it = caller_timers_.find(timer_id);
+  if (it == caller_timers_.end()) return false;
+  wheel_.Cancel(it->second.timer);
+  caller_timers_.erase(it);
+  return true;
 }
 
 void Agent::Transmit(Request& r, TimePoint now) {
@@ -583,6 +616,14 @@ void Agent::Expire(TimePoint now, TimerHandle handle, TimerKind kind, uint64_t i
       }
       return;
     }
+    case TimerKind::kCaller: {
+      auto it = caller_timers_.find(id);
+      if (it == caller_timers_.end() || !(it->second.timer == handle)) return;
+      const CallerTimer t = it->second;
+      caller_timers_.erase(it);
+      t.sink->OnTimer(now, t.cookie);
+      return;
+    }
     case TimerKind::kLinger: {
       auto it = lingering_.find(id);
       if (it == lingering_.end()) return;
@@ -610,7 +651,8 @@ absl::optional<Completion> Agent::PollCompletion() {
 }
 
 bool Agent::idle() const {
-  return requests_.empty() && senders_.empty() && out_.empty() && completions_.empty();
+  return requests_.empty() && senders_.empty() && out_.empty() && completions_.empty() &&
+         caller_timers_.empty();
 }
 
 }  // namespace uscm::mad

@@ -121,6 +121,14 @@ class CompletionSink {
   virtual void OnCompletion(TimePoint now, Completion completion) = 0;
 };
 
+// Receives the timers started with Agent::StartTimer (a caller's own
+// deadlines, run by the agent's timer wheel so its owner drives them too).
+class TimerSink {
+ public:
+  virtual ~TimerSink() = default;
+  virtual void OnTimer(TimePoint now, uint64_t cookie) = 0;
+};
+
 // Receives unsolicited MADs (requests, Sends, Traps) of one class/attribute.
 class MadHandler {
  public:
@@ -151,6 +159,17 @@ class Agent {
                                         absl::optional<TimePoint> deadline = absl::nullopt);
   // Forgets a request (no Completion); false if it is not pending.
   bool Cancel(TimePoint now, RequestId id);
+  // Moves a pending request's deadline later (`deadline` later than its
+  // own, or none: no deadline); an earlier one is ignored. The attempt in
+  // flight keeps its retransmission time. False if the request is not
+  // pending. (The SA client: a coalesced query lives until its last
+  // waiter's deadline.)
+  bool ExtendDeadline(RequestId id, absl::optional<TimePoint> deadline);
+  // `sink->OnTimer(now, cookie)` once, from OnTimeout at or after `at`,
+  // unless cancelled. Returns the timer's id (never 0).
+  uint64_t StartTimer(TimePoint at, TimerSink* sink, uint64_t cookie);
+  // False if the timer fired or was cancelled already.
+  bool CancelTimer(uint64_t timer_id);
   // What `to` promises (an answer is due within `bound`, e.g. from an SA's
   // ClassPortInfo): its RTO never exceeds it. Zero removes the bound.
   void SetResponseBound(const MadAddress& to, Duration bound);
@@ -191,11 +210,18 @@ class Agent {
   size_t pending_requests() const { return requests_.size(); }
   size_t rmpp_sends() const { return senders_.size(); }
   size_t lingering() const { return lingering_.size(); }
-  // Nothing pending at all: requests, transfers, queued output, completions.
+  // Nothing pending at all: requests, transfers, queued output, completions,
+  // StartTimer timers.
   bool idle() const;
 
  private:
-  enum class TimerKind : uint8_t { kRequest = 1, kRmppRecv = 2, kRmppSend = 3, kLinger = 4 };
+  enum class TimerKind : uint8_t {
+    kRequest = 1,
+    kRmppRecv = 2,
+    kRmppSend = 3,
+    kLinger = 4,
+    kCaller = 5,  // StartTimer
+  };
 
   struct Request {
     RequestId id = 0;
@@ -215,6 +241,7 @@ class Agent {
     bool busy_wait = false;  // the timer resends (after Busy) instead of retrying
     int retries = 0;
     absl::optional<TimePoint> deadline;  // SendRequest's
+    TimePoint attempt_end;  // the attempt's timer before the deadline cut it
     TimerHandle timer;
     std::unique_ptr<RmppReceiver> rmpp;  // while a segmented response arrives
     TimerHandle rmpp_timer;
@@ -248,6 +275,11 @@ class Agent {
   struct Sender {
     std::unique_ptr<RmppSender> rmpp;
     uint64_t id = 0;
+    TimerHandle timer;
+  };
+  struct CallerTimer {
+    TimerSink* sink = nullptr;
+    uint64_t cookie = 0;
     TimerHandle timer;
   };
 
@@ -297,6 +329,8 @@ class Agent {
   absl::flat_hash_map<SendKey, Sender> senders_;
   absl::flat_hash_map<uint64_t, SendKey> sender_ids_;
   uint64_t next_sender_ = 1;
+  absl::flat_hash_map<uint64_t, CallerTimer> caller_timers_;
+  uint64_t next_caller_timer_ = 1;
   absl::flat_hash_map<uint32_t, MadHandler*> handlers_;  // class << 16 | attribute
   // Waiting for PollTransmit (one warm buffer for all of a thread's agents).
   RecycledFifo<OutgoingMad> out_;

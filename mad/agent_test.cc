@@ -569,5 +569,63 @@ TEST(AgentTest, ARequestFailsAtItsDeadlineWhateverRetriesRemain) {
   EXPECT_EQ(agent.NextDeadline(), absl::nullopt);
 }
 
+// ExtendDeadline (a coalesced SA query's later waiter): the request lives to
+// the new deadline; the attempt in flight keeps its retransmission time
+// (the old deadline had cut its timer short); a waiting one too.
+TEST(AgentTest, AnExtendedDeadlineKeepsTheAttemptsOwnTimer) {
+  AgentConfig cfg = Fast();
+  cfg.window = 1;
+  cfg.adaptive_timeout = false;  // attempts at 0, 100, 300, 700 ms without a deadline
+  Agent agent(cfg, At(0));
+  auto first = agent.SendRequest(At(0), To(kSmLid), Request(), 0, nullptr, At(50));
+  auto waiting = agent.SendRequest(At(0), To(kSmLid), Request(), 0, nullptr, At(40));
+  ASSERT_TRUE(first.ok() && waiting.ok());
+  EXPECT_EQ(DrainOut(agent).size(), 1u);
+  EXPECT_TRUE(agent.ExtendDeadline(*first, At(250)));
+  EXPECT_TRUE(agent.ExtendDeadline(*waiting, absl::nullopt));
+  EXPECT_TRUE(agent.ExtendDeadline(*first, At(60))) << "an earlier one is ignored";
+  agent.OnTimeout(At(99));
+  EXPECT_FALSE(agent.PollCompletion().has_value());
+  EXPECT_THAT(DrainOut(agent), IsEmpty()) << "no retry before the attempt's 100 ms";
+  agent.OnTimeout(At(100));
+  // The retry, and the waiting one in the slot the retry gave up (it did
+  // not fail at 40: no deadline now).
+  EXPECT_EQ(DrainOut(agent).size(), 2u);
+  agent.OnTimeout(At(250));
+  auto c = agent.PollCompletion();
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->id, *first);
+  EXPECT_EQ(c->status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(c->status.message()), ::testing::HasSubstr("(2 attempts)"));
+  EXPECT_EQ(DrainOut(agent).size(), 1u) << "the other one's retry at 200";
+  EXPECT_FALSE(agent.ExtendDeadline(*first, At(900))) << "not pending";
+  EXPECT_TRUE(agent.Cancel(At(251), *waiting));
+  EXPECT_TRUE(agent.idle());
+}
+
+class RecordingTimerSink : public TimerSink {
+ public:
+  void OnTimer(TimePoint now, uint64_t cookie) override { fired.emplace_back(now, cookie); }
+  std::vector<std::pair<TimePoint, uint64_t>> fired;
+};
+
+TEST(AgentTest, ACallersTimerFiresOnceUnlessCancelled) {
+  Agent agent(Fast(), At(0));
+  RecordingTimerSink sink;
+  const uint64_t t1 = agent.StartTimer(At(30), &sink, 7);
+  const uint64_t t2 = agent.StartTimer(At(20), &sink, 8);
+  EXPECT_NE(t1, 0u);
+  EXPECT_FALSE(agent.idle()) << "a pending timer";
+  EXPECT_TRUE(agent.CancelTimer(t2));
+  EXPECT_FALSE(agent.CancelTimer(t2));
+  agent.OnTimeout(At(29));
+  EXPECT_THAT(sink.fired, IsEmpty());
+  agent.OnTimeout(At(31));
+  ASSERT_EQ(sink.fired.size(), 1u);
+  EXPECT_EQ(sink.fired[0], std::make_pair(At(31), uint64_t{7}));
+  EXPECT_FALSE(agent.CancelTimer(t1)) << "fired already";
+  EXPECT_TRUE(agent.idle());
+}
+
 }  // namespace
 }  // namespace uscm::mad

@@ -71,6 +71,12 @@ absl::StatusOr<std::vector<Record>> ParseTable(std::span<const uint8_t> response
   return out;
 }
 
+// The later of two deadlines; none (no deadline) is the latest.
+absl::optional<TimePoint> Later(absl::optional<TimePoint> a, absl::optional<TimePoint> b) {
+  if (!a.has_value() || !b.has_value()) return absl::nullopt;
+  return std::max(*a, *b);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- PathQuery
@@ -215,54 +221,124 @@ mad::MadAddress SaAddressFor(const mad::LocalPort& port) {
 SaClient::SaClient(mad::Agent* agent, SaClientConfig config)
     : agent_(agent), config_(std::move(config)) {}
 
+SaClient::~SaClient() {
+  for (auto& [id, q] : queries_) {
+    for (const Waiter& w : q.waiters) {
+      if (w.timer != 0) agent_->CancelTimer(w.timer);
+    }
+  }
+}
+
 absl::StatusOr<uint64_t> SaClient::Start(TimePoint now, Kind kind, std::string what,
                                          std::span<const uint8_t> mad,
                                          absl::optional<PathCacheKey> cache_key,
                                          absl::optional<TimePoint> deadline) {
-  // The emitted request (TID still 0) names the query exactly; queries with
-  // a deadline and those without are told apart by one more byte.
+  // The emitted request (TID still 0) names the query exactly. Deadlines do
+  // not split queries: each waiter keeps its own (AddWaiter).
   std::string key;
-  std::vector<uint64_t> inherited;  // a lost query and its waiters, answered with this one
+  std::vector<Waiter> inherited;  // a lost query's waiters, answered with this one
   if (config_.coalesce) {
     key.assign(reinterpret_cast<const char*>(mad.data()), mad.size());
-    key.push_back(deadline.has_value() ? 1 : 0);
     auto in_flight = flight_.find(key);
     if (in_flight != flight_.end()) {
       const uint64_t lost_id = in_flight->second;
       Query& on_wire = queries_.at(lost_id);
       if (!agent_->PresumedLost(now, on_wire.request)) {
         const uint64_t id = next_id_++;
-        on_wire.waiters.push_back(id);
+        AddWaiter(lost_id, on_wire, Waiter{id, deadline});
         ++counters_.queries;
         ++counters_.coalesced;
         return id;
       }
       ++counters_.superseded;
-      inherited.push_back(lost_id);
-      inherited.insert(inherited.end(), on_wire.waiters.begin(), on_wire.waiters.end());
+      inherited = std::move(on_wire.waiters);
       agent_->Cancel(now, on_wire.request);
       queries_.erase(lost_id);
       flight_.erase(in_flight);
     }
   }
   const uint64_t id = next_id_++;
-  auto sent = agent_->SendRequest(now, config_.sa, mad, id, this, deadline);
+  absl::optional<TimePoint> wire_deadline = deadline;
+  for (const Waiter& w : inherited) wire_deadline = Later(wire_deadline, w.deadline);
+  auto sent = agent_->SendRequest(now, config_.sa, mad, id, this, wire_deadline);
   if (!sent.ok()) {
-    for (uint64_t waiter : inherited) {  // they lose their query with this one
+    for (const Waiter& w : inherited) {  // they lose their query with this one
+      if (w.timer != 0) {
+        agent_->CancelTimer(w.timer);
+        timed_waiters_.erase(w.id);
+      }
       SaResult r;
-      r.id = waiter;
+      r.id = w.id;
       r.status = sent.status();
       results_.push_back(std::move(r));
     }
     return sent.status();
   }
   if (!inherited.empty()) ++counters_.coalesced;  // the lost one (its waiters were counted)
-  const size_t older = inherited.size();
-  queries_[id] = Query{kind, std::move(what), std::move(cache_key), *sent, key,
-                       std::move(inherited), older};
+  Query& q = queries_[id];
+  q = Query{kind, std::move(what), std::move(cache_key), *sent, key, {}, wire_deadline, 0};
+  q.waiters.reserve(inherited.size() + 1);
+  for (const Waiter& w : inherited) Place(id, q, w);
+  Place(id, q, Waiter{id, deadline});
   if (config_.coalesce) flight_[std::move(key)] = id;
   ++counters_.queries;
   return id;
+}
+
+void SaClient::Place(uint64_t qid, Query& q, Waiter w) {
+  if (w.timer != 0) {
+    timed_waiters_[w.id] = qid;
+  } else if (w.deadline.has_value()) {
+    if (!q.deadline.has_value() || *w.deadline < *q.deadline) {
+      w.timer = agent_->StartTimer(*w.deadline, this, w.id);
+      timed_waiters_[w.id] = qid;
+    } else {
+      ++q.untimed;  // the request's own deadline: its expiry answers this one
+    }
+  }
+  q.waiters.push_back(w);
+}
+
+void SaClient::AddWaiter(uint64_t qid, Query& q, Waiter w) {
+  const absl::optional<TimePoint> later = Later(q.deadline, w.deadline);
+  if (later != q.deadline) {
+    agent_->ExtendDeadline(q.request, later);
+    // The waiters the old deadline answered need timers of their own now (in
+    // a burst the latest is the newest: found from the back).
+    for (auto it = q.waiters.rbegin(); q.untimed > 0 && it != q.waiters.rend(); ++it) {
+      if (it->timer == 0 && it->deadline.has_value() && *it->deadline == *q.deadline) {
+        it->timer = agent_->StartTimer(*it->deadline, this, it->id);
+        timed_waiters_[it->id] = qid;
+        --q.untimed;
+      }
+    }
+    q.untimed = 0;
+    q.deadline = later;
+  }
+  Place(qid, q, w);
+}
+
+void SaClient::OnTimer(TimePoint now, uint64_t waiter) {
+  (void)now;
+  auto t = timed_waiters_.find(waiter);
+  if (t == timed_waiters_.end()) return;
+  const uint64_t qid = t->second;
+  timed_waiters_.erase(t);
+  auto it = queries_.find(qid);
+  if (it == queries_.end()) return;
+  Query& q = it->second;
+  auto w = std::find_if(q.waiters.begin(), q.waiters.end(),
+                        [waiter](const Waiter& x) { return x.id == waiter; });
+  if (w == q.waiters.end()) return;
+  q.waiters.erase(w);
+  ++counters_.waiter_deadlines;
+  SaResult r;
+  r.id = waiter;
+  r.status = absl::DeadlineExceededError(absl::StrFormat(
+      "%s: no SA answer by this query's deadline (an identical query in flight answers it and "
+      "goes on for the later deadlines of others)",
+      q.what));
+  results_.push_back(std::move(r));
 }
 
 absl::StatusOr<uint64_t> SaClient::GetPath(TimePoint now, const PathQuery& q,
@@ -507,13 +583,13 @@ void SaClient::OnCompletion(TimePoint now, mad::Completion c) {
     agent_->SetResponseBound(config_.sa, resp + life * 2);
   }
   // In the order the queries were asked.
-  for (size_t i = 0; i <= q.waiters.size(); ++i) {
-    results_.push_back(r);
-    if (i < q.older) {
-      results_.back().id = q.waiters[i];
-    } else if (i > q.older) {
-      results_.back().id = q.waiters[i - 1];
+  for (const Waiter& w : q.waiters) {
+    if (w.timer != 0) {
+      agent_->CancelTimer(w.timer);
+      timed_waiters_.erase(w.id);
     }
+    results_.push_back(r);
+    results_.back().id = w.id;
   }
 }
 

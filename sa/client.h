@@ -148,23 +148,32 @@ struct SaClientCounters {
   uint64_t queries = 0;
   uint64_t cache_hits = 0;
   uint64_t coalesced = 0;   // answered by an identical query already in flight
+  // Waiters answered DeadlineExceeded at their own deadline while the query
+  // they were coalesced into went on for later deadlines (not in `failures`,
+  // which counts queries on the wire).
+  uint64_t waiter_deadlines = 0;
   uint64_t superseded = 0;  // queries presumed lost whose waiters moved to a new one
   uint64_t sa_errors = 0;   // answered with a non-zero SA status
   uint64_t failures = 0;    // no answer (timeout, busy, RMPP abort)
   uint64_t bad_responses = 0;
 };
 
-class SaClient : public mad::CompletionSink {
+class SaClient : public mad::CompletionSink, public mad::TimerSink {
  public:
   // `agent` is shared (the CM may use it too) and must outlive the client.
   SaClient(mad::Agent* agent, SaClientConfig config);
+  ~SaClient() override;
+  SaClient(const SaClient&) = delete;
+  SaClient& operator=(const SaClient&) = delete;
 
   // Get: exactly one path (NotFound when the SA has none, FailedPrecondition
   // when the query matches several). Served from the cache when possible.
   // `deadline`: DeadlineExceeded then at the latest (rdma_resolve_route's
-  // timeout_ms); a query coalesced into an identical one in flight shares its
-  // outcome, so only queries that both have a deadline, or both none, are
-  // coalesced (the first one's deadline then holds for both).
+  // timeout_ms). Each query keeps its own, coalesced or not (the kernel sends
+  // each ib_sa_path_rec_get on its own): a waiter whose deadline passes is
+  // answered DeadlineExceeded then while the query goes on for the others;
+  // the query on the wire lives until its last waiter's deadline (none while
+  // one waiter has none).
   absl::StatusOr<uint64_t> GetPath(TimePoint now, const PathQuery& q,
                                    absl::optional<TimePoint> deadline = absl::nullopt);
   // GetPath, with a path cache hit handed back in *hit instead of queued as
@@ -189,28 +198,47 @@ class SaClient : public mad::CompletionSink {
   size_t pending_results() const { return results_.size(); }
 
   void OnCompletion(TimePoint now, mad::Completion completion) override;
+  // A waiter's own deadline (the agent's timer): DeadlineExceeded for it.
+  void OnTimer(TimePoint now, uint64_t waiter) override;
 
   size_t outstanding() const { return queries_.size(); }
   const SaClientCounters& counters() const { return counters_; }
 
  private:
   enum class Kind : uint8_t { kPath, kPaths, kJoin, kLeave, kMembers, kClassPortInfo };
+  // A query id waiting for a query on the wire, with its own deadline; the
+  // agent's timer for it while the wire query's deadline is later.
+  struct Waiter {
+    uint64_t id = 0;
+    absl::optional<TimePoint> deadline;
+    uint64_t timer = 0;  // Agent::StartTimer's id, 0 none
+  };
   struct Query {
     Kind kind;
     std::string what;  // for error messages
     absl::optional<PathCacheKey> cache_key;
     mad::RequestId request = 0;      // the agent's
     std::string flight_key;          // the request MAD, while in flight_
-    // Coalesced queries answered with this one: first `older` queries asked
-    // before it (a superseded lost query and its waiters), then later ones.
-    std::vector<uint64_t> waiters;
-    size_t older = 0;
+    // Everyone answered with this query, in the order asked: a superseded
+    // lost query's waiters first, then the one that sent it, then the
+    // coalesced ones.
+    std::vector<Waiter> waiters;
+    absl::optional<TimePoint> deadline;  // the request's: the waiters' latest
+    // Waiters without a timer whose deadline is the request's (its expiry
+    // answers them); they need one when the deadline moves later.
+    size_t untimed = 0;
   };
 
   absl::StatusOr<uint64_t> Start(TimePoint now, Kind kind, std::string what,
                                  std::span<const uint8_t> mad,
                                  absl::optional<PathCacheKey> cache_key = absl::nullopt,
                                  absl::optional<TimePoint> deadline = absl::nullopt);
+  // A new waiter joins query `qid` in flight: a later deadline (or none)
+  // extends the request's, and the waiters it held get timers.
+  void AddWaiter(uint64_t qid, Query& q, Waiter w);
+  // Appends `w` to `q` (whose deadline already covers it): a timer when its
+  // deadline is earlier than the request's.
+  void Place(uint64_t qid, Query& q, Waiter w);
   SaResult Convert(const Query& q, const mad::Completion& c);
   absl::Status SaError(const Query& q, uint16_t status) const;
 
@@ -219,6 +247,7 @@ class SaClient : public mad::CompletionSink {
   uint64_t next_id_ = 1;
   absl::flat_hash_map<uint64_t, Query> queries_;  // by cookie = query id
   absl::flat_hash_map<std::string, uint64_t> flight_;  // request MAD -> query id
+  absl::flat_hash_map<uint64_t, uint64_t> timed_waiters_;  // waiter with a timer -> query id
   mad::RecycledFifo<SaResult> results_;  // one warm buffer for a thread's clients
   SaClientCounters counters_;
 };

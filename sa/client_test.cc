@@ -298,33 +298,77 @@ TEST(SaClientTest, CoalescedQueriesShareTheFailureToo) {
   EXPECT_EQ(client.outstanding(), 0u);
 }
 
-// rdma_resolve_route's timeout_ms: a query with a deadline fails at it;
-// queries with deadlines coalesce with each other (the first one's holds),
-// not with one without (which keeps the agent's own retries).
-TEST(SaClientTest, AQueryWithADeadlineFailsAtItAndCoalescesOnlyWithItsKind) {
+// rdma_resolve_route's timeout_ms: each query keeps its own deadline, also
+// when coalesced (the kernel sends each ib_sa_path_rec_get on its own): one
+// MAD on the wire for all three; a at 500, b at 501, the one without a
+// deadline still waits and gets the answer.
+TEST(SaClientTest, CoalescedQueriesTimeOutEachAtItsOwnDeadline) {
   Fixture f;
   const PathQuery q = PathQuery::RdmaCm(G(2), G(3), 0xFFFF, 0x1060000);
   auto a = f.client.GetPath(At(0), q, At(500));
   auto b = f.client.GetPath(At(1), q, At(501));
   auto no_deadline = f.client.GetPath(At(2), q);
   ASSERT_TRUE(a.ok() && b.ok() && no_deadline.ok());
-  f.Sent();
-  f.Sent();
-  EXPECT_FALSE(f.agent.PollTransmit().has_value());
-  EXPECT_EQ(f.client.counters().coalesced, 1u);
+  const auto request = f.Sent();
+  EXPECT_FALSE(f.agent.PollTransmit().has_value()) << "one query on the wire";
+  EXPECT_EQ(f.client.counters().coalesced, 2u);
   f.agent.OnTimeout(At(499));
-  while (f.agent.PollTransmit().has_value()) {
-  }
   EXPECT_FALSE(f.client.PollResult().has_value());
   f.agent.OnTimeout(At(500));
-  for (uint64_t id : {*a, *b}) {
-    auto r = f.client.PollResult();
-    ASSERT_TRUE(r.has_value());
-    EXPECT_EQ(r->id, id);
-    EXPECT_EQ(r->status.code(), absl::StatusCode::kDeadlineExceeded) << r->status;
-  }
+  auto r = f.client.PollResult();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->id, *a);
+  EXPECT_EQ(r->status.code(), absl::StatusCode::kDeadlineExceeded) << r->status;
+  EXPECT_THAT(std::string(r->status.message()), HasSubstr("this query's deadline"));
+  EXPECT_FALSE(f.client.PollResult().has_value()) << "b's deadline is 501";
+  f.agent.OnTimeout(At(501));
+  r = f.client.PollResult();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->id, *b);
+  EXPECT_EQ(r->status.code(), absl::StatusCode::kDeadlineExceeded) << r->status;
   EXPECT_FALSE(f.client.PollResult().has_value()) << "the query without deadline still waits";
   EXPECT_EQ(f.client.outstanding(), 1u);
+  f.AnswerPath(request, 7, At(600));
+  r = f.client.PollResult();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->id, *no_deadline);
+  ASSERT_TRUE(r->status.ok()) << r->status;
+  EXPECT_EQ(r->paths.at(0).dlid, 7);
+  EXPECT_FALSE(f.client.PollResult().has_value());
+  EXPECT_EQ(f.client.counters().waiter_deadlines, 2u);
+  EXPECT_EQ(f.client.counters().failures, 0u);
+  EXPECT_TRUE(f.agent.idle()) << "no timer left behind";
+}
+
+// The query on the wire lives until its last waiter's deadline: a later
+// waiter extends it, the earlier one times out alone, and the request itself
+// fails (once, counted once) at the latest deadline.
+TEST(SaClientTest, TheRequestOnTheWireEndsAtItsLastWaitersDeadline) {
+  Fixture f;
+  const PathQuery q = PathQuery::RdmaCm(G(2), G(3), 0xFFFF, 0x1060000);
+  auto first = f.client.GetPath(At(0), q, At(500));
+  auto second = f.client.GetPath(At(10), q, At(2000));
+  auto third = f.client.GetPath(At(20), q, At(2000));
+  ASSERT_TRUE(first.ok() && second.ok() && third.ok());
+  std::vector<std::pair<int64_t, uint64_t>> ends;  // (ms, id)
+  for (int64_t ms = 0; ms <= 2100; ++ms) {
+    f.agent.OnTimeout(At(ms));
+    while (f.agent.PollTransmit().has_value()) {
+    }
+    while (auto r = f.client.PollResult()) {
+      EXPECT_EQ(r->status.code(), absl::StatusCode::kDeadlineExceeded) << r->status;
+      ends.emplace_back(ms, r->id);
+    }
+  }
+  ASSERT_EQ(ends.size(), 3u);
+  EXPECT_EQ(ends[0], std::make_pair(int64_t{500}, *first));
+  EXPECT_EQ(ends[1], std::make_pair(int64_t{2000}, *second));
+  EXPECT_EQ(ends[2], std::make_pair(int64_t{2000}, *third));
+  EXPECT_EQ(f.agent.counters().timeouts, 1u) << "one request, failed at 2000";
+  EXPECT_EQ(f.client.counters().failures, 1u);
+  EXPECT_EQ(f.client.counters().waiter_deadlines, 1u);
+  EXPECT_EQ(f.client.counters().coalesced, 2u);
+  EXPECT_TRUE(f.agent.idle());
 }
 
 TEST(SaClientTest, CoalescingCanBeTurnedOff) {

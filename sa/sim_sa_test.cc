@@ -306,6 +306,69 @@ TEST_F(SimSaTest, NoSaMeansTimeoutAfterRetries) {
   EXPECT_EQ(a.agent->counters().sent, 3u);
 }
 
+// rdma_resolve_route(id, 500) and rdma_resolve_route(id2, 2000) to one
+// destination: the second is coalesced into the first, yet each keeps its
+// own timeout_ms (the kernel sends each ib_sa_path_rec_get on its own). The
+// SA takes 700 ms: the first fails at 500 ms, the second and one without a
+// deadline get the path at 700 ms, from one request to the SA.
+TEST_F(SimSaTest, CoalescedPathQueriesKeepTheirOwnDeadlines) {
+  SimSaConfig sc;
+  sc.service_time = mad::Duration::Millis(700);
+  Build(sim::TwoHostsOneSwitch(), sc);
+  Host& a = *hosts_[0];
+  const PathQuery q = PathQuery::RdmaCm(a.gid, hosts_[1]->gid, 0xFFFF, kServiceId);
+  const mad::TimePoint start = sched_->Now();
+  auto short_one = a.client->GetPath(start, q, start + mad::Duration::Millis(500));
+  auto long_one = a.client->GetPath(start, q, start + mad::Duration::Millis(2000));
+  auto no_deadline = a.client->GetPath(start, q);
+  ASSERT_TRUE(short_one.ok() && long_one.ok() && no_deadline.ok());
+  EXPECT_EQ(a.client->counters().coalesced, 2u);
+  SaResult r = Await(*a.client);
+  EXPECT_EQ(r.id, *short_one);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
+  EXPECT_EQ(sched_->Now() - start, mad::Duration::Millis(500));
+  for (uint64_t id : {*long_one, *no_deadline}) {
+    r = Await(*a.client);
+    EXPECT_EQ(r.id, id);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.paths.at(0).dlid, hosts_[1]->qp1->port().lid);
+  }
+  EXPECT_GE(sched_->Now() - start, mad::Duration::Millis(700));
+  EXPECT_LT(sched_->Now() - start, mad::Duration::Millis(800));
+  EXPECT_EQ(sa_->counters().requests, 1u);
+  EXPECT_EQ(a.client->counters().waiter_deadlines, 1u);
+  EXPECT_EQ(a.client->counters().failures, 0u);
+  EXPECT_EQ(a.agent->counters().timeouts, 0u);
+  ExpectQuiet();
+  EXPECT_TRUE(a.agent->idle());
+}
+
+// No SA: each query fails at its own deadline, the later one's ends the
+// request (one timeout on the wire).
+TEST_F(SimSaTest, WithoutAnSaCoalescedQueriesFailEachAtItsDeadline) {
+  Build(sim::TwoHostsOneSwitch(), {}, /*with_sa=*/false);
+  Host& a = *hosts_[0];
+  const PathQuery q = PathQuery::RdmaCm(a.gid, hosts_[1]->gid, 0xFFFF, kServiceId);
+  const mad::TimePoint start = sched_->Now();
+  auto first = a.client->GetPath(start, q, start + mad::Duration::Millis(500));
+  auto second = a.client->GetPath(start + mad::Duration::Millis(1), q,
+                                  start + mad::Duration::Millis(2000));
+  ASSERT_TRUE(first.ok() && second.ok());
+  SaResult r = Await(*a.client);
+  EXPECT_EQ(r.id, *first);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
+  EXPECT_EQ(sched_->Now() - start, mad::Duration::Millis(500));
+  r = Await(*a.client);
+  EXPECT_EQ(r.id, *second);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
+  EXPECT_EQ(sched_->Now() - start, mad::Duration::Millis(2000));
+  EXPECT_EQ(a.agent->counters().timeouts, 1u);
+  EXPECT_EQ(a.client->counters().failures, 1u);
+  EXPECT_EQ(a.client->counters().waiter_deadlines, 1u);
+  EXPECT_EQ(a.client->counters().coalesced, 1u);
+  ExpectQuiet();
+}
+
 TEST_F(SimSaTest, PathCacheHitAsksTheSaNothing) {
   Build(sim::TwoHostsOneSwitch());
   Host& a = *hosts_[0];

@@ -98,5 +98,34 @@ TEST_F(RouteTimeoutTest, UnansweredPathQueryIsRouteErrorEtimedout) {
   EXPECT_EQ(rdma_destroy_id(id), 0);
 }
 
+// Two ids to one destination: the second's PathRecord query is coalesced
+// into the first's (one MAD), yet each ends at its own timeout_ms, as the
+// kernel's two ib_sa_path_rec_get calls would (before: both at 500 ms).
+TEST_F(RouteTimeoutTest, ACoalescedRouteQueryEndsAtItsOwnTimeout) {
+  rdma_cm_id* ids[2] = {nullptr, nullptr};
+  sockaddr_in dst = Ipv4("10.0.0.2", 7471);
+  for (rdma_cm_id*& id : ids) {
+    ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+        << strerror(errno);
+    rdma_ack_cm_event(Next(RDMA_CM_EVENT_ADDR_RESOLVED, mad::Duration::Seconds(1)));
+  }
+  const mad::TimePoint asked = fabric_->scheduler().Now();
+  ASSERT_EQ(rdma_resolve_route(ids[0], 500), 0) << strerror(errno);
+  ASSERT_EQ(rdma_resolve_route(ids[1], 2000), 0) << strerror(errno);
+  for (int i = 0; i < 2; ++i) {
+    const int timeout_ms = i == 0 ? 500 : 2000;
+    rdma_cm_event* e = Next(RDMA_CM_EVENT_ROUTE_ERROR, mad::Duration::Seconds(120));
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->id, ids[i]);
+    EXPECT_EQ(e->status, -ETIMEDOUT);
+    rdma_ack_cm_event(e);
+    const mad::Duration took = fabric_->scheduler().Now() - asked;
+    EXPECT_GE(took, mad::Duration::Millis(timeout_ms));
+    EXPECT_LT(took, mad::Duration::Millis(timeout_ms + 10));
+  }
+  for (rdma_cm_id* id : ids) EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
 }  // namespace
 }  // namespace uscm::librdmacm
