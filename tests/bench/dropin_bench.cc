@@ -11,6 +11,11 @@
 //                             it comes (as BM_CApiSimFabric)
 //   BM_DropInSimFabricBurst/N N in flight, each batch taken as an epoll
 //                             program takes it (as BM_CApiSimFabricBurst)
+//   BM_DropInResolveRoute/N   cmtime's resolve-route step alone: N calls on
+//                             ids with their address resolved, then the N
+//                             ROUTE_RESOLVED events taken and acked (a path
+//                             cache hit here; RoCE's RocePath on a device);
+//                             per id, against tests/vm/bench/route_floor
 //
 // `syscalls/conn`: the eventfd syscalls of the program's channels
 // (ChannelFdSyscalls) and of the ports' uscm channels (fd_syscalls), and
@@ -246,6 +251,26 @@ void BM_DropInSimFabricBurst(benchmark::State& state) {
   state.counters["syscalls/conn"] = static_cast<double>(p.syscalls()) / conns;
 }
 BENCHMARK(BM_DropInSimFabricBurst)->Arg(16)->Arg(64)->Arg(256);
+
+void BM_DropInResolveRoute(benchmark::State& state) {
+  DropInPair p;
+  const size_t n = static_cast<size_t>(state.range(0));
+  std::vector<rdma_cm_id*> ids(n);
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (size_t i = 0; i < n; ++i) ids[i] = p.Create();
+    p.Drain(0, n, RDMA_CM_EVENT_ADDR_RESOLVED, nullptr);
+    state.ResumeTiming();
+    for (rdma_cm_id* id : ids) rdma_resolve_route(id, 2000);
+    p.Drain(0, n, RDMA_CM_EVENT_ROUTE_RESOLVED, nullptr);
+    state.PauseTiming();
+    for (rdma_cm_id* id : ids) rdma_destroy_id(id);
+    state.ResumeTiming();
+  }
+  const double calls = static_cast<double>(state.iterations() * n);
+  state.counters["ids/s"] = benchmark::Counter(calls, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DropInResolveRoute)->Arg(1000);
 
 }  // namespace
 }  // namespace uscm

@@ -23,7 +23,12 @@
 #   CMTIME_BINS="DIR..."   the drop-in half once per bazel-bin-like DIR (tools/uscm,
 #                          tools/uscmd, api/librdmacm/librdmacm.so.1), in this boot: a
 #                          before/after pair of the same boot (default: $USCM_VM_BIN)
-#   CMTIME_KERNEL=0        skip the kernel half
+#   CMTIME_KERNEL=K        K kernel runs after the drop-in half (default 1; 0 skips it)
+#   CMTIME_ROUTE_FLOOR=1   before every run and after the last, the resolve-route floor
+#                          (tests/vm/bench/route_floor: the event hand-over alone, no CM);
+#                          target //tests/vm/bench:route_floor
+#   CMTIME_SMP=N           the VM's vCPUs (default 2; under TCG they take turns on one
+#                          host thread)
 #   CMTIME_CAPTURE=1       uscmd records the wire (--capture); after the half: how many
 #                          REQs each connection took, and the MAD timeline of the three
 #                          that took most (each MAD twice: uscmd sends it and receives it)
@@ -32,7 +37,7 @@
 #   CMTIME_HOG=K           K busy loops in the VM while each half runs: load on purpose
 #                          (the retry storm of a loaded host, without waiting for one)
 . "$(dirname "$0")/../lib.sh"
-vm_boot --timeout 1500 --env "CMTIME_N=${1:-1000}" --env "CMTIME_MEASURE=${CMTIME_MEASURE:-}" \
+vm_boot --timeout 1500 --smp "${CMTIME_SMP:-2}" --env "CMTIME_ROUTE_FLOOR=${CMTIME_ROUTE_FLOOR:-0}" --env "CMTIME_N=${1:-1000}" --env "CMTIME_MEASURE=${CMTIME_MEASURE:-}" \
   --env "CMTIME_BINS=${CMTIME_BINS:-}" --env "CMTIME_KERNEL=${CMTIME_KERNEL:-1}" \
   --env "CMTIME_HOG=${CMTIME_HOG:-0}" --env "CMTIME_CAPTURE=${CMTIME_CAPTURE:-0}"
 
@@ -115,6 +120,13 @@ show_measure() {
     rm -f "$f"; done
 }
 
+# route_floor: CMTIME_ROUTE_FLOOR's three rounds of the resolve-route floor, N ids each
+route_floor() {
+  [ "${CMTIME_ROUTE_FLOOR:-0}" = 1 ] || return 0
+  echo "== route floor (VM load $(cut -d' ' -f1-3 /proc/loadavg))"
+  "$USCM_VM_BIN/tests/vm/bench/route_floor" --n "$N" --rounds 3 || fail route-floor "route_floor failed"
+}
+
 # run_pair NAME READY PORT SERVER... ::: CLIENT...: a cmtime server, then the client
 # (which prints the step table); the server (Debian's cmtime serves until killed) is
 # stopped once the client is done. READY: kernel (a listener in `rdma resource`) or
@@ -153,6 +165,7 @@ totals() {
 lsmod | grep -qw ib_cm && fail bench-uscm "ib_cm is loaded: the drop-in half needs the port's CM class"
 i=0
 for BIN in ${CMTIME_BINS:-$USCM_VM_BIN}; do
+  route_floor
   i=$((i + 1)); USCM=$BIN/tools/uscm; echo "drop-in run $i: $BIN; load: $(cat /proc/loadavg); hogs: ${CMTIME_HOG:-0}"
   CAPTURE=(); [ "${CMTIME_CAPTURE:-0}" = 1 ] && CAPTURE=(--capture "$OUT/wire$i.pcap")
   $(measure uscmd) "$BIN/tools/uscmd" --ca rxe0 --port 1 "${CAPTURE[@]}" > $OUT/uscmd.log 2>&1 & UPID=$!
@@ -165,16 +178,22 @@ for BIN in ${CMTIME_BINS:-$USCM_VM_BIN}; do
   hog_end; record_end; stop_tree "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log; show_measure
   show_capture "$OUT/wire$i.pcap"
 done
-[ "${CMTIME_KERNEL:-1}" = 1 ] || group_end
+[ "${CMTIME_KERNEL:-1}" -gt 0 ] || { route_floor; group_end; }
 # (--device rxe0: `uscm exec` starts no uscmd for rxe1; with ours gone ib_cm may take rxe0's CM class)
 modprobe -a rdma_ucm rdma_cm ib_cm || fail bench-kernel "modprobe rdma_ucm rdma_cm ib_cm failed"
-record_start; hog_start
-run_pair kernel kernel 7471 $(measure server) cmtime -b $A -p 7471 -c "$N" ::: \
-  $(measure client) cmtime -s $A -b $B -p 7471 -c "$N" && pass bench-kernel || fail bench-kernel "see above"
-hog_end; record_end; show_measure
-echo "cmtime -c $N, step totals (ms): kernel CM | uscm drop-in | kernel / uscm"
+for ((k = 1; k <= ${CMTIME_KERNEL:-1}; k++)); do
+  route_floor
+  port=$((7470 - k + 1))
+  record_start; hog_start
+  run_pair kernel$k kernel $port $(measure server) cmtime -b $A -p $port -c "$N" ::: \
+    $(measure client) cmtime -s $A -b $B -p $port -c "$N" && pass bench-kernel$k ||
+    fail bench-kernel$k "see above"
+  hog_end; record_end; show_measure
+done
+route_floor
+echo "cmtime -c $N, step totals (ms): kernel CM | uscm drop-in | kernel / uscm (the last runs)"
 awk -F'\t' 'NR == FNR { k[$1] = $2; order[++n] = $1; next } { u[$1] = $2 }
   END { for (i = 1; i <= n; i++) { s = order[i]
           printf "%-14s %10s %10s %8.1fx\n", s, k[s], u[s], (u[s] > 0 ? k[s] / u[s] : 0) } }' \
-  <(totals kernel) <(totals uscm$i)
+  <(totals kernel$((k - 1))) <(totals uscm$i)
 group_end
