@@ -20,6 +20,9 @@
 #   CMTIME_MEASURE=record  `perf record -a` over each half (the whole VM, kernel included):
 #                          the CPU by process and library, and the top symbols
 #   CMTIME_MEASURE=perf    each under `perf stat` (CPU time, context switches, migrations)
+#   CMTIME_MEASURE=route   the client under `strace -f -tt`: the syscalls of its resolve-
+#                          route step by thread (from the end of the main thread's first
+#                          sched_yield run, resolve addr's wait, to the end of its second)
 #   CMTIME_BINS="DIR..."   the drop-in half once per bazel-bin-like DIR (tools/uscm,
 #                          tools/uscmd, api/librdmacm/librdmacm.so.1), in this boot: a
 #                          before/after pair of the same boot (default: $USCM_VM_BIN)
@@ -54,6 +57,7 @@ measure() {
     strace) echo "strace -f -c -o $OUT/$1.measure" ;;
     trace) echo "strace -f -o $OUT/$1.measure" ;;
     perf) echo "perf stat -e task-clock,context-switches,cpu-migrations -o $OUT/$1.measure" ;;
+    route) [ "$1" = client ] && echo "strace -f -tt -o $OUT/$1.measure" ;;
   esac
 }
 stop_tree() {
@@ -108,11 +112,31 @@ record_end() {
     head -n 50
   rm -f "$OUT/all.data"
 }
+# route_window TRACE: CMTIME_MEASURE=route's count. The main thread (the trace's first
+# pid) waits for each asynchronous step in a sched_yield loop: resolve addr's is its
+# first run of them, resolve route's the second; the window is from the end of the
+# first run to the end of the second, every thread's syscalls in it by name.
+route_window() {
+  awk '{ pid = $1; call = $3; sub(/\(.*/, "", call)
+         resumed = call == "<..."; if (resumed) call = $4   # "<... NAME resumed>": counted once
+         if (main == "") main = pid
+         n++; P[n] = pid; C[n] = resumed ? "" : call
+         if (pid == main) { y = call == "sched_yield"
+           if (y && !in_run) runs++; if (!y && in_run) end[runs] = last; in_run = y
+           if (y) last = n } }
+    END { if (!end[2]) { print "route window: fewer than two sched_yield runs"; exit }
+      for (i = end[1] + 1; i <= end[2]; i++) if (C[i] != "" && (C[i] != "sched_yield" || P[i] != main))
+        k[(P[i] == main ? "main" : "other") " " C[i]]++
+      for (x in k) printf "  %6d %s\n", k[x], x
+      printf "route window: lines %d..%d of the trace\n", end[1] + 1, end[2] > "/dev/stderr" }' \
+    "$1" 2>&1 | sort -k1,1nr | head -n 25
+}
 show_measure() {
   local f
   for f in "$OUT"/*.measure; do [ -e "$f" ] || continue
     echo "== $(basename "$f" .measure) (${CMTIME_MEASURE}, N=$N)"
-    if [ "$CMTIME_MEASURE" = trace ]; then   # what a call opens, and the calls that fail
+    if [ "$CMTIME_MEASURE" = route ]; then route_window "$f"
+    elif [ "$CMTIME_MEASURE" = trace ]; then   # what a call opens, and the calls that fail
       local call='^[0-9]+ +(openat|ioctl)\(([^,]*), ("[^"]*"|[A-Z_0-9]*|0x[0-9a-f]*)'
       sed -nE "s/$call.* = (-?[0-9]+ ?[A-Z]*).*/\\1 \\3 \\4/p" "$f" |
         sed -E 's/= ?[0-9]+$//; s/ [0-9]+$//' | sort | uniq -c | sort -rn | head -n 25
