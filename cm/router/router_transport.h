@@ -39,6 +39,9 @@ struct RouterTransportCounters {
   uint64_t sent = 0;
   uint64_t received = 0;
   uint64_t refused = 0;  // MADs the router would not send (see last_refusal())
+  // recvmmsg(2) calls of Drain: one takes every frame queued (up to
+  // kDrainBatch), and fewer than asked means the socket is empty.
+  uint64_t receive_calls = 0;
 };
 
 class RouterTransport final : public mad::Transport {
@@ -88,6 +91,11 @@ class RouterTransport final : public mad::Transport {
   absl::Status status_;
   absl::Status last_refusal_;
   std::vector<uint8_t> buf_;
+  // Drain's recvmmsg slots: kDrainBatch frames of up to kMaxFrameBytes
+  // (allocated at the first Drain, left uninitialised: only the pages a
+  // frame lands in are ever touched).
+  static constexpr size_t kDrainBatch = 8;
+  std::unique_ptr<uint8_t[]> batch_;
   std::vector<uint8_t> out_;
   // MADs read while waiting for a reply, handed out by the next Drain.
   std::deque<std::pair<mad::MadAddress, std::vector<uint8_t>>> held_;
