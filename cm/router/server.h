@@ -74,6 +74,8 @@ struct ServerCounters {
   // duplicate REQ, an RTU per duplicate REP), and under load each such answer
   // made the peer's queue longer: the retry storm (docs/ROUTER.md).
   uint64_t duplicates_not_queued = 0;
+  uint64_t client_receive_calls = 0;  // recvmmsg(2) calls on the clients' sockets
+  uint64_t wire_polls = 0;            // loop turns that read the wire
 };
 
 // Frames that may wait for one client before one is dropped (a MAD frame is
@@ -120,6 +122,7 @@ class Server {
   absl::Status WatchFds();
   void Accept();
   void ReadClient(int fd);
+  bool HandleClientFrame(int fd, std::span<const uint8_t> frame);
   void CloseClient(int fd);
   void SendTo(uint8_t slot, std::span<const uint8_t> frame);
   // Sends what waits in the client's queue until the socket is full again;
@@ -144,7 +147,11 @@ class Server {
   };
   absl::flat_hash_map<int, Conn> conns_;     // by fd
   absl::flat_hash_map<uint8_t, int> by_slot_;
-  std::vector<uint8_t> buf_;
+  // ReadClient's recvmmsg slots: kReadBatch frames of up to kMaxFrameBytes,
+  // allocated at the first read and left uninitialised (only the pages a
+  // frame lands in are touched).
+  static constexpr size_t kReadBatch = 8;
+  std::unique_ptr<uint8_t[]> batch_;
   std::atomic<bool> stop_{false};
   // False when epoll refused the wire's fd (umad2sim): drained every tick.
   bool wire_fd_watched_ = true;
