@@ -1,11 +1,17 @@
 // How the simulator's cost grows with the fabric (issue 14). Not a Google
 // Benchmark: each point builds a fabric, runs `uscm sim`'s workload on it and
-// reports wall time, events (scheduler steps) per second, wall time per
-// connection (process CPU time, so a loaded machine does not skew it; wall
-// time beside it), and the heap a host costs: idle (after the fabric, the SA and
+// reports events (scheduler steps) per second, the time per connection
+// (process CPU time, so a loaded machine does not skew it, and wall time
+// beside it), and the heap a host costs: idle (after the fabric, the SA and
 // the hosts are built, before any connection) and after the run. Every point
 // runs in the same process, so the ratio of the per-connection times at the
 // largest and the smallest fabric compares like with like (goal: <= 1.5).
+//
+// Wall and CPU time cover the same window, the measured run alone. What wall
+// time has beyond CPU time is accounted for beside it: wait_s, the time the
+// process was runnable but another process had the CPU (the kernel's
+// run-queue delay, /proc/self/schedstat), and minflt/conn, page faults.
+// On a loaded machine wait_s is the gap; blocked time (I/O) would be the rest.
 //
 // A host's first connection costs more than the next ones: the CM endpoint
 // allocates its first slot-map chunk (256 connections, 106 KB, every page
@@ -66,12 +72,31 @@ long MaxRssKb() {
   return u.ru_maxrss;
 }
 
+long MinorFaults() {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+// Seconds this (single-threaded) process spent runnable but not running: the
+// second field of /proc/self/schedstat (ns on the run queue); 0 if unreadable.
+double RunQueueWaitSeconds() {
+  FILE* f = std::fopen("/proc/self/schedstat", "r");
+  if (f == nullptr) return 0;
+  unsigned long long on_cpu = 0, waiting = 0;
+  const int n = std::fscanf(f, "%llu %llu", &on_cpu, &waiting);
+  std::fclose(f);
+  return n == 2 ? static_cast<double>(waiting) * 1e-9 : 0;
+}
+
 struct Point {
   int hosts = 0;
   int connections = 0;
   double setup_s = 0;      // building the fabric and hosts
-  double run_s = 0;        // the workload, wall
-  double run_cpu_s = 0;    // the workload, process CPU time
+  double run_s = 0;        // the measured workload, wall
+  double run_cpu_s = 0;    // the measured workload, process CPU time
+  double run_wait_s = 0;   // the measured workload, runnable but not running
+  long run_faults = 0;     // the measured workload, minor page faults
   double warm_cpu_s = 0;   // the warm-up workload (one connection per host), CPU
   uint64_t events = 0;     // scheduler steps in the run
   uint64_t wakes = 0;      // host wakes in the run
@@ -145,11 +170,16 @@ bool RunPoint(int hosts, int connections, int64_t interval_us, int warmup, Point
     idle0 += h->idle_wakes();
   }
   PerfControl("enable");
+  const long faults1 = MinorFaults();
+  const double wait1 = RunQueueWaitSeconds();
+  const auto t2 = Clock::now();
   const double cpu1 = CpuSeconds();
   auto r = MeasuredRun(**world, o);
   out->run_cpu_s = CpuSeconds() - cpu1;
+  const auto t3 = Clock::now();
+  out->run_wait_s = RunQueueWaitSeconds() - wait1;
+  out->run_faults = MinorFaults() - faults1;
   PerfControl("disable");
-  const auto t2 = Clock::now();
   if (!r.ok()) {
     std::fprintf(stderr, "%d hosts: %s\n", hosts, std::string(r.status().message()).c_str());
     return false;
@@ -162,7 +192,7 @@ bool RunPoint(int hosts, int connections, int64_t interval_us, int warmup, Point
   out->wakes -= wakes0;
   out->idle_wakes -= idle0;
   out->setup_s = std::chrono::duration<double>(t1 - t0).count();
-  out->run_s = std::chrono::duration<double>(t2 - t1).count();
+  out->run_s = std::chrono::duration<double>(t3 - t2).count();
   std::vector<double> setup;
   for (const ConnResult& c : r->conns) {
     if (c.established) {
@@ -214,10 +244,10 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("%8s %12s %9s %13s %9s %9s %12s %12s %11s %11s %11s %12s %12s %9s\n", "hosts",
-              "connections", "setup_s", "warm_us/host", "run_s", "run_cpu_s", "events",
-              "events/s", "wakes/conn", "idle/conn", "cpu_us/conn", "idle_B/host",
-              "after_B/host", "p50_us");
+  std::printf("%8s %12s %9s %13s %9s %9s %9s %12s %12s %11s %11s %11s %12s %12s %12s %12s %9s\n",
+              "hosts", "connections", "setup_s", "warm_us/host", "run_s", "run_cpu_s", "wait_s",
+              "minflt/conn", "events", "events/s", "wakes/conn", "idle/conn", "cpu_us/conn",
+              "wall_us/conn", "idle_B/host", "after_B/host", "p50_us");
   std::vector<Point> points;
   for (int h : hosts) {
     Point p;
@@ -228,22 +258,27 @@ int Main(int argc, char** argv) {
       return 1;
     }
     std::printf(
-        "%8d %12d %9.2f %13.1f %9.2f %9.2f %12llu %12.0f %11.2f %11.2f %11.2f %12.0f %12.0f "
-        "%9.1f\n",
+        "%8d %12d %9.2f %13.1f %9.2f %9.2f %9.2f %12.2f %12llu %12.0f %11.2f %11.2f %11.2f "
+        "%12.2f %12.0f %12.0f %9.1f\n",
         p.hosts, p.connections, p.setup_s, 1e6 * p.warm_cpu_s / p.hosts, p.run_s, p.run_cpu_s,
+        p.run_wait_s, static_cast<double>(p.run_faults) / p.connections,
         static_cast<unsigned long long>(p.events), p.events / p.run_cpu_s,
         static_cast<double>(p.wakes) / p.connections,
-        static_cast<double>(p.idle_wakes) / p.connections,
-        1e6 * p.run_cpu_s / p.connections, p.idle_bytes, p.after_bytes, p.p50_us);
+        static_cast<double>(p.idle_wakes) / p.connections, 1e6 * p.run_cpu_s / p.connections,
+        1e6 * p.run_s / p.connections, p.idle_bytes, p.after_bytes, p.p50_us);
     std::fflush(stdout);
     points.push_back(p);
   }
   if (points.size() > 1) {
     const Point& a = points.front();
     const Point& b = points.back();
-    std::printf("per-connection CPU time, %d hosts / %d hosts: %.2f (wall: %.2f)\n", b.hosts,
-                a.hosts, (b.run_cpu_s / b.connections) / (a.run_cpu_s / a.connections),
-                (b.run_s / b.connections) / (a.run_s / a.connections));
+    std::printf("per-connection CPU time, %d hosts / %d hosts: %.2f\n", b.hosts, a.hosts,
+                (b.run_cpu_s / b.connections) / (a.run_cpu_s / a.connections));
+    std::printf("per-connection wall time, %d hosts / %d hosts: %.2f (less the run-queue "
+                "wait: %.2f)\n",
+                b.hosts, a.hosts, (b.run_s / b.connections) / (a.run_s / a.connections),
+                ((b.run_s - b.run_wait_s) / b.connections) /
+                    ((a.run_s - a.run_wait_s) / a.connections));
     if (warmup > 0) {
       std::printf("with the warm-up counted in: %.2f\n",
                   ((b.run_cpu_s + b.warm_cpu_s) / b.connections) /
