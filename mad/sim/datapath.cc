@@ -317,7 +317,7 @@ size_t SimTransport::Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink
     sink(mad::ReceivedMad{from, std::span<const uint8_t>(data.data(), len)});
     // Popped after the sink: if the sink ran the scheduler and the ring grew,
     // the MAD just handed out is again at rx_head_.
-    rx_head_ = (rx_head_ + 1) % rx_.size();
+    rx_head_ = static_cast<uint32_t>((rx_head_ + 1) % rx_.size());
     rx_count_--;
     fabric_->FreeSlot(rx.slot);
     ++n;

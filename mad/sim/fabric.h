@@ -256,7 +256,12 @@ class Fabric {
 
 // One UD QP on a simulated port. fd() is -1: a simulation polls through the
 // scheduler (pending() / set_on_arrival), not epoll.
-class SimTransport final : public mad::Transport {
+//
+// Layout: with thousands of hosts a QP is cold at each MAD that reaches it,
+// so what a send, a delivery and a drain read (the fabric, the QP's numbers,
+// the receive ring and the arrival callback) fills its first two cache lines
+// and the port and capabilities, read at set-up, come after them.
+class alignas(64) SimTransport final : public mad::Transport {
  public:
   ~SimTransport() override;
 
@@ -286,16 +291,18 @@ class SimTransport final : public mad::Transport {
   // The receive queue is a ring that only grows: no allocation per MAD once warm.
   Rx& PushRx();
 
+  // Hot (see the class comment).
   Fabric* fabric_;
   int endpoint_;
   uint32_t qpn_;
   uint32_t qkey_;
+  uint32_t rx_head_ = 0;
+  size_t rx_count_ = 0;
+  std::vector<Rx> rx_;
+  absl::AnyInvocable<void()> on_arrival_;
+  // Cold.
   mad::LocalPort port_;
   mad::TransportCaps caps_;
-  std::vector<Rx> rx_;
-  size_t rx_head_ = 0;
-  size_t rx_count_ = 0;
-  absl::AnyInvocable<void()> on_arrival_;
 };
 
 }  // namespace uscm::sim
