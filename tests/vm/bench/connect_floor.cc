@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/vm/bench/floor_clocks.h"
+
 namespace {
 
 constexpr int kPort = 1;
@@ -49,31 +51,8 @@ constexpr int kRtsMask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_
   exit(1);
 }
 
-// The three clocks of one measurement, read before and after a part.
-struct Clocks {
-  double wall_ms, self_cpu_ms, vm_busy_ms;
-};
-
-double VmBusyMs() {  // the first line of /proc/stat: all CPUs, in USER_HZ ticks
-  FILE* f = fopen("/proc/stat", "r");
-  if (!f) Die("/proc/stat");
-  unsigned long long v[10] = {};
-  if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-             &v[4], &v[5], &v[6], &v[7]) != 8)
-    Die("/proc/stat: unexpected first line");
-  fclose(f);
-  const unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];  // not idle, iowait
-  return 1000.0 * static_cast<double>(busy) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-Clocks Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
-  return {ts.tv_sec * 1e3 + ts.tv_nsec / 1e6, ms(ru.ru_utime) + ms(ru.ru_stime), VmBusyMs()};
-}
+using uscm::floor_bench::Clocks;
+using uscm::floor_bench::Now;
 
 void Report(const char* part, const Clocks& a, const Clocks& b, int n) {
   const double wall = b.wall_ms - a.wall_ms, self = b.self_cpu_ms - a.self_cpu_ms,

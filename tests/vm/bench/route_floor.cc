@@ -31,6 +31,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/vm/bench/floor_clocks.h"
+
 namespace {
 
 [[noreturn]] void Die(const std::string& what) {
@@ -107,32 +109,8 @@ class Channel {
   uint64_t writes_ = 0, reads_ = 0;
 };
 
-struct Clocks {
-  double wall_ms, self_cpu_ms, vm_busy_ms;
-  long switches;  // voluntary + involuntary, this process's threads
-};
-
-double VmBusyMs() {  // /proc/stat's first line: all CPUs, not idle or iowait
-  FILE* f = fopen("/proc/stat", "r");
-  if (!f) Die("/proc/stat");
-  unsigned long long v[8] = {};
-  if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-             &v[4], &v[5], &v[6], &v[7]) != 8)
-    Die("/proc/stat: unexpected first line");
-  fclose(f);
-  const unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-  return 1000.0 * static_cast<double>(busy) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-Clocks Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
-  return {ts.tv_sec * 1e3 + ts.tv_nsec / 1e6, ms(ru.ru_utime) + ms(ru.ru_stime), VmBusyMs(),
-          ru.ru_nvcsw + ru.ru_nivcsw};
-}
+using uscm::floor_bench::Clocks;
+using uscm::floor_bench::Now;
 
 // One round: N calls, each an event, then the sched_yield wait for N completions.
 void Round(int n, int round) {
