@@ -5,7 +5,6 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -154,10 +153,9 @@ void RouterTransport::Handle(std::span<const uint8_t> frame,
   }
 }
 
-// One recvmmsg takes every frame queued (up to kDrainBatch): a wake with k
-// frames costs one syscall instead of k reads and the read that says EAGAIN.
-// A batch that came back short means the socket was empty; a full one may
-// have left more, so the loop asks again.
+// Frames come in batches (FrameBatch: one recvmmsg); a batch that came back
+// short means the socket was empty, a full one may have left more, so the
+// loop asks again.
 size_t RouterTransport::Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink,
                               size_t max) {
   size_t n = 0;
@@ -167,33 +165,24 @@ size_t RouterTransport::Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> s
     sink(mad::ReceivedMad{from, bytes});
     ++n;
   }
-  if (batch_ == nullptr) batch_.reset(new uint8_t[kDrainBatch * kMaxFrameBytes]);
   for (;;) {
     if (n >= max || !status_.ok()) break;
     // At most one frame per MAD still wanted (a frame holds one MAD or none).
-    const size_t want = std::min(kDrainBatch, max - n);
-    iovec iov[kDrainBatch];
-    mmsghdr msgs[kDrainBatch] = {};
-    for (size_t i = 0; i < want; ++i) {
-      iov[i] = {batch_.get() + i * kMaxFrameBytes, kMaxFrameBytes};
-      msgs[i].msg_hdr.msg_iov = &iov[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
-    }
+    const size_t want = std::min(FrameBatch::kSlots, max - n);
     ++counters_.receive_calls;
-    const int got = recvmmsg(fd_, msgs, static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+    const int got = batch_.Receive(fd_, want);
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) break;
     if (got < 0) {
       Break(std::strerror(errno));
       break;
     }
     for (int i = 0; i < got; ++i) {
-      if (msgs[i].msg_len == 0) {  // the router closed the socket after these
+      if (batch_.frame(i).empty()) {  // the router closed the socket after these
         Break("closed the connection");
         break;
       }
       const uint64_t before = counters_.received;
-      Handle(std::span<const uint8_t>(batch_.get() + i * kMaxFrameBytes, msgs[i].msg_len),
-             &sink);
+      Handle(batch_.frame(i), &sink);
       n += counters_.received - before;
     }
     if (static_cast<size_t>(got) < want) break;  // the socket is empty

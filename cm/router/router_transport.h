@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cm/router/frame.h"
+#include "cm/router/frame_batch.h"
 #include "cm/runtime.h"
 #include "mad/time.h"
 #include "mad/transport.h"
@@ -40,7 +41,7 @@ struct RouterTransportCounters {
   uint64_t received = 0;
   uint64_t refused = 0;  // MADs the router would not send (see last_refusal())
   // recvmmsg(2) calls of Drain: one takes every frame queued (up to
-  // kDrainBatch), and fewer than asked means the socket is empty.
+  // FrameBatch::kSlots), and fewer than asked means the socket is empty.
   uint64_t receive_calls = 0;
 };
 
@@ -91,11 +92,7 @@ class RouterTransport final : public mad::Transport {
   absl::Status status_;
   absl::Status last_refusal_;
   std::vector<uint8_t> buf_;
-  // Drain's recvmmsg slots: kDrainBatch frames of up to kMaxFrameBytes
-  // (allocated at the first Drain, left uninitialised: only the pages a
-  // frame lands in are ever touched).
-  static constexpr size_t kDrainBatch = 8;
-  std::unique_ptr<uint8_t[]> batch_;
+  FrameBatch batch_;  // Drain's
   std::vector<uint8_t> out_;
   // MADs read while waiting for a reply, handed out by the next Drain.
   std::deque<std::pair<mad::MadAddress, std::vector<uint8_t>>> held_;

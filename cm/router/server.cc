@@ -6,7 +6,6 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -268,39 +267,27 @@ void Server::Accept() {
   }
 }
 
-// Frames come in batches of one recvmmsg (kReadBatch; a short batch means the
-// socket is empty): a wake with k frames from a client costs one syscall, not
-// k reads and one more that says EAGAIN.
+// Frames come in batches (FrameBatch: one recvmmsg; a short batch means the
+// socket is empty).
 void Server::ReadClient(int fd) {
   if (conns_.find(fd) == conns_.end()) return;
-  if (batch_ == nullptr) batch_.reset(new uint8_t[kReadBatch * kMaxFrameBytes]);
   for (int taken = 0; taken < 64;) {  // bounded: other clients get a turn
-    iovec iov[kReadBatch];
-    mmsghdr msgs[kReadBatch] = {};
-    for (size_t i = 0; i < kReadBatch; ++i) {
-      iov[i] = {batch_.get() + i * kMaxFrameBytes, kMaxFrameBytes};
-      msgs[i].msg_hdr.msg_iov = &iov[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
-    }
     ++counters_.client_receive_calls;
-    const int got = recvmmsg(fd, msgs, kReadBatch, MSG_DONTWAIT, nullptr);
+    const int got = batch_.Receive(fd, FrameBatch::kSlots);
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (got < 0) {
       CloseClient(fd);
       return;
     }
     for (int i = 0; i < got; ++i) {
-      if (msgs[i].msg_len == 0) {  // the client closed its end after these
+      if (batch_.frame(i).empty()) {  // the client closed its end after these
         CloseClient(fd);
         return;
       }
-      if (!HandleClientFrame(fd, std::span<const uint8_t>(batch_.get() + i * kMaxFrameBytes,
-                                                          msgs[i].msg_len))) {
-        return;
-      }
+      if (!HandleClientFrame(fd, batch_.frame(i))) return;
     }
     taken += got;
-    if (static_cast<size_t>(got) < kReadBatch) return;  // the socket is empty
+    if (static_cast<size_t>(got) < FrameBatch::kSlots) return;  // the socket is empty
   }
 }
 

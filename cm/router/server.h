@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cm/router/frame_batch.h"
 #include "cm/router/router.h"
 #include "mad/time.h"
 #include "mad/transport.h"
@@ -147,11 +148,7 @@ class Server {
   };
   absl::flat_hash_map<int, Conn> conns_;     // by fd
   absl::flat_hash_map<uint8_t, int> by_slot_;
-  // ReadClient's recvmmsg slots: kReadBatch frames of up to kMaxFrameBytes,
-  // allocated at the first read and left uninitialised (only the pages a
-  // frame lands in are touched).
-  static constexpr size_t kReadBatch = 8;
-  std::unique_ptr<uint8_t[]> batch_;
+  FrameBatch batch_;  // ReadClient's
   std::atomic<bool> stop_{false};
   // False when epoll refused the wire's fd (umad2sim): drained every tick.
   bool wire_fd_watched_ = true;
