@@ -1,26 +1,11 @@
 // The C API's events cost no heap allocation once a channel is warm: an acked
 // event's wrapper is handed out again (api/c/uscm_cma.cc ChannelImpl), as the
 // C++ channel recycles its events. Counted by a replacement operator new in
-// this binary, inside uscm_get_cm_event and uscm_ack_cm_event only.
-#include <cstdlib>
-#include <new>
-
+// alloc_counter, inside uscm_get_cm_event and uscm_ack_cm_event only.
 #include "api/c/c_api_testing.h"
 #include "api/c/uscm_cma.h"
+#include "api/rdma_cm/alloc_counter.h"
 #include "gtest/gtest.h"
-
-namespace {
-bool g_counting = false;
-unsigned long long g_allocations = 0;
-}  // namespace
-
-void* operator new(size_t n) {
-  if (g_counting) ++g_allocations;
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace uscm {
 namespace {
@@ -40,14 +25,10 @@ class CApiAllocsTest : public testing::CApiSimTest {
   void TakeAndAck(uscm_cm_event_type want) {
     ASSERT_TRUE(RunUntilEvent(ch_, 5000)) << "no " << uscm_event_str(want);
     uscm_cm_event* e = nullptr;
-    g_counting = true;
-    const int got = uscm_get_cm_event(ch_, &e);
-    g_counting = false;
+    const int got = testing::Counted([&] { return uscm_get_cm_event(ch_, &e); });
     ASSERT_EQ(got, 0) << uscm_last_error();
     EXPECT_EQ(e->event, want) << uscm_event_str(e->event);
-    g_counting = true;
-    const int acked = uscm_ack_cm_event(e);
-    g_counting = false;
+    const int acked = testing::Counted([&] { return uscm_ack_cm_event(e); });
     ASSERT_EQ(acked, 0) << uscm_last_error();
   }
   uscm_event_channel* ch_ = nullptr;
@@ -60,15 +41,15 @@ TEST_F(CApiAllocsTest, EventsOfAWarmChannelAllocateNothing) {
   for (int round = 0; round < 10; ++round) {
     uscm_cm_id* id = nullptr;
     ASSERT_EQ(uscm_create_id(ch_, &id, nullptr, USCM_PS_TCP), 0) << uscm_last_error();
-    const unsigned long long before = g_allocations;
+    const unsigned long long before = testing::Allocations();
     ASSERT_EQ(uscm_resolve_addr(id, nullptr, &server_, 2000), 0) << uscm_last_error();
     TakeAndAck(USCM_CM_EVENT_ADDR_RESOLVED);
     ASSERT_EQ(uscm_resolve_route(id, 2000), 0) << uscm_last_error();
     TakeAndAck(USCM_CM_EVENT_ROUTE_RESOLVED);
     if (round == 0) {
-      first_round = g_allocations - before;
+      first_round = testing::Allocations() - before;
     } else {
-      EXPECT_EQ(g_allocations - before, 0u) << "round " << round;
+      EXPECT_EQ(testing::Allocations() - before, 0u) << "round " << round;
     }
     ASSERT_EQ(uscm_destroy_id(id), 0) << uscm_last_error();
   }

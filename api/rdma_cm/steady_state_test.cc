@@ -1,35 +1,22 @@
 // A connection through the C++ API once the layer is warm, with events taken
 // as a C++ user takes them (GetEvent, read, AckEvent: the channel recycles
 // them with their buffers): the heap allocations the API layer makes for it
-// (counted by a replacement operator new in this binary, inside the API
+// (counted by alloc_counter's operator new, inside the API
 // calls and the devices' OnProgress only: the simulator's debug checks
 // allocate), and that reused buffers carry each event's and each request's
 // own bytes.
 #include <cstdio>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
+#include "api/rdma_cm/alloc_counter.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "api/rdma_cm/rdma_cm_testing.h"
 #include "gtest/gtest.h"
 
-namespace {
-bool g_counting = false;
-unsigned long long g_allocations = 0;
-}  // namespace
-
-void* operator new(size_t n) {
-  if (g_counting) ++g_allocations;
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-
 namespace uscm {
 namespace {
 
+using testing::Counted;
 using testing::SimFabric;
 
 std::vector<uint8_t> Fill(size_t n, uint8_t seed) {
@@ -42,16 +29,6 @@ std::vector<uint8_t> Fill(size_t n, uint8_t seed) {
 std::vector<uint8_t> Padded(std::vector<uint8_t> head, size_t n) {
   head.resize(n, 0);
   return head;
-}
-
-// Runs `f` with the allocation counter on.
-template <typename F>
-auto Counted(F f) {
-  struct Off {
-    ~Off() { g_counting = false; }
-  } off;
-  g_counting = true;
-  return f();
 }
 
 // Between a node and its Device: what the device does after each step
@@ -196,11 +173,11 @@ TEST_F(SteadyStateTest, AcksInAnyOrderAndUnknownOnesRefused) {
 TEST_F(SteadyStateTest, AWarmConnectionAllocatesLittle) {
   for (uint32_t i = 0; i < 300; ++i) ASSERT_NO_FATAL_FAILURE(OneConnection(i + 1, {}, {}));
   constexpr int kConnections = 1000;
-  const unsigned long long before = g_allocations;
+  const unsigned long long before = testing::Allocations();
   for (uint32_t i = 0; i < kConnections; ++i) {
     ASSERT_NO_FATAL_FAILURE(OneConnection(i + 1000, {}, {}));
   }
-  const double per_connection = static_cast<double>(g_allocations - before) / kConnections;
+  const double per_connection = static_cast<double>(testing::Allocations() - before) / kConnections;
   printf("%.2f allocations per connection\n", per_connection);
   EXPECT_LE(per_connection, 2.25);
 }
