@@ -49,7 +49,7 @@ for target in "${TARGETS[@]}"; do
   mkdir -p "$corpus"
   log="$WORK/$t.log"
   seeds="$WORK/seeds" max_len=512
-  [[ "$t" == router_frame ]] && seeds="$WORK/router-seeds" max_len=4096
+  [[ "$t" == router_frame ]] && seeds="$WORK/router-seeds" max_len=1024
   if "$FUZZ_BIN/${t}_fuzzer" -runs="$ITERATIONS" -seed=1 -max_len="$max_len" \
       -artifact_prefix="$WORK/$t-" -print_final_stats=1 \
       "$corpus" "$seeds" >"$log" 2>&1; then
