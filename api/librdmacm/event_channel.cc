@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -34,8 +35,55 @@ struct Event {
   void* on_ack_arg;
 };
 
+// Acked events are kept for the next ones, not freed. An event is made by
+// the device's progress thread and acked by the program's event thread, so
+// each free(3) was of another thread's arena and took that arena's lock,
+// which the progress thread held as often as not in its next malloc:
+// `CMTIME_MEASURE=futex` counted 156 of the cmtime server's 227 futex calls
+// (-c 200) in free (rdma_ack_cm_event) and in the progress thread's operator
+// new (docs/API.md "The server's futexes"). The pool's lock is held for a
+// push or a pop. At most kPooledEvents are kept (~400 KB).
+constexpr size_t kPooledEvents = 1024;
+
+struct EventPool {
+  std::mutex mu;
+  std::vector<Event*> free;  // capacity kPooledEvents, reserved: no allocation under mu
+};
+
+EventPool& ThePool() {
+  static EventPool* pool = [] {
+    auto* p = new EventPool;
+    p->free.reserve(kPooledEvents);
+    return p;
+  }();
+  return *pool;
+}
+
+Event* NewEvent() {
+  EventPool& pool = ThePool();
+  Event* e = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    if (!pool.free.empty()) {
+      e = pool.free.back();
+      pool.free.pop_back();
+    }
+  }
+  if (e == nullptr) return new (std::nothrow) Event{};
+  *e = Event{};
+  return e;
+}
+
 void Release(Event* e) {
   if (e->on_ack != nullptr) e->on_ack(e->on_ack_arg);
+  EventPool& pool = ThePool();
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    if (pool.free.size() < kPooledEvents) {
+      pool.free.push_back(e);
+      return;
+    }
+  }
   delete e;
 }
 
@@ -47,6 +95,9 @@ struct ChannelState {
   std::mutex mu;
   std::deque<Event*> queue;  // oldest first
   bool readable = false;     // the eventfd holds 1 (unless a waiter took it)
+  // Writes of the 1 decided under mu and made after it (QueueEventWithAck):
+  // until they land the fd may hold 0, so it is not read to clear it.
+  int wakes_in_flight = 0;
   // Getters inside their read(2) of the fd (nothing was queued): one of them
   // may take the 1 at any moment, so the fd is only read to clear it while
   // there are none (a read of a blocking fd holding 0 would block under mu).
@@ -67,6 +118,8 @@ Channel* FromPublic(rdma_event_channel* channel) { return reinterpret_cast<Chann
 
 std::atomic<void (*)(void*, bool)> g_wait_hook{nullptr};  // SetWaitHookForTesting
 std::atomic<void*> g_wait_hook_arg{nullptr};
+std::atomic<void (*)(void*)> g_after_wake_hook{nullptr};  // SetAfterWakeHookForTesting
+std::atomic<void*> g_after_wake_hook_arg{nullptr};
 
 // Makes the fd readable iff events are queued (mu held). 0, or an errno.
 int SyncFdLocked(Channel* ch) {
@@ -77,14 +130,15 @@ int SyncFdLocked(Channel* ch) {
     ++st.fd_syscalls;
     if (eventfd_write(ch->pub.fd, 1) != 0) return errno;
     st.readable = true;
-  } else if (st.waiters == 0) {
-    // Holds 1 (no waiter took it): the read does not block.
+  } else if (st.waiters == 0 && st.wakes_in_flight == 0) {
+    // Holds 1 (no waiter took it, no write pending): the read does not block.
     eventfd_t one;
     ++st.fd_syscalls;
     if (eventfd_read(ch->pub.fd, &one) != 0) return errno;
     st.readable = false;
   }
-  // else: a waiter takes the 1, finds the queue empty and waits again.
+  // else: a waiter takes the 1, finds the queue empty and waits again; or
+  // the pending write's thread clears it once its write landed.
   return 0;
 }
 
@@ -102,7 +156,7 @@ int QueueEventWithAck(rdma_event_channel* channel, const rdma_cm_event& event,
   if (private_data_len > kMaxEventPrivateData) {
     return Fail(EINVAL, "queue event", "private data longer than 256 bytes");
   }
-  Event* e = new (std::nothrow) Event{};
+  Event* e = NewEvent();
   if (e == nullptr) return Fail(ENOMEM, "queue event", "out of memory");
   e->pub = event;
   e->on_ack = on_ack;
@@ -113,14 +167,44 @@ int QueueEventWithAck(rdma_event_channel* channel, const rdma_cm_event& event,
     e->pub.param.conn.private_data_len = static_cast<uint8_t>(private_data_len);
   }
   Channel* ch = FromPublic(channel);
-  std::lock_guard<std::mutex> lock(ch->state->mu);
-  ch->state->queue.push_back(e);
-  if (int err = SyncFdLocked(ch); err != 0) {
-    ch->state->queue.pop_back();
-    delete e;  // not queued: no on_ack
-    return Fail(err, "queue event", "eventfd_write failed");
+  ChannelState& st = *ch->state;
+  std::unique_lock<std::mutex> lock(st.mu);
+  st.queue.push_back(e);
+  if (st.readable) return 0;  // the fd holds 1 already (or a write is on its way)
+  // The 1 is written outside the lock: the getter it wakes takes the lock
+  // next, and on one CPU the woken thread often runs at once; with the write
+  // under the lock it found the lock held (a futex wait, and a wake here).
+  st.readable = true;
+  ++st.wakes_in_flight;
+  ++st.fd_syscalls;
+  lock.unlock();
+  const int rc = eventfd_write(ch->pub.fd, 1);
+  const int err = errno;
+  if (void (*hook)(void*) = g_after_wake_hook.load(); hook != nullptr) {
+    hook(g_after_wake_hook_arg.load());
   }
+  lock.lock();
+  --st.wakes_in_flight;
+  if (rc != 0) {
+    st.readable = false;
+    // Not queued after all, unless a getter took it meanwhile (delivered).
+    auto it = std::find(st.queue.begin(), st.queue.end(), e);
+    if (it != st.queue.end()) {
+      st.queue.erase(it);
+      SyncFdLocked(ch);
+      lock.unlock();
+      e->on_ack = nullptr;  // not queued: no on_ack
+      Release(e);
+      return Fail(err, "queue event", "eventfd_write failed");
+    }
+  }
+  SyncFdLocked(ch);  // the queue drained before the write landed: clear it now
   return 0;
+}
+
+void SetAfterWakeHookForTesting(void (*fn)(void* arg), void* arg) {
+  g_after_wake_hook_arg.store(arg);
+  g_after_wake_hook.store(fn);
 }
 
 void SetWaitHookForTesting(void (*fn)(void* arg, bool woke), void* arg) {

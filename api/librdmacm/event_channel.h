@@ -1,7 +1,8 @@
 // The drop-in's rdma_event_channel: `fd` is an eventfd that holds 1 exactly
 // while events are queued, not yet retrieved (written when the queue goes
-// empty -> non-empty, read when it drains: two syscalls per burst of events,
-// not two per event), so the fd is readable exactly while events are queued;
+// empty -> non-empty, outside the channel's lock, and read when it drains:
+// two syscalls per burst of events, not two per event), so the fd is readable
+// exactly while events are queued;
 // rdma_get_cm_event takes the oldest event, and with none queued waits in a
 // read of the fd (blocking unless the program set O_NONBLOCK, then -1/EAGAIN).
 //
@@ -68,6 +69,10 @@ uint64_t ChannelFdSyscalls(rdma_event_channel* channel);
 // before its wait in a read of the fd and fn(arg, true) when the read
 // returns, both outside the channel's lock (NULL: nothing).
 void SetWaitHookForTesting(void (*fn)(void* arg, bool woke), void* arg);
+
+// Tests: QueueEvent(WithAck), having written the fd's 1 for an empty queue,
+// calls fn(arg) before it takes the channel's lock again (NULL: nothing).
+void SetAfterWakeHookForTesting(void (*fn)(void* arg), void* arg);
 
 // What rdma_destroy_event_channel runs first, with the channel still whole:
 // the id layer destroys the ids left on it (ids.cc CloseIdsOfChannel), as

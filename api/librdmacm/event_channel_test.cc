@@ -312,6 +312,87 @@ TEST_F(EventChannelTest, DrainWhileAWokenGetterIsOutsideTheLock) {
   EXPECT_EQ(rdma_ack_cm_event(woken), 0);
 }
 
+// The 1 for an empty queue is written outside the channel's lock: the getter
+// it wakes takes its event while the queuing thread is still stopped just
+// after its write (the hook). With the write under the lock the getter
+// would wait for the lock, a futex wait and wake per hand-over (the cmtime
+// client's largest: docs/API.md "The server's futexes"), and here the hook's
+// wait would run out.
+TEST_F(EventChannelTest, AGetterWokenByTheWriteFindsTheLockFree) {
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool waiting = false, got = false, got_in_hook = false;
+  } gate;
+  SetWaitHookForTesting(
+      [](void* arg, bool woke) {
+        auto* g = static_cast<Gate*>(arg);
+        std::lock_guard<std::mutex> lock(g->mu);
+        if (!woke) g->waiting = true;
+        g->cv.notify_all();
+      },
+      &gate);
+  SetAfterWakeHookForTesting(
+      [](void* arg) {
+        auto* g = static_cast<Gate*>(arg);
+        std::unique_lock<std::mutex> lock(g->mu);
+        g->got_in_hook = g->cv.wait_for(lock, std::chrono::seconds(30), [g] { return g->got; });
+      },
+      &gate);
+  rdma_cm_event* event = nullptr;
+  std::thread getter([&] {
+    ASSERT_EQ(rdma_get_cm_event(channel_, &event), 0) << strerror(errno);
+    std::lock_guard<std::mutex> lock(gate.mu);
+    gate.got = true;
+    gate.cv.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock(gate.mu);
+    ASSERT_TRUE(gate.cv.wait_for(lock, std::chrono::seconds(60), [&] { return gate.waiting; }));
+  }
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ESTABLISHED, 7), nullptr, 0), 0);
+  getter.join();
+  SetAfterWakeHookForTesting(nullptr, nullptr);
+  SetWaitHookForTesting(nullptr, nullptr);
+  EXPECT_TRUE(gate.got_in_hook) << "the getter waited for the queuing thread's lock";
+  ASSERT_NE(event, nullptr);
+  EXPECT_EQ(event->status, 7);
+  EXPECT_FALSE(Readable(channel_->fd));
+  EXPECT_EQ(rdma_ack_cm_event(event), 0);
+}
+
+// The queue drains while the write of its 1 is still on its way: the fd is
+// not read then (it may hold 0: a blocking read would wait under the lock);
+// the writer clears it once its write landed.
+TEST_F(EventChannelTest, ADrainBeforeTheWriteLandsLeavesTheFdClear) {
+  struct Ctx {
+    rdma_event_channel* channel;
+    rdma_cm_event* taken = nullptr;
+  } ctx{channel_};
+  SetAfterWakeHookForTesting(
+      [](void* arg) {
+        auto* c = static_cast<Ctx*>(arg);
+        if (c->taken == nullptr) {
+          ASSERT_EQ(rdma_get_cm_event(c->channel, &c->taken), 0);
+        }
+      },
+      &ctx);
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ESTABLISHED, 3), nullptr, 0), 0);
+  SetAfterWakeHookForTesting(nullptr, nullptr);
+  ASSERT_NE(ctx.taken, nullptr);
+  EXPECT_EQ(ctx.taken->status, 3);
+  EXPECT_EQ(QueuedEvents(channel_), 0);
+  EXPECT_FALSE(Readable(channel_->fd));
+  EXPECT_EQ(rdma_ack_cm_event(ctx.taken), 0);
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_DISCONNECTED, 4), nullptr, 0), 0);
+  EXPECT_TRUE(Readable(channel_->fd));
+  rdma_cm_event* next = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(channel_, &next), 0);
+  EXPECT_EQ(next->status, 4);
+  EXPECT_FALSE(Readable(channel_->fd));
+  EXPECT_EQ(rdma_ack_cm_event(next), 0);
+}
+
 TEST_F(EventChannelTest, ArgumentErrors) {
   rdma_cm_event* event = nullptr;
   errno = 0;

@@ -20,6 +20,11 @@
 #   CMTIME_MEASURE=record  `perf record -a` over each half (the whole VM, kernel included):
 #                          the CPU by process and library, and the top symbols
 #   CMTIME_MEASURE=perf    each under `perf stat` (CPU time, context switches, migrations)
+#   CMTIME_MEASURE=callers server and client each under `strace -f -k -e trace=CALLS`
+#                          (CMTIME_CALLS, default futex; e.g. ioctl,openat): each call
+#                          counted by caller (name, op / request / path, the first 3
+#                          frames outside libc, libstdc++ and libibverbs: which lock or
+#                          query, made where)
 #   CMTIME_MEASURE=route   the client under `strace -f -tt`: the syscalls of its resolve-
 #                          route step by thread (from the end of the main thread's first
 #                          sched_yield run, resolve addr's wait, to the end of its second)
@@ -40,7 +45,7 @@
 #   CMTIME_HOG=K           K busy loops in the VM while each half runs: load on purpose
 #                          (the retry storm of a loaded host, without waiting for one)
 . "$(dirname "$0")/../lib.sh"
-vm_boot --timeout 1500 --smp "${CMTIME_SMP:-2}" --env "CMTIME_ROUTE_FLOOR=${CMTIME_ROUTE_FLOOR:-0}" --env "CMTIME_N=${1:-1000}" --env "CMTIME_MEASURE=${CMTIME_MEASURE:-}" \
+vm_boot --timeout 1500 --smp "${CMTIME_SMP:-2}" --env "CMTIME_ROUTE_FLOOR=${CMTIME_ROUTE_FLOOR:-0}" --env "CMTIME_N=${1:-1000}" --env "CMTIME_MEASURE=${CMTIME_MEASURE:-}" --env "CMTIME_CALLS=${CMTIME_CALLS:-futex}" \
   --env "CMTIME_BINS=${CMTIME_BINS:-}" --env "CMTIME_KERNEL=${CMTIME_KERNEL:-1}" \
   --env "CMTIME_HOG=${CMTIME_HOG:-0}" --env "CMTIME_CAPTURE=${CMTIME_CAPTURE:-0}"
 
@@ -58,6 +63,8 @@ measure() {
     trace) echo "strace -f -o $OUT/$1.measure" ;;
     perf) echo "perf stat -e task-clock,context-switches,cpu-migrations -o $OUT/$1.measure" ;;
     route) [ "$1" = client ] && echo "strace -f -tt -o $OUT/$1.measure" ;;
+    callers) [ "$1" != uscmd ] &&
+      echo "strace -f --seccomp-bpf -k -e trace=${CMTIME_CALLS:-futex} -o $OUT/$1.measure" ;;
   esac
 }
 stop_tree() {
@@ -131,11 +138,39 @@ route_window() {
       printf "route window: lines %d..%d of the trace\n", end[1] + 1, end[2] > "/dev/stderr" }' \
     "$1" 2>&1 | sort -k1,1nr | head -n 25
 }
+# syscall_callers TRACE: CMTIME_MEASURE=callers's count. Each traced call at its
+# completion (a plain line, or its "<... NAME resumed>"; strace -k prints the stack
+# there) is keyed by its name and second argument (futex's op, ioctl's request,
+# openat's path with its numbers as N), the libc / libstdc++ frame nearest to the
+# caller (in brackets: which lock; libc's symbols are only its exported ones, so
+# name+offset) and the first 3 frames outside libc / libstdc++ / libgcc.
+syscall_callers() {
+  echo "  calls: $(grep -cE '^[0-9]+ +[a-z_0-9]+\(' "$1")"
+  awk 'function flush() { if (op != "") k[op " | " frames]++; op = ""; frames = ""; nf = 0; last = "" }
+    function arg(line,  o) { o = line; sub(/^[0-9]+ +[a-z_0-9]+\([^,]*, */, "", o); sub(/[,)].*/, "", o)
+      sub(/_PRIVATE/, "", o); sub(/^FUTEX_/, "", o); gsub(/[0-9]+/, "N", o); return o }
+    /^[0-9]+ +[a-z_0-9]+\(/ { flush(); name = $2; sub(/\(.*/, "", name); o = name " " arg($0)
+      if ($0 ~ /<unfinished \.\.\.>/) { pending[$1] = o; next }
+      op = o; next }
+    /^[0-9]+ +<\.\.\. [a-z_0-9]+ resumed>/ { flush(); op = pending[$1]; next }
+    /^ > / { if (op == "" || nf >= 3) next; f = $2
+      if (f ~ /\/(libc|libstdc\+\+|libgcc_s|libibverbs|ld-linux[^\/]*)\.so/) {
+        if (nf == 0) { last = f; sub(/.*\//, "", last); sub(/\(/, ":", last); sub(/\).*/, "", last) }
+        next }
+      if (nf == 0 && last != "") { frames = "[" last "] "; last = "" }
+      lib = f; sub(/\(.*/, "", lib); sub(/.*\//, "", lib)
+      sym = f; sub(/^[^(]*\(/, "", sym); sub(/\+0x[0-9a-f]+\).*/, "", sym); sub(/\).*/, "", sym)
+      frames = frames (nf ? " < " : "") lib ":" sym; nf++; next }
+    { flush() }
+    END { flush(); for (x in k) printf "%7d %s\n", k[x], x }' "$1" | sort -k1,1nr | head -n 30 |
+    c++filt | sed -E 's/\(([^()]|\([^()]*\))*\)//g'
+}
 show_measure() {
   local f
   for f in "$OUT"/*.measure; do [ -e "$f" ] || continue
     echo "== $(basename "$f" .measure) (${CMTIME_MEASURE}, N=$N)"
     if [ "$CMTIME_MEASURE" = route ]; then route_window "$f"
+    elif [ "$CMTIME_MEASURE" = callers ]; then syscall_callers "$f"
     elif [ "$CMTIME_MEASURE" = trace ]; then   # what a call opens, and the calls that fail
       local call='^[0-9]+ +(openat|ioctl)\(([^,]*), ("[^"]*"|[A-Z_0-9]*|0x[0-9a-f]*)'
       sed -nE "s/$call.* = (-?[0-9]+ ?[A-Z]*).*/\\1 \\3 \\4/p" "$f" |
