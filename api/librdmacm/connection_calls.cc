@@ -12,6 +12,7 @@
 
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/convert.h"
+#include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids.h"
 
@@ -116,14 +117,15 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
 
 // As librdmacm's rdma_accept: without conn_param (or with RDMA_MAX_RESP_RES /
 // RDMA_MAX_INIT_DEPTH) the depths of the CONNECT_REQUEST, capped at the
-// device's; without conn_param also retry / RNR retry 7 and the id's QP.
+// device's (queried once per device: QueryDeviceOnce); without conn_param
+// also retry / RNR retry 7 and the id's QP.
 int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
   using namespace uscm::librdmacm;
   uint8_t init = 0, resp = 0;
   RequestDepths(id, &init, &resp);
   if (id != nullptr && id->verbs != nullptr) {
     ibv_device_attr da;
-    if (ibv_query_device(id->verbs, &da) == 0) {
+    if (QueryDeviceOnce(id->verbs, &da) == 0) {
       init = static_cast<uint8_t>(std::min<int>(init, da.max_qp_init_rd_atom));
       resp = static_cast<uint8_t>(std::min<int>(resp, da.max_qp_rd_atom));
     }

@@ -5,6 +5,7 @@
 #include <rdma/rdma_cma.h>
 #include <stdlib.h>
 
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -114,6 +115,48 @@ int ReleaseSharedPd(ibv_context* verbs) {
     dev->pd = nullptr;
   }
   return 0;
+}
+
+namespace {
+
+struct DeviceAttrs {
+  std::mutex mu;
+  int (*query)(ibv_context*, ibv_device_attr*) = ibv_query_device;
+  std::map<ibv_context*, ibv_device_attr> kept;
+  uint64_t queries = 0;
+};
+
+DeviceAttrs& TheDeviceAttrs() {
+  static auto* attrs = new DeviceAttrs;
+  return *attrs;
+}
+
+}  // namespace
+
+int QueryDeviceOnce(ibv_context* verbs, ibv_device_attr* attr) {
+  DeviceAttrs& a = TheDeviceAttrs();
+  std::lock_guard<std::mutex> lock(a.mu);
+  if (auto it = a.kept.find(verbs); it != a.kept.end()) {
+    *attr = it->second;
+    return 0;
+  }
+  ++a.queries;
+  if (int err = a.query(verbs, attr); err != 0) return err;
+  a.kept[verbs] = *attr;
+  return 0;
+}
+
+void SetQueryDeviceForTesting(int (*query)(ibv_context*, ibv_device_attr*)) {
+  DeviceAttrs& a = TheDeviceAttrs();
+  std::lock_guard<std::mutex> lock(a.mu);
+  a.query = query != nullptr ? query : ibv_query_device;
+  a.kept.clear();
+}
+
+uint64_t DeviceQueries() {
+  DeviceAttrs& a = TheDeviceAttrs();
+  std::lock_guard<std::mutex> lock(a.mu);
+  return a.queries;
 }
 
 }  // namespace uscm::librdmacm

@@ -8,6 +8,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace uscm::librdmacm {
@@ -31,6 +32,16 @@ ibv_pd* AcquireSharedPd(ibv_context* verbs);
 // Drops a reference of AcquireSharedPd; the PD is deallocated with the last.
 // 0, or -1 with errno EINVAL when `verbs` holds no reference.
 int ReleaseSharedPd(ibv_context* verbs);
+
+// ibv_query_device's answer for `verbs`, asked once per context and kept,
+// as librdmacm keeps a device's limits from ucma_init_device (they do not
+// change while the device is open; the drop-in never closes its contexts).
+// 0, or the errno ibv_query_device returned (nothing kept then).
+int QueryDeviceOnce(ibv_context* verbs, ibv_device_attr* attr);
+// Tests: the query QueryDeviceOnce makes (nullptr: ibv_query_device); the
+// kept answers are dropped. DeviceQueries: how many it made.
+void SetQueryDeviceForTesting(int (*query)(ibv_context*, ibv_device_attr*));
+uint64_t DeviceQueries();
 
 }  // namespace uscm::librdmacm
 

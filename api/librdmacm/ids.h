@@ -117,6 +117,12 @@ int PlaceForSource(rdma_cm_id* id, const uscm_addr& src, const char* call);
 // rdma_destroy_qp). The CQs it made stay (they may still be in use).
 void ForgetQp(rdma_cm_id* id);
 
+// qps.cc: rdma_create_qp's hand-over of its QP (made on id->verbs) to the
+// uscm id: uscm_set_qp_ex with the source GID index and active MTU of the
+// kept GID table (ud_ah.h), no verbs query; uscm_set_qp (which queries the
+// port and its GID entries) on InfiniBand or for an address not in it.
+int HandQpToUscm(rdma_cm_id* id, uscm_cm_id* uid, ibv_qp* qp);
+
 // qps.cc: librdmacm's ucma_shutdown, the first step of rdma_disconnect:
 // the program's QP (id->qp) to ERROR, in the caller's thread; 0 without a
 // QP, or -1 with errno. Once connected the QP is the program's alone (uscm

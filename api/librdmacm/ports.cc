@@ -79,7 +79,7 @@ std::vector<Addr16> IpoibPortIps(ibv_context* verbs, int port) {
 std::vector<Addr16> GidsOf(ibv_context* verbs, int port, int count) {
   std::vector<Addr16> out;
   ibv_device_attr da;
-  if (count > 0 && ibv_query_device(verbs, &da) == 0) {
+  if (count > 0 && QueryDeviceOnce(verbs, &da) == 0) {
     std::vector<ibv_gid_entry> all(static_cast<size_t>(count) * da.phys_port_cnt);
     const ssize_t n = ibv_query_gid_table(verbs, all.data(), all.size(), 0);
     if (n >= 0) {
@@ -134,7 +134,7 @@ int EnsurePortsLocked(const char* call) {
   if (!ParsePortChoice(env, &choice, &why)) return Fail(EINVAL, call, why.c_str());
   for (ibv_context* verbs : OpenContexts()) {
     ibv_device_attr dattr;
-    if (ibv_query_device(verbs, &dattr) != 0) continue;
+    if (QueryDeviceOnce(verbs, &dattr) != 0) continue;
     const char* ca = ibv_get_device_name(verbs->device);
     for (int port = 1; port <= dattr.phys_port_cnt; ++port) {
       if (!PortChosen(choice, ca, port)) continue;

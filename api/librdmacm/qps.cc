@@ -21,6 +21,7 @@
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids.h"
+#include "api/librdmacm/ud_ah.h"
 
 namespace uscm::librdmacm {
 namespace {
@@ -97,6 +98,25 @@ int MoveToInit(rdma_cm_id* id, ibv_qp* qp, const char* call) {
   return 0;
 }
 
+}  // namespace
+
+// uscm_set_qp finds the QP's source GID index by querying the port and the
+// entries of its GID table on every call: 4 ioctls per QP on rxe (cmtime's
+// rdma_create_qp per connection on each side: CMTIME_MEASURE=callers, docs/
+// API.md "The extra ioctls"). The kept table (ud_ah.h) knows the index and
+// the active MTU (uscm takes the RoCE path MTU once, at uscm_device_open).
+int HandQpToUscm(rdma_cm_id* id, uscm_cm_id* uid, ibv_qp* qp) {
+  uint8_t sgid_index = 0;
+  int active_mtu = 0;
+  if (KeptSourceGid(id->verbs, id->port_num, &id->route.addr.src_addr, &sgid_index,
+                    &active_mtu)) {
+    return uscm_set_qp_ex(uid, qp, sgid_index, active_mtu);
+  }
+  return uscm_set_qp(uid, qp);  // InfiniBand: the port's GID, as uscm finds it
+}
+
+namespace {
+
 // The common part of rdma_create_qp and rdma_create_qp_ex; `attr` has its
 // PD (IBV_QP_INIT_ATTR_PD) and CQs filled here.
 int CreateQp(rdma_cm_id* id, ibv_qp_init_attr_ex* attr, const char* call) {
@@ -146,7 +166,7 @@ int CreateQp(rdma_cm_id* id, ibv_qp_init_attr_ex* attr, const char* call) {
     rc = Fail(errno != 0 ? errno : ENOMEM, call, "ibv_create_qp failed");
   } else if (MoveToInit(id, qp, call) != 0) {
     rc = -1;
-  } else if (uscm_set_qp(uid, qp) != 0) {
+  } else if (HandQpToUscm(id, uid, qp) != 0) {
     rc = Fail(errno, call, uscm_last_error());
   }
   if (rc != 0) {

@@ -3,6 +3,12 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "api/librdmacm/devices.h"
+
 namespace uscm::librdmacm {
 
 bool GidOfAddress(const sockaddr* addr, ibv_gid* out) {
@@ -41,11 +47,15 @@ namespace {
 PortGids ReadPortGids(ibv_context* verbs, uint8_t port_num) {
   PortGids out;
   ibv_port_attr pa;
-  if (verbs == nullptr || ibv_query_port(verbs, port_num, &pa) != 0) return out;
+  if (verbs == nullptr || ibv_query_port(verbs, port_num, &pa) != 0) {
+    out.read = false;
+    return out;
+  }
   out.ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+  out.active_mtu = pa.active_mtu;
   if (!out.ethernet) return out;
   ibv_device_attr da;
-  if (ibv_query_device(verbs, &da) == 0 && pa.gid_tbl_len > 0) {
+  if (QueryDeviceOnce(verbs, &da) == 0 && pa.gid_tbl_len > 0) {
     std::vector<ibv_gid_entry> all(static_cast<size_t>(pa.gid_tbl_len) * da.phys_port_cnt);
     const ssize_t n = ibv_query_gid_table(verbs, all.data(), all.size(), 0);
     if (n >= 0) {
@@ -69,22 +79,90 @@ PortGids ReadPortGids(ibv_context* verbs, uint8_t port_num) {
   return out;
 }
 
-PortGidsReader g_reader = ReadPortGids;
+// Each port's table as last read, per (context, port): the drop-in's
+// contexts stay open for the process (devices.h), so a key is never reused.
+// librdmacm reads nothing here (the kernel's rdma_init_qp_attr answers from
+// the id's own sgid_attr, taken at address resolution); reading the port,
+// the device and the table per call cost 3 ioctls per end and connection.
+struct GidCache {
+  std::mutex mu;
+  PortGidsReader reader = ReadPortGids;
+  std::map<std::pair<ibv_context*, uint8_t>, PortGids> ports;
+  uint64_t reads = 0;
+};
+
+GidCache& TheGidCache() {
+  static auto* cache = new GidCache;
+  return *cache;
+}
+
+// The index of `gid` (NULL: none, the link layer alone) in the port's table,
+// or -1; *ethernet: the port's link layer. The table is read at the port's
+// first lookup and again when `gid` is not in it (an address added since).
+// Not on IBV_EVENT_GID_CHANGE: the context is the program's (id->verbs), and
+// so are its async events; a thread of ours reading them would take them
+// from the program. A port's link layer never changes. What a hit cannot see
+// is a GID that the kernel removed and added again at another index (the
+// address went away and came back between two connections): the index kept
+// is then stale, and the program's ibv_modify_qp fails (EINVAL) where the
+// kernel's would not.
+int LookupGidIndex(ibv_context* verbs, uint8_t port_num, const ibv_gid* gid, bool* ethernet,
+                   int* active_mtu = nullptr) {
+  GidCache& c = TheGidCache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  const auto key = std::make_pair(verbs, port_num);
+  auto it = c.ports.find(key);
+  if (it == c.ports.end() || (gid != nullptr && it->second.ethernet &&
+                              GidIndexIn(it->second.table, *gid) < 0)) {
+    ++c.reads;
+    it = c.ports.insert_or_assign(key, c.reader(verbs, port_num)).first;
+  }
+  const PortGids& port = it->second;
+  *ethernet = port.ethernet;
+  if (active_mtu != nullptr) *active_mtu = port.active_mtu;
+  const int index = gid == nullptr ? -1 : GidIndexIn(port.table, *gid);
+  if (!port.read) c.ports.erase(it);  // a failed query is asked again next time
+  return index;
+}
 
 }  // namespace
 
 void SetPortGidsReaderForTesting(PortGidsReader reader) {
-  g_reader = reader != nullptr ? reader : ReadPortGids;
+  GidCache& c = TheGidCache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.reader = reader != nullptr ? reader : ReadPortGids;
+  c.ports.clear();
+}
+
+uint64_t PortGidReads() {
+  GidCache& c = TheGidCache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.reads;
+}
+
+bool KeptSourceGid(ibv_context* verbs, uint8_t port_num, const sockaddr* src, uint8_t* sgid_index,
+                   int* active_mtu) {
+  ibv_gid wanted;
+  if (!GidOfAddress(src, &wanted)) return false;
+  bool ethernet = false;
+  int mtu = 0;
+  const int index = LookupGidIndex(verbs, port_num, &wanted, &ethernet, &mtu);
+  if (!ethernet || index < 0 || index > 255 || mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
+    return false;
+  }
+  *sgid_index = static_cast<uint8_t>(index);
+  *active_mtu = mtu;
+  return true;
 }
 
 void CompleteAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah) {
   ah->port_num = port_num;
-  const PortGids port = g_reader(verbs, port_num);
-  if (!port.ethernet) return;
-  ah->is_global = 1;
   ibv_gid wanted;
-  if (!GidOfAddress(src, &wanted)) return;
-  const int index = GidIndexIn(port.table, wanted);
+  const bool has_gid = GidOfAddress(src, &wanted);
+  bool ethernet = false;
+  const int index = LookupGidIndex(verbs, port_num, has_gid ? &wanted : nullptr, &ethernet);
+  if (!ethernet) return;
+  ah->is_global = 1;
   if (index >= 0) ah->grh.sgid_index = static_cast<uint8_t>(index);
 }
 

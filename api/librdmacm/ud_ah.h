@@ -39,15 +39,29 @@ int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid);
 // it is when the address has no GID there).
 void CompleteAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah);
 
-// A port's link layer and GID table, as CompleteAh reads them.
+// A port's link layer and GID table, as CompleteAh reads them: once per
+// (context, port), and again only when the address's GID is not in the
+// table read last (an address added since; ud_ah.cc's LookupGidIndex says
+// why not on IBV_EVENT_GID_CHANGE, and what a kept table cannot see).
 struct PortGids {
   bool ethernet = false;
+  int active_mtu = 0;  // enum ibv_mtu; 0: not known
   std::vector<GidEntry> table;
+  bool read = true;  // false: the port could not be queried (not kept)
 };
 // Tests give a port without a device (verbs NULL) a table; nullptr restores
-// ibv_query_port / ibv_query_gid(_ex).
+// ibv_query_port / ibv_query_gid(_ex). Either way the kept tables are dropped.
 using PortGidsReader = PortGids (*)(ibv_context* verbs, uint8_t port_num);
 void SetPortGidsReaderForTesting(PortGidsReader reader);
+// The source GID index of an id on (verbs, port_num) whose address is `src`
+// (its RoCE v2 entry, as CompleteAh's) and the port's active MTU, from the
+// kept table: what uscm_set_qp queries the port and its GID entries for on
+// every QP. False on InfiniBand, for an address not in the table (after a
+// re-read) or an MTU not known.
+bool KeptSourceGid(ibv_context* verbs, uint8_t port_num, const sockaddr* src, uint8_t* sgid_index,
+                   int* active_mtu);
+// How many times a port's table was read (the reader called), for tests.
+uint64_t PortGidReads();
 
 }  // namespace uscm::librdmacm
 

@@ -68,5 +68,117 @@ TEST(UdAhTest, WithoutADeviceOnlyThePortIsSet) {
   EXPECT_EQ(ah.is_global, 0);
 }
 
+// The port's table is kept per (context, port); read again only when the
+// address is not in it. `g_table_has_address` is what the port holds now.
+int g_reads = 0;
+bool g_table_has_address = true;
+bool g_ethernet = true;
+
+PortGids CountingReader(ibv_context*, uint8_t) {
+  ++g_reads;
+  PortGids p;
+  p.ethernet = g_ethernet;
+  p.table = {{Gid("fe80::1"), true}};
+  if (g_table_has_address) p.table.push_back({Gid("::ffff:192.168.78.2"), true});
+  return p;
+}
+
+class KeptTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_reads = 0;
+    g_table_has_address = true;
+    g_ethernet = true;
+    SetPortGidsReaderForTesting(CountingReader);
+    src_.sin_family = AF_INET;
+    inet_pton(AF_INET, "192.168.78.2", &src_.sin_addr);
+  }
+  void TearDown() override { SetPortGidsReaderForTesting(nullptr); }
+
+  ibv_ah_attr Complete(uint8_t port, const sockaddr* src) {
+    ibv_ah_attr ah{};
+    CompleteAh(nullptr, port, src, &ah);
+    return ah;
+  }
+  const sockaddr* Src() const { return reinterpret_cast<const sockaddr*>(&src_); }
+
+  sockaddr_in src_{};
+};
+
+TEST_F(KeptTableTest, ReadOncePerPort) {
+  for (int i = 0; i < 3; ++i) {
+    ibv_ah_attr ah = Complete(1, Src());
+    EXPECT_EQ(ah.is_global, 1);
+    EXPECT_EQ(ah.grh.sgid_index, 1);
+  }
+  EXPECT_EQ(g_reads, 1);
+  Complete(2, Src());
+  EXPECT_EQ(g_reads, 2) << "port 2 has a table of its own";
+}
+
+TEST_F(KeptTableTest, AnAddressNotInTheKeptTableReadsItAgain) {
+  g_table_has_address = false;
+  ibv_ah_attr ah = Complete(1, Src());
+  EXPECT_EQ(ah.is_global, 1);
+  EXPECT_EQ(ah.grh.sgid_index, 0) << "not in the table: left as it was";
+  EXPECT_EQ(g_reads, 1);
+  g_table_has_address = true;  // the address was added to the netdev
+  ah = Complete(1, Src());
+  EXPECT_EQ(ah.grh.sgid_index, 1);
+  EXPECT_EQ(g_reads, 2);
+  Complete(1, Src());
+  EXPECT_EQ(g_reads, 2) << "found in the table read last";
+}
+
+TEST_F(KeptTableTest, NoAddressOrAnInfiniBandPortReadsOnce) {
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Complete(1, nullptr).is_global, 1);
+  EXPECT_EQ(g_reads, 1) << "no GID to look for: the link layer alone";
+  g_ethernet = false;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Complete(2, Src()).is_global, 0);
+  EXPECT_EQ(g_reads, 2);
+}
+
+TEST_F(KeptTableTest, TheSourceGidOfAQpComesFromTheKeptTable) {
+  uint8_t index = 0;
+  int mtu = 0;
+  EXPECT_FALSE(KeptSourceGid(nullptr, 1, Src(), &index, &mtu)) << "MTU not known";
+  g_reads = 0;
+  SetPortGidsReaderForTesting([](ibv_context* v, uint8_t p) {
+    PortGids g = CountingReader(v, p);
+    g.active_mtu = IBV_MTU_4096;
+    return g;
+  });
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(KeptSourceGid(nullptr, 1, Src(), &index, &mtu));
+    EXPECT_EQ(index, 1);
+    EXPECT_EQ(mtu, IBV_MTU_4096);
+  }
+  EXPECT_EQ(g_reads, 1);
+  EXPECT_FALSE(KeptSourceGid(nullptr, 1, nullptr, &index, &mtu)) << "no address";
+  g_ethernet = false;
+  EXPECT_FALSE(KeptSourceGid(nullptr, 2, Src(), &index, &mtu)) << "InfiniBand: uscm_set_qp";
+}
+
+TEST_F(KeptTableTest, APortThatCouldNotBeQueriedIsAskedAgain) {
+  SetPortGidsReaderForTesting([](ibv_context*, uint8_t) {
+    ++g_reads;
+    PortGids p;
+    p.read = false;
+    return p;
+  });
+  EXPECT_EQ(Complete(1, Src()).is_global, 0);
+  EXPECT_EQ(Complete(1, Src()).is_global, 0);
+  EXPECT_EQ(g_reads, 2);
+}
+
+TEST_F(KeptTableTest, ANewReaderDropsTheKeptTables) {
+  const uint64_t before = PortGidReads();
+  Complete(1, Src());
+  SetPortGidsReaderForTesting(CountingReader);
+  Complete(1, Src());
+  EXPECT_EQ(g_reads, 2);
+  EXPECT_EQ(PortGidReads() - before, 2u);
+}
+
 }  // namespace
 }  // namespace uscm::librdmacm
