@@ -39,10 +39,11 @@ struct Event {
 // the device's progress thread and acked by the program's event thread, so
 // each free(3) was of another thread's arena and took that arena's lock,
 // which the progress thread held as often as not in its next malloc:
-// `CMTIME_MEASURE=futex` counted 156 of the cmtime server's 227 futex calls
-// (-c 200) in free (rdma_ack_cm_event) and in the progress thread's operator
-// new (docs/API.md "The server's futexes"). The pool's lock is held for a
-// push or a pop. At most kPooledEvents are kept (~400 KB).
+// `CMTIME_MEASURE=callers` counted 156 of the cmtime server's 227 futex
+// calls (-c 200) in free (rdma_ack_cm_event) and in the progress thread's
+// operator new (docs/API.md "The server's futexes and the extra ioctls").
+// The pool's lock is held for a push or a pop. At most kPooledEvents are
+// kept (~400 KB).
 constexpr size_t kPooledEvents = 1024;
 
 struct EventPool {

@@ -316,8 +316,8 @@ TEST_F(EventChannelTest, DrainWhileAWokenGetterIsOutsideTheLock) {
 // it wakes takes its event while the queuing thread is still stopped just
 // after its write (the hook). With the write under the lock the getter
 // would wait for the lock, a futex wait and wake per hand-over (the cmtime
-// client's largest: docs/API.md "The server's futexes"), and here the hook's
-// wait would run out.
+// client's largest: docs/API.md "The server's futexes and the extra
+// ioctls"), and here the hook's wait would run out.
 TEST_F(EventChannelTest, AGetterWokenByTheWriteFindsTheLockFree) {
   struct Gate {
     std::mutex mu;

@@ -2,7 +2,7 @@
 // queues them and the program's event thread acks them, so a free(3) per
 // event took the progress thread's malloc arena lock from the other thread
 // (the cmtime server's largest source of futex calls: docs/API.md "The
-// server's futexes"). Counted with a replacement operator new
+// server's futexes and the extra ioctls"). Counted with a replacement operator new
 // (api/rdma_cm/alloc_counter.h): in the steady state no event allocates.
 #include <errno.h>
 #include <rdma/rdma_cma.h>

@@ -102,9 +102,10 @@ int MoveToInit(rdma_cm_id* id, ibv_qp* qp, const char* call) {
 
 // uscm_set_qp finds the QP's source GID index by querying the port and the
 // entries of its GID table on every call: 4 ioctls per QP on rxe (cmtime's
-// rdma_create_qp per connection on each side: CMTIME_MEASURE=callers, docs/
-// API.md "The extra ioctls"). The kept table (ud_ah.h) knows the index and
-// the active MTU (uscm takes the RoCE path MTU once, at uscm_device_open).
+// rdma_create_qp per connection on each side: CMTIME_MEASURE=callers,
+// docs/API.md "The server's futexes and the extra ioctls"). The kept table
+// (ud_ah.h) knows the index and the active MTU (uscm takes the RoCE path MTU
+// once, at uscm_device_open).
 int HandQpToUscm(rdma_cm_id* id, uscm_cm_id* uid, ibv_qp* qp) {
   uint8_t sgid_index = 0;
   int active_mtu = 0;
