@@ -144,6 +144,23 @@ void FromAddress(const Address& in, uscm_addr* a) {
   a->service_mask = in.service_mask;
 }
 
+// uscm_get_route's answer; `pkey` the peer's.
+void FromPath(const uscm::cm::PathInfo& r, uint16_t pkey, uscm_path* path) {
+  std::memset(path, 0, sizeof(*path));
+  std::memcpy(path->sgid, r.local_gid.raw.data(), 16);
+  std::memcpy(path->dgid, r.remote_gid.raw.data(), 16);
+  path->slid = r.local_lid;
+  path->dlid = r.remote_lid;
+  path->flow_label = r.flow_label;
+  path->hop_limit = r.hop_limit;
+  path->traffic_class = r.traffic_class;
+  path->sl = r.sl;
+  path->mtu = r.mtu;
+  path->rate = r.packet_rate;
+  path->packet_life_time = r.packet_life_time;
+  path->pkey = pkey;
+}
+
 uscm::ConnParam ToParam(const uscm_conn_param* p) {
   uscm::ConnParam c;
   if (p == nullptr) return c;  // librdmacm defaults
@@ -661,20 +678,20 @@ int uscm_get_route(struct uscm_cm_id* id, struct uscm_path* path) {
   if (path == nullptr) return Fail(EINVAL, "get_route: path is NULL");
   absl::optional<uscm::cm::PathInfo> r = c->route();
   if (!r.has_value()) return Fail(ENODATA, "get_route: no route yet (resolve_route first)");
-  std::memset(path, 0, sizeof(*path));
-  std::memcpy(path->sgid, r->local_gid.raw.data(), 16);
-  std::memcpy(path->dgid, r->remote_gid.raw.data(), 16);
-  path->slid = r->local_lid;
-  path->dlid = r->remote_lid;
-  path->flow_label = r->flow_label;
-  path->hop_limit = r->hop_limit;
-  path->traffic_class = r->traffic_class;
-  path->sl = r->sl;
-  path->mtu = r->mtu;
-  path->rate = r->packet_rate;
-  path->packet_life_time = r->packet_life_time;
-  path->pkey = c->GetPeerAddr().pkey;
+  FromPath(*r, c->GetPeerAddr().pkey, path);
   return 0;
+}
+
+int uscm_resolve_route_now(struct uscm_cm_id* id, struct uscm_path* path) {
+  USCM_ID("resolve_route");
+  if (path == nullptr) return Fail(EINVAL, "resolve_route_now: path is NULL");
+  uscm::cm::PathInfo r;
+  uint16_t pkey = 0;
+  absl::StatusOr<bool> done = c->ResolveRouteNow(&r, &pkey);
+  if (!done.ok()) return Fail(done.status());
+  if (!*done) return 0;
+  FromPath(r, pkey, path);
+  return 1;
 }
 
 int uscm_parse_addr(const char* text, struct uscm_addr* addr) {

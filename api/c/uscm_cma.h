@@ -314,6 +314,15 @@ struct uscm_path {
   uint16_t pkey;
 };
 int uscm_get_route(struct uscm_cm_id* id, struct uscm_path* path);
+/* uscm_resolve_route where the route needs no SA query (the IB_PATH option,
+ * or RoCE: the path from the two IPs), for a layer that hands
+ * ROUTE_RESOLVED to its program itself (the drop-in librdmacm): the id
+ * becomes ROUTE_RESOLVED as with uscm_resolve_route, but no event is
+ * queued; *path as uscm_get_route then gives it (the addresses are those
+ * of ADDR_RESOLVED: resolve_route does not change them). 1 when done; 0
+ * when the route needs the SA (nothing changed: call uscm_resolve_route);
+ * -1 with errno as uscm_resolve_route's (EINVAL before resolve_addr). */
+int uscm_resolve_route_now(struct uscm_cm_id* id, struct uscm_path* path);
 /* "10.0.0.1:7471", "[fe80::1]:7471" -> addr. */
 int uscm_parse_addr(const char* text, struct uscm_addr* addr);
 

@@ -70,8 +70,13 @@ int rdma_disconnect(rdma_cm_id* id) {
   return uscm::librdmacm::CompleteCall(id, "rdma_disconnect");
 }
 
+// No SA query (RoCE, IB_PATH): the direct path, which ignores the timeout
+// as the kernel's cma_resolve_iboe_route does; else the SA's, through ForId.
 int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
-  if (uscm::librdmacm::ForId("rdma_resolve_route", id, [&](uscm_cm_id* uid) {
+  bool done = false, sync = false;
+  if (uscm::librdmacm::ResolveRouteDirect(id, &done, &sync) != 0) return -1;
+  if (done && !sync) return 0;
+  if (!done && uscm::librdmacm::ForId("rdma_resolve_route", id, [&](uscm_cm_id* uid) {
         return uscm_resolve_route(uid, timeout_ms);
       }) != 0) {
     return -1;

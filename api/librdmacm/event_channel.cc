@@ -70,8 +70,9 @@ Event* NewEvent() {
       pool.free.pop_back();
     }
   }
-  if (e == nullptr) return new (std::nothrow) Event{};
-  *e = Event{};
+  // Every field but private_data is set by the caller; private_data is
+  // written only when the event carries some (not zeroed: 256 bytes).
+  if (e == nullptr) return new (std::nothrow) Event;
   return e;
 }
 

@@ -20,9 +20,9 @@
 #include <functional>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "api/c/uscm_cma.h"
 #include "api/c/uscm_device.h"
 #include "api/librdmacm/convert.h"
@@ -39,27 +39,25 @@ namespace uscm::librdmacm {
 using internal::ByUscmId;
 using internal::CloneOnLocked;
 using internal::FillAddrs;
+using internal::FindLocked;
+using internal::g_mu;
 using internal::Id;
 using internal::IdState;
+using internal::OnAck;
 using internal::OnPortOpen;
+using internal::PumpEventsLocked;
 using internal::UscmFailed;
 
 namespace {
 
-
-// Guards the ports (ports.h), the id tables and the translation of events
-// (the pump and rdma_destroy_id's uscm_destroy_id never overlap).
-std::mutex g_mu;
 void (*g_driver)(void*) = nullptr;  // SetDriverForTesting
 void* g_driver_arg = nullptr;
 
-std::unordered_map<rdma_cm_id*, Id*>& ByPublic() {
-  static auto* m = new std::unordered_map<rdma_cm_id*, Id*>;
+absl::flat_hash_map<rdma_cm_id*, Id*>& ByPublic() {
+  static auto* m = new absl::flat_hash_map<rdma_cm_id*, Id*>;
   return *m;
 }
 
-
-int PumpEventsLocked();
 
 // The device's progress thread, after each step (uscm_device_set_progress_hook):
 // the events of the MADs and timers it handled reach the program's channels
@@ -92,11 +90,6 @@ Port* DefaultPortLocked(const char* call) {
 
 int EnsureBackendLocked(const char* call) { return EnsurePortsLocked(call); }
 
-Id* FindLocked(rdma_cm_id* pub) {
-  auto it = ByPublic().find(pub);
-  return it == ByPublic().end() || it->second->state->closed ? nullptr : it->second;
-}
-
 bool IsUd(rdma_port_space ps) { return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB; }
 
 // ---- ids ----
@@ -116,14 +109,7 @@ void AttachDevice(Id* id) {
 // id->route.path_rec (one path, as librdmacm's ucma_query_route fills it).
 void FillRoute(Id* id) {
   uscm_path p;
-  if (uscm_get_route(id->state->uid, &p) != 0) return;
-  rdma_route& route = id->pub.route;
-  if (route.path_rec == nullptr) {
-    route.path_rec = static_cast<ibv_sa_path_rec*>(calloc(1, sizeof(ibv_sa_path_rec)));
-    if (route.path_rec == nullptr) return;
-  }
-  ToPathRec(p, route.path_rec);
-  route.num_paths = 1;
+  if (uscm_get_route(id->state->uid, &p) == 0) internal::FillRouteFrom(id, p);
 }
 
 void AttachAndFill(Id* id) {
@@ -203,13 +189,6 @@ Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* contex
   id->pub.qp_type = IsUd(ps) ? IBV_QPT_UD : IBV_QPT_RC;
   ByPublic()[&id->pub] = id;
   return id;
-}
-
-void OnAck(void* arg) {
-  auto* state = static_cast<IdState*>(arg);
-  std::lock_guard<std::mutex> lock(state->mu);
-  --state->unacked;
-  state->acked.notify_all();
 }
 
 
@@ -305,14 +284,39 @@ void Forward(const uscm_cm_event& ue, Port* from) {
     len = ue.param.conn.private_data_len;
   }
   if (data == nullptr) len = 0;
-  {
-    std::lock_guard<std::mutex> lock(id->state->mu);
-    ++id->state->unacked;
-  }
   // A CONNECT_REQUEST is reported on the listener's channel.
   rdma_event_channel* target = ue.event == USCM_CM_EVENT_CONNECT_REQUEST && listen != nullptr
                                    ? listen->pub.channel
                                    : id->pub.channel;
+  internal::QueueForId(id, target, ev, data, len);
+}
+
+}  // namespace
+
+namespace internal {
+
+// Guards the ports (ports.h), the id tables and the translation of events
+// (the pump and rdma_destroy_id's uscm_destroy_id never overlap).
+std::mutex g_mu;
+
+Id* FindLocked(rdma_cm_id* pub) {
+  auto it = ByPublic().find(pub);
+  return it == ByPublic().end() || it->second->state->closed ? nullptr : it->second;
+}
+
+void OnAck(void* arg) {
+  auto* state = static_cast<IdState*>(arg);
+  std::lock_guard<std::mutex> lock(state->mu);
+  --state->unacked;
+  state->acked.notify_all();
+}
+
+void QueueForId(Id* id, rdma_event_channel* target, const rdma_cm_event& ev, const void* data,
+                size_t len) {
+  {
+    std::lock_guard<std::mutex> lock(id->state->mu);
+    ++id->state->unacked;
+  }
   if (QueueEventWithAck(target, ev, data, len, OnAck, id->state) != 0) {
     OnAck(id->state);  // not queued (errno and USCM_DEBUG said why)
   }
@@ -340,6 +344,10 @@ int PumpEventsLocked() {
   if (!any) return Fail(ENODEV, "pump", "no port open");
   return moved;
 }
+
+}  // namespace internal
+
+namespace {
 
 // Runs `op` on the id's uscm id after the common checks; `after` (may be
 // null) runs under the lock when op succeeded.
@@ -407,8 +415,8 @@ bool OwnEvent(const rdma_cm_event& e, const void* id) { return e.id == id; }
 
 namespace internal {
 
-std::unordered_map<uscm_cm_id*, Id*>& ByUscmId() {
-  static auto* m = new std::unordered_map<uscm_cm_id*, Id*>;
+absl::flat_hash_map<uscm_cm_id*, Id*>& ByUscmId() {
+  static auto* m = new absl::flat_hash_map<uscm_cm_id*, Id*>;
   return *m;
 }
 
@@ -438,6 +446,13 @@ void FillAddrs(Id* id) {
     ToSockaddr(a, &id->pub.route.addr.dst_storage);
     memcpy(ib.dgid.raw, a.gid, 16);
   }
+}
+
+void FillRouteFrom(Id* id, const uscm_path& p) {
+  rdma_route& route = id->pub.route;
+  route.path_rec = &id->path_rec;
+  ToPathRec(p, route.path_rec);
+  route.num_paths = 1;
 }
 
 }  // namespace internal
@@ -653,7 +668,6 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   internal::DropOtherPortsLocked(id, "rdma_destroy_id");
   ByPublic().erase(&id->pub);
   ForgetQp(&id->pub);
-  free(id->pub.route.path_rec);
   if (id->state->holds_pd) ReleaseSharedPd(id->pub.verbs);
   rdma_event_channel* own = id->state->sync ? id->pub.channel : nullptr;
   delete id->state;

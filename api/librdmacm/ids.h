@@ -135,6 +135,20 @@ void SetModifyQpForTesting(int (*modify)(ibv_qp*, ibv_qp_attr*, int));
 // channels; the number moved, or -1 with errno.
 int PumpEvents();
 
+// direct_route.cc: rdma_resolve_route where the route needs no SA query
+// (RoCE: the path from the two IPs; the IB_PATH option), in one lookup under
+// the library's lock: uscm sets the id's route with no event of its own
+// (uscm_resolve_route_now), id->route is filled and ROUTE_RESOLVED goes
+// straight onto the program's channel, past the port's channel and the pump.
+// *done false: not taken (no port yet, an SA route; nothing changed), the
+// call goes through ForId as before. *sync (when done): a synchronous id,
+// whose call waits for the event (CompleteCall). 0, or -1 with errno.
+int ResolveRouteDirect(rdma_cm_id* id, bool* done, bool* sync);
+// Routes ResolveRouteDirect resolved so far.
+uint64_t DirectRoutes();
+// Tests, benches: false sends every rdma_resolve_route through ForId.
+void SetDirectRoutesForTesting(bool on);
+
 }  // namespace uscm::librdmacm
 
 #endif  // USCM_API_LIBRDMACM_IDS_H_

@@ -11,9 +11,9 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/ports.h"
 
@@ -68,17 +68,36 @@ struct Id {
   rdma_cm_id pub;
   IdState* state;
   Port* port;  // where `state->uid` lives; both NULL until the id needs one
+  // What pub.route.path_rec points at once a route is known (librdmacm
+  // allocates one per id; here it costs no allocation in resolve_route).
+  ibv_sa_path_rec path_rec;
 };
 static_assert(offsetof(Id, pub) == 0);
 
 // ids.cc
-std::unordered_map<uscm_cm_id*, Id*>& ByUscmId();
+// The library's lock: the ports (ports.h), the id tables and the translation
+// of events (the pump and rdma_destroy_id's uscm_destroy_id never overlap).
+extern std::mutex g_mu;
+absl::flat_hash_map<uscm_cm_id*, Id*>& ByUscmId();
+// The live id behind a program's id (NULL: unknown, destroyed, or its
+// channel closed).
+Id* FindLocked(rdma_cm_id* pub);
+// Moves every event queued on the open ports' uscm channels to the
+// programs' channels; the number moved, or -1 with errno.
+int PumpEventsLocked();
+// `ev` of `id` onto `target` (the id's channel, or a listener's for a
+// CONNECT_REQUEST), counted unacked until rdma_ack_cm_event (OnAck).
+void QueueForId(Id* id, rdma_event_channel* target, const rdma_cm_event& ev, const void* data,
+                size_t len);
+void OnAck(void* state);
 // A failed uscm_* call: its errno, and with USCM_DEBUG its detailed message.
 int UscmFailed(const char* call);
 // A real port, once opened: its events reach the programs' channels.
 void OnPortOpen(Port* port);
 // The route addresses as uscm knows them now (id->route.addr).
 void FillAddrs(Id* id);
+// id->route.path_rec (one path, as librdmacm's ucma_query_route fills it).
+void FillRouteFrom(Id* id, const uscm_path& p);
 
 // wildcard_ids.cc
 // After a bind to a wildcard: the address kept for the clones.

@@ -56,10 +56,12 @@ TEST_F(IdsTest, ActiveSideWithItsOwnQp) {
   EXPECT_EQ(rdma_ack_cm_event(e), 0);
 
   EXPECT_EQ(id->route.num_paths, 0);
+  const uint64_t direct = DirectRoutes();
   ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
   e = Next(RDMA_CM_EVENT_ROUTE_RESOLVED);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  EXPECT_EQ(DirectRoutes(), direct) << "an SA route: the C API's path (direct_route.cc)";
   // The SA's path, as librdmacm's ucma_query_route shows it.
   ASSERT_EQ(id->route.num_paths, 1);
   ASSERT_NE(id->route.path_rec, nullptr);

@@ -432,19 +432,14 @@ absl::Status CmId::Bind(const Address& addr, bool reserve) {
   return absl::OkStatus();
 }
 
-absl::Status CmId::ResolveRoute(mad::Duration timeout) {
-  std::lock_guard<std::mutex> lock(device_->node_->mutex());
-  if (state_ != IdState::kAddrResolved) {
-    return WrongState("resolve_route", state_, "ADDR_RESOLVED");
-  }
+bool CmId::RouteWithoutQueryLocked() {
   if (opts().ib_path.has_value()) {
     path_ = *opts().ib_path;
     path_from_sa_ = false;
     if (path_->mtu >= 1 && path_->mtu <= 5) path_mtu_ = path_->mtu;  // IB_PATH with an MTU
     if (opts().tos) path_->traffic_class = *opts().tos;
     state_ = IdState::kRouteResolved;
-    device_->Post(this, EventType::kRouteResolved, 0);
-    return absl::OkStatus();
+    return true;
   }
   if (device_->options_.roce && local_.is_ip() && peer_.is_ip()) {
     // No SA on RoCE: the path from the two IPs.
@@ -452,6 +447,28 @@ absl::Status CmId::ResolveRoute(mad::Duration timeout) {
     path_from_sa_ = false;
     path_mtu_ = path_->mtu;
     state_ = IdState::kRouteResolved;
+    return true;
+  }
+  return false;
+}
+
+absl::StatusOr<bool> CmId::ResolveRouteNow(cm::PathInfo* path, uint16_t* peer_pkey) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kAddrResolved) {
+    return WrongState("resolve_route", state_, "ADDR_RESOLVED");
+  }
+  if (!RouteWithoutQueryLocked()) return false;
+  *path = *path_;
+  *peer_pkey = peer_.pkey;
+  return true;
+}
+
+absl::Status CmId::ResolveRoute(mad::Duration timeout) {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  if (state_ != IdState::kAddrResolved) {
+    return WrongState("resolve_route", state_, "ADDR_RESOLVED");
+  }
+  if (RouteWithoutQueryLocked()) {
     device_->Post(this, EventType::kRouteResolved, 0);
     return absl::OkStatus();
   }

@@ -203,6 +203,14 @@ class CmId {
   // ROUTE_RESOLVED / ROUTE_ERROR on the channel; an SA query unanswered
   // after `timeout` is ROUTE_ERROR -ETIMEDOUT.
   absl::Status ResolveRoute(mad::Duration timeout = mad::Duration::Seconds(2));
+  // ResolveRoute where the route needs no SA query (the IB_PATH option, or
+  // RoCE: the path from the two IPs), for a layer that hands ROUTE_RESOLVED
+  // to its program itself (the drop-in librdmacm): the id becomes
+  // ROUTE_RESOLVED but nothing is queued on its channel. True with the
+  // route and the peer's P_Key (route()'s and GetPeerAddr()'s); false, with
+  // nothing changed, when the route needs the SA (call ResolveRoute);
+  // ResolveRoute's error before resolve_addr.
+  absl::StatusOr<bool> ResolveRouteNow(cm::PathInfo* path, uint16_t* peer_pkey);
   absl::Status Connect(const ConnParam& param);
   // backlog <= 0: the default (1024).
   absl::Status Listen(int backlog);
@@ -272,6 +280,9 @@ class CmId {
   // call's own error (no route).
   absl::Status FinishResolve(const absl::StatusOr<absl::optional<mad::Gid>>& gid, bool in_call);
   absl::Status CheckReuseAddrLocked(bool on) const;
+  // ADDR_RESOLVED -> ROUTE_RESOLVED where no SA query is needed (IB_PATH,
+  // RoCE); false otherwise, nothing changed (device lock held).
+  bool RouteWithoutQueryLocked();
   absl::Status SetOptionLocked(const IdOptions& options);
 
   Device* device_;

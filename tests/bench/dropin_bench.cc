@@ -16,6 +16,11 @@
 //                             ROUTE_RESOLVED events taken and acked (a path
 //                             cache hit here; RoCE's RocePath on a device);
 //                             per id, against tests/vm/bench/route_floor
+//   BM_DropInResolveRouteRoce/N/D  the same on a RoCE port (the path from
+//                             the two IPs, no SA): D=1 the direct path
+//                             (api/librdmacm/direct_route.cc), D=0 the
+//                             calls through the C API and the pump as
+//                             before it, in the same process
 //
 // `syscalls/conn`: the eventfd syscalls of the program's channels
 // (ChannelFdSyscalls) and of the ports' uscm channels (fd_syscalls), and
@@ -271,6 +276,83 @@ void BM_DropInResolveRoute(benchmark::State& state) {
   state.counters["ids/s"] = benchmark::Counter(calls, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_DropInResolveRoute)->Arg(1000);
+
+// The drop-in's one port a RoCE device (10.0.0.1, no SA: DeviceOptions::roce)
+// on the simulated fabric's host 0, and a non-blocking channel.
+struct RocePort {
+  std::unique_ptr<testing::SimFabric> f;
+  std::unique_ptr<Device> roce;
+  uscm_device* dev;
+  rdma_event_channel* ch;
+
+  RocePort() {
+    f = std::move(*testing::SimFabric::Create(5));
+    DeviceOptions o;
+    o.roce = true;
+    o.local_ips = {*Address::Parse("10.0.0.1")};
+    roce = std::move(*Device::CreateSimulated(f->scheduler(), *f->host(0).qp1,
+                                              [] { return false; }, o));
+    dev = uscm_device_wrap(roce.get());
+    if (librdmacm::UseDevicesForTesting({dev}, {{V4("10.0.0.1")}}) != 0) {
+      Die("ports", 0, strerror(errno));
+    }
+    ch = librdmacm::NewEventChannel();
+    fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+  }
+  ~RocePort() {
+    rdma_destroy_event_channel(ch);
+    librdmacm::ResetBackendForTesting();
+    uscm_device_unwrap_free(dev);
+  }
+  // n events of one kind, all queued already: one poll, then get and ack each.
+  void Drain(size_t n, rdma_cm_event_type want) {
+    pollfd p{ch->fd, POLLIN, 0};
+    if (poll(&p, 1, 0) != 1) Die("poll", 0, "the channel's fd is not readable");
+    size_t got = 0;
+    rdma_cm_event* e = nullptr;
+    while (rdma_get_cm_event(ch, &e) == 0) {
+      if (e->event != want) Die("wanted", 0, rdma_event_str(e->event));
+      rdma_ack_cm_event(e);
+      ++got;
+    }
+    if (got != n) Die("drain", 0, "fewer events than ids");
+  }
+};
+
+void BM_DropInResolveRouteRoce(benchmark::State& state) {
+  RocePort p;
+  const size_t n = static_cast<size_t>(state.range(0));
+  librdmacm::SetDirectRoutesForTesting(state.range(1) == 1);
+  const uint64_t direct_before = librdmacm::DirectRoutes();
+  std::vector<rdma_cm_id*> ids(n);
+  sockaddr_in d = Ipv4("10.0.0.2", 7471);
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (size_t i = 0; i < n; ++i) {
+      if (rdma_create_id(p.ch, &ids[i], nullptr, RDMA_PS_TCP) != 0 ||
+          rdma_resolve_addr(ids[i], nullptr, reinterpret_cast<sockaddr*>(&d), 2000) != 0) {
+        Die("resolve_addr", 0, strerror(errno));
+      }
+    }
+    p.Drain(n, RDMA_CM_EVENT_ADDR_RESOLVED);
+    state.ResumeTiming();
+    for (rdma_cm_id* id : ids) rdma_resolve_route(id, 2000);
+    p.Drain(n, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    state.PauseTiming();
+    for (rdma_cm_id* id : ids) rdma_destroy_id(id);
+    state.ResumeTiming();
+  }
+  const double calls = static_cast<double>(state.iterations() * n);
+  state.counters["ids/s"] = benchmark::Counter(calls, benchmark::Counter::kIsRate);
+  state.counters["direct"] = static_cast<double>(librdmacm::DirectRoutes() - direct_before) / calls;
+  librdmacm::SetDirectRoutesForTesting(true);
+}
+BENCHMARK(BM_DropInResolveRouteRoce)
+    ->ArgNames({"ids", "direct"})
+    ->Args({1000, 0})
+    ->Args({1000, 1})
+    ->Args({1000, 0})
+    ->Args({1000, 1});
 
 }  // namespace
 }  // namespace uscm

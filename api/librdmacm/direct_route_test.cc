@@ -1,0 +1,231 @@
+// rdma_resolve_route's direct path (direct_route.cc) on a simulated RoCE
+// port (DeviceOptions::roce: no SA, the path from the two IPs): the event
+// reaches the program's channel from the call itself, with librdmacm's
+// fields; id->route as the path through the C API fills it; the id's state
+// in uscm is ROUTE_RESOLVED (a second call is EINVAL, rdma_connect goes
+// ahead); EINVAL before resolve_addr; synchronous mode; rdma_migrate_id of
+// the event. IB routes (the SA's) keep their path: ids_test.
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+#include <string.h>
+
+#include <memory>
+#include <string>
+
+#include "api/c/uscm_cma.h"
+#include "api/librdmacm/event_channel.h"
+#include "api/librdmacm/ids.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
+#include "gtest/gtest.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+sockaddr_in Ipv4(const char* ip, uint16_t port) {
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  return a;
+}
+
+std::string GidText(const uint8_t raw[16]) {
+  char text[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, raw, text, sizeof(text));
+  return text;
+}
+
+// The drop-in's one port: a RoCE device (192.168.78.1, path MTU 1024) on the
+// simulated fabric's host 0.
+class DirectRouteTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto f = testing::SimFabric::Create(21);
+    ASSERT_TRUE(f.ok()) << f.status();
+    fabric_ = std::move(*f).release();
+    DeviceOptions o;
+    o.roce = true;
+    o.roce_path_mtu = 3;
+    o.local_ips = {*Address::Parse("192.168.78.1")};
+    auto dev = Device::CreateSimulated(fabric_->scheduler(), *fabric_->host(0).qp1,
+                                       [] { return false; }, o);
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    roce_ = std::move(*dev).release();
+    dev_ = uscm_device_wrap(roce_);
+    Addr16 ip{};
+    ip[10] = ip[11] = 0xff;
+    inet_pton(AF_INET, "192.168.78.1", &ip[12]);
+    ASSERT_EQ(UseDevicesForTesting({dev_}, {{ip}}), 0) << strerror(errno);
+  }
+  static void TearDownTestSuite() {
+    ResetBackendForTesting();
+    uscm_device_unwrap_free(dev_);
+    delete roce_;
+    delete fabric_;
+  }
+  void SetUp() override {
+    ch_ = NewEventChannel();
+    ASSERT_NE(ch_, nullptr);
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  }
+  void TearDown() override {
+    SetDirectRoutesForTesting(true);
+    EXPECT_EQ(QueuedEvents(ch_), 0) << "events left on the program's channel";
+    rdma_destroy_event_channel(ch_);
+  }
+
+  // An id on ch_ with 192.168.78.2:7174 resolved (ADDR_RESOLVED taken).
+  rdma_cm_id* Resolved(rdma_event_channel* ch) {
+    rdma_cm_id* id = nullptr;
+    EXPECT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    sockaddr_in dst = Ipv4("192.168.78.2", 7174);
+    EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+        << strerror(errno);
+    if (ch != nullptr) {
+      EXPECT_EQ(rdma_ack_cm_event(Take(ch, RDMA_CM_EVENT_ADDR_RESOLVED)), 0);
+    }
+    return id;
+  }
+  // The event already queued on `ch` (no pump, no fabric step).
+  static rdma_cm_event* Take(rdma_event_channel* ch, rdma_cm_event_type want) {
+    rdma_cm_event* e = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(ch, &e), 0) << strerror(errno);
+    if (e != nullptr) {
+      EXPECT_EQ(e->event, want) << rdma_event_str(e->event);
+    }
+    return e;
+  }
+  static size_t PortQueued() { return uscm_event_channel_queued(PortChannelsForTesting()[0]); }
+
+  static inline testing::SimFabric* fabric_ = nullptr;
+  static inline Device* roce_ = nullptr;
+  static inline uscm_device* dev_ = nullptr;
+  rdma_event_channel* ch_ = nullptr;
+};
+
+TEST_F(DirectRouteTest, RoceRouteIsQueuedByTheCallWithLibrdmacmsFields) {
+  rdma_cm_id* id = Resolved(ch_);
+  uint8_t tos = 0x20;
+  ASSERT_EQ(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)), 0);
+  const uint64_t direct = DirectRoutes();
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  EXPECT_EQ(DirectRoutes(), direct + 1);
+  EXPECT_EQ(PortQueued(), 0u) << "nothing for the pump: the event skipped the port's channel";
+  ASSERT_EQ(QueuedEvents(ch_), 1) << "queued by the call itself";
+
+  rdma_cm_event* e = Take(ch_, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->id, id);
+  EXPECT_EQ(e->listen_id, nullptr);
+  EXPECT_EQ(e->status, 0);
+  const rdma_conn_param zero = {};
+  EXPECT_EQ(memcmp(&e->param.conn, &zero, sizeof(zero)), 0)
+      << "the kernel's ROUTE_RESOLVED carries no parameters (flow_control "
+      << int(e->param.conn.flow_control) << ", retry_count " << int(e->param.conn.retry_count)
+      << ")";
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  // id->route as librdmacm's ucma_query_route leaves it (RoCE: cma_resolve_iboe_route).
+  ASSERT_EQ(id->route.num_paths, 1);
+  ASSERT_NE(id->route.path_rec, nullptr);
+  const ibv_sa_path_rec& p = *id->route.path_rec;
+  EXPECT_EQ(GidText(p.sgid.raw), "::ffff:192.168.78.1");
+  EXPECT_EQ(GidText(p.dgid.raw), "::ffff:192.168.78.2");
+  EXPECT_EQ(p.slid, htobe16(0xFFFF));
+  EXPECT_EQ(p.dlid, htobe16(0xFFFF));
+  EXPECT_EQ(p.hop_limit, 64);
+  EXPECT_EQ(p.traffic_class, 0x20);
+  EXPECT_EQ(p.mtu, 3);
+  EXPECT_EQ(p.packet_life_time, 18);
+  EXPECT_EQ(p.pkey, htobe16(0xFFFF));
+  EXPECT_EQ(ntohs(rdma_get_dst_port(id)), 7174);
+  EXPECT_EQ(GidText(id->route.addr.addr.ibaddr.dgid.raw), "::ffff:192.168.78.2");
+
+  // uscm's id is ROUTE_RESOLVED: a second call is EINVAL (the kernel's
+  // cma_comp_exch from ADDR_RESOLVED fails), rdma_connect goes ahead.
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_route(id, 2000), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(DirectRoutes(), direct + 1);
+  rdma_conn_param param = {};
+  param.qp_num = 0x1234;
+  EXPECT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+// The same id->route and addresses as the path through the C API's pump.
+TEST_F(DirectRouteTest, FillsTheRouteAsThePumpDoes) {
+  rdma_cm_id* ids[2];
+  for (int direct = 0; direct < 2; ++direct) {
+    SetDirectRoutesForTesting(direct == 1);
+    ids[direct] = Resolved(ch_);
+    const uint64_t before = DirectRoutes();
+    ASSERT_EQ(rdma_resolve_route(ids[direct], 2000), 0) << strerror(errno);
+    EXPECT_EQ(DirectRoutes(), before + direct);
+    EXPECT_EQ(rdma_ack_cm_event(Take(ch_, RDMA_CM_EVENT_ROUTE_RESOLVED)), 0);
+  }
+  ASSERT_EQ(ids[0]->route.num_paths, 1);
+  ASSERT_EQ(ids[1]->route.num_paths, 1);
+  EXPECT_EQ(memcmp(ids[0]->route.path_rec, ids[1]->route.path_rec, sizeof(ibv_sa_path_rec)), 0);
+  EXPECT_EQ(memcmp(&ids[0]->route.addr.addr, &ids[1]->route.addr.addr, sizeof(rdma_ib_addr)), 0);
+  EXPECT_EQ(memcmp(&ids[0]->route.addr.dst_storage, &ids[1]->route.addr.dst_storage,
+                   sizeof(sockaddr_storage)),
+            0);
+  // The sources differ in their ephemeral port only.
+  EXPECT_EQ(ids[0]->route.addr.src_sin.sin_addr.s_addr, ids[1]->route.addr.src_sin.sin_addr.s_addr);
+  EXPECT_NE(rdma_get_src_port(ids[1]), 0);
+  for (rdma_cm_id* id : ids) EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+TEST_F(DirectRouteTest, EinvalBeforeResolveAddr) {
+  const uint64_t direct = DirectRoutes();
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_route(id, 2000), -1);
+  EXPECT_EQ(errno, EINVAL) << "created, no port yet";
+  sockaddr_in here = Ipv4("192.168.78.1", 7300);
+  ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&here)), 0) << strerror(errno);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_route(id, 2000), -1);
+  EXPECT_EQ(errno, EINVAL) << "bound, on its port, not resolved";
+  EXPECT_EQ(DirectRoutes(), direct);
+  EXPECT_EQ(QueuedEvents(ch_), 0);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+// A NULL channel: the call returns with its event in id->event.
+TEST_F(DirectRouteTest, SynchronousIdReturnsWithTheEvent) {
+  rdma_cm_id* id = Resolved(nullptr);
+  ASSERT_NE(id->event, nullptr);
+  EXPECT_EQ(id->event->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+  const uint64_t direct = DirectRoutes();
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  EXPECT_EQ(DirectRoutes(), direct + 1);
+  ASSERT_NE(id->event, nullptr);
+  EXPECT_EQ(id->event->event, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  EXPECT_EQ(id->event->id, id);
+  EXPECT_EQ(id->route.num_paths, 1);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+// The event the call queued moves with the id, as any queued event.
+TEST_F(DirectRouteTest, MigrateIdTakesTheQueuedEvent) {
+  rdma_cm_id* id = Resolved(ch_);
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  rdma_event_channel* other = NewEventChannel();
+  ASSERT_NE(other, nullptr);
+  ASSERT_EQ(rdma_migrate_id(id, other), 0) << strerror(errno);
+  EXPECT_EQ(QueuedEvents(ch_), 0);
+  EXPECT_EQ(rdma_ack_cm_event(Take(other, RDMA_CM_EVENT_ROUTE_RESOLVED)), 0);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  rdma_destroy_event_channel(other);
+}
+
+}  // namespace
+}  // namespace uscm::librdmacm
