@@ -22,9 +22,10 @@ using Answer = absl::StatusOr<absl::optional<mad::Gid>>;
 
 class NeighbourResolveTest : public testing::OneDeviceTest {
  protected:
-  void OpenWithTable(bool roce) {
+  void OpenWithTable(bool roce, mad::Duration reuse = mad::Duration::Seconds(1)) {
     DeviceOptions o;
     o.roce = roce;
+    o.neighbour_reuse = reuse;
     o.local_ips = {*Address::Parse("192.168.78.1")};
     // Called from the caller's thread and from the device's resolver thread.
     o.resolve_neighbour = [this](const Address& src, const Address& dst, mad::Duration timeout) {
@@ -168,6 +169,50 @@ TEST_F(NeighbourResolveTest, RoceMulticastGroupNeedsNoNeighbour) {
   EXPECT_EQ(id->GetPeerAddr().gid.ToString(), "::ffff:239.1.2.3");
   EXPECT_EQ(Asked(), 0u);
   ASSERT_TRUE(ch_->DestroyId(id).ok());
+}
+
+// DeviceOptions::neighbour_reuse: a burst of resolves to one destination
+// (cmtime's 1,000 ids) asks the table once; each id still gets its event.
+TEST_F(NeighbourResolveTest, AUsableAnswerIsReusedForTheSameSourceAndDestination) {
+  ASSERT_NO_FATAL_FAILURE(OpenWithTable(/*roce=*/true, mad::Duration::Seconds(3600)));
+  std::vector<CmId*> ids;
+  for (const char* dst : {"192.168.78.2:7174", "192.168.78.2:7175", "192.168.78.3:7174"}) {
+    CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+    ASSERT_TRUE(id->ResolveAddr(*Address::Parse("192.168.78.1"), *Address::Parse(dst)).ok());
+    Event e = Next();
+    EXPECT_EQ(e.event, EventType::kAddrResolved) << e.detail;
+    EXPECT_EQ(id->state(), IdState::kAddrResolved);
+    ids.push_back(id);
+  }
+  EXPECT_EQ(Asked(), 2u) << "192.168.78.2 once, 192.168.78.3 once";
+  EXPECT_EQ(dev_->neighbour_reuses(), 1u);
+  EXPECT_EQ(ids[1]->GetPeerAddr().gid.ToString(), "::ffff:192.168.78.2");
+  EXPECT_EQ(ids[1]->GetPeerAddr().port, 7175);
+  for (CmId* id : ids) ASSERT_TRUE(ch_->DestroyId(id).ok());
+}
+
+// A failed or pending neighbour is asked again on every call (each one starts
+// a resolution, as the kernel's), and a zero reuse asks every time.
+TEST_F(NeighbourResolveTest, NoUsableAnswerOrNoReuseAsksEveryTime) {
+  for (bool usable : {false, true}) {
+    ASSERT_NO_FATAL_FAILURE(
+        OpenWithTable(/*roce=*/true, usable ? mad::Duration::Zero() : mad::Duration::Seconds(3600)));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      asked_.clear();
+      if (!usable) answer_ = mad::WithErrno(absl::UnavailableError("netlink: EIO"), EIO);
+    }
+    for (int i = 0; i < 2; ++i) {
+      CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+      ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.2")).ok());
+      EXPECT_EQ(Next().event, usable ? EventType::kAddrResolved : EventType::kAddrError);
+      ASSERT_TRUE(ch_->DestroyId(id).ok());
+    }
+    EXPECT_EQ(Asked(), 2u) << (usable ? "reuse 0" : "a failed answer");
+    EXPECT_EQ(dev_->neighbour_reuses(), 0u);
+    TearDown();
+    answer_ = absl::optional<mad::Gid>();
+  }
 }
 
 }  // namespace

@@ -437,6 +437,15 @@ struct DeviceOptions {
   std::function<absl::StatusOr<absl::optional<mad::Gid>>(const Address& src, const Address& dst,
                                                           mad::Duration timeout)>
       resolve_neighbour;
+  // How long resolve_addr reuses resolve_neighbour's answer for the same
+  // (source, destination) instead of asking again (zero: never). Only a
+  // usable answer is kept (the GID or "the IP's"); a missing, pending or
+  // failed neighbour is asked for every time, so each such call still starts
+  // a resolution. The kernel itself answers from an entry that may be STALE
+  // (unconfirmed for up to a minute), so one second changes no answer a
+  // program can rely on; it spares the netlink round trips of a burst of
+  // resolves to one destination (cmtime: 1,000 ids).
+  mad::Duration neighbour_reuse = mad::Duration::Seconds(1);
   // RoCE multicast without SA (api/rdma_cm/roce_multicast.h): the port's GID table
   // (RoCE v2 entries; the source GID index of a group's AH) and the netdev's
   // IP group memberships (null: none taken, as on the simulated fabric).
@@ -512,6 +521,9 @@ class Device final : public cm::NodeObserver {
   // Binds moved to another ephemeral port because another process behind
   // the same uscmd held the first (Device::ClaimBind).
   uint64_t ephemeral_moves() const { return ephemeral_moves_; }
+  // resolve_addr calls answered from an earlier neighbour answer
+  // (DeviceOptions::neighbour_reuse) instead of resolve_neighbour.
+  uint64_t neighbour_reuses() const;
 
   void OnProgress(mad::TimePoint now) override;
 
@@ -593,6 +605,11 @@ class Device final : public cm::NodeObserver {
     std::chrono::steady_clock::time_point deadline;
   };
   void QueueResolve(PendingResolve p);  // device lock held
+  // DeviceOptions::neighbour_reuse (device lock held): a usable answer for
+  // (src, dst) younger than it, or nullopt; Remember keeps a usable one.
+  absl::optional<absl::optional<mad::Gid>> ReusedNeighbour(const Address& src, const Address& dst);
+  void RememberNeighbour(const Address& src, const Address& dst,
+                         const absl::StatusOr<absl::optional<mad::Gid>>& answer);
   void ResolverLoop();
   bool Live(const PendingResolve& p) const;  // the id still waits for this answer
   void StopResolver();
@@ -618,6 +635,12 @@ class Device final : public cm::NodeObserver {
   uint64_t ephemeral_moves_ = 0;  // the next ephemeral port tried (DeviceOptions)
   uint64_t rng_state_;
   std::vector<PendingResolve> pending_resolves_;  // device lock
+  struct ReusableNeighbour {
+    absl::optional<mad::Gid> gid;  // nullopt: the IP's GID (RoCE)
+    std::chrono::steady_clock::time_point until;
+  };
+  absl::flat_hash_map<std::pair<IpKeyBytes, IpKeyBytes>, ReusableNeighbour> reusable_neighbours_;
+  uint64_t neighbour_reuses_ = 0;
   std::condition_variable resolver_cv_;
   std::thread resolver_;  // started by the first pending destination
   bool stop_resolver_ = false;

@@ -3,7 +3,9 @@
 //   * AF_IB: the GID as given;
 //   * an AddNeighbor entry (the simulated fabric's ARP);
 //   * DeviceOptions::resolve_neighbour (a real port: the kernel's route and
-//     neighbour tables). It is probed at once without waiting; an entry the
+//     neighbour tables), or its usable answer for the same source and
+//     destination of the last DeviceOptions::neighbour_reuse. It is probed at
+//     once without waiting; an entry the
 //     kernel is still resolving goes on the device's pending list, which one
 //     thread probes every 2 ms until the entry resolves or the call's timeout
 //     passes (the kernel's process_one_req list), so the call returns at once
@@ -96,6 +98,9 @@ absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address
     peer_.gid = RoceGidOf(dst);
     peer_.lid = mad::kPermissiveLid;
   } else if (device_->options_.resolve_neighbour) {
+    if (auto reused = device_->ReusedNeighbour(local_, dst); reused.has_value()) {
+      return FinishResolve(*reused, /*in_call=*/true);
+    }
     // The kernel's tables, without the device lock (netlink); ADDR_QUERY
     // keeps other calls off the id meanwhile.
     state_ = IdState::kAddrQuery;
@@ -105,6 +110,7 @@ absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address
     absl::StatusOr<absl::optional<mad::Gid>> probe =
         device_->options_.resolve_neighbour(from, dst, mad::Duration::Zero());
     lock.lock();
+    device_->RememberNeighbour(from, dst, probe);
     if (state_ != IdState::kAddrQuery || resolve_seq_ != seq) return absl::OkStatus();
     if (StillResolving(probe)) {
       device_->QueueResolve({this, seq, from, dst, timeout,
@@ -159,6 +165,34 @@ absl::Status CmId::FinishResolve(const absl::StatusOr<absl::optional<mad::Gid>>&
   return absl::OkStatus();
 }
 
+absl::optional<absl::optional<mad::Gid>> Device::ReusedNeighbour(const Address& src,
+                                                                 const Address& dst) {
+  auto it = reusable_neighbours_.find({IpKey(src), IpKey(dst)});
+  if (it == reusable_neighbours_.end()) return absl::nullopt;
+  if (std::chrono::steady_clock::now() >= it->second.until) {
+    reusable_neighbours_.erase(it);
+    return absl::nullopt;
+  }
+  ++neighbour_reuses_;
+  return it->second.gid;
+}
+
+void Device::RememberNeighbour(const Address& src, const Address& dst,
+                               const absl::StatusOr<absl::optional<mad::Gid>>& answer) {
+  if (!answer.ok() || options_.neighbour_reuse <= mad::Duration::Zero()) return;
+  // Bounded: a program resolving to many destinations forgets them all at
+  // once, at worst asking the table again.
+  if (reusable_neighbours_.size() >= 4096) reusable_neighbours_.clear();
+  reusable_neighbours_[{IpKey(src), IpKey(dst)}] = {
+      *answer, std::chrono::steady_clock::now() +
+                   std::chrono::nanoseconds(options_.neighbour_reuse.nanos())};
+}
+
+uint64_t Device::neighbour_reuses() const {
+  std::lock_guard<std::mutex> lock(node_->mutex());
+  return neighbour_reuses_;
+}
+
 void Device::QueueResolve(PendingResolve p) {
   pending_resolves_.push_back(std::move(p));
   if (!resolver_.joinable()) resolver_ = std::thread([this] { ResolverLoop(); });
@@ -197,6 +231,7 @@ void Device::ResolverLoop() {
                                                      p.timeout.ToString(), ")")),
             ETIMEDOUT);
       }
+      RememberNeighbour(p.src, p.dst, answers[i]);
       if (live) (void)p.id->FinishResolve(answers[i], /*in_call=*/false);
       pending_resolves_.erase(it);
     }
