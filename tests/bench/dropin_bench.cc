@@ -21,6 +21,10 @@
 //                             (api/librdmacm/direct_route.cc), D=0 the
 //                             calls through the C API and the pump as
 //                             before it, in the same process
+//   BM_DropInResolveRouteRoceThreaded/N/D  the same driven as cmtime drives
+//                             it: an event thread blocked in
+//                             rdma_get_cm_event, the caller in a sched_yield
+//                             loop (fd_syscalls/id: the channel's eventfd)
 //
 // `syscalls/conn`: the eventfd syscalls of the program's channels
 // (ChannelFdSyscalls) and of the ports' uscm channels (fd_syscalls), and
@@ -29,12 +33,15 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <rdma/rdma_cma.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "api/c/uscm_cma.h"
@@ -353,6 +360,65 @@ BENCHMARK(BM_DropInResolveRouteRoce)
     ->Args({1000, 1})
     ->Args({1000, 0})
     ->Args({1000, 1});
+
+// As cmtime drives the step: the calls from this thread, the events taken
+// and acked by an event thread blocked in rdma_get_cm_event on a blocking
+// channel, this thread waiting for them in a sched_yield loop.
+void BM_DropInResolveRouteRoceThreaded(benchmark::State& state) {
+  RocePort p;
+  const size_t n = static_cast<size_t>(state.range(0));
+  librdmacm::SetDirectRoutesForTesting(state.range(1) == 1);
+  rdma_event_channel* ch = librdmacm::NewEventChannel();  // blocking
+  std::atomic<size_t> addr{0}, route{0};
+  std::thread events([&] {
+    for (;;) {
+      rdma_cm_event* e = nullptr;
+      if (rdma_get_cm_event(ch, &e) != 0) Die("get", 0, strerror(errno));
+      const rdma_cm_event_type t = e->event;
+      rdma_ack_cm_event(e);
+      if (t == RDMA_CM_EVENT_ADDR_RESOLVED) addr.fetch_add(1);
+      else if (t == RDMA_CM_EVENT_ROUTE_RESOLVED) route.fetch_add(1);
+      else return;  // DEVICE_REMOVAL: the end
+    }
+  });
+  std::vector<rdma_cm_id*> ids(n);
+  sockaddr_in d = Ipv4("10.0.0.2", 7471);
+  uint64_t fd_syscalls = 0;  // the channel's eventfd reads and writes in the step
+  for (auto _ : state) {
+    state.PauseTiming();
+    addr = 0;
+    route = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (rdma_create_id(ch, &ids[i], nullptr, RDMA_PS_TCP) != 0 ||
+          rdma_resolve_addr(ids[i], nullptr, reinterpret_cast<sockaddr*>(&d), 2000) != 0) {
+        Die("resolve_addr", 0, strerror(errno));
+      }
+    }
+    while (addr.load() < n) sched_yield();
+    const uint64_t before = librdmacm::ChannelFdSyscalls(ch);
+    state.ResumeTiming();
+    for (rdma_cm_id* id : ids) rdma_resolve_route(id, 2000);
+    while (route.load() < n) sched_yield();
+    state.PauseTiming();
+    fd_syscalls += librdmacm::ChannelFdSyscalls(ch) - before;
+    for (rdma_cm_id* id : ids) rdma_destroy_id(id);
+    state.ResumeTiming();
+  }
+  rdma_cm_event stop = {};
+  stop.event = RDMA_CM_EVENT_DEVICE_REMOVAL;
+  librdmacm::QueueEvent(ch, stop, nullptr, 0);
+  events.join();
+  rdma_destroy_event_channel(ch);
+  const double calls = static_cast<double>(state.iterations() * n);
+  state.counters["ids/s"] = benchmark::Counter(calls, benchmark::Counter::kIsRate);
+  state.counters["fd_syscalls/id"] = static_cast<double>(fd_syscalls) / calls;
+  librdmacm::SetDirectRoutesForTesting(true);
+}
+BENCHMARK(BM_DropInResolveRouteRoceThreaded)
+    ->ArgNames({"ids", "direct"})
+    ->Args({1000, 0})
+    ->Args({1000, 1})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace uscm
