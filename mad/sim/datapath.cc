@@ -138,13 +138,14 @@ absl::Status Fabric::Send(SimTransport& from, const mad::MadAddress& to,
   } else if (ep.type == NodeType::kSwitch) {
     Forward(slot, ep.node);
   } else {
-    Transmit(slot, ep.node, ep.port);
+    Transmit(slot, attach_of_endpoint_[e]);
   }
   return absl::OkStatus();
 }
 
-void Fabric::Transmit(uint32_t slot, int node, int port) {
-  const Attach a = attach_[node][port];
+void Fabric::Transmit(uint32_t slot, int node, int port) { Transmit(slot, attach_[node][port]); }
+
+void Fabric::Transmit(uint32_t slot, Attach a) {
   if (a.link < 0) return Drop(slot, DropReason::kNoRoute);
   Link& l = links_[a.link];
   if (!l.up) return Drop(slot, DropReason::kLinkDown);

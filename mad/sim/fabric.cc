@@ -139,6 +139,8 @@ absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Create(Scheduler& scheduler, con
   if (absl::Status s = f->AssignLids(); !s.ok()) return s;
   f->ComputeRoutes(/*up_only=*/false);
   f->qp1_of_endpoint_.assign(f->endpoints_.size(), nullptr);
+  f->attach_of_endpoint_.reserve(f->endpoints_.size());
+  for (const Endpoint& ep : f->endpoints_) f->attach_of_endpoint_.push_back(f->attach_[ep.node][ep.port]);
   f->is_switch_.resize(nodes.size());
   for (size_t n = 0; n < nodes.size(); ++n) f->is_switch_[n] = nodes[n].type == NodeType::kSwitch;
   return f;
@@ -376,14 +378,14 @@ absl::StatusOr<PathInfo> Fabric::Path(uint16_t slid, uint16_t dlid) const {
     return absl::NotFoundError(absl::StrCat("no route from LID ", slid, " to LID ", dlid));
   };
   int node = src->node;
-  int out = src->port;
+  Attach a = attach_of_endpoint_[src - endpoints_.data()];
   if (src->type == NodeType::kSwitch) {
-    out = OutPort(node, dlid);
+    const int out = OutPort(node, dlid);
     if (out == kNoPort) return unreachable();
+    a = attach_[node][out];
   }
   int slowest = -1;
   for (int hop = 0; hop < 64; ++hop) {
-    const Attach a = attach_[node][out];
     if (a.link < 0) return unreachable();
     const Link& l = links_[a.link];
     path.hops++;
@@ -398,8 +400,9 @@ absl::StatusOr<PathInfo> Fabric::Path(uint16_t slid, uint16_t dlid) const {
     }
     if (topo_.nodes[next].type != NodeType::kSwitch) return unreachable();
     node = next;
-    out = OutPort(node, dlid);
+    const int out = OutPort(node, dlid);
     if (out == kNoPort) return unreachable();
+    a = attach_[node][out];
   }
   return unreachable();
 }

@@ -8,6 +8,7 @@
 #define USCM_MAD_SIM_FABRIC_H_
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -86,17 +87,25 @@ struct FabricCounters {
 };
 
 // A port that can send and receive: a connected CA port or a switch's port 0.
-struct Endpoint {
+//
+// Layout: with thousands of hosts an endpoint is cold when a MAD leaves or
+// reaches it and when the SA walks a path from or to it, and those read
+// only where it is, its LID, type and GID: they come first, in 27 bytes
+// that alignas(32) keeps inside one cache line (the GUIDs and names, read at
+// set-up and by the tools, come after).
+struct alignas(32) Endpoint {
   int node = 0;  // index into the topology's nodes
   int port = 0;
-  std::string node_id;
-  std::string desc;
+  uint16_t lid = 0;
   NodeType type = NodeType::kCa;
+  mad::Gid gid;
   uint64_t node_guid = 0;
   uint64_t port_guid = 0;
-  uint16_t lid = 0;
-  mad::Gid gid;
+  std::string node_id;
+  std::string desc;
 };
+static_assert(offsetof(Endpoint, gid) + sizeof(mad::Gid) <= 32,
+              "Endpoint's hot fields no longer fit its first 32 bytes");
 
 // What a future SA answers in a PathRecord.
 struct PathInfo {
@@ -179,15 +188,19 @@ class Fabric {
     uint16_t len = 0;
     std::array<uint8_t, mad::kMadSize> data;
   };
-  struct Link {
+  // Layout: a host's link is cold each time a MAD crosses it or the SA walks
+  // a path over it; the ends, state, rate and queue (56 bytes) come first, in
+  // the first cache line (alignas(64)): all a path walk reads. The
+  // parameters (read by Transmit) follow.
+  struct alignas(64) Link {
     int node[2] = {0, 0};
     int port[2] = {0, 0};
-    LinkParams params;
     bool up = true;
+    uint8_t rate_enum = 0;
+    uint64_t rate_bytes_per_s = 0;  // from width x speed
     uint64_t generation = 0;  // bumped when the link goes down
     TimePoint busy_until[2];  // per direction (0: a->b)
-    uint64_t rate_bytes_per_s = 0;  // from width x speed
-    uint8_t rate_enum = 0;
+    LinkParams params;
   };
   struct Attach {
     int link = -1;  // -1: not connected
@@ -202,6 +215,7 @@ class Fabric {
   // The datapath (fabric.cc).
   absl::Status Send(SimTransport& from, const mad::MadAddress& to, std::span<const uint8_t> mad);
   void Transmit(uint32_t slot, int node, int port);
+  void Transmit(uint32_t slot, Attach a);  // onto the link `a` names (from its end a.dir)
   void Arrive(uint32_t slot);
   void Forward(uint32_t slot, int sw);
   void Deliver(uint32_t slot, int endpoint);
@@ -220,6 +234,10 @@ class Fabric {
   absl::flat_hash_map<std::string, int> node_by_id_;
   FabricOptions options_;
   std::vector<std::vector<Attach>> attach_;   // [node][port]
+  // attach_[node][port] of each endpoint, dense: a CA's first hop (a send,
+  // a path walk) reads one entry shared with its neighbours' instead of a
+  // cold outer and inner vector.
+  std::vector<Attach> attach_of_endpoint_;
   std::vector<Link> links_;
   std::vector<std::vector<int>> endpoint_of_;  // [node][port] -> endpoint index or -1
   std::vector<Endpoint> endpoints_;
