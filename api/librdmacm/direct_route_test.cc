@@ -19,20 +19,13 @@
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids.h"
+#include "api/librdmacm/ids_testing.h"  // Ipv4
 #include "api/rdma_cm/rdma_cm.h"
 #include "api/rdma_cm/rdma_cm_testing.h"
 #include "gtest/gtest.h"
 
 namespace uscm::librdmacm {
 namespace {
-
-sockaddr_in Ipv4(const char* ip, uint16_t port) {
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  inet_pton(AF_INET, ip, &a.sin_addr);
-  return a;
-}
 
 std::string GidText(const uint8_t raw[16]) {
   char text[INET6_ADDRSTRLEN] = {};
