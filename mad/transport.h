@@ -146,6 +146,15 @@ class Transport {
   virtual void ReleaseService(uint64_t service_id, uint64_t mask,
                               const ListenAddress& address = {},
                               ClaimKind kind = ClaimKind::kListen) {}
+  // As ReleaseService, but it need not wait until the other processes see the
+  // service free: for a port no other process asks for by name (an ephemeral
+  // port this process chose; another process's pick that finds it still
+  // taken moves to the next). It still reaches the router before any later
+  // claim of this process.
+  virtual void ReleaseServiceNoWait(uint64_t service_id, uint64_t mask,
+                                    const ListenAddress& address, ClaimKind kind) {
+    ReleaseService(service_id, mask, address, kind);
+  }
 
   // OK while the transport works; once it is gone for good (cm/router: the
   // uscmd router exited), why. A Node turns the loss into
@@ -179,6 +188,10 @@ class ForwardingTransport : public Transport {
   void ReleaseService(uint64_t service_id, uint64_t mask, const ListenAddress& address = {},
                       ClaimKind kind = ClaimKind::kListen) override {
     inner_.ReleaseService(service_id, mask, address, kind);
+  }
+  void ReleaseServiceNoWait(uint64_t service_id, uint64_t mask, const ListenAddress& address,
+                            ClaimKind kind) override {
+    inner_.ReleaseServiceNoWait(service_id, mask, address, kind);
   }
   absl::Status link_status() const override { return inner_.link_status(); }
 

@@ -303,6 +303,16 @@ TEST_F(RouterProcessTest, BindToAnEphemeralPortAnotherProcessHoldsMovesOn) {
   EXPECT_EQ(mad::ErrnoOf(s), EADDRINUSE) << s;
   ASSERT_TRUE(procs[1].ch->DestroyId(*fixed).ok());
   for (Proc& p : procs) ASSERT_TRUE(p.ch->DestroyId(p.id).ok());
+  // An ephemeral port's release is not waited for (ReleaseServiceNoWait);
+  // an explicit port's is, and a process's frames reach the router in
+  // order: one explicit bind and destroy each, then the router has them all.
+  uint16_t explicit_port = 50100;
+  for (Proc& p : procs) {
+    auto barrier = p.ch->CreateId(nullptr, PortSpace::kTcp);
+    ASSERT_TRUE(barrier.ok());
+    ASSERT_TRUE((*barrier)->BindAddr(Address::Ipv4(kLocalIp, explicit_port++)).ok());
+    ASSERT_TRUE(p.ch->DestroyId(*barrier).ok());
+  }
   loop.Stop();
   EXPECT_EQ(server_->router().counters().claim_conflicts, 2u);
   EXPECT_EQ(server_->router().claim_count(), 0u);

@@ -581,8 +581,9 @@ class Device final : public cm::NodeObserver {
   // listeners on two addresses of one port make two claims.
   absl::Status Claim(uint64_t sid, uint64_t mask, bool reuse, const mad::ListenAddress& address,
                      mad::ClaimKind kind = mad::ClaimKind::kListen);
+  // `wait`: until the router has it (mad::Transport::ReleaseServiceNoWait).
   void Release(uint64_t sid, uint64_t mask, const mad::ListenAddress& address,
-               mad::ClaimKind kind = mad::ClaimKind::kListen);
+               mad::ClaimKind kind = mad::ClaimKind::kListen, bool wait = true);
   // rdma_bind_addr's reservation across the processes of a shared port (the
   // kernel's bind list is the host's, cma_get_port): the router's bind claim
   // on the IP id's (port space, port, address), REUSEADDR as the id's. An

@@ -172,11 +172,15 @@ absl::Status Device::Claim(uint64_t sid, uint64_t mask, bool reuse,
 }
 
 void Device::Release(uint64_t sid, uint64_t mask, const mad::ListenAddress& address,
-                     mad::ClaimKind kind) {
+                     mad::ClaimKind kind, bool wait) {
   auto it = claims_.find(std::tuple<uint64_t, mad::ListenAddress, mad::ClaimKind>{sid, address, kind});
   if (it == claims_.end() || --it->second > 0) return;
   claims_.erase(it);
-  node_->transport().ReleaseService(sid, mask, address, kind);
+  if (wait) {
+    node_->transport().ReleaseService(sid, mask, address, kind);
+  } else {
+    node_->transport().ReleaseServiceNoWait(sid, mask, address, kind);
+  }
 }
 
 absl::Status Device::ClaimBind(CmId* id) {
@@ -211,8 +215,13 @@ absl::Status Device::ClaimBindReuse(CmId* id) {
 void Device::ReleaseBind(CmId* id) {
   if (!id->bind_claimed_) return;
   id->bind_claimed_ = false;
+  // An ephemeral port is this process's pick: no other process waits for it
+  // by name (one whose pick finds it still taken moves on, ClaimBind), so its
+  // destroy need not wait for uscmd's answer (a round trip per id: cmtime's
+  // destroy step, docs/ROUTER.md "Claims").
   Release(mad::wire::ServiceIdFor(static_cast<mad::wire::PortSpace>(id->ps_), id->local_.port),
-          ~uint64_t{0}, ListenAddressOf(id->local_, id->af_only_), mad::ClaimKind::kBind);
+          ~uint64_t{0}, ListenAddressOf(id->local_, id->af_only_), mad::ClaimKind::kBind,
+          /*wait=*/!id->ephemeral_port_);
 }
 
 }  // namespace uscm

@@ -145,7 +145,14 @@ void RouterTransport::Handle(std::span<const uint8_t> frame,
     }
     case FrameType::kReply: {
       auto r = DecodeReply(frame);
-      if (r.ok()) replies_.push_back(*r);
+      if (!r.ok()) return;
+      if (auto it = std::find(unawaited_.begin(), unawaited_.end(), r->request);
+          it != unawaited_.end()) {
+        unawaited_.erase(it);  // a release nobody waits for
+        ++counters_.unawaited_answers;
+        return;
+      }
+      replies_.push_back(*r);
       return;
     }
     default:
@@ -220,6 +227,20 @@ void RouterTransport::ReleaseService(uint64_t service_id, uint64_t mask,
     return;
   }
   (void)AwaitReply(request, absl::StrCat("the release of service ID 0x", absl::Hex(service_id)));
+}
+
+void RouterTransport::ReleaseServiceNoWait(uint64_t service_id, uint64_t mask,
+                                           const mad::ListenAddress& address,
+                                           mad::ClaimKind kind) {
+  if (!status_.ok()) return;
+  const uint32_t request = next_request_++;
+  const auto f = EncodeClaim(FrameType::kRelease,
+                             ClaimFrame{request, service_id, mask, false, address, kind});
+  if (send(fd_, f.data(), f.size(), MSG_NOSIGNAL) < 0) {
+    Break(absl::StrCat("failed: ", std::strerror(errno)));
+    return;
+  }
+  unawaited_.push_back(request);
 }
 
 absl::Status RouterTransport::AwaitReply(uint32_t request, const std::string& what) {

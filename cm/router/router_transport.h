@@ -43,6 +43,8 @@ struct RouterTransportCounters {
   // recvmmsg(2) calls of Drain: one takes every frame queued (up to
   // FrameBatch::kSlots), and fewer than asked means the socket is empty.
   uint64_t receive_calls = 0;
+  // Answers to ReleaseServiceNoWait's releases, dropped as they came.
+  uint64_t unawaited_answers = 0;
 };
 
 class RouterTransport final : public mad::Transport {
@@ -66,6 +68,9 @@ class RouterTransport final : public mad::Transport {
                             mad::ClaimKind kind = mad::ClaimKind::kListen) override;
   void ReleaseService(uint64_t service_id, uint64_t mask, const mad::ListenAddress& address = {},
                       mad::ClaimKind kind = mad::ClaimKind::kListen) override;
+  // Sends the release and returns; its answer is dropped when it comes.
+  void ReleaseServiceNoWait(uint64_t service_id, uint64_t mask, const mad::ListenAddress& address,
+                            mad::ClaimKind kind) override;
 
   // OK while the router is there; Unavailable once it closed the socket.
   const absl::Status& status() const { return status_; }
@@ -98,6 +103,7 @@ class RouterTransport final : public mad::Transport {
   std::deque<std::pair<mad::MadAddress, std::vector<uint8_t>>> held_;
   uint32_t next_request_ = 1;
   std::vector<ReplyFrame> replies_;
+  std::vector<uint32_t> unawaited_;  // ReleaseServiceNoWait's requests, answers still to come
   RouterTransportCounters counters_;
 };
 

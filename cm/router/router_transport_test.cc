@@ -7,6 +7,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,6 +69,23 @@ class FakeRouter {
     EncodeMad(mad::MadAddress{}, mad, &frame);
     ASSERT_EQ(send(conn_fd_, frame.data(), frame.size(), 0), static_cast<ssize_t>(frame.size()));
   }
+  // The next claim or release frame the transport sent.
+  ClaimFrame ReceiveClaim(FrameType* type) {
+    std::vector<uint8_t> frame(kMaxFrameBytes);
+    const ssize_t got = recv(conn_fd_, frame.data(), frame.size(), 0);
+    EXPECT_GT(got, 0);
+    frame.resize(got > 0 ? static_cast<size_t>(got) : 0);
+    auto t = PeekFrame(frame);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (t.ok()) *type = *t;
+    auto c = DecodeClaim(frame);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *c : ClaimFrame{};
+  }
+  void Reply(uint32_t request, absl::Status status) {
+    const auto f = EncodeReply(ReplyFrame{request, std::move(status)});
+    ASSERT_EQ(send(conn_fd_, f.data(), f.size(), 0), static_cast<ssize_t>(f.size()));
+  }
   void Close() {
     close(conn_fd_);
     conn_fd_ = -1;
@@ -124,6 +144,50 @@ TEST(RouterTransportDrain, FramesBeforeTheRoutersCloseAreKeptThenTheLossReported
   EXPECT_EQ(DrainTags(*t), (std::vector<uint8_t>{7, 8}));
   EXPECT_FALSE(t->status().ok());
   EXPECT_TRUE(DrainTags(*t).empty());
+}
+
+// ReleaseServiceNoWait (an ephemeral port's release at rdma_destroy_id)
+// returns before the router answers; the answer, when it comes, is dropped
+// and counted, and the next claim gets its own answer. The router thread
+// waits (10 s at most) for the call to return before it answers: a release
+// that waited for its answer fails the first check.
+TEST(RouterTransportRelease, NoWaitReturnsBeforeTheAnswerWhichIsDropped) {
+  FakeRouter router;
+  auto t = router.Connect();
+  ASSERT_NE(t, nullptr);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool returned = false, returned_before_answer = false;
+  FrameType release_type{}, claim_type{};
+  ClaimFrame release, claim;
+  std::thread uscmd([&] {
+    release = router.ReceiveClaim(&release_type);
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      returned_before_answer = cv.wait_for(lock, std::chrono::seconds(10), [&] { return returned; });
+    }
+    // The release's answer says "taken": if it were taken for the claim's,
+    // the claim would fail.
+    router.Reply(release.request, absl::AlreadyExistsError("not the claim's answer"));
+    claim = router.ReceiveClaim(&claim_type);
+    router.Reply(claim.request, absl::OkStatus());
+  });
+  t->ReleaseServiceNoWait(0x106000000001234, ~uint64_t{0}, {}, mad::ClaimKind::kBind);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    returned = true;
+  }
+  cv.notify_all();
+  const absl::Status claimed =
+      t->ClaimService(0x106000000001234, ~uint64_t{0}, false, {}, mad::ClaimKind::kBind);
+  uscmd.join();
+  EXPECT_TRUE(returned_before_answer);
+  EXPECT_EQ(release_type, FrameType::kRelease);
+  EXPECT_EQ(release.service_id, 0x106000000001234u);
+  EXPECT_EQ(claim_type, FrameType::kClaim);
+  EXPECT_TRUE(claimed.ok()) << claimed;
+  EXPECT_EQ(t->counters().unawaited_answers, 1u);
+  EXPECT_TRUE(t->status().ok());
 }
 
 }  // namespace
