@@ -212,35 +212,38 @@ absl::Status RouterTransport::ClaimService(uint64_t service_id, uint64_t mask, b
                                           " on service ID 0x", absl::Hex(service_id)));
 }
 
+// A kRelease frame on its way: its request number, or none when the router
+// is gone (now or before).
+absl::optional<uint32_t> RouterTransport::SendRelease(uint64_t service_id, uint64_t mask,
+                                                      const mad::ListenAddress& address,
+                                                      mad::ClaimKind kind) {
+  if (!status_.ok()) return absl::nullopt;
+  const uint32_t request = next_request_++;
+  const auto f = EncodeClaim(FrameType::kRelease,
+                             ClaimFrame{request, service_id, mask, false, address, kind});
+  if (send(fd_, f.data(), f.size(), MSG_NOSIGNAL) < 0) {
+    Break(absl::StrCat("failed: ", std::strerror(errno)));
+    return absl::nullopt;
+  }
+  return request;
+}
+
 // Waits for the release's reply too: once the id is destroyed the service is
 // free for the other processes (the kernel's rdma_destroy_id is as
 // synchronous); without the wait another process's listen could reach the
 // router before this release, on its own socket, and find the service taken.
 void RouterTransport::ReleaseService(uint64_t service_id, uint64_t mask,
                                      const mad::ListenAddress& address, mad::ClaimKind kind) {
-  if (!status_.ok()) return;
-  const uint32_t request = next_request_++;
-  const auto f = EncodeClaim(FrameType::kRelease,
-                             ClaimFrame{request, service_id, mask, false, address, kind});
-  if (send(fd_, f.data(), f.size(), MSG_NOSIGNAL) < 0) {
-    Break(absl::StrCat("failed: ", std::strerror(errno)));
-    return;
+  if (auto request = SendRelease(service_id, mask, address, kind)) {
+    (void)AwaitReply(*request,
+                     absl::StrCat("the release of service ID 0x", absl::Hex(service_id)));
   }
-  (void)AwaitReply(request, absl::StrCat("the release of service ID 0x", absl::Hex(service_id)));
 }
 
 void RouterTransport::ReleaseServiceNoWait(uint64_t service_id, uint64_t mask,
                                            const mad::ListenAddress& address,
                                            mad::ClaimKind kind) {
-  if (!status_.ok()) return;
-  const uint32_t request = next_request_++;
-  const auto f = EncodeClaim(FrameType::kRelease,
-                             ClaimFrame{request, service_id, mask, false, address, kind});
-  if (send(fd_, f.data(), f.size(), MSG_NOSIGNAL) < 0) {
-    Break(absl::StrCat("failed: ", std::strerror(errno)));
-    return;
-  }
-  unawaited_.push_back(request);
+  if (auto request = SendRelease(service_id, mask, address, kind)) unawaited_.push_back(*request);
 }
 
 absl::Status RouterTransport::AwaitReply(uint32_t request, const std::string& what) {

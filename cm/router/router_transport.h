@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/optional.h"
 #include "cm/router/frame.h"
 #include "cm/router/frame_batch.h"
 #include "cm/runtime.h"
@@ -87,6 +88,8 @@ class RouterTransport final : public mad::Transport {
   // Reads frames (queueing MADs) until the reply to `request` (a claim or a
   // release); `what` names it in the timeout error.
   absl::Status AwaitReply(uint32_t request, const std::string& what);
+  absl::optional<uint32_t> SendRelease(uint64_t service_id, uint64_t mask,
+                                       const mad::ListenAddress& address, mad::ClaimKind kind);
   void Handle(std::span<const uint8_t> frame,
               absl::FunctionRef<void(const mad::ReceivedMad&)>* sink);
 
