@@ -35,6 +35,7 @@
 // Topologies: uscm sim --hosts=N's (mad/sim/fat_tree.h DefaultTopology).
 // Connections go host k -> k+1 (mod N), one every --interval-us of virtual
 // time, each a PathRecord query, REQ / REP / RTU and a disconnect.
+#include <dlfcn.h>
 #include <malloc.h>
 #include <sys/resource.h>
 
@@ -55,9 +56,63 @@
 namespace uscm::tools {
 namespace {
 
+// The heap in use, from whichever allocator serves malloc: the bench runs
+// under glibc's and, linked or by LD_PRELOAD, under tcmalloc, jemalloc or
+// mimalloc, whose heaps glibc's mallinfo2 does not see (it reads 0 there). Each
+// allocator's own counter is looked up with dlsym, so the run itself pays
+// nothing (a counting operator new would add a call to every allocation the
+// bench times, and miss malloc's callers).
+using TcmallocProperty = int (*)(const char*, size_t*);
+using JemallocCtl = int (*)(const char*, void*, size_t*, void*, size_t);
+using MimallocProcessInfo = void (*)(size_t*, size_t*, size_t*, size_t*, size_t*, size_t*,
+                                     size_t*, size_t*);
+
+struct HeapCounter {
+  const char* source = "glibc mallinfo2 (uordblks + hblkhd)";
+  TcmallocProperty tcmalloc = nullptr;
+  JemallocCtl jemalloc = nullptr;
+  MimallocProcessInfo mimalloc = nullptr;
+};
+
+const HeapCounter& Heap() {
+  static const HeapCounter counter = [] {
+    HeapCounter c;
+    if (auto* f = reinterpret_cast<TcmallocProperty>(
+            dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty"))) {
+      c.tcmalloc = f;
+      c.source = "tcmalloc generic.current_allocated_bytes";
+    } else if (auto* g = reinterpret_cast<JemallocCtl>(dlsym(RTLD_DEFAULT, "mallctl"))) {
+      c.jemalloc = g;
+      c.source = "jemalloc stats.allocated";
+    } else if (auto* h = reinterpret_cast<MimallocProcessInfo>(
+                   dlsym(RTLD_DEFAULT, "mi_process_info"))) {
+      c.mimalloc = h;
+      c.source = "mimalloc mi_process_info current_commit (pages, not bytes in use)";
+    }
+    return c;
+  }();
+  return counter;
+}
+
 size_t HeapInUse() {
-  struct mallinfo2 m = mallinfo2();
-  return m.uordblks + m.hblkhd;
+  const HeapCounter& c = Heap();
+  size_t bytes = 0;
+  if (c.tcmalloc != nullptr) {
+    c.tcmalloc("generic.current_allocated_bytes", &bytes);
+  } else if (c.jemalloc != nullptr) {
+    uint64_t epoch = 1;  // stats are a snapshot taken when the epoch advances
+    size_t len = sizeof(epoch);
+    c.jemalloc("epoch", &epoch, &len, &epoch, len);
+    len = sizeof(bytes);
+    c.jemalloc("stats.allocated", &bytes, &len, nullptr, 0);
+  } else if (c.mimalloc != nullptr) {
+    size_t unused = 0;
+    c.mimalloc(&unused, &unused, &unused, &unused, &unused, &bytes, &unused, &unused);
+  } else {
+    struct mallinfo2 m = mallinfo2();
+    bytes = m.uordblks + m.hblkhd;
+  }
+  return bytes;
 }
 
 double CpuSeconds() {
@@ -244,6 +299,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
+  std::printf("heap bytes (idle_B/host, after_B/host) from: %s\n", Heap().source);
   std::printf("%8s %12s %9s %13s %9s %9s %9s %12s %12s %11s %11s %11s %12s %12s %12s %12s %9s\n",
               "hosts", "connections", "setup_s", "warm_us/host", "run_s", "run_cpu_s", "wait_s",
               "minflt/conn", "events", "events/s", "wakes/conn", "idle/conn", "cpu_us/conn",
