@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "cm/endpoint.h"
 #include "cm/types.h"
+#include "mad/queue_storage.h"
 #include "mad/wire/cm_common.h"
 #include "mad/wire/cm_path.h"
 
@@ -69,6 +70,7 @@ inline PathInfo FromWire(const mad::wire::CmPath& w) {
 
 template <typename Repr>
 void CmEndpoint::Send(const mad::MadAddress& to, const Repr& r) {
+  mad::QueueStorage<OutgoingMad>::Lend(tx_);  // as Queue does (mad/queue_storage.h)
   OutgoingMad& o = tx_.emplace_back();
   o.to = to;
   const absl::Status s = r.Emit(o.mad);

@@ -242,6 +242,40 @@ TEST(PairTest, TimeWaitThenPeerCommIdReuse) {
   EXPECT_EQ(p.b.table_entries(), 0u);
 }
 
+// Every MAD an endpoint sends, retransmittable (REQ, REP, DREQ: Queue) or
+// not (RTU, REJ, DREP, MRA: Send), is written into a buffer lent by the
+// thread's QueueStorage and given back when drained, so one warm buffer
+// serves all of a thread's endpoints (a buffer of an endpoint's own is cold
+// at its next use when a simulator drives thousands: docs/SIMULATOR.md).
+// Here each drained buffer is the next message's: REQ, then REP, then RTU.
+TEST(PairTest, EachMessageIsWrittenIntoTheBufferThePreviousOneWasDrainedFrom) {
+  Pair p;
+  ASSERT_TRUE(p.b.Listen(testing::kService, ~uint64_t{0}, 8, false).ok());
+  // DrainTransmit hands each MAD over in place: where it sits is the buffer.
+  auto hand_over = [&p](CmEndpoint& from, CmEndpoint& to, const mad::MadAddress& addr) {
+    const OutgoingMad* at = nullptr;
+    EXPECT_EQ(from.DrainTransmit([&](const OutgoingMad& m) {
+      at = &m;
+      to.HandleMad(p.now, addr, m.mad);
+    }), 1u);
+    return at;
+  };
+  CmEvent e;
+  ASSERT_TRUE(p.a.Connect(p.now, MakeConnect()).ok());
+  const OutgoingMad* req = hand_over(p.a, p.b, p.addr_a);
+  ASSERT_TRUE(p.b.PollEvent(&e));
+  ASSERT_EQ(e.type, CmEventType::kConnectRequest);
+  ASSERT_TRUE(p.b.Accept(p.now, e.conn, MakeAccept()).ok());
+  const OutgoingMad* rep = hand_over(p.b, p.a, p.addr_b);
+  ASSERT_TRUE(p.a.PollEvent(&e));
+  ASSERT_EQ(e.type, CmEventType::kConnectResponse);
+  ASSERT_TRUE(p.a.Rtu(p.now, e.conn).ok());
+  const OutgoingMad* rtu = hand_over(p.a, p.b, p.addr_a);
+  EXPECT_EQ(rep, req);
+  EXPECT_EQ(rtu, rep);
+  EXPECT_EQ(*p.a.State(e.conn), CmState::kEstablished);
+}
+
 }  // namespace
 // DrainEvents hands out what a PollEvent loop would, in the same order,
 // while the handler calls into the endpoint: each CONNECT_RESPONSE answered
