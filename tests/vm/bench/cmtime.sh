@@ -28,6 +28,19 @@
 #   CMTIME_MEASURE=route   the client under `strace -f -tt`: the syscalls of its resolve-
 #                          route step by thread (from the end of the main thread's first
 #                          sched_yield run, resolve addr's wait, to the end of its second)
+#   CMTIME_MEASURE=calls   the client under `strace -f -tt -T`: the connect and disconnect
+#                          steps' calls (the main thread's loop between two sched_yield
+#                          runs): frames or ucma writes sent, wall per call, time inside
+#                          the send, every thread's syscalls in the loop by name, and
+#                          when another thread first sent (the first RTU or ucma write of
+#                          a connection's completion). CMTIME_TRACE=CALLS stops only those
+#                          (strace --seccomp-bpf -e trace=CALLS; they must include
+#                          sched_yield and the sends: sched_yield,sendto,write)
+#   CMTIME_MEASURE=callsperf the same windows from `perf record` of the client's sendto,
+#                          write and sched_yield tracepoints: nothing stops the program
+#                          (strace's stops hand the CPU away at every call on one vCPU),
+#                          so the loop's wall per call is the unperturbed one (no time
+#                          inside the send)
 #   CMTIME_BINS="DIR..."   the drop-in half once per bazel-bin-like DIR (tools/uscm,
 #                          tools/uscmd, api/librdmacm/librdmacm.so.1), in this boot: a
 #                          before/after pair of the same boot (default: $USCM_VM_BIN)
@@ -45,7 +58,7 @@
 #   CMTIME_HOG=K           K busy loops in the VM while each half runs: load on purpose
 #                          (the retry storm of a loaded host, without waiting for one)
 . "$(dirname "$0")/../lib.sh"
-vm_boot --timeout 1500 --smp "${CMTIME_SMP:-2}" --env "CMTIME_ROUTE_FLOOR=${CMTIME_ROUTE_FLOOR:-0}" --env "CMTIME_N=${1:-1000}" --env "CMTIME_MEASURE=${CMTIME_MEASURE:-}" --env "CMTIME_CALLS=${CMTIME_CALLS:-futex}" \
+vm_boot --timeout 1500 --smp "${CMTIME_SMP:-2}" --env "CMTIME_ROUTE_FLOOR=${CMTIME_ROUTE_FLOOR:-0}" --env "CMTIME_N=${1:-1000}" --env "CMTIME_MEASURE=${CMTIME_MEASURE:-}" --env "CMTIME_CALLS=${CMTIME_CALLS:-futex}" --env "CMTIME_TRACE=${CMTIME_TRACE:-}" \
   --env "CMTIME_BINS=${CMTIME_BINS:-}" --env "CMTIME_KERNEL=${CMTIME_KERNEL:-1}" \
   --env "CMTIME_HOG=${CMTIME_HOG:-0}" --env "CMTIME_CAPTURE=${CMTIME_CAPTURE:-0}"
 
@@ -63,6 +76,8 @@ measure() {
     trace) echo "strace -f -o $OUT/$1.measure" ;;
     perf) echo "perf stat -e task-clock,context-switches,cpu-migrations -o $OUT/$1.measure" ;;
     route) [ "$1" = client ] && echo "strace -f -tt -o $OUT/$1.measure" ;;
+    calls) [ "$1" = client ] && echo "strace -f -tt -T ${CMTIME_TRACE:+--seccomp-bpf -e trace=$CMTIME_TRACE} -o $OUT/$1.measure" ;;
+    callsperf) [ "$1" = client ] && echo "perf record -q -m 1024 -o $OUT/$1.perfdata -e syscalls:sys_enter_sendto,syscalls:sys_enter_write,syscalls:sys_enter_sched_yield" ;;
     callers) [ "$1" != uscmd ] &&
       echo "strace -f --seccomp-bpf -k -e trace=${CMTIME_CALLS:-futex} -o $OUT/$1.measure" ;;
   esac
@@ -165,11 +180,86 @@ syscall_callers() {
     END { flush(); for (x in k) printf "%7d %s\n", k[x], x }' "$1" | sort -k1,1nr | head -n 30 |
     c++filt | sed -E 's/\(([^()]|\([^()]*\))*\)//g'
 }
+# call_window TRACE FROM_LAST NAME: CMTIME_MEASURE=calls's count for one step. The main
+# thread (the one with the most sched_yield calls: cmtime's waits) calls the step's
+# function for every id between two of its sched_yield runs; each call sends one frame to
+# uscmd (sendto; the drop-in's writes are eventfds) or one write to ucma. The connect and
+# disconnect loops are the last two windows between runs (or from the start to the first
+# run) with at least N sends, the last N of them (FROM_LAST 2 and 1; counted from the end:
+# a step whose events all came during its calls has no wait, and with CMTIME_TRACE two
+# waits with no traced call between them are one run). Printed: the sends, the loop's wall per call (first to last
+# send), the mean time inside a send (strace -T), when another thread of the client first
+# sent, and every traced syscall of the loop by thread (main / other) and name.
+call_window() {
+  awk -v from="$2" -v name="$3" -v ids="$N" '
+    function secs(t,  a) { split(t, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
+    NR == FNR { if ($3 ~ /^sched_yield\(/ && ++Y[$1] > most) { most = Y[$1]; main = $1 }; next }
+    { pid = $1; call = $3; sub(/\(.*/, "", call)
+      resumed = call == "<..."; if (resumed) call = $4
+      n++; P[n] = pid; C[n] = call; R[n] = resumed; T[n] = secs($2)
+      D[n] = 0; if (match($0, /<[0-9.]+>$/)) D[n] = substr($0, RSTART + 1, RLENGTH - 2)
+      U[n] = $0 ~ /<unfinished \.\.\.>/
+      if (pid == main && !resumed) { y = call == "sched_yield"
+        if (y && !in_run) { runs++; start[runs] = n }
+        if (!y && in_run) end[runs] = last; in_run = y; if (y) last = n } }
+    END { # the calls that send: sendto to uscmd (the drop-in; its writes are eventfds)
+      # where the main thread made N of them, else write (to ucma)
+      for (i = 1; i <= n; i++) sendtos += P[i] == main && !R[i] && C[i] == "sendto"
+      SEND = sendtos >= ids ? "^sendto$" : "^write$"
+      # window 0: from the start to the first run (the resolve steps may end without a
+      # wait when their events came during the calls)
+      end[0] = 0
+      for (w = 0; w < runs; w++) { c = 0
+          for (i = end[w] + 1; i < start[w + 1]; i++) c += P[i] == main && !R[i] && C[i] ~ SEND
+          if (c >= ids) win[++wins] = w }
+      if (wins < from) { printf "%s: %d loops of at least %d sends; %s per window between %d runs:",
+          name, wins, ids, SEND, runs
+        for (w = 0; w < runs; w++) { c = 0
+          for (i = end[w] + 1; i < start[w + 1]; i++) c += P[i] == main && !R[i] && C[i] ~ SEND
+          if (c) printf " %d:%d", w, c }
+        print ""; exit }
+      from = win[wins - from + 1]
+      sends = 0
+      for (i = end[from] + 1; i < start[from + 1]; i++)
+        if (P[i] == main && !R[i] && C[i] ~ SEND) S[++sends] = i
+      if (sends < 2) { printf "%s: %d sends in the loop\n", name, sends; exit }
+      # More than one per id: rdma_create_qp on the kernel CM writes to ucma too (the create qp
+      # step, in the same window): the loop is the last ids.
+      base = sends > ids ? sends - ids : 0; sends -= base
+      if (sends < 2) { printf "%s: %d sends in the loop\n", name, sends; exit }
+      first = S[base + 1]; lastsend = S[base + sends]; inside = 0
+      for (i = first; i <= lastsend; i++) if (!R[i]) k[(P[i] == main ? "main " : "other ") C[i]]++
+      for (i = first; i < start[from + 1]; i++)   # a send resumed after the last one began
+        if (P[i] == main && !U[i] && C[i] ~ SEND) inside += D[i]
+      for (i = first + 1; i <= lastsend && !other; i++)
+        if (P[i] != main && !R[i] && C[i] ~ /^(sendto|write)$/) other = i
+      printf "%s: %d sends, loop %.1f ms, %.1f us per call, %.1f us inside each send; ", name,
+        sends, (T[lastsend] - T[first]) * 1000, (T[lastsend] - T[first]) * 1e6 / (sends - 1),
+        inside * 1e6 / sends
+      if (other) { c = 0; for (i = first; i < other; i++)
+          c += P[i] == main && !R[i] && C[i] ~ SEND
+        printf "another thread first sent %.1f ms after the first call, during call %d\n",
+          (T[other] - T[first]) * 1000, c }
+      else printf "no other thread sent during the loop\n"
+      fflush()
+      for (x in k) printf "  %7.2f per call  %s\n", k[x] / sends, x | "sort -rn | head -n 20"
+      close("sort -rn | head -n 20") }' "$1" "$1"
+}
+# perf_to_trace DATA: CMTIME_MEASURE=callsperf's perf.data as call_window reads a trace
+# ("TID 0:0:SECONDS NAME("): one line per syscall entry, in time order.
+perf_to_trace() {
+  perf script -i "$1" -F tid,time,event 2>/dev/null |
+    awk '{ t = $2; sub(/:$/, "", t); e = $3; sub(/^syscalls:sys_enter_/, "", e); sub(/:$/, "", e)
+           print $1, "0:0:" t, e "()" }'
+}
 show_measure() {
   local f
+  if [ -e "$OUT/client.perfdata" ]; then
+    perf_to_trace "$OUT/client.perfdata" > "$OUT/client.measure"; rm -f "$OUT/client.perfdata"; fi
   for f in "$OUT"/*.measure; do [ -e "$f" ] || continue
     echo "== $(basename "$f" .measure) (${CMTIME_MEASURE}, N=$N)"
     if [ "$CMTIME_MEASURE" = route ]; then route_window "$f"
+    elif [ "$CMTIME_MEASURE" = calls ] || [ "$CMTIME_MEASURE" = callsperf ]; then call_window "$f" 2 connect; call_window "$f" 1 disconnect
     elif [ "$CMTIME_MEASURE" = callers ]; then syscall_callers "$f"
     elif [ "$CMTIME_MEASURE" = trace ]; then   # what a call opens, and the calls that fail
       local call='^[0-9]+ +(openat|ioctl)\(([^,]*), ("[^"]*"|[A-Z_0-9]*|0x[0-9a-f]*)'
