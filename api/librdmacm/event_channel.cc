@@ -16,6 +16,7 @@
 #include <vector>
 #include <new>
 
+#include "api/librdmacm/batch_wait.h"
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
 
@@ -105,6 +106,9 @@ struct ChannelState {
   // there are none (a read of a blocking fd holding 0 would block under mu).
   int waiters = 0;
   uint64_t fd_syscalls = 0;
+  // A read of the fd came back EAGAIN: the program set O_NONBLOCK, and its
+  // gets never block, so they leave the thread's policy alone (batch_wait.h).
+  bool nonblocking = false;
 };
 
 // `pub` first, as for Event.
@@ -341,6 +345,7 @@ extern "C" int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
   if (event == nullptr) return Fail(EINVAL, "rdma_get_cm_event", "NULL event");
   Channel* ch = FromPublic(channel);
   ChannelState& st = *ch->state;
+  uscm::librdmacm::BatchWhileWaiting batch;  // declared first: restored after the lock's release
   std::unique_lock<std::mutex> lock(st.mu);
   for (;;) {
     if (!st.queue.empty()) {
@@ -355,7 +360,10 @@ extern "C" int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
     // under O_NONBLOCK.
     ++st.waiters;
     ++st.fd_syscalls;
+    const bool may_block = !st.nonblocking;
     lock.unlock();
+    // The write that ends this wait does not preempt its writer (batch_wait.h).
+    if (may_block) batch.Enter();
     void (*hook)(void*, bool) = uscm::librdmacm::g_wait_hook.load();
     void* hook_arg = uscm::librdmacm::g_wait_hook_arg.load();
     if (hook != nullptr) hook(hook_arg, false);
@@ -376,6 +384,7 @@ extern "C" int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
     SyncFdLocked(ch);  // a clear skipped while we waited
     if (rc == 0) continue;  // another getter took the event: wait again
     if (err == EAGAIN) {
+      st.nonblocking = true;
       if (!st.queue.empty()) continue;  // queued meanwhile, written after our read
       errno = EAGAIN;  // the normal answer of a non-blocking loop: not printed
       return -1;

@@ -4,7 +4,9 @@
 // two syscalls per burst of events, not two per event), so the fd is readable
 // exactly while events are queued;
 // rdma_get_cm_event takes the oldest event, and with none queued waits in a
-// read of the fd (blocking unless the program set O_NONBLOCK, then -1/EAGAIN).
+// read of the fd (blocking unless the program set O_NONBLOCK, then -1/EAGAIN),
+// as SCHED_BATCH so that the write ending the wait does not preempt the
+// writer on a busy CPU (batch_wait.h).
 //
 // rdma_create_event_channel fails as librdmacm's does when the machine has no
 // RDMA device (-1/ENODEV; programs such as rping then print "No RDMA devices

@@ -21,10 +21,12 @@
 //                             (api/librdmacm/direct_route.cc), D=0 the
 //                             calls through the C API and the pump as
 //                             before it, in the same process
-//   BM_DropInResolveRouteRoceThreaded/N/D  the same driven as cmtime drives
-//                             it: an event thread blocked in
+//   BM_DropInResolveRouteRoceThreaded/N/D/B  the same driven as cmtime
+//                             drives it: an event thread blocked in
 //                             rdma_get_cm_event, the caller in a sched_yield
-//                             loop (fd_syscalls/id: the channel's eventfd)
+//                             loop (fd_syscalls/id: the channel's eventfd);
+//                             B=1 the wait as SCHED_BATCH (batch_wait.h),
+//                             B=0 as before it (run under `taskset -c 0`)
 //
 // `syscalls/conn`: the eventfd syscalls of the program's channels
 // (ChannelFdSyscalls) and of the ports' uscm channels (fd_syscalls), and
@@ -45,6 +47,7 @@
 #include <vector>
 
 #include "api/c/uscm_cma.h"
+#include "api/librdmacm/batch_wait.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids.h"
 #include "api/rdma_cm/rdma_cm.h"
@@ -368,6 +371,7 @@ void BM_DropInResolveRouteRoceThreaded(benchmark::State& state) {
   RocePort p;
   const size_t n = static_cast<size_t>(state.range(0));
   librdmacm::SetDirectRoutesForTesting(state.range(1) == 1);
+  librdmacm::SetBatchWaitsForTesting(state.range(2) == 1);
   rdma_event_channel* ch = librdmacm::NewEventChannel();  // blocking
   std::atomic<size_t> addr{0}, route{0};
   std::thread events([&] {
@@ -413,11 +417,14 @@ void BM_DropInResolveRouteRoceThreaded(benchmark::State& state) {
   state.counters["ids/s"] = benchmark::Counter(calls, benchmark::Counter::kIsRate);
   state.counters["fd_syscalls/id"] = static_cast<double>(fd_syscalls) / calls;
   librdmacm::SetDirectRoutesForTesting(true);
+  librdmacm::SetBatchWaitsForTesting(true);
 }
 BENCHMARK(BM_DropInResolveRouteRoceThreaded)
-    ->ArgNames({"ids", "direct"})
-    ->Args({1000, 0})
-    ->Args({1000, 1})
+    ->ArgNames({"ids", "direct", "batch"})
+    ->Args({1000, 0, 0})
+    ->Args({1000, 1, 0})
+    ->Args({1000, 0, 1})
+    ->Args({1000, 1, 1})
     ->UseRealTime();
 
 }  // namespace
