@@ -392,6 +392,22 @@ int uscm_resolve_addr(struct uscm_cm_id* id, const struct uscm_addr* src,
   return Result(c->ResolveAddr(s, *d, uscm::mad::Duration::Millis(timeout_ms)));
 }
 
+int uscm_resolve_addr_now(struct uscm_cm_id* id, const struct uscm_addr* src,
+                          const struct uscm_addr* dst, int timeout_ms) {
+  USCM_ID("resolve_addr");
+  auto d = ToAddress(dst, "resolve_addr");
+  if (!d.ok()) return Fail(d.status());
+  absl::optional<Address> s;
+  if (src != nullptr && src->family != USCM_AF_UNSPEC) {
+    auto a = ToAddress(src, "resolve_addr");
+    if (!a.ok()) return Fail(a.status());
+    s = *a;
+  }
+  absl::StatusOr<bool> now = c->ResolveAddrNow(s, *d, uscm::mad::Duration::Millis(timeout_ms));
+  if (!now.ok()) return Fail(now.status());
+  return *now ? 1 : 0;
+}
+
 int uscm_resolve_route(struct uscm_cm_id* id, int timeout_ms) {
   USCM_ID("resolve_route");
   return Result(c->ResolveRoute(uscm::mad::Duration::Millis(timeout_ms)));

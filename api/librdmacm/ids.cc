@@ -36,6 +36,7 @@
 
 namespace uscm::librdmacm {
 
+using internal::AttachDevice;
 using internal::ByUscmId;
 using internal::CloneOnLocked;
 using internal::FillAddrs;
@@ -95,16 +96,6 @@ bool IsUd(rdma_port_space ps) { return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB;
 // ---- ids ----
 
 
-// id->verbs, port_num and the shared PD, once the id has its port.
-void AttachDevice(Id* id) {
-  if (id->pub.port_num != 0) return;
-  id->pub.verbs = id->port->verbs;
-  id->pub.port_num = id->port->port_num;
-  if (id->port->verbs != nullptr) {
-    id->pub.pd = AcquireSharedPd(id->port->verbs);
-    id->state->holds_pd = id->pub.pd != nullptr;
-  }
-}
 
 // id->route.path_rec (one path, as librdmacm's ucma_query_route fills it).
 void FillRoute(Id* id) {
@@ -445,6 +436,16 @@ void FillAddrs(Id* id) {
   if (uscm_getpeer(id->state->uid, &a) == 0) {
     ToSockaddr(a, &id->pub.route.addr.dst_storage);
     memcpy(ib.dgid.raw, a.gid, 16);
+  }
+}
+
+void AttachDevice(Id* id) {
+  if (id->pub.port_num != 0) return;
+  id->pub.verbs = id->port->verbs;
+  id->pub.port_num = id->port->port_num;
+  if (id->port->verbs != nullptr) {
+    id->pub.pd = AcquireSharedPd(id->port->verbs);
+    id->state->holds_pd = id->pub.pd != nullptr;
   }
 }
 

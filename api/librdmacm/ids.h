@@ -144,6 +144,19 @@ int PumpEvents();
 // call goes through ForId as before. *sync (when done): a synchronous id,
 // whose call waits for the event (CompleteCall). 0, or -1 with errno.
 int ResolveRouteDirect(rdma_cm_id* id, bool* done, bool* sync);
+// direct_addr.cc: rdma_resolve_addr's direct path. Where uscm resolved the
+// address within the call (uscm_resolve_addr_now: RoCE with no neighbour
+// resolution to wait for, AF_IB) it queued no event; AddrResolvedDirect
+// fills the id (device, port, PD, addresses) and queues ADDR_RESOLVED as the
+// kernel's (status 0, param zero) straight onto the program's channel. An id
+// destroyed meanwhile gets nothing. DirectAddrsOn false (tests, benches):
+// rdma_resolve_addr calls uscm_resolve_addr, and the event takes the port's
+// channel and the pump as before.
+bool DirectAddrsOn();
+void AddrResolvedDirect(rdma_cm_id* id);
+// Addresses AddrResolvedDirect reported so far.
+uint64_t DirectAddrs();
+void SetDirectAddrsForTesting(bool on);
 // Routes ResolveRouteDirect resolved so far.
 uint64_t DirectRoutes();
 // Tests, benches: false sends every rdma_resolve_route through ForId.

@@ -96,6 +96,8 @@ int UscmFailed(const char* call);
 void OnPortOpen(Port* port);
 // The route addresses as uscm knows them now (id->route.addr).
 void FillAddrs(Id* id);
+// id->verbs, port_num and the shared PD, once the id has its port.
+void AttachDevice(Id* id);
 // id->route.path_rec (one path, as librdmacm's ucma_query_route fills it).
 void FillRouteFrom(Id* id, const uscm_path& p);
 

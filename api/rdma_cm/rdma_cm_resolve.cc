@@ -38,6 +38,30 @@ bool StillResolving(const absl::StatusOr<absl::optional<mad::Gid>>& r) {
 
 absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address& dst,
                                mad::Duration timeout) {
+  return ResolveAddrIn(src, dst, timeout, nullptr);
+}
+
+absl::StatusOr<bool> CmId::ResolveAddrNow(const absl::optional<Address>& src, const Address& dst,
+                                          mad::Duration timeout) {
+  bool now = false;
+  absl::Status s = ResolveAddrIn(src, dst, timeout, &now);
+  if (!s.ok()) return s;
+  return now;
+}
+
+void CmId::AddrResolvedLocked(bool* now) {
+  state_ = IdState::kAddrResolved;
+  // IB's IP addresses keep the event (the drop-in's direct path is RoCE's
+  // and AF_IB's: docs/API.md "The direct path of rdma_resolve_addr").
+  if (now != nullptr && (device_->options_.roce || peer_.family == Address::Family::kIb)) {
+    *now = true;
+    return;
+  }
+  device_->Post(this, EventType::kAddrResolved, 0);
+}
+
+absl::Status CmId::ResolveAddrIn(const absl::optional<Address>& src, const Address& dst,
+                                 mad::Duration timeout, bool* now) {
   if (src.has_value() && !bound_) {
     // A source with a port reserves it as rdma_bind_addr does (cma_use_port);
     // port 0 is an active id's ephemeral port, the process's own pick.
@@ -58,8 +82,7 @@ absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address
       bound_ = true;
     }
     peer_ = dst;
-    state_ = IdState::kAddrResolved;
-    device_->Post(this, EventType::kAddrResolved, 0);
+    AddrResolvedLocked(now);
     return absl::OkStatus();
   }
   if (!dst.is_ip()) return absl::InvalidArgumentError("resolve_addr: destination family unspecified");
@@ -99,7 +122,7 @@ absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address
     peer_.lid = mad::kPermissiveLid;
   } else if (device_->options_.resolve_neighbour) {
     if (auto reused = device_->ReusedNeighbour(local_, dst); reused.has_value()) {
-      return FinishResolve(*reused, /*in_call=*/true);
+      return FinishResolve(*reused, /*in_call=*/true, now);
     }
     // The kernel's tables, without the device lock (netlink); ADDR_QUERY
     // keeps other calls off the id meanwhile.
@@ -118,7 +141,7 @@ absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address
                                  std::chrono::nanoseconds(timeout.nanos())});
       return absl::OkStatus();
     }
-    return FinishResolve(probe, /*in_call=*/true);
+    return FinishResolve(probe, /*in_call=*/true, now);
   } else if (device_->options_.roce) {
     // RoCE without the kernel's table (the simulated fabric): the
     // destination's GID is its IP.
@@ -130,13 +153,12 @@ absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address
                                " (Device::AddNeighbor plays ARP)"));
     return absl::OkStatus();
   }
-  state_ = IdState::kAddrResolved;
-  device_->Post(this, EventType::kAddrResolved, 0);
+  AddrResolvedLocked(now);
   return absl::OkStatus();
 }
 
 absl::Status CmId::FinishResolve(const absl::StatusOr<absl::optional<mad::Gid>>& gid,
-                                 bool in_call) {
+                                 bool in_call, bool* now) {
   state_ = IdState::kIdle;  // ADDR_BOUND again on failure, as the kernel's addr_handler
   if (!gid.ok()) {
     const int err = mad::ErrnoOf(gid.status());
@@ -160,8 +182,7 @@ absl::Status CmId::FinishResolve(const absl::StatusOr<absl::optional<mad::Gid>>&
                                " carries no GID (not an IPoIB hardware address)"));
     return absl::OkStatus();
   }
-  state_ = IdState::kAddrResolved;
-  device_->Post(this, EventType::kAddrResolved, 0);
+  AddrResolvedLocked(now);
   return absl::OkStatus();
 }
 

@@ -21,6 +21,10 @@
 //                             (api/librdmacm/direct_route.cc), D=0 the
 //                             calls through the C API and the pump as
 //                             before it, in the same process
+//   BM_DropInResolveAddrRoce/N/D  cmtime's resolve-addr step alone on the
+//                             RoCE port: D=1 the direct path
+//                             (api/librdmacm/direct_addr.cc), D=0 the event
+//                             through the port's channel and the pump
 //   BM_DropInResolveRouteRoceThreaded/N/D/B  the same driven as cmtime
 //                             drives it: an event thread blocked in
 //                             rdma_get_cm_event, the caller in a sched_yield
@@ -361,6 +365,43 @@ BENCHMARK(BM_DropInResolveRouteRoce)
     ->ArgNames({"ids", "direct"})
     ->Args({1000, 0})
     ->Args({1000, 1})
+    ->Args({1000, 0})
+    ->Args({1000, 1});
+
+// cmtime's resolve-addr step alone on the RoCE port: N rdma_resolve_addr
+// (the destination's GID is its IP: no neighbour to wait for), then the N
+// ADDR_RESOLVED taken and acked. D=1 the direct path (direct_addr.cc), D=0
+// through the port's channel and the pump, in the same process.
+void BM_DropInResolveAddrRoce(benchmark::State& state) {
+  RocePort p;
+  const size_t n = static_cast<size_t>(state.range(0));
+  librdmacm::SetDirectAddrsForTesting(state.range(1) == 1);
+  const uint64_t direct_before = librdmacm::DirectAddrs();
+  std::vector<rdma_cm_id*> ids(n);
+  sockaddr_in d = Ipv4("10.0.0.2", 7471);
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (size_t i = 0; i < n; ++i) {
+      if (rdma_create_id(p.ch, &ids[i], nullptr, RDMA_PS_TCP) != 0) Die("create", 0, strerror(errno));
+    }
+    state.ResumeTiming();
+    for (rdma_cm_id* id : ids) {
+      if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&d), 2000) != 0) {
+        Die("resolve_addr", 0, strerror(errno));
+      }
+    }
+    p.Drain(n, RDMA_CM_EVENT_ADDR_RESOLVED);
+    state.PauseTiming();
+    for (rdma_cm_id* id : ids) rdma_destroy_id(id);
+    state.ResumeTiming();
+  }
+  const double calls = static_cast<double>(state.iterations() * n);
+  state.counters["ids/s"] = benchmark::Counter(calls, benchmark::Counter::kIsRate);
+  state.counters["direct"] = static_cast<double>(librdmacm::DirectAddrs() - direct_before) / calls;
+  librdmacm::SetDirectAddrsForTesting(true);
+}
+BENCHMARK(BM_DropInResolveAddrRoce)
+    ->ArgNames({"ids", "direct"})
     ->Args({1000, 0})
     ->Args({1000, 1});
 

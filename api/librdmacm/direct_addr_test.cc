@@ -1,0 +1,196 @@
+// rdma_resolve_addr's direct path (direct_addr.cc) on a simulated RoCE port
+// (DeviceOptions::roce without the kernel's tables: the destination's GID is
+// its IP, resolved within the call): ADDR_RESOLVED reaches the program's
+// channel from the call itself, with the kernel's fields (status 0, param
+// zero); the device, port and addresses as the pump fills them; uscm's id
+// is ADDR_RESOLVED (resolve_route goes ahead, a second resolve_addr is
+// EINVAL); synchronous mode. A neighbour still to be resolved keeps the
+// event (CmId::ResolveAddrNow false: api/rdma_cm neighbour_resolve_test);
+// IB keeps its path (ids_test, af_ib_test for AF_IB through the calls).
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+#include <string.h>
+
+#include <memory>
+#include <string>
+
+#include "api/c/uscm_cma.h"
+#include "api/librdmacm/event_channel.h"
+#include "api/librdmacm/ids.h"
+#include "api/librdmacm/ids_testing.h"  // Ipv4
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
+#include "gtest/gtest.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+std::string GidText(const uint8_t raw[16]) {
+  char text[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, raw, text, sizeof(text));
+  return text;
+}
+
+// The drop-in's one port: a RoCE device (192.168.78.1, path MTU 1024) on the
+// simulated fabric's host 0.
+class DirectAddrTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto f = testing::SimFabric::Create(22);
+    ASSERT_TRUE(f.ok()) << f.status();
+    fabric_ = std::move(*f).release();
+    DeviceOptions o;
+    o.roce = true;
+        o.local_ips = {*Address::Parse("192.168.78.1")};
+    auto dev = Device::CreateSimulated(fabric_->scheduler(), *fabric_->host(0).qp1,
+                                       [] { return false; }, o);
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    roce_ = std::move(*dev).release();
+    dev_ = uscm_device_wrap(roce_);
+    Addr16 ip{};
+    ip[10] = ip[11] = 0xff;
+    inet_pton(AF_INET, "192.168.78.1", &ip[12]);
+    ASSERT_EQ(UseDevicesForTesting({dev_}, {{ip}}), 0) << strerror(errno);
+  }
+  static void TearDownTestSuite() {
+    ResetBackendForTesting();
+    uscm_device_unwrap_free(dev_);
+    delete roce_;
+    delete fabric_;
+  }
+  void SetUp() override {
+    ch_ = NewEventChannel();
+    ASSERT_NE(ch_, nullptr);
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  }
+  void TearDown() override {
+    SetDirectAddrsForTesting(true);
+    EXPECT_EQ(QueuedEvents(ch_), 0) << "events left on the program's channel";
+    rdma_destroy_event_channel(ch_);
+  }
+
+  // rdma_resolve_addr of a new id on `ch` to 192.168.78.2:7174.
+  static rdma_cm_id* ResolveNew(rdma_event_channel* ch) {
+    rdma_cm_id* id = nullptr;
+    EXPECT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    sockaddr_in dst = Ipv4("192.168.78.2", 7174);
+    EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+        << strerror(errno);
+    return id;
+  }
+  // The event already queued on `ch` (no pump, no fabric step).
+  static rdma_cm_event* Take(rdma_event_channel* ch, rdma_cm_event_type want) {
+    rdma_cm_event* e = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(ch, &e), 0) << strerror(errno);
+    if (e != nullptr) {
+      EXPECT_EQ(e->event, want) << rdma_event_str(e->event);
+    }
+    return e;
+  }
+  static size_t PortQueued() { return uscm_event_channel_queued(PortChannelsForTesting()[0]); }
+
+  static inline testing::SimFabric* fabric_ = nullptr;
+  static inline Device* roce_ = nullptr;
+  static inline uscm_device* dev_ = nullptr;
+  rdma_event_channel* ch_ = nullptr;
+};
+
+TEST_F(DirectAddrTest, RoceAddrIsQueuedByTheCallWithTheKernelsFields) {
+  const uint64_t direct = DirectAddrs();
+  rdma_cm_id* id = ResolveNew(ch_);
+  EXPECT_EQ(DirectAddrs(), direct + 1);
+  EXPECT_EQ(PortQueued(), 0u) << "nothing for the pump: the event skipped the port's channel";
+  ASSERT_EQ(QueuedEvents(ch_), 1) << "queued by the call itself";
+
+  rdma_cm_event* e = Take(ch_, RDMA_CM_EVENT_ADDR_RESOLVED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->id, id);
+  EXPECT_EQ(e->listen_id, nullptr);
+  EXPECT_EQ(e->status, 0);
+  const rdma_conn_param zero = {};
+  EXPECT_EQ(memcmp(&e->param.conn, &zero, sizeof(zero)), 0)
+      << "the kernel's ADDR_RESOLVED carries no parameters (flow_control "
+      << int(e->param.conn.flow_control) << ", retry_count " << int(e->param.conn.retry_count)
+      << ")";
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  // What librdmacm's ucma_process_addr leaves in the id.
+  EXPECT_EQ(id->port_num, 1);
+  EXPECT_EQ(id->route.addr.src_sin.sin_family, AF_INET);
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &id->route.addr.src_sin.sin_addr, text, sizeof(text));
+  EXPECT_STREQ(text, "192.168.78.1");
+  EXPECT_NE(rdma_get_src_port(id), 0) << "an ephemeral port";
+  EXPECT_EQ(ntohs(rdma_get_dst_port(id)), 7174);
+  EXPECT_EQ(GidText(id->route.addr.addr.ibaddr.dgid.raw), "::ffff:192.168.78.2");
+
+  // uscm's id is ADDR_RESOLVED: a second resolve_addr is EINVAL (the
+  // kernel's cma_comp_exch from IDLE / ADDR_BOUND fails), resolve_route
+  // goes ahead.
+  sockaddr_in dst = Ipv4("192.168.78.2", 7174);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(DirectAddrs(), direct + 1);
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  EXPECT_EQ(rdma_ack_cm_event(Take(ch_, RDMA_CM_EVENT_ROUTE_RESOLVED)), 0);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+// The same id as the path through the C API's pump leaves it.
+TEST_F(DirectAddrTest, FillsTheIdAsThePumpDoes) {
+  rdma_cm_id* ids[2];
+  for (int direct = 0; direct < 2; ++direct) {
+    SetDirectAddrsForTesting(direct == 1);
+    const uint64_t before = DirectAddrs();
+    ids[direct] = ResolveNew(ch_);
+    EXPECT_EQ(DirectAddrs(), before + direct);
+    EXPECT_EQ(rdma_ack_cm_event(Take(ch_, RDMA_CM_EVENT_ADDR_RESOLVED)), 0);
+  }
+  EXPECT_EQ(ids[0]->verbs, ids[1]->verbs);
+  EXPECT_EQ(ids[0]->pd, ids[1]->pd);
+  EXPECT_EQ(ids[0]->port_num, ids[1]->port_num);
+  EXPECT_EQ(memcmp(&ids[0]->route.addr.addr, &ids[1]->route.addr.addr, sizeof(rdma_ib_addr)), 0);
+  EXPECT_EQ(memcmp(&ids[0]->route.addr.dst_storage, &ids[1]->route.addr.dst_storage,
+                   sizeof(sockaddr_storage)),
+            0);
+  // The sources differ in their ephemeral port only.
+  EXPECT_EQ(ids[0]->route.addr.src_sin.sin_addr.s_addr, ids[1]->route.addr.src_sin.sin_addr.s_addr);
+  EXPECT_NE(rdma_get_src_port(ids[0]), rdma_get_src_port(ids[1]));
+  for (rdma_cm_id* id : ids) EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+// A NULL channel: the call returns with its event in id->event.
+TEST_F(DirectAddrTest, SynchronousIdReturnsWithTheEvent) {
+  const uint64_t direct = DirectAddrs();
+  rdma_cm_id* id = ResolveNew(nullptr);
+  EXPECT_EQ(DirectAddrs(), direct + 1);
+  ASSERT_NE(id->event, nullptr);
+  EXPECT_EQ(id->event->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+  EXPECT_EQ(id->event->id, id);
+  EXPECT_EQ(id->event->status, 0);
+  EXPECT_EQ(id->port_num, 1);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+// A destination of another family than the port's addresses: the call's own
+// error, nothing queued, nothing counted.
+TEST_F(DirectAddrTest, AnAddressOfNoPortFailsTheCall) {
+  const uint64_t direct = DirectAddrs();
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in6 dst = {};
+  dst.sin6_family = AF_INET6;
+  inet_pton(AF_INET6, "fd00::2", &dst.sin6_addr);
+  EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), -1);
+  EXPECT_EQ(DirectAddrs(), direct);
+  EXPECT_EQ(QueuedEvents(ch_), 0);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+}  // namespace
+}  // namespace uscm::librdmacm
