@@ -393,7 +393,8 @@ int uscm_resolve_addr(struct uscm_cm_id* id, const struct uscm_addr* src,
 }
 
 int uscm_resolve_addr_now(struct uscm_cm_id* id, const struct uscm_addr* src,
-                          const struct uscm_addr* dst, int timeout_ms) {
+                          const struct uscm_addr* dst, int timeout_ms, struct uscm_addr* local,
+                          struct uscm_addr* peer) {
   USCM_ID("resolve_addr");
   auto d = ToAddress(dst, "resolve_addr");
   if (!d.ok()) return Fail(d.status());
@@ -403,9 +404,14 @@ int uscm_resolve_addr_now(struct uscm_cm_id* id, const struct uscm_addr* src,
     if (!a.ok()) return Fail(a.status());
     s = *a;
   }
-  absl::StatusOr<bool> now = c->ResolveAddrNow(s, *d, uscm::mad::Duration::Millis(timeout_ms));
+  Address l, p;
+  absl::StatusOr<bool> now =
+      c->ResolveAddrNow(s, *d, uscm::mad::Duration::Millis(timeout_ms), &l, &p);
   if (!now.ok()) return Fail(now.status());
-  return *now ? 1 : 0;
+  if (!*now) return 0;
+  if (local != nullptr) FromAddress(l, local);
+  if (peer != nullptr) FromAddress(p, peer);
+  return 1;
 }
 
 int uscm_resolve_route(struct uscm_cm_id* id, int timeout_ms) {

@@ -240,11 +240,13 @@ int uscm_resolve_addr(struct uscm_cm_id* id, const struct uscm_addr* src,
 /* uscm_resolve_addr for a layer that hands ADDR_RESOLVED to its program
  * itself (the drop-in librdmacm): 1 when the address resolved within the
  * call (RoCE with no neighbour resolution to wait for, AF_IB): the id is
- * ADDR_RESOLVED and no event is queued; 0 when it went as
+ * ADDR_RESOLVED, no event is queued, and *local / *peer (when not NULL) are
+ * what uscm_getname / uscm_getpeer now give; 0 when it went as
  * uscm_resolve_addr (its ADDR_RESOLVED / ADDR_ERROR follows on the
  * channel); -1 with errno as uscm_resolve_addr's. */
 int uscm_resolve_addr_now(struct uscm_cm_id* id, const struct uscm_addr* src,
-                          const struct uscm_addr* dst, int timeout_ms);
+                          const struct uscm_addr* dst, int timeout_ms, struct uscm_addr* local,
+                          struct uscm_addr* peer);
 int uscm_resolve_route(struct uscm_cm_id* id, int timeout_ms);
 int uscm_connect(struct uscm_cm_id* id, const struct uscm_conn_param* param);
 int uscm_listen(struct uscm_cm_id* id, int backlog);

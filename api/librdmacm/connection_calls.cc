@@ -35,36 +35,32 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   // the port's first address of the destination's family.
   bool routed = false;
   if (src_addr == nullptr && !OnSimulatedPorts() && RouteSource(dst, &src) == 0) routed = true;
+  // An id on its device already (bound, or resolved before): one look-up
+  // and one uscm call; ADDR_RESOLVED straight to the program's channel
+  // where uscm resolved it within the call (direct_addr.cc).
+  const bool with_src = src_addr != nullptr || routed;
+  bool done = false, sync = false;
+  if (ResolveAddrDirect(id, with_src ? &src : nullptr, dst, timeout_ms, routed, &done, &sync) != 0) {
+    return -1;
+  }
+  if (done) return sync ? CompleteCall(id, "rdma_resolve_addr") : 0;
   // The id goes to the port of its source: the given one, else the routing
   // table's (the device of the route's output interface).
   if ((routed || (src_addr != nullptr && !IsWildcard(src))) &&
       PlaceForSource(id, src, "rdma_resolve_addr") != 0) {
     return -1;
   }
-  // Resolved within the call (RoCE with no neighbour to wait for, AF_IB):
-  // uscm queues no event, ADDR_RESOLVED goes straight to the program's
-  // channel below (direct_addr.cc).
-  const bool direct = DirectAddrsOn();
-  bool now = false;
   int rc = ForId("rdma_resolve_addr", id, [&](uscm_cm_id* uid) {
-    auto resolve = [&](const uscm_addr* from) {
-      if (!direct) return uscm_resolve_addr(uid, from, &dst, timeout_ms);
-      const int r = uscm_resolve_addr_now(uid, from, &dst, timeout_ms);
-      now = r == 1;
-      return r < 0 ? -1 : 0;
-    };
-    const bool with_src = src_addr != nullptr || routed;
-    int r = resolve(with_src ? &src : nullptr);
+    int r = uscm_resolve_addr(uid, with_src ? &src : nullptr, &dst, timeout_ms);
     if (r != 0 && routed) {
       Fail(errno, "rdma_resolve_addr", "the routing table's source is not on the id's port");
-      r = resolve(nullptr);
+      r = uscm_resolve_addr(uid, nullptr, &dst, timeout_ms);
     }
     return r;
   });
   if (rc != 0) return rc;
   // As librdmacm: the destination shows in id->route at once.
   ToSockaddr(dst, &id->route.addr.dst_storage);
-  if (now) AddrResolvedDirect(id);
   return CompleteCall(id, "rdma_resolve_addr");
 }
 

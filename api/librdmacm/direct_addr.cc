@@ -1,21 +1,25 @@
 // rdma_resolve_addr where the address resolves within the call (RoCE with no
-// neighbour resolution to wait for, AF_IB). See ids.h AddrResolvedDirect.
+// neighbour resolution to wait for, AF_IB). See ids.h ResolveAddrDirect.
 //
-// Through the port's channel, uscm queued ADDR_RESOLVED there and the pump
-// moved it to the program's (Forward: the id's lookups by uscm id, the
-// translation of its param); cmtime's resolve-addr step was 1.2-1.4x the
-// kernel's warm one in a TCG VM (docs/API.md "The direct paths of
-// rdma_resolve_addr and rdma_resolve_route"). Here uscm only sets the id's
-// address (uscm_resolve_addr_now) and the event goes straight onto the
-// program's channel, as ROUTE_RESOLVED does (direct_route.cc).
+// Through ForId the call took the library's lock four times (the backend,
+// the id's place, the call, CompleteCall), uscm queued ADDR_RESOLVED on the
+// port's channel and the pump moved it to the program's (Forward: the id's
+// lookups by uscm id, two more C API calls for the addresses, the
+// translation of its param). Here: the id looked up under the library's
+// lock, one C API call (the addresses come back with it), the lock again
+// to fill the id and queue ADDR_RESOLVED straight onto the program's
+// channel, as ROUTE_RESOLVED is (direct_route.cc).
 #include <rdma/rdma_cma.h>
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 
+#include "api/c/uscm_cma.h"
+#include "api/librdmacm/convert.h"
 #include "api/librdmacm/ids.h"
 #include "api/librdmacm/ids_internal.h"
+#include "api/librdmacm/open_channels.h"
 
 namespace uscm::librdmacm {
 namespace {
@@ -25,23 +29,47 @@ std::atomic<uint64_t> g_direct_addrs{0};
 
 }  // namespace
 
-bool DirectAddrsOn() { return g_direct.load(std::memory_order_relaxed); }
-
-void AddrResolvedDirect(rdma_cm_id* pub) {
+int ResolveAddrDirect(rdma_cm_id* pub, const uscm_addr* src, const uscm_addr& dst, int timeout_ms,
+                      bool fall_back_on_error, bool* done, bool* sync) {
   using namespace internal;
+  *done = false;
+  if (!g_direct.load(std::memory_order_relaxed)) return 0;
+  uscm_cm_id* uid;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    Id* id = FindLocked(pub);
+    // Not on a device yet (created, or bound to a wildcard): the old path
+    // places it on the port of its source first. Not an id of ours: it
+    // says so.
+    if (id == nullptr || id->state->uid == nullptr || pub->port_num == 0) return 0;
+    uid = id->state->uid;
+  }
+  uscm_addr local, peer;
+  const int r = uscm_resolve_addr_now(uid, src, &dst, timeout_ms, &local, &peer);
+  if (r < 0 && fall_back_on_error) return 0;  // the old path tries without the source
+  if (r < 0) return UscmFailed("rdma_resolve_addr");
   std::lock_guard<std::mutex> lock(g_mu);
+  *done = true;
   Id* id = FindLocked(pub);
-  if (id == nullptr) return;  // destroyed by another thread meanwhile: no event
+  *sync = id != nullptr && id->state->sync;
+  // An event of the call (ADDR_ERROR at once) or of other ids on the port's
+  // channel: to the programs' channels first, as ForId does.
+  if (r == 0 || AnyOpenChannelQueued()) PumpEventsLocked();
+  if (id == nullptr) return 0;  // destroyed meanwhile
+  // As librdmacm: the destination shows in id->route when the call returns.
+  ToSockaddr(dst, &pub->route.addr.dst_storage);
+  if (r == 0) return 0;  // uscm's event follows
   // What librdmacm's ucma_process_addr reads back on ADDR_RESOLVED (as the
   // pump's Forward): the device, port and PD, the two addresses and GIDs.
   AttachDevice(id);
-  FillAddrs(id);
+  FillAddrsFrom(id, &local, &peer);
   // As the kernel's addr_handler: status 0, no listen_id, param all zero.
   rdma_cm_event ev = {};
   ev.id = pub;
   ev.event = RDMA_CM_EVENT_ADDR_RESOLVED;
   QueueForId(id, pub->channel, ev, nullptr, 0);
   g_direct_addrs.fetch_add(1, std::memory_order_relaxed);
+  return 0;
 }
 
 uint64_t DirectAddrs() { return g_direct_addrs.load(std::memory_order_relaxed); }

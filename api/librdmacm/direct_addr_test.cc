@@ -4,7 +4,7 @@
 // channel from the call itself, with the kernel's fields (status 0, param
 // zero); the device, port and addresses as the pump fills them; uscm's id
 // is ADDR_RESOLVED (resolve_route goes ahead, a second resolve_addr is
-// EINVAL); synchronous mode. A neighbour still to be resolved keeps the
+// EINVAL); synchronous mode; an id with no device yet takes the old path. A neighbour still to be resolved keeps the
 // event (CmId::ResolveAddrNow false: api/rdma_cm neighbour_resolve_test);
 // IB keeps its path (ids_test, af_ib_test for AF_IB through the calls).
 #include <arpa/inet.h>
@@ -73,10 +73,14 @@ class DirectAddrTest : public ::testing::Test {
     rdma_destroy_event_channel(ch_);
   }
 
-  // rdma_resolve_addr of a new id on `ch` to 192.168.78.2:7174.
+  // rdma_resolve_addr to 192.168.78.2:7174 of a new id on `ch`, bound to
+  // 192.168.78.1 (an ephemeral port) first, as cmtime's (-b): on its device.
   static rdma_cm_id* ResolveNew(rdma_event_channel* ch) {
     rdma_cm_id* id = nullptr;
     EXPECT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    sockaddr_in here = Ipv4("192.168.78.1", 0);
+    EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&here)), 0) << strerror(errno);
+    EXPECT_EQ(id->port_num, 1);
     sockaddr_in dst = Ipv4("192.168.78.2", 7174);
     EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
         << strerror(errno);
@@ -177,18 +181,22 @@ TEST_F(DirectAddrTest, SynchronousIdReturnsWithTheEvent) {
   EXPECT_EQ(rdma_destroy_id(id), 0);
 }
 
-// A destination of another family than the port's addresses: the call's own
-// error, nothing queued, nothing counted.
-TEST_F(DirectAddrTest, AnAddressOfNoPortFailsTheCall) {
+// An id with no device yet (created, not bound) is placed on its port by
+// the old path, and its ADDR_RESOLVED comes through the pump.
+TEST_F(DirectAddrTest, AnIdWithNoDeviceTakesTheOldPath) {
   const uint64_t direct = DirectAddrs();
   rdma_cm_id* id = nullptr;
   ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in6 dst = {};
-  dst.sin6_family = AF_INET6;
-  inet_pton(AF_INET6, "fd00::2", &dst.sin6_addr);
-  EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), -1);
+  EXPECT_EQ(id->port_num, 0);
+  sockaddr_in dst = Ipv4("192.168.78.2", 7174);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
   EXPECT_EQ(DirectAddrs(), direct);
-  EXPECT_EQ(QueuedEvents(ch_), 0);
+  rdma_cm_event* e = Take(ch_, RDMA_CM_EVENT_ADDR_RESOLVED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->status, 0);
+  EXPECT_EQ(id->port_num, 1);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
   EXPECT_EQ(rdma_destroy_id(id), 0);
 }
 

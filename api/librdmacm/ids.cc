@@ -426,16 +426,21 @@ void OnPortOpen(Port* port) {
 // every address family, with route.addr.addr.ibaddr (SGID, DGID, P_Key in
 // network order).
 void FillAddrs(Id* id) {
-  uscm_addr a;
+  uscm_addr local, peer;
+  FillAddrsFrom(id, uscm_getname(id->state->uid, &local) == 0 ? &local : nullptr,
+                uscm_getpeer(id->state->uid, &peer) == 0 ? &peer : nullptr);
+}
+
+void FillAddrsFrom(Id* id, const uscm_addr* local, const uscm_addr* peer) {
   rdma_ib_addr& ib = id->pub.route.addr.addr.ibaddr;
-  if (uscm_getname(id->state->uid, &a) == 0) {
-    ToSockaddr(a, &id->pub.route.addr.src_storage);
-    memcpy(ib.sgid.raw, a.gid, 16);
-    ib.pkey = htobe16(a.pkey);
+  if (local != nullptr) {
+    ToSockaddr(*local, &id->pub.route.addr.src_storage);
+    memcpy(ib.sgid.raw, local->gid, 16);
+    ib.pkey = htobe16(local->pkey);
   }
-  if (uscm_getpeer(id->state->uid, &a) == 0) {
-    ToSockaddr(a, &id->pub.route.addr.dst_storage);
-    memcpy(ib.dgid.raw, a.gid, 16);
+  if (peer != nullptr) {
+    ToSockaddr(*peer, &id->pub.route.addr.dst_storage);
+    memcpy(ib.dgid.raw, peer->gid, 16);
   }
 }
 

@@ -144,18 +144,23 @@ int PumpEvents();
 // call goes through ForId as before. *sync (when done): a synchronous id,
 // whose call waits for the event (CompleteCall). 0, or -1 with errno.
 int ResolveRouteDirect(rdma_cm_id* id, bool* done, bool* sync);
-// direct_addr.cc: rdma_resolve_addr's direct path. Where uscm resolved the
-// address within the call (uscm_resolve_addr_now: RoCE with no neighbour
-// resolution to wait for, AF_IB) it queued no event; AddrResolvedDirect
-// fills the id (device, port, PD, addresses) and queues ADDR_RESOLVED as the
-// kernel's (status 0, param zero) straight onto the program's channel. An id
-// destroyed meanwhile gets nothing. DirectAddrsOn false (tests, benches):
-// rdma_resolve_addr calls uscm_resolve_addr, and the event takes the port's
-// channel and the pump as before.
-bool DirectAddrsOn();
-void AddrResolvedDirect(rdma_cm_id* id);
-// Addresses AddrResolvedDirect reported so far.
+// direct_addr.cc: rdma_resolve_addr for an id already on its device, with
+// one look-up of the id and one uscm call (uscm_resolve_addr_now). Where
+// uscm resolves the address within the call (RoCE with no neighbour
+// resolution to wait for, AF_IB) it queues no event: the id is filled
+// (device, port, PD, addresses) and ADDR_RESOLVED, as the kernel's (status
+// 0, param zero), goes straight onto the program's channel. Otherwise
+// uscm's event follows (a pending neighbour) or is pumped now (ADDR_ERROR).
+// *done false: not taken (no device yet, not an id of ours; or the call
+// failed and `fall_back_on_error`: a source of the routing table's, which
+// the old path drops), nothing changed: the call goes through ForId.
+// *sync (when done): a synchronous id (CompleteCall). 0, or -1 with errno.
+int ResolveAddrDirect(rdma_cm_id* id, const uscm_addr* src, const uscm_addr& dst, int timeout_ms,
+                      bool fall_back_on_error, bool* done, bool* sync);
+// Addresses ResolveAddrDirect reported resolved so far.
 uint64_t DirectAddrs();
+// Tests, benches: false sends every rdma_resolve_addr through ForId (and
+// its event through the port's channel and the pump).
 void SetDirectAddrsForTesting(bool on);
 // Routes ResolveRouteDirect resolved so far.
 uint64_t DirectRoutes();

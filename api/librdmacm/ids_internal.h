@@ -96,6 +96,8 @@ int UscmFailed(const char* call);
 void OnPortOpen(Port* port);
 // The route addresses as uscm knows them now (id->route.addr).
 void FillAddrs(Id* id);
+// The same from uscm_getname's and uscm_getpeer's answers (NULL: left).
+void FillAddrsFrom(Id* id, const uscm_addr* local, const uscm_addr* peer);
 // id->verbs, port_num and the shared PD, once the id has its port.
 void AttachDevice(Id* id);
 // id->route.path_rec (one path, as librdmacm's ucma_query_route fills it).

@@ -205,9 +205,12 @@ class CmId {
   // reused or immediate answer, the IP's own GID) or is AF_IB, the id
   // becomes ADDR_RESOLVED and nothing is queued on its channel: true.
   // Otherwise exactly ResolveAddr (ADDR_RESOLVED / ADDR_ERROR follows on the
-  // channel; a pending neighbour's resolution has started): false.
+  // channel; a pending neighbour's resolution has started): false. When
+  // true, *local and *peer (if not NULL) are GetLocalAddr()'s and
+  // GetPeerAddr()'s, read under the same lock.
   absl::StatusOr<bool> ResolveAddrNow(const absl::optional<Address>& src, const Address& dst,
-                                      mad::Duration timeout);
+                                      mad::Duration timeout, Address* local = nullptr,
+                                      Address* peer = nullptr);
   // SA PathRecord (through the path cache) or the IB_PATH option;
   // ROUTE_RESOLVED / ROUTE_ERROR on the channel; an SA query unanswered
   // after `timeout` is ROUTE_ERROR -ETIMEDOUT.
@@ -287,15 +290,21 @@ class CmId {
   // rdma_cm_resolve.cc (device lock held): the table's answer for the
   // destination in peer_ -> ADDR_RESOLVED / ADDR_ERROR, or, `in_call`, the
   // call's own error (no route).
+  // ResolveAddrNow's answer: done, and the addresses it asked for.
+  struct AddrNow {
+    bool done;
+    Address* local;
+    Address* peer;
+  };
   // `now`: ResolveAddrNow's, else NULL (AddrResolvedLocked).
   absl::Status FinishResolve(const absl::StatusOr<absl::optional<mad::Gid>>& gid, bool in_call,
-                             bool* now = nullptr);
+                             AddrNow* now = nullptr);
   // rdma_cm_resolve.cc: ResolveAddr and ResolveAddrNow (`now` non-NULL).
   absl::Status ResolveAddrIn(const absl::optional<Address>& src, const Address& dst,
-                             mad::Duration timeout, bool* now);
+                             mad::Duration timeout, AddrNow* now);
   // The id is ADDR_RESOLVED: the event is posted, or, for ResolveAddrNow
-  // on RoCE or AF_IB, *now is set instead (device lock held).
-  void AddrResolvedLocked(bool* now);
+  // on RoCE or AF_IB, *now is filled instead (device lock held).
+  void AddrResolvedLocked(AddrNow* now);
   absl::Status CheckReuseAddrLocked(bool on) const;
   // ADDR_RESOLVED -> ROUTE_RESOLVED where no SA query is needed (IB_PATH,
   // RoCE); false otherwise, nothing changed (device lock held).

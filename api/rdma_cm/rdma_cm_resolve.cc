@@ -42,26 +42,29 @@ absl::Status CmId::ResolveAddr(const absl::optional<Address>& src, const Address
 }
 
 absl::StatusOr<bool> CmId::ResolveAddrNow(const absl::optional<Address>& src, const Address& dst,
-                                          mad::Duration timeout) {
-  bool now = false;
+                                          mad::Duration timeout, Address* local, Address* peer) {
+  AddrNow now{false, local, peer};
   absl::Status s = ResolveAddrIn(src, dst, timeout, &now);
   if (!s.ok()) return s;
-  return now;
+  return now.done;
 }
 
-void CmId::AddrResolvedLocked(bool* now) {
+void CmId::AddrResolvedLocked(AddrNow* now) {
   state_ = IdState::kAddrResolved;
   // IB's IP addresses keep the event (the drop-in's direct path is RoCE's
-  // and AF_IB's: docs/API.md "The direct path of rdma_resolve_addr").
+  // and AF_IB's: docs/API.md "The direct paths of rdma_resolve_addr and
+  // rdma_resolve_route").
   if (now != nullptr && (device_->options_.roce || peer_.family == Address::Family::kIb)) {
-    *now = true;
+    now->done = true;
+    if (now->local != nullptr) *now->local = local_;
+    if (now->peer != nullptr) *now->peer = peer_;
     return;
   }
   device_->Post(this, EventType::kAddrResolved, 0);
 }
 
 absl::Status CmId::ResolveAddrIn(const absl::optional<Address>& src, const Address& dst,
-                                 mad::Duration timeout, bool* now) {
+                                 mad::Duration timeout, AddrNow* now) {
   if (src.has_value() && !bound_) {
     // A source with a port reserves it as rdma_bind_addr does (cma_use_port);
     // port 0 is an active id's ephemeral port, the process's own pick.
@@ -158,7 +161,7 @@ absl::Status CmId::ResolveAddrIn(const absl::optional<Address>& src, const Addre
 }
 
 absl::Status CmId::FinishResolve(const absl::StatusOr<absl::optional<mad::Gid>>& gid,
-                                 bool in_call, bool* now) {
+                                 bool in_call, AddrNow* now) {
   state_ = IdState::kIdle;  // ADDR_BOUND again on failure, as the kernel's addr_handler
   if (!gid.ok()) {
     const int err = mad::ErrnoOf(gid.status());

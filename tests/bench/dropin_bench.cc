@@ -368,8 +368,8 @@ BENCHMARK(BM_DropInResolveRouteRoce)
     ->Args({1000, 0})
     ->Args({1000, 1});
 
-// cmtime's resolve-addr step alone on the RoCE port: N rdma_resolve_addr
-// (the destination's GID is its IP: no neighbour to wait for), then the N
+// cmtime's resolve-addr step alone on the RoCE port: N rdma_resolve_addr of
+// bound ids (the destination's GID is its IP: no neighbour to wait for), then the N
 // ADDR_RESOLVED taken and acked. D=1 the direct path (direct_addr.cc), D=0
 // through the port's channel and the pump, in the same process.
 void BM_DropInResolveAddrRoce(benchmark::State& state) {
@@ -381,8 +381,12 @@ void BM_DropInResolveAddrRoce(benchmark::State& state) {
   sockaddr_in d = Ipv4("10.0.0.2", 7471);
   for (auto _ : state) {
     state.PauseTiming();
+    sockaddr_in here = Ipv4("10.0.0.1", 0);  // bound first, as cmtime's -b
     for (size_t i = 0; i < n; ++i) {
-      if (rdma_create_id(p.ch, &ids[i], nullptr, RDMA_PS_TCP) != 0) Die("create", 0, strerror(errno));
+      if (rdma_create_id(p.ch, &ids[i], nullptr, RDMA_PS_TCP) != 0 ||
+          rdma_bind_addr(ids[i], reinterpret_cast<sockaddr*>(&here)) != 0) {
+        Die("create and bind", 0, strerror(errno));
+      }
     }
     state.ResumeTiming();
     for (rdma_cm_id* id : ids) {
