@@ -7,9 +7,9 @@
 // write woke it, and on one CPU the woken thread preempted the caller at once
 // (the scheduler's wakeup preemption: CFS on the VM's 6.1 kernel, EEVDF on
 // newer ones): two context switches and two syscalls for a handful of
-// events, where the same work in one thread took none (docs/API.md "The
-// floor under the resolve-route step"). A SCHED_BATCH task does not preempt
-// the running one when it wakes (sched(7); kernel/sched/fair.c,
+// events, where the same work in one thread took none (docs/API.md "Why
+// the event thread kept waking: the batch wait"). A SCHED_BATCH task does
+// not preempt the running one when it wakes (sched(7); kernel/sched/fair.c,
 // check_preempt_wakeup: "Batch and idle tasks do not preempt non-idle
 // tasks"): it runs when the caller blocks or yields, or at the next tick,
 // and then finds the queue full. With more than one CPU it runs at once on

@@ -3,10 +3,10 @@
 // before its read) and after the call. What it buys is a scheduler's
 // decision, so it is measured, not asserted: cm_bench
 // BM_DropInResolveRouteRoceThreaded batch:0 / batch:1 under `taskset -c 0`
-// (docs/API.md "The floor under the resolve-route step"). A unit test of it
-// (the writer keeps the CPU across 200 hand-overs on one CPU: 0-2 lost with
-// the batch wait, 110-199 without) passed alone but failed under two CPU
-// hogs on the host's EEVDF kernel (171-200 lost), so it is not kept.
+// (docs/API.md "Why the event thread kept waking: the batch wait"). A unit
+// test of it (the writer keeps the CPU across 200 hand-overs on one CPU: 0-2
+// lost with the batch wait, 110-199 without) passed alone but failed under
+// two CPU hogs on the host's EEVDF kernel (171-200 lost): not kept.
 #include "api/librdmacm/batch_wait.h"
 
 #include <errno.h>
