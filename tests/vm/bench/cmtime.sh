@@ -27,7 +27,9 @@
 #                          query, made where)
 #   CMTIME_MEASURE=route   the client under `strace -f -tt`: the syscalls of its resolve-
 #                          route step by thread (from the end of the main thread's first
-#                          sched_yield run, resolve addr's wait, to the end of its second)
+#                          sched_yield run, resolve addr's wait, to the end of its second),
+#                          and the main thread's last 16 before the first run (the end of
+#                          the resolve-addr calls, and the bind step's before them)
 #   CMTIME_MEASURE=calls   the client under `strace -f -tt -T`: the connect and disconnect
 #                          steps' calls (the main thread's loop between two sched_yield
 #                          runs): frames or ucma writes sent, wall per call, time inside
@@ -152,6 +154,13 @@ route_window() {
       for (x in k) printf "  %6d %s\n", k[x], x
       printf "route window: lines %d..%d of the trace\n", end[1] + 1, end[2] > "/dev/stderr" }' \
     "$1" 2>&1 | sort -k1,1nr | head -n 25
+  # Resolve addr's calls come right before the first run: the main thread's last
+  # syscalls before it (the bind step's uscmd exchanges, then any of the step's own).
+  echo "main thread's last 16 syscalls before its first sched_yield:"
+  awk '{ if (main == "") main = $1; if ($1 != main) next
+         call = $3; sub(/\(.*/, "", call); if (call == "sched_yield") exit
+         n++; T[n % 16] = $2 " " call }
+    END { for (i = n - 15; i <= n; i++) if (i > 0) print "  " T[i % 16] }' "$1"
 }
 # syscall_callers TRACE: CMTIME_MEASURE=callers's count. Each traced call at its
 # completion (a plain line, or its "<... NAME resumed>"; strace -k prints the stack
