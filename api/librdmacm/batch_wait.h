@@ -18,7 +18,10 @@
 //
 // Only a thread that is SCHED_OTHER is changed (a real-time, idle or batch
 // thread of the program keeps its policy), and only around the blocking
-// read: the program never sees the policy outside the call.
+// read: the program never sees the policy outside the call. A policy the
+// program sets on the thread during the wait stays. USCM_BATCH_WAIT=0 in
+// the environment turns it off (the kernel's librdmacm behaviour: a woken
+// reader may preempt the thread that queued its event).
 #ifndef USCM_API_LIBRDMACM_BATCH_WAIT_H_
 #define USCM_API_LIBRDMACM_BATCH_WAIT_H_
 

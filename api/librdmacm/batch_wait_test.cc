@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <rdma/rdma_cma.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <chrono>
@@ -46,6 +47,13 @@ void RecordPolicy(void* arg, bool woke) {
   std::lock_guard<std::mutex> lock(seen->mu);
   seen->policy = sched_getscheduler(0);
   seen->cv.notify_all();
+}
+
+// As RecordPolicy, then the program's own choice made during the wait.
+void RecordPolicyThenSetIdle(void* arg, bool woke) {
+  RecordPolicy(arg, woke);
+  sched_param none = {};
+  if (!woke) sched_setscheduler(0, SCHED_IDLE, &none);
 }
 
 class BatchWaitTest : public ::testing::Test {
@@ -101,6 +109,25 @@ TEST_F(BatchWaitTest, OffTheWaitKeepsThePolicy) {
   GetInAThread(SCHED_OTHER, &in_wait, &after);
   EXPECT_EQ(in_wait, SCHED_OTHER);
   EXPECT_EQ(after, SCHED_OTHER);
+}
+
+TEST_F(BatchWaitTest, UscmBatchWaitZeroKeepsThePolicy) {
+  ASSERT_EQ(setenv("USCM_BATCH_WAIT", "0", 1), 0);
+  int in_wait = -1, after = -1;
+  GetInAThread(SCHED_OTHER, &in_wait, &after);
+  unsetenv("USCM_BATCH_WAIT");
+  EXPECT_EQ(in_wait, SCHED_OTHER);
+  EXPECT_EQ(after, SCHED_OTHER);
+}
+
+// A policy set on the waiting thread during its wait is the program's: the
+// call does not put SCHED_OTHER over it.
+TEST_F(BatchWaitTest, APolicySetDuringTheWaitStays) {
+  SetWaitHookForTesting(RecordPolicyThenSetIdle, &seen_);
+  int in_wait = -1, after = -1;
+  GetInAThread(SCHED_OTHER, &in_wait, &after);
+  EXPECT_EQ(in_wait, SCHED_BATCH);
+  EXPECT_EQ(after, SCHED_IDLE);
 }
 
 // The program's own choice stays: an idle (or batch, or real-time) thread
