@@ -378,35 +378,44 @@ int uscm_bind_addr(struct uscm_cm_id* id, const struct uscm_addr* addr) {
   return Result(c->BindAddr(*a));
 }
 
+namespace {
+
+// A resolve_addr call's destination and its source (none when NULL or
+// unspecified), or why not.
+absl::Status ResolveAddresses(const uscm_addr* src, const uscm_addr* dst,
+                              absl::optional<Address>* s, Address* d) {
+  auto to = ToAddress(dst, "resolve_addr");
+  if (!to.ok()) return to.status();
+  *d = *to;
+  if (src != nullptr && src->family != USCM_AF_UNSPEC) {
+    auto from = ToAddress(src, "resolve_addr");
+    if (!from.ok()) return from.status();
+    *s = *from;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 int uscm_resolve_addr(struct uscm_cm_id* id, const struct uscm_addr* src,
                       const struct uscm_addr* dst, int timeout_ms) {
   USCM_ID("resolve_addr");
-  auto d = ToAddress(dst, "resolve_addr");
-  if (!d.ok()) return Fail(d.status());
   absl::optional<Address> s;
-  if (src != nullptr && src->family != USCM_AF_UNSPEC) {
-    auto a = ToAddress(src, "resolve_addr");
-    if (!a.ok()) return Fail(a.status());
-    s = *a;
-  }
-  return Result(c->ResolveAddr(s, *d, uscm::mad::Duration::Millis(timeout_ms)));
+  Address d;
+  if (absl::Status a = ResolveAddresses(src, dst, &s, &d); !a.ok()) return Fail(a);
+  return Result(c->ResolveAddr(s, d, uscm::mad::Duration::Millis(timeout_ms)));
 }
 
 int uscm_resolve_addr_now(struct uscm_cm_id* id, const struct uscm_addr* src,
                           const struct uscm_addr* dst, int timeout_ms, struct uscm_addr* local,
                           struct uscm_addr* peer) {
   USCM_ID("resolve_addr");
-  auto d = ToAddress(dst, "resolve_addr");
-  if (!d.ok()) return Fail(d.status());
   absl::optional<Address> s;
-  if (src != nullptr && src->family != USCM_AF_UNSPEC) {
-    auto a = ToAddress(src, "resolve_addr");
-    if (!a.ok()) return Fail(a.status());
-    s = *a;
-  }
+  Address d;
+  if (absl::Status a = ResolveAddresses(src, dst, &s, &d); !a.ok()) return Fail(a);
   Address l, p;
   absl::StatusOr<bool> now =
-      c->ResolveAddrNow(s, *d, uscm::mad::Duration::Millis(timeout_ms), &l, &p);
+      c->ResolveAddrNow(s, d, uscm::mad::Duration::Millis(timeout_ms), &l, &p);
   if (!now.ok()) return Fail(now.status());
   if (!*now) return 0;
   if (local != nullptr) FromAddress(l, local);

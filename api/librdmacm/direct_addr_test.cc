@@ -22,6 +22,7 @@
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids.h"
 #include "api/librdmacm/ids_testing.h"  // Ipv4
+#include "api/librdmacm/roce_port_testing.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "api/rdma_cm/rdma_cm_testing.h"
 #include "gtest/gtest.h"
@@ -29,48 +30,14 @@
 namespace uscm::librdmacm {
 namespace {
 
-std::string GidText(const uint8_t raw[16]) {
-  char text[INET6_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET6, raw, text, sizeof(text));
-  return text;
-}
-
 // The drop-in's one port: a RoCE device (192.168.78.1, path MTU 1024) on the
 // simulated fabric's host 0.
-class DirectAddrTest : public ::testing::Test {
+class DirectAddrTest : public RocePortTest {
  protected:
-  static void SetUpTestSuite() {
-    auto f = testing::SimFabric::Create(22);
-    ASSERT_TRUE(f.ok()) << f.status();
-    fabric_ = std::move(*f).release();
-    DeviceOptions o;
-    o.roce = true;
-        o.local_ips = {*Address::Parse("192.168.78.1")};
-    auto dev = Device::CreateSimulated(fabric_->scheduler(), *fabric_->host(0).qp1,
-                                       [] { return false; }, o);
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    roce_ = std::move(*dev).release();
-    dev_ = uscm_device_wrap(roce_);
-    Addr16 ip{};
-    ip[10] = ip[11] = 0xff;
-    inet_pton(AF_INET, "192.168.78.1", &ip[12]);
-    ASSERT_EQ(UseDevicesForTesting({dev_}, {{ip}}), 0) << strerror(errno);
-  }
-  static void TearDownTestSuite() {
-    ResetBackendForTesting();
-    uscm_device_unwrap_free(dev_);
-    delete roce_;
-    delete fabric_;
-  }
-  void SetUp() override {
-    ch_ = NewEventChannel();
-    ASSERT_NE(ch_, nullptr);
-    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
-  }
+  static void SetUpTestSuite() { OpenPort(22); }
   void TearDown() override {
     SetDirectAddrsForTesting(true);
-    EXPECT_EQ(QueuedEvents(ch_), 0) << "events left on the program's channel";
-    rdma_destroy_event_channel(ch_);
+    RocePortTest::TearDown();
   }
 
   // rdma_resolve_addr to 192.168.78.2:7174 of a new id on `ch`, bound to
@@ -86,21 +53,6 @@ class DirectAddrTest : public ::testing::Test {
         << strerror(errno);
     return id;
   }
-  // The event already queued on `ch` (no pump, no fabric step).
-  static rdma_cm_event* Take(rdma_event_channel* ch, rdma_cm_event_type want) {
-    rdma_cm_event* e = nullptr;
-    EXPECT_EQ(rdma_get_cm_event(ch, &e), 0) << strerror(errno);
-    if (e != nullptr) {
-      EXPECT_EQ(e->event, want) << rdma_event_str(e->event);
-    }
-    return e;
-  }
-  static size_t PortQueued() { return uscm_event_channel_queued(PortChannelsForTesting()[0]); }
-
-  static inline testing::SimFabric* fabric_ = nullptr;
-  static inline Device* roce_ = nullptr;
-  static inline uscm_device* dev_ = nullptr;
-  rdma_event_channel* ch_ = nullptr;
 };
 
 TEST_F(DirectAddrTest, RoceAddrIsQueuedByTheCallWithTheKernelsFields) {

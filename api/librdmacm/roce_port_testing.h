@@ -1,0 +1,94 @@
+// The fixture of the direct-path tests (direct_addr_test, direct_route_test):
+// the drop-in's one port is a RoCE device (192.168.78.1) on host 0 of a
+// simulated fabric, with no kernel tables (the destination's GID is its IP,
+// resolved within the call); each test has a non-blocking program channel
+// that must be empty at its end.
+#ifndef USCM_API_LIBRDMACM_ROCE_PORT_TESTING_H_
+#define USCM_API_LIBRDMACM_ROCE_PORT_TESTING_H_
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <rdma/rdma_cma.h>
+#include <string.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "api/c/uscm_cma.h"
+#include "api/librdmacm/event_channel.h"
+#include "api/librdmacm/ids.h"
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
+#include "gtest/gtest.h"
+
+namespace uscm::librdmacm {
+
+// A GID as inet_ntop writes an IPv6 address ("::ffff:192.168.78.2").
+inline std::string GidText(const uint8_t raw[16]) {
+  char text[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, raw, text, sizeof(text));
+  return text;
+}
+
+class RocePortTest : public ::testing::Test {
+ protected:
+  // From a suite's SetUpTestSuite: the fabric of `seed`; the port's path MTU
+  // is DeviceOptions' default, 1024 (IBV_MTU_1024).
+  static void OpenPort(uint64_t seed) {
+    auto f = testing::SimFabric::Create(seed);
+    ASSERT_TRUE(f.ok()) << f.status();
+    fabric_ = std::move(*f).release();
+    DeviceOptions o;
+    o.roce = true;
+    o.local_ips = {*Address::Parse("192.168.78.1")};
+    auto dev = Device::CreateSimulated(fabric_->scheduler(), *fabric_->host(0).qp1,
+                                       [] { return false; }, o);
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    roce_ = std::move(*dev).release();
+    dev_ = uscm_device_wrap(roce_);
+    Addr16 ip{};
+    ip[10] = ip[11] = 0xff;
+    inet_pton(AF_INET, "192.168.78.1", &ip[12]);
+    ASSERT_EQ(UseDevicesForTesting({dev_}, {{ip}}), 0) << strerror(errno);
+  }
+  static void TearDownTestSuite() {
+    ResetBackendForTesting();
+    uscm_device_unwrap_free(dev_);
+    delete roce_;
+    delete fabric_;
+  }
+  void SetUp() override {
+    ch_ = NewEventChannel();
+    ASSERT_NE(ch_, nullptr);
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  }
+  void TearDown() override {
+    EXPECT_EQ(QueuedEvents(ch_), 0) << "events left on the program's channel";
+    rdma_destroy_event_channel(ch_);
+  }
+
+  // The event already queued on `ch` (no pump, no fabric step).
+  static rdma_cm_event* Take(rdma_event_channel* ch, rdma_cm_event_type want) {
+    rdma_cm_event* e = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(ch, &e), 0) << strerror(errno);
+    if (e != nullptr) {
+      EXPECT_EQ(e->event, want) << rdma_event_str(e->event);
+    }
+    return e;
+  }
+  // Events on the port's own uscm channel (the pump's way in).
+  static size_t PortQueued() { return uscm_event_channel_queued(PortChannelsForTesting()[0]); }
+
+  rdma_event_channel* ch_ = nullptr;
+
+ private:
+  static inline testing::SimFabric* fabric_ = nullptr;
+  static inline Device* roce_ = nullptr;
+  static inline uscm_device* dev_ = nullptr;
+};
+
+}  // namespace uscm::librdmacm
+
+#endif  // USCM_API_LIBRDMACM_ROCE_PORT_TESTING_H_
