@@ -95,8 +95,6 @@ bool IsUd(rdma_port_space ps) { return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB;
 
 // ---- ids ----
 
-
-
 // id->route.path_rec (one path, as librdmacm's ucma_query_route fills it).
 void FillRoute(Id* id) {
   uscm_path p;
