@@ -106,8 +106,6 @@ void AttachAndFill(Id* id) {
   FillAddrs(id);
 }
 
-
-
 // librdmacm binds an id to the device of the address it binds or resolves
 // from (ucma_get_device): an id with no device yet (created, or bound to a
 // wildcard) moves to `to`'s uscm port. NULL `to` (an address of no port):
