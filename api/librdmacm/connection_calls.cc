@@ -27,6 +27,16 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   if (src_addr != nullptr && ToUscmAddr(src_addr, &src) != 0) {
     return Fail(EINVAL, "rdma_resolve_addr", "source address of an unknown family");
   }
+  // As the kernel's resolve_prepare_src (cma.c): the id's source, bound or
+  // given, is of the destination's family (an IPv4 id cannot resolve an
+  // IPv6 destination, nor an id bound to [::] an IPv4 one). The kernel binds
+  // an unbound id to a given source before it refuses; here it stays unbound.
+  const sa_family_t bound = id != nullptr ? id->route.addr.src_addr.sa_family : AF_UNSPEC;
+  const sa_family_t given = src_addr != nullptr ? src_addr->sa_family : AF_UNSPEC;
+  const sa_family_t from = bound != AF_UNSPEC ? bound : given;
+  if (from != AF_UNSPEC && from != dst_addr->sa_family) {
+    return Fail(EINVAL, "rdma_resolve_addr", "the source is not of the destination's family");
+  }
   if (EnsureBackend("rdma_resolve_addr") != 0) return -1;
   // The neighbour (ARP / ND, the IPoIB GID) is the device's to resolve:
   // uscm_device_open gives it the kernel's tables (verbs/neighbours.h).

@@ -98,6 +98,42 @@ TEST_F(DirectAddrTest, RoceAddrIsQueuedByTheCallWithTheKernelsFields) {
 }
 
 // The same id as the path through the C API's pump leaves it.
+// The kernel's resolve_prepare_src: a source (bound or given) of another
+// family than the destination's is EINVAL, before either path.
+TEST_F(DirectAddrTest, ASourceOfAnotherFamilyThanTheDestinationIsEinval) {
+  sockaddr_in6 dst6 = {};
+  dst6.sin6_family = AF_INET6;
+  dst6.sin6_port = htons(7174);
+  inet_pton(AF_INET6, "::ffff:192.168.78.2", &dst6.sin6_addr);
+  sockaddr_in here = Ipv4("192.168.78.1", 0);
+  const uint64_t direct = DirectAddrs();
+
+  rdma_cm_id* bound = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &bound, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  ASSERT_EQ(rdma_bind_addr(bound, reinterpret_cast<sockaddr*>(&here)), 0) << strerror(errno);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_addr(bound, nullptr, reinterpret_cast<sockaddr*>(&dst6), 2000), -1);
+  EXPECT_EQ(errno, EINVAL) << "an IPv4 id, an IPv6 destination";
+
+  rdma_cm_id* unbound = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &unbound, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_addr(unbound, reinterpret_cast<sockaddr*>(&here),
+                              reinterpret_cast<sockaddr*>(&dst6), 2000),
+            -1);
+  EXPECT_EQ(errno, EINVAL) << "an IPv4 source, an IPv6 destination";
+  EXPECT_EQ(DirectAddrs(), direct);
+  EXPECT_EQ(QueuedEvents(ch_), 0);
+
+  // The bound id is as before: an IPv4 destination resolves.
+  sockaddr_in dst = Ipv4("192.168.78.2", 7174);
+  ASSERT_EQ(rdma_resolve_addr(bound, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
+  EXPECT_EQ(rdma_ack_cm_event(Take(ch_, RDMA_CM_EVENT_ADDR_RESOLVED)), 0);
+  EXPECT_EQ(rdma_destroy_id(bound), 0);
+  EXPECT_EQ(rdma_destroy_id(unbound), 0);
+}
+
 TEST_F(DirectAddrTest, FillsTheIdAsThePumpDoes) {
   rdma_cm_id* ids[2];
   for (int direct = 0; direct < 2; ++direct) {
