@@ -64,14 +64,7 @@ TEST_F(DirectAddrTest, RoceAddrIsQueuedByTheCallWithTheKernelsFields) {
 
   rdma_cm_event* e = Take(ch_, RDMA_CM_EVENT_ADDR_RESOLVED);
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->id, id);
-  EXPECT_EQ(e->listen_id, nullptr);
-  EXPECT_EQ(e->status, 0);
-  const rdma_conn_param zero = {};
-  EXPECT_EQ(memcmp(&e->param.conn, &zero, sizeof(zero)), 0)
-      << "the kernel's ADDR_RESOLVED carries no parameters (flow_control "
-      << int(e->param.conn.flow_control) << ", retry_count " << int(e->param.conn.retry_count)
-      << ")";
+  ExpectKernelsFields(e, id);
   EXPECT_EQ(rdma_ack_cm_event(e), 0);
 
   // What librdmacm's ucma_process_addr leaves in the id.

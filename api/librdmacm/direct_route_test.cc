@@ -64,14 +64,7 @@ TEST_F(DirectRouteTest, RoceRouteIsQueuedByTheCallWithLibrdmacmsFields) {
 
   rdma_cm_event* e = Take(ch_, RDMA_CM_EVENT_ROUTE_RESOLVED);
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->id, id);
-  EXPECT_EQ(e->listen_id, nullptr);
-  EXPECT_EQ(e->status, 0);
-  const rdma_conn_param zero = {};
-  EXPECT_EQ(memcmp(&e->param.conn, &zero, sizeof(zero)), 0)
-      << "the kernel's ROUTE_RESOLVED carries no parameters (flow_control "
-      << int(e->param.conn.flow_control) << ", retry_count " << int(e->param.conn.retry_count)
-      << ")";
+  ExpectKernelsFields(e, id);
   EXPECT_EQ(rdma_ack_cm_event(e), 0);
 
   // id->route as librdmacm's ucma_query_route leaves it (RoCE: cma_resolve_iboe_route).

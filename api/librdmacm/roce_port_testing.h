@@ -78,6 +78,19 @@ class RocePortTest : public ::testing::Test {
     }
     return e;
   }
+  // An event the call queued itself carries the kernel's fields: the id, no
+  // listen_id, status 0, param all zero (through the pump it carried
+  // flow_control 1 and retry_count 7).
+  static void ExpectKernelsFields(const rdma_cm_event* e, const rdma_cm_id* id) {
+    EXPECT_EQ(e->id, id);
+    EXPECT_EQ(e->listen_id, nullptr);
+    EXPECT_EQ(e->status, 0);
+    const rdma_conn_param zero = {};
+    EXPECT_EQ(memcmp(&e->param.conn, &zero, sizeof(zero)), 0)
+        << rdma_event_str(e->event) << " with parameters (flow_control "
+        << int(e->param.conn.flow_control) << ", retry_count " << int(e->param.conn.retry_count)
+        << ")";
+  }
   // Events on the port's own uscm channel (the pump's way in).
   static size_t PortQueued() { return uscm_event_channel_queued(PortChannelsForTesting()[0]); }
 
