@@ -78,10 +78,17 @@ class RocePortTest : public ::testing::Test {
     }
     return e;
   }
-  // An event the call queued itself carries the kernel's fields: the id, no
-  // listen_id, status 0, param all zero (through the pump it carried
-  // flow_control 1 and retry_count 7).
-  static void ExpectKernelsFields(const rdma_cm_event* e, const rdma_cm_id* id) {
+  // The one event the call queued on `ch` itself (none on the port's own
+  // uscm channel, the pump's way in), of type `want`, with the kernel's
+  // fields: the id, no listen_id, status 0, param all zero (through the pump
+  // it carried flow_control 1 and retry_count 7). Acked here.
+  static void ExpectQueuedByTheCall(rdma_event_channel* ch, rdma_cm_event_type want,
+                                    const rdma_cm_id* id) {
+    EXPECT_EQ(uscm_event_channel_queued(PortChannelsForTesting()[0]), 0u)
+        << "nothing for the pump: the event skipped the port's channel";
+    ASSERT_EQ(QueuedEvents(ch), 1) << "queued by the call itself";
+    rdma_cm_event* e = Take(ch, want);
+    ASSERT_NE(e, nullptr);
     EXPECT_EQ(e->id, id);
     EXPECT_EQ(e->listen_id, nullptr);
     EXPECT_EQ(e->status, 0);
@@ -90,9 +97,8 @@ class RocePortTest : public ::testing::Test {
         << rdma_event_str(e->event) << " with parameters (flow_control "
         << int(e->param.conn.flow_control) << ", retry_count " << int(e->param.conn.retry_count)
         << ")";
+    EXPECT_EQ(rdma_ack_cm_event(e), 0);
   }
-  // Events on the port's own uscm channel (the pump's way in).
-  static size_t PortQueued() { return uscm_event_channel_queued(PortChannelsForTesting()[0]); }
 
   rdma_event_channel* ch_ = nullptr;
 
