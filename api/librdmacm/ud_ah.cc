@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "api/librdmacm/devices.h"
+#include "api/librdmacm/gid_watch.h"
 
 namespace uscm::librdmacm {
 
@@ -79,15 +80,22 @@ PortGids ReadPortGids(ibv_context* verbs, uint8_t port_num) {
   return out;
 }
 
-// Each port's table as last read, per (context, port): the drop-in's
-// contexts stay open for the process (devices.h), so a key is never reused.
-// librdmacm reads nothing here (the kernel's rdma_init_qp_attr answers from
-// the id's own sgid_attr, taken at address resolution); reading the port,
-// the device and the table per call cost 3 ioctls per end and connection.
+// Each port's table as last read, per (context, port), with the generation
+// of the device's tables taken before the read: the drop-in's contexts stay
+// open for the process (devices.h), so a key is never reused. librdmacm
+// reads nothing here (the kernel's rdma_init_qp_attr answers from the id's
+// own sgid_attr, taken at address resolution); reading the port, the device
+// and the table per call cost 3 ioctls per end and connection.
+struct KeptPort {
+  PortGids gids;
+  uint64_t generation = 0;
+};
+
 struct GidCache {
   std::mutex mu;
   PortGidsReader reader = ReadPortGids;
-  std::map<std::pair<ibv_context*, uint8_t>, PortGids> ports;
+  GidGenerationSource generation = GidTableGeneration;
+  std::map<std::pair<ibv_context*, uint8_t>, KeptPort> ports;
   uint64_t reads = 0;
 };
 
@@ -98,26 +106,28 @@ GidCache& TheGidCache() {
 
 // The index of `gid` (NULL: none, the link layer alone) in the port's table,
 // or -1; *ethernet: the port's link layer. The table is read at the port's
-// first lookup and again when `gid` is not in it (an address added since).
-// Not on IBV_EVENT_GID_CHANGE: the context is the program's (id->verbs), and
-// so are its async events; a thread of ours reading them would take them
-// from the program. A port's link layer never changes. What a hit cannot see
-// is a GID that the kernel removed and added again at another index (the
-// address went away and came back between two connections): the index kept
-// is then stale, and the program's ibv_modify_qp fails (EINVAL) where the
-// kernel's would not.
+// first lookup, again when the device's GID tables changed since it was read
+// (the generation, gid_watch.h: a GID the kernel removed and added back at
+// another index, whose kept index may now hold another address's GID), and
+// again when `gid` is not in it (an address added since, before the thread
+// counted its event). The generation is taken before the read, so a change
+// the read did not see is seen at the next lookup. Not followed (no context
+// of our own, kGidsNotFollowed): read at every lookup. A port's link layer
+// never changes.
 int LookupGidIndex(ibv_context* verbs, uint8_t port_num, const ibv_gid* gid, bool* ethernet,
                    int* active_mtu = nullptr) {
   GidCache& c = TheGidCache();
   std::lock_guard<std::mutex> lock(c.mu);
   const auto key = std::make_pair(verbs, port_num);
+  const uint64_t generation = c.generation(verbs);
   auto it = c.ports.find(key);
-  if (it == c.ports.end() || (gid != nullptr && it->second.ethernet &&
-                              GidIndexIn(it->second.table, *gid) < 0)) {
+  if (it == c.ports.end() || generation == kGidsNotFollowed ||
+      it->second.generation != generation ||
+      (gid != nullptr && it->second.gids.ethernet && GidIndexIn(it->second.gids.table, *gid) < 0)) {
     ++c.reads;
-    it = c.ports.insert_or_assign(key, c.reader(verbs, port_num)).first;
+    it = c.ports.insert_or_assign(key, KeptPort{c.reader(verbs, port_num), generation}).first;
   }
-  const PortGids& port = it->second;
+  const PortGids& port = it->second.gids;
   *ethernet = port.ethernet;
   if (active_mtu != nullptr) *active_mtu = port.active_mtu;
   const int index = gid == nullptr ? -1 : GidIndexIn(port.table, *gid);
@@ -131,6 +141,13 @@ void SetPortGidsReaderForTesting(PortGidsReader reader) {
   GidCache& c = TheGidCache();
   std::lock_guard<std::mutex> lock(c.mu);
   c.reader = reader != nullptr ? reader : ReadPortGids;
+  c.ports.clear();
+}
+
+void SetGidGenerationForTesting(GidGenerationSource source) {
+  GidCache& c = TheGidCache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.generation = source != nullptr ? source : GidTableGeneration;
   c.ports.clear();
 }
 

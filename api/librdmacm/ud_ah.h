@@ -40,9 +40,9 @@ int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid);
 void CompleteAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah);
 
 // A port's link layer and GID table, as CompleteAh reads them: once per
-// (context, port), and again only when the address's GID is not in the
-// table read last (an address added since; ud_ah.cc's LookupGidIndex says
-// why not on IBV_EVENT_GID_CHANGE, and what a kept table cannot see).
+// (context, port), and again when the device reported a GID change since
+// (gid_watch.h: IBV_EVENT_GID_CHANGE on a context of the library's own) or
+// the address's GID is not in the table read last.
 struct PortGids {
   bool ethernet = false;
   int active_mtu = 0;  // enum ibv_mtu; 0: not known
@@ -53,6 +53,10 @@ struct PortGids {
 // ibv_query_port / ibv_query_gid(_ex). Either way the kept tables are dropped.
 using PortGidsReader = PortGids (*)(ibv_context* verbs, uint8_t port_num);
 void SetPortGidsReaderForTesting(PortGidsReader reader);
+// Tests: the generation a kept table is compared with (gid_watch.h's
+// GidTableGeneration; nullptr restores it). The kept tables are dropped.
+using GidGenerationSource = uint64_t (*)(ibv_context* verbs);
+void SetGidGenerationForTesting(GidGenerationSource source);
 // The source GID index of an id on (verbs, port_num) whose address is `src`
 // (its RoCE v2 entry, as CompleteAh's) and the port's active MTU, from the
 // kept table: what uscm_set_qp queries the port and its GID entries for on

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
+#include "api/librdmacm/gid_watch.h"
 #include "gtest/gtest.h"
 
 namespace uscm::librdmacm {
@@ -68,32 +69,50 @@ TEST(UdAhTest, WithoutADeviceOnlyThePortIsSet) {
   EXPECT_EQ(ah.is_global, 0);
 }
 
-// The port's table is kept per (context, port); read again only when the
-// address is not in it. `g_table_has_address` is what the port holds now.
+// The port's table is kept per (context, port); read again when the
+// generation moved or the address is not in it. `g_table_has_address` is
+// what the port holds now; `g_moved`: the address was removed, another took
+// its index 1, and it came back at index 2. `g_generation`: the device's
+// count of GID changes (gid_watch.h).
 int g_reads = 0;
 bool g_table_has_address = true;
+bool g_moved = false;
 bool g_ethernet = true;
+uint64_t g_generation = 0;
 
 PortGids CountingReader(ibv_context*, uint8_t) {
   ++g_reads;
   PortGids p;
   p.ethernet = g_ethernet;
   p.table = {{Gid("fe80::1"), true}};
-  if (g_table_has_address) p.table.push_back({Gid("::ffff:192.168.78.2"), true});
+  if (g_moved) {
+    p.table.push_back({Gid("::ffff:192.168.78.3"), true});
+    p.table.push_back({Gid("::ffff:192.168.78.2"), true});
+  } else if (g_table_has_address) {
+    p.table.push_back({Gid("::ffff:192.168.78.2"), true});
+  }
   return p;
 }
+
+uint64_t FakeGeneration(ibv_context*) { return g_generation; }
 
 class KeptTableTest : public ::testing::Test {
  protected:
   void SetUp() override {
     g_reads = 0;
     g_table_has_address = true;
+    g_moved = false;
     g_ethernet = true;
+    g_generation = 0;
     SetPortGidsReaderForTesting(CountingReader);
+    SetGidGenerationForTesting(FakeGeneration);
     src_.sin_family = AF_INET;
     inet_pton(AF_INET, "192.168.78.2", &src_.sin_addr);
   }
-  void TearDown() override { SetPortGidsReaderForTesting(nullptr); }
+  void TearDown() override {
+    SetPortGidsReaderForTesting(nullptr);
+    SetGidGenerationForTesting(nullptr);
+  }
 
   ibv_ah_attr Complete(uint8_t port, const sockaddr* src) {
     ibv_ah_attr ah{};
@@ -170,6 +189,56 @@ TEST_F(KeptTableTest, APortThatCouldNotBeQueriedIsAskedAgain) {
   EXPECT_EQ(Complete(1, Src()).is_global, 0);
   EXPECT_EQ(g_reads, 2);
 }
+
+// The hole the generation closes: the address went away, another address
+// took its index, and it came back at another. The kept table still finds it
+// (at its old index, now the other address's GID) until the device reports
+// the change; then the table is read again and the index is the new one.
+TEST_F(KeptTableTest, AGidChangeReadsTheTableAgain) {
+  EXPECT_EQ(Complete(1, Src()).grh.sgid_index, 1);
+  g_moved = true;
+  EXPECT_EQ(Complete(1, Src()).grh.sgid_index, 1) << "no event yet: the kept table";
+  EXPECT_EQ(g_reads, 1);
+  ++g_generation;  // IBV_EVENT_GID_CHANGE
+  EXPECT_EQ(Complete(1, Src()).grh.sgid_index, 2);
+  EXPECT_EQ(g_reads, 2);
+  uint8_t index = 0;
+  int mtu = 0;
+  SetPortGidsReaderForTesting([](ibv_context* v, uint8_t p) {
+    PortGids g = CountingReader(v, p);
+    g.active_mtu = IBV_MTU_1024;
+    return g;
+  });
+  ASSERT_TRUE(KeptSourceGid(nullptr, 1, Src(), &index, &mtu));
+  EXPECT_EQ(index, 2) << "the QP's source GID index";
+  for (int i = 0; i < 3; ++i) Complete(1, Src());
+  EXPECT_EQ(g_reads, 3) << "one read per change, none per lookup";
+}
+
+// The event can come while the table is being read (the read saw the old
+// table): the generation is the one taken before the read, so the next
+// lookup reads again.
+TEST_F(KeptTableTest, AChangeDuringTheReadIsSeenAtTheNextLookup) {
+  SetPortGidsReaderForTesting([](ibv_context* v, uint8_t p) {
+    PortGids g = CountingReader(v, p);  // the table before the change
+    if (g_reads == 1) {
+      g_moved = true;
+      ++g_generation;
+    }
+    return g;
+  });
+  EXPECT_EQ(Complete(1, Src()).grh.sgid_index, 1);
+  EXPECT_EQ(Complete(1, Src()).grh.sgid_index, 2);
+  EXPECT_EQ(g_reads, 2);
+}
+
+TEST_F(KeptTableTest, ADeviceWhoseChangesAreNotFollowedIsReadAtEveryLookup) {
+  SetGidGenerationForTesting([](ibv_context*) { return kGidsNotFollowed; });
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Complete(1, Src()).grh.sgid_index, 1);
+  EXPECT_EQ(g_reads, 3);
+}
+
+TEST_F(KeptTableTest, ANullContextIsNotWatched) { EXPECT_EQ(GidTableGeneration(nullptr), 0u); }
 
 TEST_F(KeptTableTest, ANewReaderDropsTheKeptTables) {
   const uint64_t before = PortGidReads();

@@ -1,0 +1,40 @@
+// When a device's GID tables change: the signal the drop-in's kept GID tables
+// (ud_ah.h) follow the kernel's by, without a syscall per lookup.
+//
+// The kernel's GID cache (drivers/infiniband/core/cache.c) dispatches
+// IB_EVENT_GID_CHANGE after it wrote or deleted an entry (__ib_cache_gid_add:
+// add_modify_gid then dispatch_gid_change_event; _ib_cache_gid_del: del_gid
+// then the event), to every handler registered on the device, and uverbs
+// registers one per user context (ib_uverbs_init_async_event_file:
+// ib_uverbs_event_handler queues the event, with its port number, on the
+// context's async fd). So a table read after the event is the kernel's new
+// table. rtnetlink's address events come before it (roce_gid_mgmt updates
+// the table later, from a workqueue): a read on them could still see the old
+// table. The program's contexts (id->verbs) are not used: their async events
+// are the program's to read. The watch opens a context of its own per device
+// and a thread of ours blocks on its async fd.
+#ifndef USCM_API_LIBRDMACM_GID_WATCH_H_
+#define USCM_API_LIBRDMACM_GID_WATCH_H_
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+namespace uscm::librdmacm {
+
+// GidTableGeneration when the device's events cannot be followed (a second
+// context did not open, the thread did not start, or the device reported a
+// fatal error): the caller cannot trust a kept table and reads it again.
+inline constexpr uint64_t kGidsNotFollowed = ~uint64_t{0};
+
+// How many IBV_EVENT_GID_CHANGE events the device of `verbs` (one of the
+// drop-in's contexts, devices.h) reported since it was first asked about: a
+// table read after taking generation G is the kernel's as long as this is
+// still G. The first call for a device starts its watch (one context and one
+// thread for the life of the process, as the contexts themselves); later
+// calls take a mutex and an atomic load, no syscall. 0 for a NULL context.
+uint64_t GidTableGeneration(ibv_context* verbs);
+
+}  // namespace uscm::librdmacm
+
+#endif  // USCM_API_LIBRDMACM_GID_WATCH_H_

@@ -1,0 +1,164 @@
+/* Two connections from one process, with the source address's GID moved to
+ * another index of the GID table between them (tests/vm/groups/
+ * 68-dropin-gid-moved.sh removes the address, adds another that takes its
+ * index, adds it back). Each connection: RC QP from rdma_create_qp, the QP's
+ * source GID index as ibv_query_qp reports it, one message sent and echoed.
+ *
+ *   gid_moved -s BIND_IPV4 PORT         server: echoes one message on each of
+ *                                       two connections ("listening" first)
+ *   gid_moved -c SRC_IPV4 PEER_IPV4 PORT client: connection 1, prints "moved?"
+ *                                       and waits for a line on stdin, then
+ *                                       connection 2
+ * The client prints "connection N: sgid_index I" and "connection N: echo ok"
+ * (or why not); it exits 0 when both echoes came back. */
+#define _GNU_SOURCE /* strerrorname_np */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#include "tests/vm/behaviour/behaviour.h"
+
+enum { kMsg = 64, kWaitMs = 20000 };
+
+static struct ibv_qp_init_attr qp_attr(void) {
+  struct ibv_qp_init_attr a;
+  memset(&a, 0, sizeof(a));
+  a.qp_type = IBV_QPT_RC;
+  a.cap.max_send_wr = a.cap.max_recv_wr = 2;
+  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+  return a;
+}
+
+/* The next completion on `cq` within kWaitMs; 0 when it succeeded. */
+static int complete(struct ibv_cq* cq, const char* what) {
+  struct timespec tick = {0, 1000000};
+  for (int ms = 0; ms < kWaitMs; ms++) {
+    struct ibv_wc wc;
+    int n = ibv_poll_cq(cq, 1, &wc);
+    if (n < 0) break;
+    if (n == 1) {
+      if (wc.status == IBV_WC_SUCCESS) return 0;
+      printf("  %s: completion status %s\n", what, ibv_wc_status_str(wc.status));
+      return 1;
+    }
+    nanosleep(&tick, NULL);
+  }
+  printf("  %s: no completion in %d ms\n", what, kWaitMs);
+  return 1;
+}
+
+/* One message received and sent back on an established `id`. */
+static int echo_back(struct rdma_cm_id* id, char* buf, struct ibv_mr* mr) {
+  if (complete(id->recv_cq, "receive") != 0) return 1;
+  if (rdma_post_send(id, NULL, buf, kMsg, mr, IBV_SEND_SIGNALED) != 0) return 1;
+  return complete(id->send_cq, "send");
+}
+
+static int server(struct sockaddr_in* addr) {
+  struct rdma_cm_id* listener = new_id();
+  must("rdma_bind_addr", rdma_bind_addr(listener, (struct sockaddr*)addr));
+  must("rdma_listen", rdma_listen(listener, 2));
+  printf("listening\n");
+  int failed = 0;
+  for (int n = 1; n <= 2; n++) {
+    struct rdma_cm_event* e = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+    struct rdma_cm_id* child = e->id;
+    rdma_ack_cm_event(e);
+    struct ibv_qp_init_attr a = qp_attr();
+    must("  rdma_create_qp", rdma_create_qp(child, NULL, &a));
+    char* buf = calloc(1, kMsg);
+    struct ibv_mr* mr = rdma_reg_msgs(child, buf, kMsg);
+    must("  rdma_post_recv", rdma_post_recv(child, NULL, buf, kMsg, mr));
+    struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1,
+                                .retry_count = 7, .rnr_retry_count = 7};
+    must("  rdma_accept", rdma_accept(child, &p));
+    rdma_ack_cm_event(expect(RDMA_CM_EVENT_ESTABLISHED));
+    if (echo_back(child, buf, mr) == 0) {
+      printf("served %d: %s\n", n, buf);
+    } else {
+      failed = 1;
+    }
+    rdma_ack_cm_event(expect(RDMA_CM_EVENT_DISCONNECTED));
+    rdma_dereg_mr(mr);
+    free(buf);
+    rdma_destroy_qp(child);
+    rdma_destroy_id(child);
+  }
+  rdma_destroy_id(listener);
+  return failed;
+}
+
+/* Connection `n` from `src` to `peer`: connect, the QP's source GID index,
+ * one message there and back, disconnect; every resource destroyed (the GID
+ * entry the QP held is free once the QP is gone). 0 when the echo came back. */
+static int connect_once(int n, struct sockaddr_in* src, struct sockaddr_in* peer) {
+  struct rdma_cm_id* id = new_id();
+  must("rdma_resolve_addr", rdma_resolve_addr(id, (struct sockaddr*)src,
+                                              (struct sockaddr*)peer, 2000));
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
+  must("rdma_resolve_route", rdma_resolve_route(id, 2000));
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  struct ibv_qp_init_attr a = qp_attr();
+  must("rdma_create_qp", rdma_create_qp(id, NULL, &a));
+  char* buf = calloc(1, kMsg);
+  struct ibv_mr* mr = rdma_reg_msgs(id, buf, kMsg);
+  must("rdma_post_recv", rdma_post_recv(id, NULL, buf, kMsg, mr));
+  struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1,
+                              .retry_count = 7, .rnr_retry_count = 7};
+  must("rdma_connect", rdma_connect(id, &p));
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_ESTABLISHED));
+  struct ibv_qp_attr qa;
+  struct ibv_qp_init_attr init;
+  memset(&qa, 0, sizeof(qa));
+  must("ibv_query_qp", ibv_query_qp(id->qp, &qa, IBV_QP_AV, &init));
+  printf("connection %d: sgid_index %u\n", n, qa.ah_attr.grh.sgid_index);
+  char* out = calloc(1, kMsg);
+  struct ibv_mr* out_mr = rdma_reg_msgs(id, out, kMsg);
+  snprintf(out, kMsg, "message %d", n);
+  int failed = rdma_post_send(id, NULL, out, kMsg, out_mr, IBV_SEND_SIGNALED) != 0 ||
+               complete(id->send_cq, "send") != 0 || complete(id->recv_cq, "receive") != 0 ||
+               strcmp(buf, out) != 0;
+  printf("connection %d: %s\n", n, failed ? "no echo" : "echo ok");
+  must("rdma_disconnect", rdma_disconnect(id));
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_DISCONNECTED));
+  rdma_dereg_mr(out_mr);
+  rdma_dereg_mr(mr);
+  free(out);
+  free(buf);
+  rdma_destroy_qp(id);
+  rdma_destroy_id(id);
+  return failed;
+}
+
+int main(int argc, char** argv) {
+  const int is_server = argc == 4 && strcmp(argv[1], "-s") == 0;
+  if (!is_server && !(argc == 5 && strcmp(argv[1], "-c") == 0)) {
+    fprintf(stderr, "usage: gid_moved -s BIND_IPV4 PORT | -c SRC_IPV4 PEER_IPV4 PORT\n");
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  ch = rdma_create_event_channel();
+  if (ch == NULL) return 1;
+  int rc;
+  if (is_server) {
+    struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
+    rc = server(&addr);
+  } else {
+    struct sockaddr_in src = ipv4_arg(argv[2], "0");
+    struct sockaddr_in peer = ipv4_arg(argv[3], argv[4]);
+    rc = connect_once(1, &src, &peer);
+    printf("moved?\n");
+    char line[16];
+    if (fgets(line, sizeof(line), stdin) == NULL) return 1;
+    rc |= connect_once(2, &src, &peer);
+  }
+  rdma_destroy_event_channel(ch);
+  printf("done\n");
+  return rc;
+}
