@@ -6,12 +6,16 @@
 #include <pthread.h>
 #include <string.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
 
 namespace uscm::librdmacm {
@@ -83,13 +87,19 @@ uint64_t GidTableGeneration(ibv_context* verbs) {
   if (verbs == nullptr) return 0;
   Watches& ws = TheWatches();
   std::lock_guard<std::mutex> lock(ws.mu);
-  std::unique_ptr<Watch>& w = ws.by_context[verbs];
-  if (w == nullptr) {
-    w = std::make_unique<Watch>();
+  auto it = ws.by_context.find(verbs);
+  if (it == ws.by_context.end()) {
+    const std::vector<ibv_context*> ours = OpenContexts();
+    if (std::find(ours.begin(), ours.end(), verbs) == ours.end()) {
+      return 0;  // not a device of ours (a test's stand-in): nothing to open
+    }
+    auto w = std::make_unique<Watch>();
     Start(w.get(), verbs);
+    it = ws.by_context.emplace(verbs, std::move(w)).first;
   }
-  if (!w->following.load(std::memory_order_acquire)) return kGidsNotFollowed;
-  return w->changes.load(std::memory_order_acquire);
+  const Watch& w = *it->second;
+  if (!w.following.load(std::memory_order_acquire)) return kGidsNotFollowed;
+  return w.changes.load(std::memory_order_acquire);
 }
 
 }  // namespace uscm::librdmacm

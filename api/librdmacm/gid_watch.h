@@ -32,7 +32,9 @@ inline constexpr uint64_t kGidsNotFollowed = ~uint64_t{0};
 // table read after taking generation G is the kernel's as long as this is
 // still G. The first call for a device starts its watch (one context and one
 // thread for the life of the process, as the contexts themselves); later
-// calls take a mutex and an atomic load, no syscall. 0 for a NULL context.
+// calls take a mutex and an atomic load, no syscall. 0 for a NULL context
+// and for one the library did not open (devices.h: tests' stand-ins), which
+// are not watched.
 uint64_t GidTableGeneration(ibv_context* verbs);
 
 }  // namespace uscm::librdmacm
