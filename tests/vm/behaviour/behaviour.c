@@ -59,3 +59,12 @@ struct rdma_cm_id* new_id(void) {
   }
   return id;
 }
+
+struct ibv_qp_init_attr rc_qp_attr(int wrs) {
+  struct ibv_qp_init_attr a;
+  memset(&a, 0, sizeof(a));
+  a.qp_type = IBV_QPT_RC;
+  a.cap.max_send_wr = a.cap.max_recv_wr = wrs;
+  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+  return a;
+}

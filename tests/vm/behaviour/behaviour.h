@@ -24,6 +24,10 @@ struct rdma_cm_event* expect(enum rdma_cm_event_type want);
 /* A new RDMA_PS_TCP id on `ch`; exits the program when there is none. */
 struct rdma_cm_id* new_id(void);
 
+/* An RC QP's init attributes: `wrs` send and receive work requests, one SGE
+ * each, no CQs (rdma_create_qp creates them). */
+struct ibv_qp_init_attr rc_qp_attr(int wrs);
+
 /* IP and port as given on the command line; exits 2 when IP is no IPv4. */
 struct sockaddr_in ipv4_arg(const char* ip, const char* port);
 

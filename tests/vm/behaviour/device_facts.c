@@ -22,15 +22,6 @@
 
 static const char* yes(int b) { return b ? "yes" : "no"; }
 
-static struct ibv_qp_init_attr qp_attr(void) {
-  struct ibv_qp_init_attr a;
-  memset(&a, 0, sizeof(a));
-  a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = a.cap.max_recv_wr = 4;
-  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-  return a;
-}
-
 static void print_timeouts(struct rdma_cm_id* id, const char* side) {
   struct ibv_qp_attr attr;
   int mask = 0;
@@ -59,7 +50,7 @@ static int server(struct sockaddr_in* addr) {
   struct rdma_cm_id* child = e->id;
   rdma_ack_cm_event(e);
   printf("  child pd is the listener's: %s\n", yes(child->pd == listener->pd));
-  struct ibv_qp_init_attr a = qp_attr();
+  struct ibv_qp_init_attr a = rc_qp_attr(4);
   must("  rdma_create_qp (NULL pd, no CQs)", rdma_create_qp(child, NULL, &a));
   printf("  CQs created: %s, QP on id->pd: %s\n", yes(child->send_cq && child->recv_cq),
          yes(child->qp->pd == child->pd));
@@ -99,7 +90,7 @@ static int client(struct sockaddr_in* peer) {
   if (call("rdma_create_srq (NULL pd)", rdma_create_srq(other, NULL, &sa)) == 0) {
     printf("  srq set: %s, on id->pd: %s\n", yes(other->srq != NULL),
            yes(other->srq != NULL && other->srq->pd == other->pd));
-    struct ibv_qp_init_attr a = qp_attr();
+    struct ibv_qp_init_attr a = rc_qp_attr(4);
     a.srq = other->srq;
     call("  rdma_create_qp with the srq", rdma_create_qp(other, NULL, &a));
     if (other->qp != NULL) printf("  qp's srq is id->srq: %s\n", yes(other->qp->srq == other->srq));

@@ -26,13 +26,21 @@
 
 enum { kMsg = 64, kWaitMs = 20000 };
 
-static struct ibv_qp_init_attr qp_attr(void) {
-  struct ibv_qp_init_attr a;
-  memset(&a, 0, sizeof(a));
-  a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = a.cap.max_recv_wr = 2;
-  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-  return a;
+static struct rdma_conn_param conn_param = {.responder_resources = 1, .initiator_depth = 1,
+                                            .retry_count = 7, .rnr_retry_count = 7};
+
+/* The id's RC QP (CQs created) and a kMsg buffer, registered, with a receive
+ * posted on it (before the connection, as rping); the buffer's MR. */
+static struct ibv_mr* qp_with_a_receive(struct rdma_cm_id* id, char** buf, const char* indent) {
+  char what[64];
+  struct ibv_qp_init_attr a = rc_qp_attr(2);
+  snprintf(what, sizeof(what), "%srdma_create_qp", indent);
+  must(what, rdma_create_qp(id, NULL, &a));
+  *buf = calloc(1, kMsg);
+  struct ibv_mr* mr = rdma_reg_msgs(id, *buf, kMsg);
+  snprintf(what, sizeof(what), "%srdma_post_recv", indent);
+  must(what, rdma_post_recv(id, NULL, *buf, kMsg, mr));
+  return mr;
 }
 
 /* The next completion on `cq` within kWaitMs; 0 when it succeeded. */
@@ -70,14 +78,9 @@ static int server(struct sockaddr_in* addr) {
     struct rdma_cm_event* e = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
     struct rdma_cm_id* child = e->id;
     rdma_ack_cm_event(e);
-    struct ibv_qp_init_attr a = qp_attr();
-    must("  rdma_create_qp", rdma_create_qp(child, NULL, &a));
-    char* buf = calloc(1, kMsg);
-    struct ibv_mr* mr = rdma_reg_msgs(child, buf, kMsg);
-    must("  rdma_post_recv", rdma_post_recv(child, NULL, buf, kMsg, mr));
-    struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1,
-                                .retry_count = 7, .rnr_retry_count = 7};
-    must("  rdma_accept", rdma_accept(child, &p));
+    char* buf;
+    struct ibv_mr* mr = qp_with_a_receive(child, &buf, "  ");
+    must("  rdma_accept", rdma_accept(child, &conn_param));
     rdma_ack_cm_event(expect(RDMA_CM_EVENT_ESTABLISHED));
     if (echo_back(child, buf, mr) == 0) {
       printf("served %d: %s\n", n, buf);
@@ -104,14 +107,9 @@ static int connect_once(int n, struct sockaddr_in* src, struct sockaddr_in* peer
   rdma_ack_cm_event(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
   must("rdma_resolve_route", rdma_resolve_route(id, 2000));
   rdma_ack_cm_event(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
-  struct ibv_qp_init_attr a = qp_attr();
-  must("rdma_create_qp", rdma_create_qp(id, NULL, &a));
-  char* buf = calloc(1, kMsg);
-  struct ibv_mr* mr = rdma_reg_msgs(id, buf, kMsg);
-  must("rdma_post_recv", rdma_post_recv(id, NULL, buf, kMsg, mr));
-  struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1,
-                              .retry_count = 7, .rnr_retry_count = 7};
-  must("rdma_connect", rdma_connect(id, &p));
+  char* buf;
+  struct ibv_mr* mr = qp_with_a_receive(id, &buf, "");
+  must("rdma_connect", rdma_connect(id, &conn_param));
   rdma_ack_cm_event(expect(RDMA_CM_EVENT_ESTABLISHED));
   struct ibv_qp_attr qa;
   struct ibv_qp_init_attr init;
