@@ -21,10 +21,15 @@
 namespace uscm::librdmacm {
 namespace {
 
+// fork()s of this process, counted in the child: a child has none of the
+// parent's threads, so a watch started before the fork follows nothing there.
+std::atomic<uint64_t> g_forks{0};
+
 struct Watch {
   ibv_context* own = nullptr;  // ours, never the program's; open for the process
   std::atomic<uint64_t> changes{0};
   std::atomic<bool> following{false};
+  uint64_t forks = g_forks.load(std::memory_order_relaxed);  // when it started
 };
 
 // Never destroyed: each watch's thread runs until the process exits.
@@ -34,7 +39,11 @@ struct Watches {
 };
 
 Watches& TheWatches() {
-  static auto* watches = new Watches;
+  static auto* watches = [] {
+    // Lock-free: the child may have forked while another thread held mu.
+    pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); });
+    return new Watches;
+  }();
   return *watches;
 }
 
@@ -98,8 +107,19 @@ uint64_t GidTableGeneration(ibv_context* verbs) {
     it = ws.by_context.emplace(verbs, std::move(w)).first;
   }
   const Watch& w = *it->second;
-  if (!w.following.load(std::memory_order_acquire)) return kGidsNotFollowed;
+  if (!w.following.load(std::memory_order_acquire) ||
+      w.forks != g_forks.load(std::memory_order_relaxed)) {
+    return kGidsNotFollowed;
+  }
   return w.changes.load(std::memory_order_acquire);
+}
+
+void FollowForTesting(ibv_context* verbs) {
+  Watches& ws = TheWatches();
+  std::lock_guard<std::mutex> lock(ws.mu);
+  auto w = std::make_unique<Watch>();
+  w->following.store(true, std::memory_order_release);  // no context, no thread
+  ws.by_context[verbs] = std::move(w);
 }
 
 }  // namespace uscm::librdmacm

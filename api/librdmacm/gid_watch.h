@@ -34,8 +34,13 @@ inline constexpr uint64_t kGidsNotFollowed = ~uint64_t{0};
 // thread for the life of the process, as the contexts themselves); later
 // calls take a mutex and an atomic load, no syscall. 0 for a NULL context
 // and for one the library did not open (devices.h: tests' stand-ins), which
-// are not watched.
+// are not watched. In a child of fork() a watch started before the fork is
+// kGidsNotFollowed: its thread stayed in the parent.
 uint64_t GidTableGeneration(ibv_context* verbs);
+
+// Records `verbs` as followed (generation 0) with no context or thread of
+// its own, as if its watch had started.
+void FollowForTesting(ibv_context* verbs);
 
 }  // namespace uscm::librdmacm
 

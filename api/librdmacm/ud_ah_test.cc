@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "api/librdmacm/gid_watch.h"
 #include "gtest/gtest.h"
@@ -239,6 +241,21 @@ TEST_F(KeptTableTest, ADeviceWhoseChangesAreNotFollowedIsReadAtEveryLookup) {
 }
 
 TEST_F(KeptTableTest, ANullContextIsNotWatched) { EXPECT_EQ(GidTableGeneration(nullptr), 0u); }
+
+// The watch's thread stays in the parent: a child reads its tables again at
+// every lookup instead of trusting a generation no one bumps.
+TEST_F(KeptTableTest, AChildOfForkDoesNotTrustTheParentsWatch) {
+  ibv_context stand_in = {};
+  FollowForTesting(&stand_in);
+  ASSERT_EQ(GidTableGeneration(&stand_in), 0u);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(GidTableGeneration(&stand_in) == kGidsNotFollowed ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child trusted the parent's watch";
+  EXPECT_EQ(GidTableGeneration(&stand_in), 0u);
+}
 
 TEST_F(KeptTableTest, ANewReaderDropsTheKeptTables) {
   const uint64_t before = PortGidReads();
