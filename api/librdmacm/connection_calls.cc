@@ -37,7 +37,6 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   if (from != AF_UNSPEC && from != dst_addr->sa_family) {
     return Fail(EINVAL, "rdma_resolve_addr", "the source is not of the destination's family");
   }
-  if (EnsureBackend("rdma_resolve_addr") != 0) return -1;
   // The neighbour (ARP / ND, the IPoIB GID) is the device's to resolve:
   // uscm_device_open gives it the kernel's tables (verbs/neighbours.h).
   // No source: the one the routing table picks, as the kernel's rdma_cm
@@ -54,6 +53,9 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
     return -1;
   }
   if (done) return sync ? CompleteCall(id, "rdma_resolve_addr") : 0;
+  // Not taken by the direct path (whose id is on a port already): the ports
+  // open now if they have not yet.
+  if (EnsureBackend("rdma_resolve_addr") != 0) return -1;
   // The id goes to the port of its source: the given one, else the routing
   // table's (the device of the route's output interface).
   if ((routed || (src_addr != nullptr && !IsWildcard(src))) &&

@@ -4,10 +4,12 @@
 #include <poll.h>
 
 #include <cerrno>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/rdma_cm/rdma_cm.h"
@@ -188,6 +190,32 @@ TEST_F(NeighbourResolveTest, AUsableAnswerIsReusedForTheSameSourceAndDestination
   EXPECT_EQ(dev_->neighbour_reuses(), 1u);
   EXPECT_EQ(ids[1]->GetPeerAddr().gid.ToString(), "::ffff:192.168.78.2");
   EXPECT_EQ(ids[1]->GetPeerAddr().port, 7175);
+  for (CmId* id : ids) ASSERT_TRUE(ch_->DestroyId(id).ok());
+}
+
+// The answer remembered last is asked first (Device::last_reusable_); the
+// others stay reusable, and a remembered answer is not reused past its
+// window. Passes before and after that copy was added: it guards that the
+// copy changes no answer.
+TEST_F(NeighbourResolveTest, ReuseAlternatingDestinationsAndPastTheWindow) {
+  ASSERT_NO_FATAL_FAILURE(OpenWithTable(/*roce=*/true, mad::Duration::Seconds(1)));
+  std::vector<CmId*> ids;
+  auto resolve = [&](const char* dst) {
+    CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+    ASSERT_TRUE(id->ResolveAddr(*Address::Parse("192.168.78.1"), *Address::Parse(dst)).ok());
+    EXPECT_EQ(Next().event, EventType::kAddrResolved);
+    ids.push_back(id);
+  };
+  for (const char* dst : {"192.168.78.2", "192.168.78.3", "192.168.78.2", "192.168.78.3"}) {
+    ASSERT_NO_FATAL_FAILURE(resolve(dst));
+  }
+  EXPECT_EQ(Asked(), 2u) << "each destination once";
+  EXPECT_EQ(dev_->neighbour_reuses(), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_NO_FATAL_FAILURE(resolve("192.168.78.3"));  // the one remembered last, expired
+  ASSERT_NO_FATAL_FAILURE(resolve("192.168.78.2"));  // expired too
+  EXPECT_EQ(Asked(), 4u) << "both asked again after the window";
+  EXPECT_EQ(dev_->neighbour_reuses(), 2u);
   for (CmId* id : ids) ASSERT_TRUE(ch_->DestroyId(id).ok());
 }
 

@@ -114,7 +114,9 @@ absl::Status CmId::ResolveAddrIn(const absl::optional<Address>& src, const Addre
     bound_ = true;
   }
   peer_ = dst;
-  auto it = device_->neighbors_.find(Device::IpKey(dst));
+  // AddNeighbor's entries (the simulated fabric's ARP; none on a real port).
+  auto it = device_->neighbors_.empty() ? device_->neighbors_.end()
+                                        : device_->neighbors_.find(Device::IpKey(dst));
   if (it != device_->neighbors_.end()) {
     peer_.gid = it->second.gid;
     peer_.lid = it->second.lid;
@@ -191,7 +193,13 @@ absl::Status CmId::FinishResolve(const absl::StatusOr<absl::optional<mad::Gid>>&
 
 absl::optional<absl::optional<mad::Gid>> Device::ReusedNeighbour(const Address& src,
                                                                  const Address& dst) {
-  auto it = reusable_neighbours_.find({IpKey(src), IpKey(dst)});
+  std::pair<IpKeyBytes, IpKeyBytes> key{IpKey(src), IpKey(dst)};
+  if (last_reusable_.set && last_reusable_.key == key &&
+      std::chrono::steady_clock::now() < last_reusable_.entry.until) {
+    ++neighbour_reuses_;
+    return last_reusable_.entry.gid;
+  }
+  auto it = reusable_neighbours_.find(key);
   if (it == reusable_neighbours_.end()) return absl::nullopt;
   if (std::chrono::steady_clock::now() >= it->second.until) {
     reusable_neighbours_.erase(it);
@@ -207,9 +215,13 @@ void Device::RememberNeighbour(const Address& src, const Address& dst,
   // Bounded: a program resolving to many destinations forgets them all at
   // once, at worst asking the table again.
   if (reusable_neighbours_.size() >= 4096) reusable_neighbours_.clear();
-  reusable_neighbours_[{IpKey(src), IpKey(dst)}] = {
-      *answer, std::chrono::steady_clock::now() +
-                   std::chrono::nanoseconds(options_.neighbour_reuse.nanos())};
+  // The map's entry and its copy in last_reusable_ are the same answer with
+  // the same deadline, so asking the copy first changes no answer.
+  last_reusable_.set = true;
+  last_reusable_.key = {IpKey(src), IpKey(dst)};
+  last_reusable_.entry = {*answer, std::chrono::steady_clock::now() +
+                                       std::chrono::nanoseconds(options_.neighbour_reuse.nanos())};
+  reusable_neighbours_[last_reusable_.key] = last_reusable_.entry;
 }
 
 uint64_t Device::neighbour_reuses() const {

@@ -299,11 +299,18 @@ struct RocePort {
   uscm_device* dev;
   rdma_event_channel* ch;
 
-  RocePort() {
+  // table: a neighbour table that answers at once with the IP's GID (a
+  // real RoCE port's resolve_neighbour, reused for a second as there).
+  explicit RocePort(bool table = false) {
     f = std::move(*testing::SimFabric::Create(5));
     DeviceOptions o;
     o.roce = true;
     o.local_ips = {*Address::Parse("10.0.0.1")};
+    if (table) {
+      o.resolve_neighbour = [](const Address&, const Address&, mad::Duration) {
+        return absl::StatusOr<absl::optional<mad::Gid>>(absl::nullopt);
+      };
+    }
     roce = std::move(*Device::CreateSimulated(f->scheduler(), *f->host(0).qp1,
                                               [] { return false; }, o));
     dev = uscm_device_wrap(roce.get());
@@ -371,9 +378,12 @@ BENCHMARK(BM_DropInResolveRouteRoce)
 // cmtime's resolve-addr step alone on the RoCE port: N rdma_resolve_addr of
 // bound ids (the destination's GID is its IP: no neighbour to wait for), then the N
 // ADDR_RESOLVED taken and acked. D=1 the direct path (direct_addr.cc), D=0
-// through the port's channel and the pump, in the same process.
+// through the port's channel and the pump, in the same process. T=1 as on a
+// real port with cmtime's -b: a neighbour table (its answer reused) and the
+// bound address given again as the source.
 void BM_DropInResolveAddrRoce(benchmark::State& state) {
-  RocePort p;
+  const bool table = state.range(2) == 1;
+  RocePort p(table);
   const size_t n = static_cast<size_t>(state.range(0));
   librdmacm::SetDirectAddrsForTesting(state.range(1) == 1);
   const uint64_t direct_before = librdmacm::DirectAddrs();
@@ -389,8 +399,9 @@ void BM_DropInResolveAddrRoce(benchmark::State& state) {
       }
     }
     state.ResumeTiming();
+    sockaddr* src = table ? reinterpret_cast<sockaddr*>(&here) : nullptr;
     for (rdma_cm_id* id : ids) {
-      if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&d), 2000) != 0) {
+      if (rdma_resolve_addr(id, src, reinterpret_cast<sockaddr*>(&d), 2000) != 0) {
         Die("resolve_addr", 0, strerror(errno));
       }
     }
@@ -405,9 +416,10 @@ void BM_DropInResolveAddrRoce(benchmark::State& state) {
   librdmacm::SetDirectAddrsForTesting(true);
 }
 BENCHMARK(BM_DropInResolveAddrRoce)
-    ->ArgNames({"ids", "direct"})
-    ->Args({1000, 0})
-    ->Args({1000, 1});
+    ->ArgNames({"ids", "direct", "table"})
+    ->Args({1000, 0, 0})
+    ->Args({1000, 1, 0})
+    ->Args({1000, 1, 1});
 
 // As cmtime drives the step: the calls from this thread, the events taken
 // and acked by an event thread blocked in rdma_get_cm_event on a blocking
