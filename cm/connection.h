@@ -68,25 +68,41 @@ class StoredBytes {
 };
 
 struct Connection {
+  // First, in the record's first two lines: what a lookup, a timer's expiry,
+  // TimeWait's end and freeing the record read (on a simulated host not
+  // touched for a while every line of it is a cache miss; docs/SIMULATOR.md,
+  // "Hot fields first").
   CmState state = CmState::kIdle;
   LapState lap = LapState::kUninit;
   bool active_side = false;
   bool destroyed = false;        // the user released the id; free once IDLE
-  ListenId listen;               // passive: the listener it came through
   bool in_backlog = false;       // counted against the listener's backlog
+  bool in_remote_id_table = false;
+  bool in_remote_qpn_table = false;
+  bool has_reply = false;        // see the reply fields below
+  ListenId listen;               // passive: the listener it came through
 
   uint32_t local_comm_id = 0;
   uint32_t remote_comm_id = 0;
   uint64_t remote_ca_guid = 0;
-  bool in_remote_id_table = false;
-  bool in_remote_qpn_table = false;
+  uint32_t remote_qpn = 0;
+  // SIDR
+  uint32_t sidr_request_id = 0;
+  uint16_t sidr_source_lid = 0;
+  std::array<ConnTimer, kTimerKinds> timers{};
+  Outstanding out;
+  // Out of line: most connections have no alternate path.
+  std::unique_ptr<PathInfo> alternate;
+  std::unique_ptr<PathInfo> pending_alternate;  // LAP in flight
+  // The private data of the last untimed reply (the reply fields below).
+  StoredBytes reply_private_data;
+
   uint64_t service_id = 0;
   uint64_t transaction_id = 0;   // of the REQ (REP/RTU/MRA/REJ reuse it)
   mad::MadAddress peer;          // where CM MADs for this connection go
 
-  // Data-QP parameters, from THIS side's point of view.
+  // Data-QP parameters, from THIS side's point of view (remote_qpn above).
   uint32_t local_qpn = 0;
-  uint32_t remote_qpn = 0;
   uint32_t local_psn = 0;        // the starting PSN we advertised
   uint32_t remote_psn = 0;       // the one the peer advertised
   uint32_t local_qkey = 0;
@@ -101,9 +117,6 @@ struct Connection {
   uint8_t local_ack_timeout = 0;    // av.timeout: QP timeout and TimeWait
   bool srq = false;
   PathInfo primary;                 // local = this side
-  // Out of line: most connections have no alternate path.
-  std::unique_ptr<PathInfo> alternate;
-  std::unique_ptr<PathInfo> pending_alternate;  // LAP in flight
   uint8_t remote_cm_response_timeout = 0;  // REQ byte 43
   uint8_t local_cm_response_timeout = 0;   // REQ byte 47
   uint8_t max_cm_retries = 0;
@@ -113,20 +126,12 @@ struct Connection {
   absl::optional<Ece> local_ece;
   Ece remote_ece;
 
-  Outstanding out;
-  // The last untimed message sent (MRA / RTU / DREP), formatted again from
-  // these fields (and the ids above) when a duplicate asks for it.
-  bool has_reply = false;
+  // The last untimed message sent (MRA / RTU / DREP; has_reply above),
+  // formatted again from these fields (and the ids above) when a duplicate
+  // asks for it.
   mad::wire::CmAttr reply_attr = mad::wire::CmAttr::kMra;
   MsgRef reply_mra_msg = MsgRef::kReq;  // MRA: Message MRAed
   uint8_t reply_mra_timeout = 0;        // MRA: service timeout
-  StoredBytes reply_private_data;
-
-  // SIDR
-  uint32_t sidr_request_id = 0;
-  uint16_t sidr_source_lid = 0;
-
-  std::array<ConnTimer, kTimerKinds> timers{};
 };
 
 struct Listener {

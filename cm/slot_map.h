@@ -7,12 +7,12 @@
 #define USCM_CM_SLOT_MAP_H_
 
 #include <cassert>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <utility>
 #include <vector>
-
-#include "absl/types/optional.h"
 
 namespace uscm::cm {
 
@@ -38,8 +38,8 @@ class SlotMap {
       ++capacity_;
     }
     Slot& s = slot(index);
-    assert(!s.value.has_value());
-    s.value.emplace(std::move(value));
+    assert(!s.live);
+    s.Emplace(std::move(value));
     ++size_;
     return Key{index, s.generation};
   }
@@ -47,16 +47,16 @@ class SlotMap {
   T* Get(uint32_t index, uint32_t generation) {
     if (index >= capacity_) return nullptr;
     Slot& s = slot(index);
-    if (s.generation != generation || !s.value.has_value()) return nullptr;
-    return &*s.value;
+    if (s.generation != generation || !s.live) return nullptr;
+    return &s.value();
   }
   const T* Get(uint32_t index, uint32_t generation) const {
     return const_cast<SlotMap*>(this)->Get(index, generation);
   }
   // By index only, for internal tables that store indices of live values.
   T* AtIndex(uint32_t index) {
-    if (index >= capacity_ || !slot(index).value.has_value()) return nullptr;
-    return &*slot(index).value;
+    if (index >= capacity_ || !slot(index).live) return nullptr;
+    return &slot(index).value();
   }
   uint32_t GenerationAt(uint32_t index) const {
     return const_cast<SlotMap*>(this)->slot(index).generation;
@@ -65,7 +65,7 @@ class SlotMap {
   bool Remove(uint32_t index, uint32_t generation) {
     if (Get(index, generation) == nullptr) return false;
     Slot& s = slot(index);
-    s.value.reset();
+    s.Reset();
     if (++s.generation == 0) s.generation = 1;  // 0 is the invalid generation
     free_.push_back(index);
     --size_;
@@ -79,14 +79,37 @@ class SlotMap {
   void ForEach(F&& f) {
     for (uint32_t i = 0; i < capacity_; ++i) {
       Slot& s = slot(i);
-      if (s.value.has_value()) f(Key{i, s.generation}, *s.value);
+      if (s.live) f(Key{i, s.generation}, s.value());
     }
   }
 
  private:
-  struct Slot {
+  // The generation and whether the slot holds a value side by side, before
+  // the value: a lookup reads the slot's first line only (an optional<T>
+  // keeps its flag after T, a line further on for a connection record, one
+  // more cold line per lookup on a host not touched for a while).
+  // A slot of a large value starts a cache line (a connection record's
+  // slot is six lines: its first three hold what a lookup and freeing read).
+  static constexpr size_t kSlotAlign = sizeof(T) >= 64 ? 64 : alignof(uint64_t);
+  struct alignas(T) alignas(kSlotAlign) Slot {
     uint32_t generation = 1;
-    absl::optional<T> value;
+    bool live = false;
+    alignas(T) unsigned char storage[sizeof(T)];
+
+    Slot() {}  // the storage is left alone until a value is placed in it
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+    ~Slot() { Reset(); }
+    T& value() { return *std::launder(reinterpret_cast<T*>(storage)); }
+    void Emplace(T&& v) {
+      ::new (static_cast<void*>(storage)) T(std::move(v));
+      live = true;
+    }
+    void Reset() {
+      if (!live) return;
+      value().~T();
+      live = false;
+    }
   };
   static constexpr uint32_t kChunk = 256;
   // The first chunk without going through chunks_: a host with few

@@ -1,5 +1,6 @@
 #include "cm/slot_map.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,51 @@ TEST(SlotMapTest, KeysAcrossChunksFindTheirValuesUntilRemoved) {
   int seen = 0;
   m.ForEach([&](SlotMap<std::string>::Key, std::string&) { ++seen; });
   EXPECT_EQ(seen, 698);
+}
+
+// The values live in raw storage beside the slot's generation and live flag
+// (not an optional, whose flag comes after the value): each value is
+// destroyed once, on Remove or with the map, and never when absent.
+struct Counted {
+  explicit Counted(int* live) : live(live) { ++*live; }
+  Counted(Counted&& o) noexcept : live(o.live) { ++*live; }
+  Counted(const Counted&) = delete;
+  Counted& operator=(const Counted&) = delete;
+  ~Counted() { --*live; }
+  int* live;
+};
+
+TEST(SlotMapTest, ValuesAreDestroyedOnceOnRemoveAndWithTheMap) {
+  int live = 0;
+  {
+    SlotMap<Counted> m;
+    std::vector<SlotMap<Counted>::Key> keys;
+    for (int i = 0; i < 300; ++i) keys.push_back(m.Insert(Counted(&live)));
+    EXPECT_EQ(live, 300);
+    EXPECT_TRUE(m.Remove(keys[7].index, keys[7].generation));
+    EXPECT_FALSE(m.Remove(keys[7].index, keys[7].generation));
+    EXPECT_TRUE(m.Remove(keys[280].index, keys[280].generation));
+    EXPECT_EQ(live, 298);
+    int seen = 0;
+    m.ForEach([&](SlotMap<Counted>::Key, Counted&) { ++seen; });
+    EXPECT_EQ(seen, 298);
+    m.Insert(Counted(&live));
+    EXPECT_EQ(live, 299);
+  }
+  EXPECT_EQ(live, 0);
+}
+
+// A large value's slot starts a cache line, so that the first lines of a
+// record (what a lookup reads) do not straddle two.
+TEST(SlotMapTest, LargeValuesStartACacheLine) {
+  struct Big {
+    uint64_t words[25];  // 200 bytes, after the slot's 8-byte header
+  };
+  SlotMap<Big> m;
+  for (int i = 0; i < 3; ++i) {
+    auto k = m.Insert(Big{});
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m.Get(k.index, k.generation)) % 64, 8u);
+  }
 }
 
 }  // namespace

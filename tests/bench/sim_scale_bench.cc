@@ -14,7 +14,7 @@
 // On a loaded machine wait_s is the gap; blocked time (I/O) would be the rest.
 //
 // A host's first connection costs more than the next ones: the CM endpoint
-// allocates its first slot-map chunk (256 connections, 106 KB, every page
+// allocates its first slot-map chunk (256 connections, 96 KB, every page
 // touched), the timer wheels their buckets, the receive ring its slots. That
 // is O(hosts) set-up, not a cost per connection, so by default each point
 // first runs a warm-up workload of one connection per host (every host once
