@@ -45,6 +45,26 @@ inline std::string DataOf(const void* data, size_t len) {
   return data == nullptr ? "" : std::string(static_cast<const char*>(data), len);
 }
 
+// A program's channel for fixtures that take the events their calls queued:
+// non-blocking, so a get on an empty channel fails with EAGAIN instead of
+// waiting. Null (and a test failure) if it cannot be made so.
+inline rdma_event_channel* NewNonBlockingChannel() {
+  rdma_event_channel* ch = NewEventChannel();
+  if (ch == nullptr) return nullptr;
+  if (fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) != 0) {
+    ADD_FAILURE() << "O_NONBLOCK: " << strerror(errno);
+    rdma_destroy_event_channel(ch);
+    return nullptr;
+  }
+  return ch;
+}
+
+// Expects that the test took every event it caused, then destroys `ch`.
+inline void DestroyDrainedChannel(rdma_event_channel* ch) {
+  EXPECT_EQ(QueuedEvents(ch), 0) << "events left on the program's channel";
+  rdma_destroy_event_channel(ch);
+}
+
 class IdsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -61,16 +81,13 @@ class IdsTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    ch_ = NewEventChannel();
+    ch_ = NewNonBlockingChannel();
     ASSERT_NE(ch_, nullptr);
-    int flags = fcntl(ch_->fd, F_GETFL);
-    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, flags | O_NONBLOCK), 0);
   }
   void TearDown() override {
     SetDriverForTesting(nullptr, nullptr);
     for (uscm_cm_id* id : peer_ids_) EXPECT_EQ(uscm_destroy_id(id), 0) << uscm_last_error();
-    EXPECT_EQ(QueuedEvents(ch_), 0) << "events left on the program's channel";
-    rdma_destroy_event_channel(ch_);
+    DestroyDrainedChannel(ch_);
   }
 
   // The next event on the program's channel, running the fabric until the

@@ -5,7 +5,6 @@
 // CONNECT_REQUEST's id carries the port it arrived on.
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <rdma/rdma_cma.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,14 +47,10 @@ class PortsTest : public ::testing::Test {
     uscm_sim_destroy(sim_);
   }
   void SetUp() override {
-    ch_ = NewEventChannel();
+    ch_ = NewNonBlockingChannel();
     ASSERT_NE(ch_, nullptr);
-    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
   }
-  void TearDown() override {
-    EXPECT_EQ(QueuedEvents(ch_), 0) << "events left on the program's channel";
-    rdma_destroy_event_channel(ch_);
-  }
+  void TearDown() override { DestroyDrainedChannel(ch_); }
 
   // The next event on the program's channel, running the fabric (both
   // ports) until one arrives; bounded.

@@ -8,7 +8,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <rdma/rdma_cma.h>
 #include <string.h>
 
@@ -19,6 +18,7 @@
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids.h"
+#include "api/librdmacm/ids_testing.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "api/rdma_cm/rdma_cm_testing.h"
 #include "gtest/gtest.h"
@@ -60,14 +60,10 @@ class RocePortTest : public ::testing::Test {
     delete fabric_;
   }
   void SetUp() override {
-    ch_ = NewEventChannel();
+    ch_ = NewNonBlockingChannel();
     ASSERT_NE(ch_, nullptr);
-    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
   }
-  void TearDown() override {
-    EXPECT_EQ(QueuedEvents(ch_), 0) << "events left on the program's channel";
-    rdma_destroy_event_channel(ch_);
-  }
+  void TearDown() override { DestroyDrainedChannel(ch_); }
 
   // The event already queued on `ch` (no pump, no fabric step).
   static rdma_cm_event* Take(rdma_event_channel* ch, rdma_cm_event_type want) {

@@ -7,7 +7,6 @@
 // passes (cma_query_ib_route gives it to ib_sa_path_rec_get), not after the
 // agent's own retries (15 s). af_ib_test has the SA's "no record".
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <string.h>
@@ -35,13 +34,11 @@ class RouteTimeoutTest : public ::testing::Test {
     fabric_ = std::move(*f);
     dev_ = uscm_device_wrap(fabric_->host(0).device.get());
     ASSERT_EQ(UseDeviceForTesting(dev_), 0) << strerror(errno);
-    ch_ = NewEventChannel();
+    ch_ = NewNonBlockingChannel();
     ASSERT_NE(ch_, nullptr);
-    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
   }
   void TearDown() override {
-    EXPECT_EQ(QueuedEvents(ch_), 0);
-    rdma_destroy_event_channel(ch_);
+    DestroyDrainedChannel(ch_);
     ResetBackendForTesting();
     uscm_device_unwrap_free(dev_);
   }
