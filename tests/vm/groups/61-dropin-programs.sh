@@ -10,6 +10,10 @@
 #      R > 1 because its teardown crashed the drop-in in about one run of two (a DREQ
 #      moved the QP perftest had destroyed to ERROR; docs/API.md): one run would miss it.
 #      A run whose data connection was refused (REJ 8, below) runs once more: set-up.
+#      Then ib_read_bw -R and ib_write_bw -R, one run per role: RDMA READ needs the
+#      depths the CM carried (the REQ's responder resources / initiator depth, moved
+#      into max_dest_rd_atomic / max_rd_atomic by rdma_init_qp_attr on both ends): a
+#      responder QP left at 0 fails the first read with a remote access error.
 #   3. ucmatose -c 10 (10 RC connections, 10 x 100 B each way on each): both ways
 # Checked: every program exits 0, udaddy / ucmatose print "data transfers complete"
 # and "return status 0" and no "failing connection request"; perftest prints its result line.
@@ -23,6 +27,12 @@ vm_pair --cm-a --timeout 600
 IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
 C=10   # ucmatose connections
 R=3    # ib_send_bw -R runs per role
+# run K: ib_send_bw for K <= R, then ib_read_bw, then ib_write_bw
+PERF=()
+for ((k = 1; k <= R; k++)); do PERF[k]=ib_send_bw; done
+PERF[R + 1]=ib_read_bw PERF[R + 2]=ib_write_bw
+# perf_name K: the check name's program part (send-bw, read-bw, write-bw)
+perf_name() { local p=${PERF[$1]#ib_}; echo "${p//_/-}"; }
 # perftest: 100 iterations of its default 64 KiB message; -F: TCG's CPU frequency varies
 BW=(-R -F -n 100)
 # The result line's shape (the fields are separated by spaces and tabs). Not its
@@ -95,13 +105,14 @@ if [ "$USCM_VM_ROLE" = a ]; then
   run_to kernel-udaddy-to-dropin /tmp/udaddy-c.log timeout $T udaddy -s "$PEER" -b "$IP"
   transfers_ok kernel-udaddy-client /tmp/udaddy-c.log
 
-  # 2. ib_send_bw -R: run k on port 18514+k (kernel server), 18524+k (drop-in server)
-  for ((k = 1; k <= R; k++)); do
-    bw_serve kbw kernel-send-bw-served-dropin $k $((18514 + k)) kernel_ready \
-      timeout $T ib_send_bw "${BW[@]}"
+  # 2. perftest -R: run k on port 18514+k (kernel server), 18524+k (drop-in server)
+  for k in "${!PERF[@]}"; do
+    bw_serve kbw "kernel-$(perf_name $k)-served-dropin" $k $((18514 + k)) kernel_ready \
+      timeout $T "${PERF[k]}" "${BW[@]}"
   done
-  for ((k = 1; k <= R; k++)); do
-    bw_client dbw kernel-send-bw-to-dropin $k $((18524 + k)) timeout $T ib_send_bw "${BW[@]}"
+  for k in "${!PERF[@]}"; do
+    bw_client dbw "kernel-$(perf_name $k)-to-dropin" $k $((18524 + k)) \
+      timeout $T "${PERF[k]}" "${BW[@]}"
   done
 
   # 3. ucmatose -c 10
@@ -128,13 +139,14 @@ else
   finish dropin-udaddy-served-kernel "$pid" /tmp/udaddy-s.log
   transfers_ok dropin-udaddy-server /tmp/udaddy-s.log
 
-  # 2. ib_send_bw -R (each run's exit status is where its teardown crash showed)
-  for ((k = 1; k <= R; k++)); do
-    bw_client kbw dropin-send-bw-to-kernel $k $((18514 + k)) "${USCM[@]}" ib_send_bw "${BW[@]}"
+  # 2. perftest -R (each run's exit status is where ib_send_bw's teardown crash showed)
+  for k in "${!PERF[@]}"; do
+    bw_client kbw "dropin-$(perf_name $k)-to-kernel" $k $((18514 + k)) \
+      "${USCM[@]}" "${PERF[k]}" "${BW[@]}"
   done
-  for ((k = 1; k <= R; k++)); do
-    bw_serve dbw dropin-send-bw-served-kernel $k $((18524 + k)) dropin_ready \
-      "${USCM[@]}" ib_send_bw "${BW[@]}"
+  for k in "${!PERF[@]}"; do
+    bw_serve dbw "dropin-$(perf_name $k)-served-kernel" $k $((18524 + k)) dropin_ready \
+      "${USCM[@]}" "${PERF[k]}" "${BW[@]}"
   done
 
   # 3. ucmatose -c 10
