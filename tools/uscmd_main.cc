@@ -186,12 +186,13 @@ int main(int argc, char** argv) {
   g_server = nullptr;
   const uscm::router::RouterCounters& c = (*server)->router().counters();
   std::printf(
-      "uscmd: clients %llu accepted, %llu refused; MADs %llu to wire, %llu from wire, %llu to "
+      "uscmd: clients %llu accepted, %llu refused (hellos of another uscm release %llu); MADs %llu to wire, %llu from wire, %llu to "
       "clients; refused %llu, unroutable %llu, cleanup REJ %llu DREQ %llu; duplicate REQs %llu; "
       "to clients queued %llu (longest queue %llu), dropped %llu, duplicates not queued %llu; "
       "wire send errors %llu\n",
       static_cast<unsigned long long>(c.clients_accepted),
       static_cast<unsigned long long>(c.clients_refused),
+      static_cast<unsigned long long>((*server)->counters().other_release_hellos),
       static_cast<unsigned long long>(c.to_wire), static_cast<unsigned long long>(c.from_wire),
       static_cast<unsigned long long>(c.to_clients),
       static_cast<unsigned long long>(c.refused_mads),

@@ -151,6 +151,22 @@ absl::StatusOr<FrameType> PeekFrame(std::span<const uint8_t> frame) {
   return static_cast<FrameType>(frame[3]);
 }
 
+absl::optional<uint8_t> OtherReleaseVersion(std::span<const uint8_t> frame) {
+  if (frame.size() < 4 || frame[0] != kMagic0 || frame[1] != kMagic1) return absl::nullopt;
+  if (frame[2] == kFrameVersion) return absl::nullopt;
+  return frame[2];
+}
+
+absl::Status OtherReleaseError(uint8_t uscmd_version, uint8_t library_version,
+                               absl::string_view uscmd) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the uscmd", uscmd.empty() ? "" : " at ", uscmd, " speaks router frame version ",
+      uscmd_version, " and the library version ", library_version,
+      ": they come from different uscm releases. Restart uscmd with the library's release once "
+      "the programs it serves have ended (one started on demand exits by itself 30 s after "
+      "its last program; under systemd: systemctl restart uscmd.socket)"));
+}
+
 std::vector<uint8_t> EncodeHello(const Hello& h) {
   std::vector<uint8_t> out;
   Writer w(FrameType::kHello, &out);

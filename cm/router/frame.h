@@ -20,6 +20,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
 #include "mad/transport.h"
 
 namespace uscm::router {
@@ -88,6 +90,16 @@ struct ReplyFrame {
 
 // The frame type, after checking magic, version and header length.
 absl::StatusOr<FrameType> PeekFrame(std::span<const uint8_t> frame);
+
+// Another uscm release on the other end of the socket. The magic, the version
+// and the type keep their places in every version, so a library and a uscmd of
+// different releases can tell so from any frame: the version of a frame with
+// uscmd's magic when it is not this build's, else nullopt.
+absl::optional<uint8_t> OtherReleaseVersion(std::span<const uint8_t> frame);
+// What the user reads then: both versions and what to do about it. `uscmd`:
+// where that uscmd listens ("" on uscmd's own side).
+absl::Status OtherReleaseError(uint8_t uscmd_version, uint8_t library_version,
+                               absl::string_view uscmd);
 
 std::vector<uint8_t> EncodeHello(const Hello& h);
 std::vector<uint8_t> EncodeWelcome(const Welcome& w);

@@ -82,6 +82,9 @@ absl::StatusOr<std::unique_ptr<RouterTransport>> RouterTransport::Connect(
         absl::StrCat("router at ", socket_path, " closed the connection during the hello")));
   }
   std::span<const uint8_t> frame(buf.data(), static_cast<size_t>(got));
+  if (absl::optional<uint8_t> theirs = OtherReleaseVersion(frame)) {
+    return fail(OtherReleaseError(*theirs, kFrameVersion, socket_path));
+  }
   if (auto refused = DecodeRefused(frame); refused.ok()) return fail(refused->why);
   auto wl = DecodeWelcome(frame);
   if (!wl.ok()) return fail(wl.status());

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cm/router/frame.h"
 #include "gtest/gtest.h"
 
@@ -60,6 +61,19 @@ class FakeRouter {
     EXPECT_TRUE(transport.ok()) << transport.status();
     return transport.ok() ? *std::move(transport) : nullptr;
   }
+  // What Connect says when the hello is answered with `answer`.
+  absl::Status ConnectAnsweredWith(std::vector<uint8_t> answer) {
+    std::thread t([this, &answer] {
+      conn_fd_ = accept(listen_fd_, nullptr, nullptr);
+      std::vector<uint8_t> hello(kMaxFrameBytes);
+      (void)recv(conn_fd_, hello.data(), hello.size(), 0);
+      (void)send(conn_fd_, answer.data(), answer.size(), 0);
+    });
+    auto transport = RouterTransport::Connect(path_, mad::Duration::Seconds(10));
+    t.join();
+    return transport.status();
+  }
+  const std::string& path() const { return path_; }
   // One MAD frame whose MAD's byte 16 is `tag`.
   void SendMad(uint8_t tag) {
     std::vector<uint8_t> mad(256, 0), frame;
@@ -100,6 +114,34 @@ std::vector<uint8_t> DrainTags(RouterTransport& t, size_t max = SIZE_MAX) {
   std::vector<uint8_t> tags;
   t.Drain([&](const mad::ReceivedMad& m) { tags.push_back(m.data[16]); }, max);
   return tags;
+}
+
+// A uscmd of another release answers the hello in its own frame version
+// (here a refusal whose body this build could misread): the library names both
+// versions and what to do, instead of a decoding error.
+TEST(RouterTransportHello, AnAnswerOfAnotherReleaseSaysSoWithBothVersions) {
+  for (uint8_t theirs : {uint8_t{kFrameVersion - 1}, uint8_t{kFrameVersion + 1}}) {
+    FakeRouter router;
+    std::vector<uint8_t> answer =
+        EncodeRefused(absl::InvalidArgumentError("router: the first frame must be a hello"));
+    answer[2] = theirs;
+    absl::Status s = router.ConnectAnsweredWith(answer);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    const std::string want =
+        absl::StrCat("the uscmd at ", router.path(), " speaks router frame version ", theirs,
+                     " and the library version ", kFrameVersion, ": they come from different uscm releases");
+    EXPECT_NE(s.message().find(want), std::string::npos) << s;
+    EXPECT_NE(s.message().find("Restart uscmd"), std::string::npos) << s;
+  }
+}
+
+// The same release's refusal still reads as the router's own reason.
+TEST(RouterTransportHello, ARefusalOfTheSameReleaseKeepsItsReason) {
+  FakeRouter router;
+  absl::Status s = router.ConnectAnsweredWith(
+      EncodeRefused(absl::ResourceExhaustedError("router: no free client slot")));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(s.message(), "router: no free client slot");
 }
 
 // Five frames queued: one recvmmsg takes them all and, short of its batch,

@@ -300,9 +300,13 @@ bool Server::HandleClientFrame(int fd, std::span<const uint8_t> frame) {
     return true;
   }
   if (!DecodeHello(frame).ok()) {
-    ++counters_.bad_hello;
-    auto f = EncodeRefused(absl::InvalidArgumentError(
-        "router: the first frame of a connection must be a hello"));
+    // A library of another release reads the version of this refusal (it
+    // cannot decode the rest) and tells its user.
+    absl::optional<uint8_t> theirs = OtherReleaseVersion(frame);
+    ++(theirs ? counters_.other_release_hellos : counters_.bad_hello);
+    auto f = EncodeRefused(theirs ? OtherReleaseError(kFrameVersion, *theirs, "")
+                                  : absl::InvalidArgumentError(
+                                        "router: the first frame of a connection must be a hello"));
     (void)!send(fd, f.data(), f.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     CloseClient(fd);
     return false;

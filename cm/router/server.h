@@ -62,6 +62,7 @@ struct ServerOptions {
 struct ServerCounters {
   uint64_t accepted = 0;         // socket connections
   uint64_t bad_hello = 0;        // first frame was not a hello
+  uint64_t other_release_hellos = 0;  // a hello of another frame version (refused)
   uint64_t no_credentials = 0;   // SO_PEERCRED failed: treated as unprivileged
   // A client's socket full (a process slower than the wire: 1,000 REQs at once
   // for cmtime's server): frames wait in the client's queue, in order, until

@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "cm/router/frame.h"
 #include "cm/router/router_testing.h"
 #include "cm/router/router_transport.h"
 #include "cm/router/server.h"
@@ -114,6 +116,38 @@ TEST_F(ServerLifetimeTest, RunReturnsOnItsOwnAfterTheIdleTime) {
   s->reset();
   struct stat st {};
   EXPECT_NE(stat(path_.c_str(), &st), 0) << "the socket file outlived the router";
+}
+
+// A library of another release: its hello is refused in this uscmd's frame
+// version with both versions named, counted apart from a client that sent no
+// hello at all.
+TEST_F(ServerLifetimeTest, AHelloOfAnotherReleaseIsRefusedWithBothVersions) {
+  auto server = Make(mad::Duration::Seconds(0));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int fd = ConnectRaw(path_);
+  ASSERT_GE(fd, 0);
+  std::vector<uint8_t> hello = EncodeHello(Hello{42});
+  hello[2] = kFrameVersion + 1;
+  ASSERT_EQ(send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  std::vector<uint8_t> answer(kMaxFrameBytes);
+  ssize_t got = -1;
+  for (int i = 0; i < 1000 && got < 0; ++i) {
+    ASSERT_TRUE((*server)->RunOnce(mad::Duration::Millis(10)).ok());
+    got = recv(fd, answer.data(), answer.size(), MSG_DONTWAIT);
+  }
+  ASSERT_GT(got, 0) << "no answer to the hello";
+  answer.resize(static_cast<size_t>(got));
+  auto refused = DecodeRefused(answer);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->why.code(), absl::StatusCode::kFailedPrecondition) << refused->why;
+  EXPECT_NE(refused->why.message().find(absl::StrCat("speaks router frame version ",
+                                                     kFrameVersion, " and the library version ",
+                                                     kFrameVersion + 1)),
+            std::string::npos)
+      << refused->why;
+  EXPECT_EQ((*server)->counters().other_release_hellos, 1u);
+  EXPECT_EQ((*server)->counters().bad_hello, 0u);
+  close(fd);
 }
 
 TEST(ActivatedListenFd, TakesFdThreeOnlyWhenMeantForThisProcess) {
