@@ -30,6 +30,7 @@ struct Watch {
   std::atomic<uint64_t> changes{0};
   std::atomic<bool> following{false};
   uint64_t forks = g_forks.load(std::memory_order_relaxed);  // when it started
+  bool unwatched = false;  // a device with no Ethernet port: generation 0 for good
 };
 
 // Never destroyed: each watch's thread runs until the process exits.
@@ -45,6 +46,11 @@ Watches& TheWatches() {
     return new Watches;
   }();
   return *watches;
+}
+
+std::atomic<uint64_t>& TheStarts() {
+  static std::atomic<uint64_t> starts{0};
+  return starts;
 }
 
 // The thread: counts GID_CHANGE events until the fd fails or the device is
@@ -68,6 +74,7 @@ void* Follow(void* arg) {
 }
 
 void Start(Watch* w, ibv_context* verbs) {
+  ++TheStarts();
   const char* name = ibv_get_device_name(verbs->device);
   w->own = ibv_open_device(verbs->device);
   if (w->own == nullptr) {
@@ -90,6 +97,35 @@ void Start(Watch* w, ibv_context* verbs) {
   pthread_detach(thread);
 }
 
+// What a device needs: a context the library did not open (a test's
+// stand-in) is not watched, nor one whose ports are all InfiniBand (only a
+// RoCE port's table follows its netdev's addresses; the kept tables of an
+// InfiniBand port hold its link layer alone, ud_ah.cc). One ibv_query_port
+// per port, at the device's first call.
+WatchNeed NeedOf(ibv_context* verbs) {
+  const std::vector<ibv_context*> ours = OpenContexts();
+  if (std::find(ours.begin(), ours.end(), verbs) == ours.end()) return WatchNeed::kNotOurs;
+  ibv_device_attr da;
+  if (QueryDeviceOnce(verbs, &da) != 0) return WatchNeed::kHasEthernet;  // unknown: watch it
+  for (int port = 1; port <= da.phys_port_cnt; ++port) {
+    ibv_port_attr pa;
+    if (ibv_query_port(verbs, port, &pa) != 0 || pa.link_layer == IBV_LINK_LAYER_ETHERNET) {
+      return WatchNeed::kHasEthernet;
+    }
+  }
+  return WatchNeed::kInfiniBandOnly;
+}
+
+struct Hooks {
+  WatchNeed (*need)(ibv_context*) = NeedOf;
+  void (*start)(Watch*, ibv_context*) = Start;
+};
+
+Hooks& TheHooks() {
+  static Hooks hooks;
+  return hooks;
+}
+
 }  // namespace
 
 uint64_t GidTableGeneration(ibv_context* verbs) {
@@ -98,20 +134,40 @@ uint64_t GidTableGeneration(ibv_context* verbs) {
   std::lock_guard<std::mutex> lock(ws.mu);
   auto it = ws.by_context.find(verbs);
   if (it == ws.by_context.end()) {
-    const std::vector<ibv_context*> ours = OpenContexts();
-    if (std::find(ours.begin(), ours.end(), verbs) == ours.end()) {
-      return 0;  // not a device of ours (a test's stand-in): nothing to open
-    }
+    const WatchNeed need = TheHooks().need(verbs);
+    if (need == WatchNeed::kNotOurs) return 0;  // nothing to open
     auto w = std::make_unique<Watch>();
-    Start(w.get(), verbs);
+    if (need == WatchNeed::kHasEthernet) {
+      TheHooks().start(w.get(), verbs);
+    } else {
+      w->unwatched = true;  // InfiniBand only: no context, no thread
+    }
     it = ws.by_context.emplace(verbs, std::move(w)).first;
   }
   const Watch& w = *it->second;
+  if (w.unwatched) return 0;
   if (!w.following.load(std::memory_order_acquire) ||
       w.forks != g_forks.load(std::memory_order_relaxed)) {
     return kGidsNotFollowed;
   }
   return w.changes.load(std::memory_order_acquire);
+}
+
+uint64_t GidWatchesStarted() { return TheStarts().load(); }
+
+void SetWatchNeedForTesting(WatchNeed (*need)(ibv_context*),
+                            void (*start)(ibv_context*, bool* following)) {
+  static void (*fake_start)(ibv_context*, bool*) = nullptr;
+  Watches& ws = TheWatches();
+  std::lock_guard<std::mutex> lock(ws.mu);
+  fake_start = start;
+  TheHooks().need = need != nullptr ? need : NeedOf;
+  TheHooks().start = start == nullptr ? Start : [](Watch* w, ibv_context* verbs) {
+    ++TheStarts();
+    bool following = false;
+    fake_start(verbs, &following);
+    w->following.store(following, std::memory_order_release);
+  };
 }
 
 void FollowForTesting(ibv_context* verbs) {

@@ -34,9 +34,21 @@ inline constexpr uint64_t kGidsNotFollowed = ~uint64_t{0};
 // thread for the life of the process, as the contexts themselves); later
 // calls take a mutex and an atomic load, no syscall. 0 for a NULL context
 // and for one the library did not open (devices.h: tests' stand-ins), which
-// are not watched. In a child of fork() a watch started before the fork is
+// are not watched, and for a device with no Ethernet port (its tables are not
+// kept, ud_ah.cc): neither gets a context or a thread. In a child of fork() a watch started before the fork is
 // kGidsNotFollowed: its thread stayed in the parent.
 uint64_t GidTableGeneration(ibv_context* verbs);
+
+// Which devices are watched (GidTableGeneration's first call for a device).
+enum class WatchNeed { kNotOurs, kInfiniBandOnly, kHasEthernet };
+// Tests: `need` decides for a device instead of OpenContexts and
+// ibv_query_port, and `start` is called instead of opening a context and a
+// thread (it says whether the device's events are followed). nullptr
+// restores each. Devices already asked about keep their watch.
+void SetWatchNeedForTesting(WatchNeed (*need)(ibv_context*),
+                            void (*start)(ibv_context*, bool* following));
+// How many watches were started (a context and a thread, or `start`'s fake).
+uint64_t GidWatchesStarted();
 
 // Records `verbs` as followed (generation 0) with no context or thread of
 // its own, as if its watch had started.

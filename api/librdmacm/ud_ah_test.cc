@@ -257,6 +257,30 @@ TEST_F(KeptTableTest, AChildOfForkDoesNotTrustTheParentsWatch) {
   EXPECT_EQ(GidTableGeneration(&stand_in), 0u);
 }
 
+// A device whose ports are all InfiniBand keeps no GID table (the link layer
+// alone): no context and no thread are started for it. A device with an
+// Ethernet port gets its watch once.
+TEST(GidWatchTest, OnlyADeviceWithAnEthernetPortIsWatched) {
+  SetWatchNeedForTesting(
+      [](ibv_context*) { return WatchNeed::kInfiniBandOnly; },
+      [](ibv_context*, bool* following) { *following = true; });
+  static ibv_context infiniband = {};  // static: a key no other test used
+  const uint64_t before = GidWatchesStarted();
+  EXPECT_EQ(GidTableGeneration(&infiniband), 0u);
+  EXPECT_EQ(GidTableGeneration(&infiniband), 0u);
+  EXPECT_EQ(GidWatchesStarted(), before) << "an InfiniBand device got a context and a thread";
+  SetWatchNeedForTesting(
+      [](ibv_context*) { return WatchNeed::kHasEthernet; },
+      [](ibv_context*, bool* following) { *following = true; });
+  static ibv_context roce = {};
+  EXPECT_EQ(GidTableGeneration(&roce), 0u);
+  EXPECT_EQ(GidTableGeneration(&roce), 0u);
+  EXPECT_EQ(GidWatchesStarted(), before + 1);
+  EXPECT_EQ(GidTableGeneration(&infiniband), 0u) << "decided at its first call";
+  EXPECT_EQ(GidWatchesStarted(), before + 1);
+  SetWatchNeedForTesting(nullptr, nullptr);
+}
+
 TEST_F(KeptTableTest, ANewReaderDropsTheKeptTables) {
   const uint64_t before = PortGidReads();
   Complete(1, Src());
