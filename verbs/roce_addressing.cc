@@ -77,9 +77,15 @@ void RoceAddressing::RedirectQp1(const mad::Gid& gid, uint32_t qpn, uint32_t qke
   redirects_[gid] = Target{qpn, qkey};
 }
 
+void RoceAddressing::SetGids(std::vector<mad::Gid> gids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  gids_ = std::move(gids);
+}
+
 mad::MadAddress RoceAddressing::Rewrite(const mad::MadAddress& to) {
   mad::MadAddress a = to;
   if (a.has_grh) {
+    std::lock_guard<std::mutex> lock(mu_);
     const bool want_v4 = IsIpv4Mapped(a.gid);
     const bool have_ok = a.sgid_index < gids_.size() && !gids_[a.sgid_index].is_zero() &&
                          IsIpv4Mapped(gids_[a.sgid_index]) == want_v4;

@@ -27,6 +27,7 @@
 #define USCM_VERBS_ROCE_ADDRESSING_H_
 
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -70,6 +71,11 @@ class RoceAddressing final : public mad::ForwardingTransport {
   RoceAddressing(mad::Transport& inner, std::vector<mad::Gid> gids)
       : ForwardingTransport(inner), gids_(std::move(gids)) {}
 
+  // The port's GID table as the kernel has it now (an address added to or
+  // removed from the netdev, read again by the owner: api/c's
+  // uscm_device_reread_addresses). Safe against a Send on another thread.
+  void SetGids(std::vector<mad::Gid> gids);
+
   // Sends to QP1 at `gid` go to `qpn` with `qkey` instead.
   void RedirectQp1(const mad::Gid& gid, uint32_t qpn, uint32_t qkey);
 
@@ -85,6 +91,7 @@ class RoceAddressing final : public mad::ForwardingTransport {
     uint32_t qpn;
     uint32_t qkey;
   };
+  std::mutex mu_;  // gids_: SetGids and Rewrite may run on two threads
   std::vector<mad::Gid> gids_;
   absl::flat_hash_map<mad::Gid, Target> redirects_;
   RoceCounters counters_;

@@ -113,6 +113,21 @@ TEST(RoceAddressingTest, Ipv4DestinationGetsIpv4SourceGid) {
   EXPECT_EQ(r.counters().sgid_fixed, 1u);
 }
 
+// The port's IPv4 address moved (the old one removed, a new one at index
+// 2): MADs leave from the GID the table holds now, not the empty entry.
+TEST(RoceAddressingTest, SetGidsFollowsTheTable) {
+  Recorder inner;
+  RoceAddressing r(inner, RxeTable());
+  r.SetGids({G("fe80::5054:ff:fe55:1"), mad::Gid{}, G("::ffff:192.168.77.12")});
+  mad::MadAddress to;
+  to.has_grh = true;
+  to.gid = G("::ffff:192.168.77.2");
+  to.sgid_index = 0;
+  EXPECT_EQ(r.Rewrite(to).sgid_index, 2);
+  to.sgid_index = 1;  // a reply to a MAD addressed to the old GID
+  EXPECT_EQ(r.Rewrite(to).sgid_index, 2) << "index 1 is empty now";
+}
+
 TEST(RoceAddressingTest, MatchingIndexKept) {
   Recorder inner;
   RoceAddressing r(inner, RxeTable());

@@ -29,6 +29,8 @@
 namespace {
 
 struct OpenedDevice {
+  std::string ca;
+  int port = 0;
   std::unique_ptr<uscm::mad::Transport> transport;
   std::unique_ptr<uscm::verbs::RoceAddressing> roce;  // RoCE: wraps `transport`
   std::unique_ptr<uscm::Device> device;  // destroyed before its transport
@@ -133,6 +135,24 @@ class NeighbourResolver {
   absl::optional<uscm::verbs::NeighbourTable> table_;
 };
 
+// The port's GID table from sysfs with only its RoCE v2 entries
+// (gid_attrs/types/N): a dual-mode port lists each address twice, and the
+// kernel's rdma_cm speaks v2 by default. An entry whose type cannot be read
+// stays (older kernels).
+absl::StatusOr<std::vector<uscm::mad::Gid>> RoceV2Gids(const std::string& ca, int port) {
+  absl::StatusOr<std::vector<uscm::mad::Gid>> gids = uscm::verbs::ReadGidTable(ca, port);
+  if (!gids.ok()) return gids;
+  for (size_t i = 0; i < gids->size(); ++i) {
+    std::ifstream f(absl::StrCat("/sys/class/infiniband/", ca, "/ports/", port,
+                                 "/gid_attrs/types/", i));
+    std::string type;
+    if (f && std::getline(f, type) && type.find("v2") == std::string::npos) {
+      (*gids)[i] = uscm::mad::Gid{};
+    }
+  }
+  return gids;
+}
+
 // The IP addresses of the port's IPoIB interfaces (hardware address with
 // the port's GID), as rdma_cm binds and resolves on IB.
 std::vector<uscm::Address> IpoibIps(const uscm::mad::Gid& port_gid) {
@@ -204,22 +224,11 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
     // RoCE: no SA, no ARP in uscm. Addresses and paths come from the port's
     // GID table (the netdev's IPs), MADs leave from the GID of the
     // destination's family (RoceAddressing).
-    absl::StatusOr<std::vector<uscm::mad::Gid>> table = uscm::verbs::ReadGidTable(ca, port);
+    absl::StatusOr<std::vector<uscm::mad::Gid>> table = RoceV2Gids(ca, port);
     if (!table.ok()) {
       return Failed(ENODEV, absl::StrCat("device_open: ", table.status().message()));
     }
     gids = std::move(*table);
-    // Only RoCE v2 entries (gid_attrs/types/N): a dual-mode port lists each
-    // address twice, and the kernel's rdma_cm speaks v2 by default. An
-    // entry whose type cannot be read stays (older kernels).
-    for (size_t i = 0; i < gids.size(); ++i) {
-      std::ifstream f(absl::StrCat("/sys/class/infiniband/", ca, "/ports/", port,
-                                   "/gid_attrs/types/", i));
-      std::string type;
-      if (f && std::getline(f, type) && type.find("v2") == std::string::npos) {
-        gids[i] = uscm::mad::Gid{};
-      }
-    }
     options.local_ips = IpsOfGids(gids);
     options.roce = true;
     options.roce_path_mtu = ActiveMtu(ca, port);
@@ -255,6 +264,8 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
     return neighbours->Resolve(src, dst, timeout);
   };
   auto opened = std::make_unique<OpenedDevice>();
+  opened->ca = ca;
+  opened->port = port;
   opened->transport = std::move(*transport);
   uscm::mad::Transport* t = opened->transport.get();
   if (ethernet) {
@@ -308,6 +319,32 @@ extern "C" int uscm_device_set_progress_hook(struct uscm_device* dev, void (*hoo
                           "device_set_progress_hook: unknown device (not from uscm_device_open)");
   }
   it->second->device->SetAfterProgress(hook, arg);
+  return 0;
+}
+
+extern "C" int uscm_device_reread_addresses(struct uscm_device* dev) {
+  OpenedDevice* opened = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = Opened().find(dev);
+    if (dev == nullptr || it == Opened().end()) {
+      return uscm_fail_with(EINVAL,
+                            "device_reread_addresses: unknown device (not from uscm_device_open)");
+    }
+    opened = it->second.get();  // stays until uscm_device_close, which the caller does not race
+  }
+  // Read without a lock (sysfs, getifaddrs), set under the device's.
+  if (opened->roce == nullptr) {
+    opened->device->SetPortAddresses(IpoibIps(opened->transport->port().gid), {});
+    return 0;
+  }
+  absl::StatusOr<std::vector<uscm::mad::Gid>> gids = RoceV2Gids(opened->ca, opened->port);
+  if (!gids.ok()) {
+    return uscm_fail_with(ENODEV,
+                          absl::StrCat("device_reread_addresses: ", gids.status().message()).c_str());
+  }
+  opened->device->SetPortAddresses(IpsOfGids(*gids), *gids);
+  opened->roce->SetGids(std::move(*gids));
   return 0;
 }
 

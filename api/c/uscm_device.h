@@ -19,11 +19,12 @@
  * destination IP resolves to its own GID, resolve_route builds the path from
  * the two IPs with the port's active MTU (DeviceOptions::roce), and MADs are
  * sent from the GID of the destination's family (verbs::RoceAddressing).
- * The GID table is read once, at open.
+ * The GID table is read at open and again by uscm_device_reread_addresses.
  *
  * On an InfiniBand port the IP addresses are those of the IPoIB interfaces
- * whose hardware address carries the port's GID (read once, at open);
- * neighbours come from uscm_device_add_neighbor, routes from the SA. */
+ * whose hardware address carries the port's GID (read at open and by
+ * uscm_device_reread_addresses); neighbours come from uscm_device_add_neighbor,
+ * routes from the SA. */
 #ifndef USCM_API_C_USCM_DEVICE_H_
 #define USCM_API_C_USCM_DEVICE_H_
 
@@ -42,6 +43,14 @@ int uscm_device_close(struct uscm_device* dev);
  * kernel's /proc/net/arp). 0, or -1 with errno EINVAL. */
 int uscm_device_add_neighbor(struct uscm_device* dev, const struct uscm_addr* ip,
                              const uint8_t gid[16]);
+/* Reads the port's addresses again, as at open: RoCE, the GID table (what
+ * binds and a NULL source accept, the GID index of multicast AHs, the source
+ * GID of CM MADs); InfiniBand, the IPoIB interfaces' IPs. For a caller that
+ * learnt that the netdev's addresses changed (the drop-in librdmacm: a GID
+ * change event, an rtnetlink address event); ids already bound keep theirs.
+ * Not concurrent with uscm_device_close. 0, or -1 with errno EINVAL (unknown
+ * device) or ENODEV (the GID table could not be read). */
+int uscm_device_reread_addresses(struct uscm_device* dev);
 /* `hook(arg)` runs on the device's progress thread after each of its steps,
  * with no uscm lock held: the events that step posted are in their channels
  * (a layer such as the drop-in librdmacm moves them on from there, without

@@ -3,8 +3,11 @@
 #include "api/librdmacm/gid_watch.h"
 
 #include <errno.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -53,6 +56,24 @@ std::atomic<uint64_t>& TheStarts() {
   return starts;
 }
 
+// Starts a detached thread `fn(arg)` named `name`; `following` is true from
+// before it runs, false when it could not start (USCM_DEBUG says so: `what`
+// is then read at every lookup).
+void StartThread(void* (*fn)(void*), void* arg, const char* name, const char* what,
+                 std::atomic<bool>* following) {
+  following->store(true, std::memory_order_release);
+  pthread_t thread;
+  if (int rc = pthread_create(&thread, nullptr, fn, arg); rc != 0) {
+    following->store(false, std::memory_order_release);
+    const std::string why = std::string("no thread to follow ") + what + " (" + strerror(rc) +
+                            "): read at every lookup";
+    Fail(rc, "address watch", why.c_str());
+    return;
+  }
+  pthread_setname_np(thread, name);
+  pthread_detach(thread);
+}
+
 // The thread: counts GID_CHANGE events until the fd fails or the device is
 // lost. The count is bumped after the kernel's table changed (gid_watch.h),
 // and a lookup that sees the new count reads the table again.
@@ -84,17 +105,8 @@ void Start(Watch* w, ibv_context* verbs) {
     Fail(err, "GID table watch", why.c_str());
     return;
   }
-  w->following.store(true, std::memory_order_release);
-  pthread_t thread;
-  if (int rc = pthread_create(&thread, nullptr, Follow, w); rc != 0) {
-    w->following.store(false, std::memory_order_release);
-    const std::string why = std::string("no thread to follow ") + name + "'s GID changes (" +
-                            strerror(rc) + "): its GID table is read at every lookup";
-    Fail(rc, "GID table watch", why.c_str());
-    return;
-  }
-  pthread_setname_np(thread, "uscm-gids");
-  pthread_detach(thread);
+  const std::string what = std::string(name) + "'s GID changes";
+  StartThread(Follow, w, "uscm-gids", what.c_str(), &w->following);
 }
 
 // What a device needs: a context the library did not open (a test's
@@ -126,7 +138,73 @@ Hooks& TheHooks() {
   return hooks;
 }
 
+// The host's IP address events: a NETLINK_ROUTE socket in the IPv4 and IPv6
+// address groups, and a thread counting what it reads.
+struct AddressWatch {
+  int fd = -1;
+  std::atomic<uint64_t> changes{0};
+  std::atomic<bool> following{false};
+  uint64_t forks = 0;
+};
+
+// Counts RTM_NEWADDR / RTM_DELADDR messages; an overrun (ENOBUFS: events
+// were lost) counts as a change too.
+void* FollowAddresses(void* arg) {
+  auto* w = static_cast<AddressWatch*>(arg);
+  alignas(nlmsghdr) char buf[8192];
+  for (;;) {
+    const ssize_t n = recv(w->fd, buf, sizeof buf, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == ENOBUFS) {
+        w->changes.fetch_add(1, std::memory_order_acq_rel);
+        continue;
+      }
+      break;
+    }
+    if (n == 0) break;
+    int len = static_cast<int>(n);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+      if (h->nlmsg_type == RTM_NEWADDR || h->nlmsg_type == RTM_DELADDR) {
+        w->changes.fetch_add(1, std::memory_order_acq_rel);
+      }
+    }
+  }
+  w->following.store(false, std::memory_order_release);
+  return nullptr;
+}
+
+AddressWatch* StartAddressWatch() {
+  auto* w = new AddressWatch;  // lives as long as the process, as its thread
+  w->forks = g_forks.load(std::memory_order_relaxed);
+  w->fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  sockaddr_nl local{};
+  local.nl_family = AF_NETLINK;
+  local.nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR;
+  if (w->fd < 0 || bind(w->fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+    const int err = errno;
+    Fail(err, "address watch",
+         (std::string("no rtnetlink socket (") + strerror(err) +
+          "): the IPoIB ports' addresses are read at every lookup")
+             .c_str());
+    return w;
+  }
+  StartThread(FollowAddresses, w, "uscm-addrs", "the host's IP address events",
+              &w->following);
+  return w;
+}
+
 }  // namespace
+
+uint64_t IpAddressGeneration() {
+  TheWatches();  // the fork count
+  static AddressWatch* w = StartAddressWatch();
+  if (!w->following.load(std::memory_order_acquire) ||
+      w->forks != g_forks.load(std::memory_order_relaxed)) {
+    return kGidsNotFollowed;
+  }
+  return w->changes.load(std::memory_order_acquire);
+}
 
 uint64_t GidTableGeneration(ibv_context* verbs) {
   if (verbs == nullptr) return 0;

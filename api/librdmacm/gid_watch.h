@@ -50,6 +50,18 @@ void SetWatchNeedForTesting(WatchNeed (*need)(ibv_context*),
 // How many watches were started (a context and a thread, or `start`'s fake).
 uint64_t GidWatchesStarted();
 
+// How many IPv4 / IPv6 address events (rtnetlink RTM_NEWADDR, RTM_DELADDR)
+// the host reported since the first call: the IP addresses of an IPoIB
+// interface (an InfiniBand port's, ports.h) read after taking generation G are
+// the kernel's as long as this is still G (the kernel sends the event after
+// the address list changed). The first call opens a NETLINK_ROUTE socket in
+// the two address groups and starts a thread reading it (uscm-addrs), for the
+// life of the process; later calls are an atomic load. kGidsNotFollowed when
+// the socket or the thread did not start, the socket failed, and in a child
+// of fork() (the thread stayed in the parent). Lost events (ENOBUFS) count as
+// a change.
+uint64_t IpAddressGeneration();
+
 // Records `verbs` as followed (generation 0) with no context or thread of
 // its own, as if its watch had started.
 void FollowForTesting(ibv_context* verbs);

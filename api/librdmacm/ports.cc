@@ -19,6 +19,7 @@
 #include "api/c/uscm_device.h"
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
+#include "api/librdmacm/gid_watch.h"
 #include "api/librdmacm/port_choice.h"
 #include "mad/gid.h"
 #include "verbs/ipoib.h"
@@ -105,6 +106,50 @@ std::vector<Addr16> GidsOf(ibv_context* verbs, int port, int count) {
   return out;
 }
 
+// A port's addresses as the kernel has them now (a simulated port's stay).
+void ReadAddresses(Port* p) {
+  if (p->testing) return;
+  p->gids = GidsOf(p->verbs, p->port_num, p->gid_count);
+  p->ips = p->ethernet ? RocePortIps(p->ca, p->port_num, "/sys") : IpoibPortIps(p->verbs, p->port_num);
+}
+
+// The generation of a port's addresses (ports.h PortOfAddressLocked).
+uint64_t AddressGeneration(const Port& p) {
+  if (p.testing) return 0;
+  return p.ethernet ? GidTableGeneration(p.verbs) : IpAddressGeneration();
+}
+
+struct AddressHooks {
+  uint64_t (*generation)(const Port&) = AddressGeneration;
+  void (*read)(Port*) = ReadAddresses;
+  uint64_t rereads = 0;
+};
+
+AddressHooks& TheHooks() {
+  static AddressHooks hooks;
+  return hooks;
+}
+
+// Reads `p`'s addresses again, at generation `generation`, and tells its
+// uscm device when it is open.
+void RereadLocked(Port* p, uint64_t generation) {
+  p->generation = generation;
+  ++TheHooks().rereads;
+  TheHooks().read(p);
+  if (p->dev != nullptr && !p->testing && uscm_device_reread_addresses(p->dev) != 0) {
+    Fail(errno, "port addresses", uscm_last_error());  // USCM_DEBUG: the device keeps its own
+  }
+}
+
+Port* FindLocked(const uscm_addr& addr) {
+  const Addr16 key = KeyOf(addr);
+  for (Port& p : TheTable().ports) {
+    const std::vector<Addr16>& set = addr.family == USCM_AF_IB ? p.gids : p.ips;
+    if (std::find(set.begin(), set.end(), key) != set.end()) return &p;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::vector<Addr16> RocePortIps(const std::string& ca, int port, const std::string& sysfs) {
@@ -144,9 +189,10 @@ int EnsurePortsLocked(const char* call) {
       p.ca = ca;
       p.port_num = static_cast<uint8_t>(port);
       p.verbs = verbs;
-      p.gids = GidsOf(verbs, port, pattr.gid_tbl_len);
-      p.ips = pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? RocePortIps(ca, port, "/sys")
-                                                          : IpoibPortIps(verbs, port);
+      p.ethernet = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
+      p.gid_count = pattr.gid_tbl_len;
+      p.generation = TheHooks().generation(p);  // before the read: a change during it moves it
+      TheHooks().read(&p);
       t.ports.push_back(std::move(p));
     }
   }
@@ -168,13 +214,28 @@ std::vector<Port*> PortsLocked() {
 }
 
 Port* PortOfAddressLocked(const uscm_addr& addr) {
-  const Addr16 key = KeyOf(addr);
+  AddressHooks& h = TheHooks();
   for (Port& p : TheTable().ports) {
-    const std::vector<Addr16>& set = addr.family == USCM_AF_IB ? p.gids : p.ips;
-    if (std::find(set.begin(), set.end(), key) != set.end()) return &p;
+    const uint64_t g = h.generation(p);
+    if (g == kGidsNotFollowed || g != p.generation) RereadLocked(&p, g);
   }
-  return nullptr;
+  if (Port* p = FindLocked(addr)) return p;
+  bool reread = false;
+  for (Port& p : TheTable().ports) {
+    if (p.missed_at == p.generation) continue;
+    p.missed_at = p.generation;
+    RereadLocked(&p, p.generation);
+    reread = true;
+  }
+  return reread ? FindLocked(addr) : nullptr;
 }
+
+void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*)) {
+  TheHooks().generation = generation != nullptr ? generation : AddressGeneration;
+  TheHooks().read = read != nullptr ? read : ReadAddresses;
+}
+
+uint64_t PortAddressRereads() { return TheHooks().rereads; }
 
 // USCM_CM_COUNTERS=1, at exit: each opened port's CM counters (retries,
 // duplicates, MADs that came in a state that ignores them), one line on

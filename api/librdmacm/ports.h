@@ -32,6 +32,12 @@ struct Port {
   ibv_context* verbs = nullptr;  // NULL for a simulated device
   std::vector<Addr16> ips;       // the port's IP addresses
   std::vector<Addr16> gids;      // its GID table (AF_IB)
+  bool ethernet = false;         // RoCE
+  int gid_count = 0;             // the GID table's length (ibv_port_attr)
+  // The generation of the port's addresses taken before `ips` and `gids`
+  // were read (AddressGeneration), and the one a miss last read them again at.
+  uint64_t generation = 0;
+  uint64_t missed_at = ~uint64_t{0};
   bool testing = false;          // a simulated device of UsePortsForTesting
   // Once opened (OpenPortLocked):
   uscm_device* dev = nullptr;
@@ -47,6 +53,18 @@ std::vector<Port*> PortsLocked();
 // The port whose addresses hold `addr` (AF_INET, AF_INET6: its IPs; AF_IB:
 // its GIDs); NULL when none does (a loopback or foreign address: the caller
 // keeps its default, and uscm says what is wrong with the address).
+//
+// The addresses follow the kernel's as the kernel's rdma_cm sees them at
+// every call, without a syscall per call: each port's are read again when
+// their generation moved since they were read (AddressGeneration: a RoCE
+// port's GID table changes, gid_watch.h GidTableGeneration; an InfiniBand
+// port's IPoIB addresses, the host's rtnetlink address events,
+// IpAddressGeneration), at every call when it is not followed
+// (kGidsNotFollowed), and once more when no port holds `addr` (a change whose
+// event the watch's thread has not counted yet; once per generation, so a
+// foreign address costs no read per call). An opened port's uscm device is
+// told too (uscm_device_reread_addresses: what its binds accept, and on
+// RoCE the source GID of its CM MADs).
 Port* PortOfAddressLocked(const uscm_addr& addr);
 // Opens `port` once: its uscm device and event channel, then `on_open(port)`
 // (ids.cc: the progress hook). 0, or -1 with errno.
@@ -62,6 +80,12 @@ Addr16 KeyOf(const uscm_addr& addr);
 // ports are listed already.
 int UsePortsForTesting(const std::vector<uscm_device*>& devs,
                        const std::vector<std::vector<Addr16>>& ips);
+// Tests: a port's address generation and its re-read (ips, gids) instead of
+// the GID watch / rtnetlink and the device's tables; nullptr restores each.
+// UsePortsForTesting's ports are otherwise never read again.
+void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*));
+// How many times a port's addresses were read again (not counting listing).
+uint64_t PortAddressRereads();
 // Drops the ports of UsePortsForTesting (every id must be destroyed).
 void ResetPortsForTesting();
 

@@ -299,6 +299,12 @@ absl::Status Device::AddLocalAddress(const Address& ip) {
   return absl::OkStatus();
 }
 
+void Device::SetPortAddresses(std::vector<Address> local_ips, std::vector<mad::Gid> roce_gids) {
+  std::lock_guard<std::mutex> lock(node_->mutex());
+  options_.local_ips = std::move(local_ips);
+  options_.roce_gids = std::move(roce_gids);
+}
+
 absl::StatusOr<int> Device::Poll(mad::Duration timeout) {
   if (real_ == nullptr) {
     return absl::FailedPreconditionError("poll: a simulated device is driven by the scheduler");

@@ -530,6 +530,11 @@ class Device final : public cm::NodeObserver {
   absl::StatusOr<std::unique_ptr<EventChannel>> CreateEventChannel();
   absl::Status AddNeighbor(const Address& ip, const mad::Gid& gid, uint16_t lid);
   absl::Status AddLocalAddress(const Address& ip);
+  // The port's addresses as the kernel has them now (DeviceOptions::local_ips
+  // and, on RoCE, roce_gids), for a port whose netdev gained or lost one:
+  // later binds and resolutions see them (ids already bound keep theirs, as
+  // the kernel's).
+  void SetPortAddresses(std::vector<Address> local_ips, std::vector<mad::Gid> roce_gids);
 
   // Real driver only (FailedPrecondition otherwise).
   absl::StatusOr<int> Poll(mad::Duration timeout);

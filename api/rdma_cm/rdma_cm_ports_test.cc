@@ -160,6 +160,19 @@ TEST_F(PortBindingTest, AnAddressOfNoPortIsEaddrnotavail) {
   EXPECT_THAT(s.message(), HasSubstr("is not an address of"));
 }
 
+// The netdev gained 10.9.9.9 and lost 192.168.78.3 (api/c re-reads them):
+// later binds follow, an id already bound keeps its address.
+TEST_F(PortBindingTest, BindsFollowTheAddressesSetLater) {
+  CmId* kept = Id();
+  ASSERT_TRUE(kept->BindAddr(At("192.168.78.3:7000")).ok());
+  dev_->SetPortAddresses({At("192.168.78.1"), At("10.9.9.9"), At("fd00::1")}, {});
+  CmId* added = Id();
+  EXPECT_EQ(Errno(added->BindAddr(At("10.9.9.9:7000"))), 0);
+  CmId* removed = Id();
+  EXPECT_EQ(Errno(removed->BindAddr(At("192.168.78.3:7001"))), EADDRNOTAVAIL);
+  EXPECT_EQ(kept->GetLocalAddr().ToString(), "192.168.78.3:7000");
+}
+
 TEST_F(PortBindingTest, ADestroyedOwnerFreesItsAddressOnly) {
   CmId* a = Id();
   CmId* b = Id();
