@@ -4,11 +4,17 @@
  * index, adds it back). Each connection: RC QP from rdma_create_qp, the QP's
  * source GID index as ibv_query_qp reports it, one message sent and echoed.
  *
- *   gid_moved -s BIND_IPV4 PORT         server: echoes one message on each of
- *                                       two connections ("listening" first)
- *   gid_moved -c SRC_IPV4 PEER_IPV4 PORT client: connection 1, prints "moved?"
- *                                       and waits for a line on stdin, then
- *                                       connection 2
+ *   gid_moved -s BIND_IPV4 PORT [N]     server: echoes one message on each of
+ *                                       N connections (default 2; "listening"
+ *                                       first)
+ *   gid_moved -c SRC_IPV4 PEER_IPV4 PORT [SRC2_IPV4]
+ *                                       client: connection 1 from SRC, prints
+ *                                       "moved?" and waits for a line on stdin,
+ *                                       then connection 2 from SRC2 (default
+ *                                       SRC); with SRC2, then rdma_bind_addr of
+ *                                       SRC ("bind first source: ok" or the
+ *                                       errno's name: 69-dropin-addr-moved.sh
+ *                                       removes SRC, as the kernel refuses it)
  * The client prints "connection N: sgid_index I" and "connection N: echo ok"
  * (or why not); it exits 0 when both echoes came back. */
 #define _GNU_SOURCE /* strerrorname_np */
@@ -68,13 +74,13 @@ static int echo_back(struct rdma_cm_id* id, char* buf, struct ibv_mr* mr) {
   return complete(id->send_cq, "send");
 }
 
-static int server(struct sockaddr_in* addr) {
+static int server(struct sockaddr_in* addr, int connections) {
   struct rdma_cm_id* listener = new_id();
   must("rdma_bind_addr", rdma_bind_addr(listener, (struct sockaddr*)addr));
-  must("rdma_listen", rdma_listen(listener, 2));
+  must("rdma_listen", rdma_listen(listener, connections));
   printf("listening\n");
   int failed = 0;
-  for (int n = 1; n <= 2; n++) {
+  for (int n = 1; n <= connections; n++) {
     struct rdma_cm_event* e = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
     struct rdma_cm_id* child = e->id;
     rdma_ack_cm_event(e);
@@ -134,10 +140,19 @@ static int connect_once(int n, struct sockaddr_in* src, struct sockaddr_in* peer
   return failed;
 }
 
+/* rdma_bind_addr of `src` on a new id: "ok" or the errno's name. */
+static void try_bind(struct sockaddr_in* src) {
+  struct rdma_cm_id* id = new_id();
+  const int rc = rdma_bind_addr(id, (struct sockaddr*)src);
+  printf("bind first source: %s\n", rc == 0 ? "ok" : strerrorname_np(errno));
+  rdma_destroy_id(id);
+}
+
 int main(int argc, char** argv) {
-  const int is_server = argc == 4 && strcmp(argv[1], "-s") == 0;
-  if (!is_server && !(argc == 5 && strcmp(argv[1], "-c") == 0)) {
-    fprintf(stderr, "usage: gid_moved -s BIND_IPV4 PORT | -c SRC_IPV4 PEER_IPV4 PORT\n");
+  const int is_server = (argc == 4 || argc == 5) && strcmp(argv[1], "-s") == 0;
+  if (!is_server && !((argc == 5 || argc == 6) && strcmp(argv[1], "-c") == 0)) {
+    fprintf(stderr,
+            "usage: gid_moved -s BIND_IPV4 PORT [N] | -c SRC_IPV4 PEER_IPV4 PORT [SRC2_IPV4]\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -146,15 +161,17 @@ int main(int argc, char** argv) {
   int rc;
   if (is_server) {
     struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
-    rc = server(&addr);
+    rc = server(&addr, argc == 5 ? atoi(argv[4]) : 2);
   } else {
     struct sockaddr_in src = ipv4_arg(argv[2], "0");
     struct sockaddr_in peer = ipv4_arg(argv[3], argv[4]);
+    struct sockaddr_in src2 = argc == 6 ? ipv4_arg(argv[5], "0") : src;
     rc = connect_once(1, &src, &peer);
     printf("moved?\n");
     char line[16];
     if (fgets(line, sizeof(line), stdin) == NULL) return 1;
-    rc |= connect_once(2, &src, &peer);
+    rc |= connect_once(2, &src2, &peer);
+    if (argc == 6) try_bind(&src);
   }
   rdma_destroy_event_channel(ch);
   printf("done\n");
