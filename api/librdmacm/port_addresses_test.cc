@@ -16,20 +16,15 @@
 namespace uscm::librdmacm {
 namespace {
 
-Addr16 V4(const char* ip) {
-  Addr16 a{};
-  a[10] = a[11] = 0xff;
-  inet_pton(AF_INET, ip, &a[12]);
-  return a;
-}
-
+// An IPv4 address as the drop-in passes it (IPv4-mapped), and its key.
 uscm_addr Ip(const char* ip) {
   uscm_addr a = {};
   a.family = USCM_AF_INET;
-  const Addr16 k = V4(ip);
-  memcpy(a.ip, k.data(), 16);
+  a.ip[10] = a.ip[11] = 0xff;
+  inet_pton(AF_INET, ip, &a.ip[12]);
   return a;
 }
+Addr16 V4(const char* ip) { return KeyOf(Ip(ip)); }
 
 // What the kernel has now: each port's IPs, and the generation its watch
 // counted (events), as the fakes give them.
