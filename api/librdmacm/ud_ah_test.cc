@@ -281,6 +281,20 @@ TEST(GidWatchTest, OnlyADeviceWithAnEthernetPortIsWatched) {
   SetWatchNeedForTesting(nullptr, nullptr);
 }
 
+// The rtnetlink address watch (InfiniBand ports' IPs, ports.h) starts, and a
+// child of fork() does not trust it: its thread stayed in the parent.
+TEST(AddressWatchTest, FollowsAndAChildOfForkReadsAgain) {
+  const uint64_t generation = IpAddressGeneration();
+  ASSERT_NE(generation, kGidsNotFollowed) << "no rtnetlink socket or no thread";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(IpAddressGeneration() == kGidsNotFollowed ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child trusted the watch";
+  EXPECT_NE(IpAddressGeneration(), kGidsNotFollowed);
+}
+
 TEST_F(KeptTableTest, ANewReaderDropsTheKeptTables) {
   const uint64_t before = PortGidReads();
   Complete(1, Src());
