@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -15,7 +16,9 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "mad/gid.h"
+#include "mad/port_page.h"
 
 namespace uscm::mad {
 
@@ -115,6 +118,14 @@ struct ListenAddress {
 // bind) or a listener (requests for it go to this process).
 enum class ClaimKind : uint8_t { kBind = 1, kListen = 2 };
 
+// A block of ephemeral ports a shared port's router leases to this process
+// (Transport::LeasePorts): ports first_port .. first_port + page->size() - 1
+// of one port space, claimed and freed in `page` without asking the router.
+struct PortLease {
+  uint16_t first_port = 0;
+  std::shared_ptr<PortPage> page;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -156,6 +167,15 @@ class Transport {
     ReleaseService(service_id, mask, address, kind);
   }
 
+  // A block of ephemeral ports of `port_space` (rdma_cm's RDMA_PS_*, as in
+  // the ServiceID) for binds to port 0 (cm/router, docs/ROUTER.md "Port
+  // blocks"). Unimplemented on a transport that owns the port (a bind claims
+  // nothing there); ResourceExhausted when the router has none to give this
+  // process. Either way the caller binds as before, port by port.
+  virtual absl::StatusOr<PortLease> LeasePorts(uint16_t port_space) {
+    return absl::UnimplementedError("this transport leases no ports: it owns the port");
+  }
+
   // OK while the transport works; once it is gone for good (cm/router: the
   // uscmd router exited), why. A Node turns the loss into
   // RDMA_CM_EVENT_DEVICE_REMOVAL on every id. A transport that owns the port
@@ -192,6 +212,9 @@ class ForwardingTransport : public Transport {
   void ReleaseServiceNoWait(uint64_t service_id, uint64_t mask, const ListenAddress& address,
                             ClaimKind kind) override {
     inner_.ReleaseServiceNoWait(service_id, mask, address, kind);
+  }
+  absl::StatusOr<PortLease> LeasePorts(uint16_t port_space) override {
+    return inner_.LeasePorts(port_space);
   }
   absl::Status link_status() const override { return inner_.link_status(); }
 

@@ -131,6 +131,32 @@ mad::MadAddress ReadAddress(Reader& r) {
   return a;
 }
 
+// code u32, message (u16 length + bytes), errno u32 (0: none).
+void WriteStatus(Writer& w, const absl::Status& s) {
+  w.U32(static_cast<uint32_t>(s.code()));
+  w.Str(std::string(s.message()));
+  w.U32(static_cast<uint32_t>(std::max(0, mad::ErrnoOf(s))));
+}
+
+// The decoded status goes to *out; the result is the decode's own verdict
+// (StatusOr<Status> could not tell the two apart).
+absl::Status ReadStatus(Reader& r, const char* frame, absl::Status* out) {
+  const uint32_t code = r.U32("code");
+  std::string msg = r.Str("message");
+  const uint32_t err = r.U32("errno");
+  if (!r.status().ok()) return r.status();
+  if (code > 16) return absl::InvalidArgumentError(absl::StrCat("router ", frame, ": code ", code));
+  // 4095: the kernel's MAX_ERRNO.
+  if (err > 4095 || (err != 0 && code == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("router ", frame, ": errno ", err, " with code ", code,
+                     "; an errno is at most 4095 and comes only with an error"));
+  }
+  *out = absl::Status(static_cast<absl::StatusCode>(code), msg);
+  if (err != 0) *out = mad::WithErrno(std::move(*out), static_cast<int>(err));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<FrameType> PeekFrame(std::span<const uint8_t> frame) {
@@ -145,7 +171,7 @@ absl::StatusOr<FrameType> PeekFrame(std::span<const uint8_t> frame) {
     return absl::FailedPreconditionError(absl::StrCat(
         "router frame: version ", frame[2], "; this build speaks version ", kFrameVersion));
   }
-  if (frame[3] < 1 || frame[3] > 7) {
+  if (frame[3] < 1 || frame[3] > 9) {
     return absl::InvalidArgumentError(absl::StrCat("router frame: unknown type ", frame[3]));
   }
   return static_cast<FrameType>(frame[3]);
@@ -221,9 +247,25 @@ std::vector<uint8_t> EncodeReply(const ReplyFrame& r) {
   std::vector<uint8_t> out;
   Writer w(FrameType::kReply, &out);
   w.U32(r.request);
-  w.U32(static_cast<uint32_t>(r.status.code()));
-  w.Str(std::string(r.status.message()));
-  w.U32(static_cast<uint32_t>(std::max(0, mad::ErrnoOf(r.status))));
+  WriteStatus(w, r.status);
+  return out;
+}
+
+std::vector<uint8_t> EncodeLease(const LeaseFrame& l) {
+  std::vector<uint8_t> out;
+  Writer w(FrameType::kLease, &out);
+  w.U32(l.request);
+  w.U16(l.port_space);
+  return out;
+}
+
+std::vector<uint8_t> EncodeLeaseReply(const LeaseReplyFrame& r) {
+  std::vector<uint8_t> out;
+  Writer w(FrameType::kLeaseReply, &out);
+  w.U32(r.request);
+  WriteStatus(w, r.status);
+  w.U16(r.first_port);
+  w.U16(r.ports);
   return out;
 }
 
@@ -346,20 +388,58 @@ absl::StatusOr<ReplyFrame> DecodeReply(std::span<const uint8_t> frame) {
   Reader r("reply", frame);
   ReplyFrame rep;
   rep.request = r.U32("request");
-  const uint32_t code = r.U32("code");
-  std::string msg = r.Str("message");
-  const uint32_t err = r.U32("errno");
-  if (!r.status().ok()) return r.status();
-  if (code > 16) return absl::InvalidArgumentError(absl::StrCat("router reply: code ", code));
-  // 4095: the kernel's MAX_ERRNO.
-  if (err > 4095 || (err != 0 && code == 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("router reply: errno ", err, " with code ", code,
-                     "; an errno is at most 4095 and comes only with an error"));
-  }
-  rep.status = absl::Status(static_cast<absl::StatusCode>(code), msg);
-  if (err != 0) rep.status = mad::WithErrno(std::move(rep.status), static_cast<int>(err));
+  if (absl::Status s = ReadStatus(r, "reply", &rep.status); !s.ok()) return s;
   return rep;
+}
+
+absl::StatusOr<LeaseFrame> DecodeLease(std::span<const uint8_t> frame) {
+  if (auto s = ExpectType(frame, FrameType::kLease, "lease"); !s.ok()) return s;
+  Reader r("lease", frame);
+  LeaseFrame l;
+  l.request = r.U32("request");
+  l.port_space = r.U16("port_space");
+  if (!r.status().ok()) return r.status();
+  if (l.port_space != 0x0002 && l.port_space != 0x0106 && l.port_space != 0x0111 &&
+      l.port_space != 0x013F) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "router lease frame: port space 0x", absl::Hex(l.port_space),
+        "; expected 0x0002 (IPOIB), 0x0106 (TCP), 0x0111 (UDP) or 0x013F (IB)"));
+  }
+  if (r.Rest().size() != 0) {
+    return absl::InvalidArgumentError("router lease frame: bytes after port_space");
+  }
+  return l;
+}
+
+absl::StatusOr<LeaseReplyFrame> DecodeLeaseReply(std::span<const uint8_t> frame) {
+  if (auto s = ExpectType(frame, FrameType::kLeaseReply, "lease reply"); !s.ok()) return s;
+  Reader r("lease reply", frame);
+  LeaseReplyFrame rep;
+  rep.request = r.U32("request");
+  const absl::Status decoded = ReadStatus(r, "lease reply", &rep.status);
+  rep.first_port = r.U16("first_port");
+  rep.ports = r.U16("ports");
+  if (!r.status().ok()) return r.status();
+  if (!decoded.ok()) return decoded;
+  if (rep.status.ok() != (rep.ports != 0) ||
+      uint32_t{rep.first_port} + rep.ports > 65536 || (rep.ports != 0 && rep.first_port == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "router lease reply: ports ", rep.first_port, " + ", rep.ports, " with code ",
+        static_cast<int>(rep.status.code()),
+        "; an OK reply names 1.. ports within 1..65535, an error none"));
+  }
+  return rep;
+}
+
+absl::StatusOr<mad::PortLease> LeaseOf(const LeaseReplyFrame& reply,
+                                       std::shared_ptr<mad::PortPage> page) {
+  if (!reply.status.ok()) return reply.status;
+  if (page == nullptr || page->size() < reply.ports) {
+    return absl::InternalError(absl::StrCat("router lease reply: ", reply.ports,
+                                            " ports but a page of ",
+                                            page == nullptr ? 0 : page->size(), " bytes"));
+  }
+  return mad::PortLease{reply.first_port, std::move(page)};
 }
 
 absl::StatusOr<RefusedFrame> DecodeRefused(std::span<const uint8_t> frame) {

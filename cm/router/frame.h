@@ -6,6 +6,8 @@
 // Version 2: a claim carries the listener's address (family, IP, AFONLY) and
 // a reply the errno the client should report. Version 3: a claim says whether
 // it binds or listens (the kernel reserves a port at rdma_bind_addr).
+// Version 4: kLease / kLeaseReply, blocks of ephemeral ports (the reply's
+// page travels as a memfd in SCM_RIGHTS).
 //
 // then a type-specific body in little-endian order. A MAD frame carries the
 // UD address vector (38 bytes) and the MAD itself, so one MAD = one message.
@@ -14,6 +16,7 @@
 #define USCM_CM_ROUTER_FRAME_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,7 +29,7 @@
 
 namespace uscm::router {
 
-inline constexpr uint8_t kFrameVersion = 3;
+inline constexpr uint8_t kFrameVersion = 4;
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr size_t kAddressBytes = 38;
 // Largest frame: a MAD frame with an RMPP-coalesced SA response (umad).
@@ -40,6 +43,8 @@ enum class FrameType : uint8_t {
   kRelease = 5,   // client -> router: unbind / stop listening
   kReply = 6,     // router -> client: the answer to kClaim / kRelease
   kRefused = 7,   // router -> client: a MAD the router would not send
+  kLease = 8,     // client -> router: a block of ephemeral ports
+  kLeaseReply = 9,  // router -> client: the block (its page as SCM_RIGHTS) or why not
 };
 
 struct Hello {
@@ -88,6 +93,24 @@ struct ReplyFrame {
   absl::Status status;
 };
 
+// Body: request u32, port_space u16 (rdma_cm's RDMA_PS_*: 0x0002, 0x0106,
+// 0x0111 or 0x013F; anything else is refused by name).
+struct LeaseFrame {
+  uint32_t request = 0;
+  uint16_t port_space = 0;
+};
+
+// Body: request u32, code u32, message (u16 length + bytes), errno u32 (as
+// ReplyFrame), first_port u16, ports u16 (both 0 unless the status is OK).
+// An OK reply comes with one fd in SCM_RIGHTS: a memfd of `ports` state
+// bytes (mad::PortPage); in-process clients get the page itself.
+struct LeaseReplyFrame {
+  uint32_t request = 0;
+  absl::Status status;
+  uint16_t first_port = 0;
+  uint16_t ports = 0;
+};
+
 // The frame type, after checking magic, version and header length.
 absl::StatusOr<FrameType> PeekFrame(std::span<const uint8_t> frame);
 
@@ -108,6 +131,8 @@ void EncodeMad(const mad::MadAddress& a, std::span<const uint8_t> mad, std::vect
 std::vector<uint8_t> EncodeClaim(FrameType type, const ClaimFrame& c);
 std::vector<uint8_t> EncodeReply(const ReplyFrame& r);
 std::vector<uint8_t> EncodeRefused(const absl::Status& why);
+std::vector<uint8_t> EncodeLease(const LeaseFrame& l);
+std::vector<uint8_t> EncodeLeaseReply(const LeaseReplyFrame& r);
 
 absl::StatusOr<Hello> DecodeHello(std::span<const uint8_t> frame);
 absl::StatusOr<Welcome> DecodeWelcome(std::span<const uint8_t> frame);
@@ -116,6 +141,12 @@ absl::StatusOr<MadFrame> DecodeMad(std::span<const uint8_t> frame);
 absl::StatusOr<ClaimFrame> DecodeClaim(std::span<const uint8_t> frame);
 absl::StatusOr<ReplyFrame> DecodeReply(std::span<const uint8_t> frame);
 absl::StatusOr<RefusedFrame> DecodeRefused(std::span<const uint8_t> frame);
+absl::StatusOr<LeaseFrame> DecodeLease(std::span<const uint8_t> frame);
+absl::StatusOr<LeaseReplyFrame> DecodeLeaseReply(std::span<const uint8_t> frame);
+// The lease a reply grants with `page` (the status of a refused one); an OK
+// reply whose page is missing or smaller than its ports is an error.
+absl::StatusOr<mad::PortLease> LeaseOf(const LeaseReplyFrame& reply,
+                                       std::shared_ptr<mad::PortPage> page);
 
 }  // namespace uscm::router
 

@@ -123,7 +123,7 @@ TEST(FrameTest, ClaimCarriesTheListenersAddress) {
   ClaimFrame c{7, 0x1061D2F, ~uint64_t{0}, false, mad::ListenAddress::Ipv4(0xC0A84D65)};
   const std::vector<uint8_t> f = EncodeClaim(FrameType::kClaim, c);
   const std::vector<uint8_t> want = {
-      0x55, 0x52, 3, 4, 0, 0, 0, 0,                    // "UR", version 3, claim
+      0x55, 0x52, 4, 4, 0, 0, 0, 0,                    // "UR", version 4, claim
       7, 0, 0, 0,                                      // request
       0x2F, 0x1D, 0x06, 0x01, 0, 0, 0, 0,              // service ID (LE)
       0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,  // mask
@@ -170,7 +170,7 @@ TEST(FrameTest, ClaimCarriesTheListenersAddress) {
   // A version 2 peer (before bind claims) is told which version this build speaks.
   g = EncodeClaim(FrameType::kClaim, none);
   g[2] = 2;
-  EXPECT_NE(DecodeClaim(g).status().message().find("this build speaks version 3"),
+  EXPECT_NE(DecodeClaim(g).status().message().find("this build speaks version 4"),
             absl::string_view::npos);
 }
 
@@ -204,6 +204,39 @@ TEST(FrameTest, AReplyCarriesTheErrno) {
   f = EncodeReply(ReplyFrame{9, absl::OkStatus()});
   f[f.size() - 4] = 98;  // an errno with OK
   EXPECT_FALSE(DecodeReply(f).ok());
+}
+
+// A lease asks for a block of one port space; its reply names the ports.
+TEST(FrameTest, ALeaseAndItsReply) {
+  const std::vector<uint8_t> f = EncodeLease(LeaseFrame{5, 0x0106});
+  EXPECT_EQ(f, (std::vector<uint8_t>{
+                   0x55, 0x52, 4, 8, 0, 0, 0, 0,  // "UR", version 4, lease
+                   5, 0, 0, 0,                    // request
+                   0x06, 0x01,                    // RDMA_PS_TCP
+               }));
+  auto l = DecodeLease(f);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->port_space, 0x0106);
+  for (size_t cut = 8; cut < f.size(); ++cut) {
+    EXPECT_FALSE(DecodeLease(std::span<const uint8_t>(f.data(), cut)).ok()) << cut;
+  }
+  EXPECT_EQ(DecodeLease(EncodeLease(LeaseFrame{5, 0x0107})).status().message(),
+            "router lease frame: port space 0x107; expected 0x0002 (IPOIB), 0x0106 (TCP), "
+            "0x0111 (UDP) or 0x013F (IB)");
+
+  auto r = DecodeLeaseReply(EncodeLeaseReply(LeaseReplyFrame{5, absl::OkStatus(), 32768, 256}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->first_port, 32768);
+  EXPECT_EQ(r->ports, 256);
+  const absl::Status full = mad::WithErrno(absl::ResourceExhaustedError("no block"), ENOMEM);
+  r = DecodeLeaseReply(EncodeLeaseReply(LeaseReplyFrame{6, full}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(mad::ErrnoOf(r->status), ENOMEM);
+  // Ports with an error, none with OK, or past 65535: refused.
+  EXPECT_FALSE(DecodeLeaseReply(EncodeLeaseReply(LeaseReplyFrame{6, full, 1, 1})).ok());
+  EXPECT_FALSE(DecodeLeaseReply(EncodeLeaseReply(LeaseReplyFrame{6, absl::OkStatus()})).ok());
+  EXPECT_FALSE(
+      DecodeLeaseReply(EncodeLeaseReply(LeaseReplyFrame{6, absl::OkStatus(), 65535, 2})).ok());
 }
 
 }  // namespace

@@ -7,7 +7,14 @@ namespace uscm::router {
 LocalRouter::LocalRouter(mad::Transport& wire, RouterOptions options)
     : router_(wire, options,
               [this](uint8_t slot, std::span<const uint8_t> frame) { Deliver(slot, frame); }),
-      clients_(size_t{1} << options.slot_bits, nullptr) {}
+      clients_(size_t{1} << options.slot_bits, nullptr) {
+  router_.set_lease_hooks(LeaseHooks{
+      [](size_t ports) -> absl::StatusOr<std::shared_ptr<mad::PortPage>> {
+        return mad::PortPage::CreateLocal(ports);
+      },
+      [this](uint8_t slot, std::span<const uint8_t> frame,
+             const std::shared_ptr<mad::PortPage>& page) { Deliver(slot, frame, page); }});
+}
 
 LocalRouter::~LocalRouter() {
   // A client outliving its router would call into freed memory; detach them.
@@ -24,13 +31,14 @@ absl::StatusOr<std::unique_ptr<LocalRouterClient>> LocalRouter::Connect() {
   return c;
 }
 
-void LocalRouter::Deliver(uint8_t slot, std::span<const uint8_t> frame) {
+void LocalRouter::Deliver(uint8_t slot, std::span<const uint8_t> frame,
+                          const std::shared_ptr<mad::PortPage>& page) {
   LocalRouterClient* c = slot < clients_.size() ? clients_[slot] : nullptr;
   if (c == nullptr) {
     ++frames_for_no_client_;
     return;
   }
-  c->Receive(frame);
+  c->Receive(frame, page);
 }
 
 void LocalRouter::Disconnect(uint8_t slot) {
@@ -64,7 +72,8 @@ absl::Status LocalRouterClient::Send(const mad::MadAddress& to, std::span<const 
   return absl::OkStatus();
 }
 
-void LocalRouterClient::Receive(std::span<const uint8_t> frame) {
+void LocalRouterClient::Receive(std::span<const uint8_t> frame,
+                                const std::shared_ptr<mad::PortPage>& page) {
   auto type = PeekFrame(frame);
   if (!type.ok()) {
     ++counters_.undecodable;
@@ -90,6 +99,12 @@ void LocalRouterClient::Receive(std::span<const uint8_t> frame) {
       auto r = DecodeReply(frame);
       if (!r.ok()) break;
       replies_.push_back(*r);
+      return;
+    }
+    case FrameType::kLeaseReply: {
+      auto r = DecodeLeaseReply(frame);
+      if (!r.ok()) break;
+      leases_.push_back(LeaseOf(*r, page));
       return;
     }
     default:
@@ -133,6 +148,14 @@ void LocalRouterClient::ReleaseService(uint64_t service_id, uint64_t mask,
                                        const mad::ListenAddress& address, mad::ClaimKind kind) {
   (void)Request(FrameType::kRelease,
                 ClaimFrame{next_request_++, service_id, mask, false, address, kind});
+}
+
+absl::StatusOr<mad::PortLease> LocalRouterClient::LeasePorts(uint16_t port_space) {
+  if (welcome_.slot == 0) return absl::UnavailableError("local router: the router is gone");
+  leases_.clear();
+  router_.router_.HandleFrame(welcome_.slot, EncodeLease(LeaseFrame{next_request_++, port_space}));
+  if (leases_.empty()) return absl::InternalError("local router: no reply to the lease");
+  return leases_.front();
 }
 
 }  // namespace uscm::router

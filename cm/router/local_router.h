@@ -53,7 +53,8 @@ class LocalRouter {
 
  private:
   friend class LocalRouterClient;
-  void Deliver(uint8_t slot, std::span<const uint8_t> frame);
+  void Deliver(uint8_t slot, std::span<const uint8_t> frame,
+               const std::shared_ptr<mad::PortPage>& page = nullptr);
   void Disconnect(uint8_t slot);
 
   Router router_;
@@ -87,6 +88,8 @@ class LocalRouterClient final : public mad::Transport {
                             mad::ClaimKind kind = mad::ClaimKind::kListen) override;
   void ReleaseService(uint64_t service_id, uint64_t mask, const mad::ListenAddress& address = {},
                       mad::ClaimKind kind = mad::ClaimKind::kListen) override;
+  // The router's page itself (on the heap), no memfd.
+  absl::StatusOr<mad::PortLease> LeasePorts(uint16_t port_space) override;
 
   size_t pending() const { return inbox_.size(); }
   // Runs whenever a MAD is queued for Drain.
@@ -98,7 +101,7 @@ class LocalRouterClient final : public mad::Transport {
  private:
   friend class LocalRouter;
   LocalRouterClient(LocalRouter& router, Welcome welcome);
-  void Receive(std::span<const uint8_t> frame);
+  void Receive(std::span<const uint8_t> frame, const std::shared_ptr<mad::PortPage>& page);
   absl::Status Request(FrameType type, const ClaimFrame& claim);
 
   LocalRouter& router_;
@@ -109,6 +112,7 @@ class LocalRouterClient final : public mad::Transport {
   std::vector<uint8_t> out_;
   uint32_t next_request_ = 1;
   std::vector<ReplyFrame> replies_;
+  std::vector<absl::StatusOr<mad::PortLease>> leases_;  // the answer to LeasePorts
   absl::Status last_refusal_;
   LocalRouterClientCounters counters_;
 };

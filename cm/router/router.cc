@@ -59,6 +59,7 @@ void Router::RemoveClient(uint8_t slot) {
   Cleanup(slot, *c);
   LeaveGroupsOf(slot);
   ForgetPathWaiters(slot);
+  DropBlocks(slot);
   std::erase_if(claims_, [slot](const Claim& cl) { return cl.slot == slot; });
   for (uint32_t t : c->tids) {
     auto it = tid_by_router_.find(t);
@@ -146,6 +147,16 @@ void Router::HandleFrame(uint8_t slot, std::span<const uint8_t> frame) {
         HandleRelease(slot, *claim);
       }
       sink_(slot, EncodeReply(reply));
+      return;
+    }
+    case FrameType::kLease: {
+      auto lease = DecodeLease(frame);
+      if (!lease.ok()) {
+        ++counters_.malformed_frames;
+        sink_(slot, EncodeRefused(lease.status()));
+        return;
+      }
+      HandleLease(slot, *lease);
       return;
     }
     default:

@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -50,6 +51,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cm/router/frame.h"
+#include "mad/port_page.h"
 #include "mad/transport.h"
 
 namespace uscm::router {
@@ -71,6 +73,19 @@ struct RouterOptions {
   // clients at the bound are 261,120 claims, ~12 MB, which the router's
   // scans per claim and per REQ stay within.
   size_t max_claims_per_client = 1024;
+  // Port blocks (router_ports.cc, docs/ROUTER.md "Port blocks"): the
+  // ephemeral range (uscmd reads net.ipv4.ip_local_port_range) is cut into
+  // blocks of `lease_ports`, leased to a client for its binds to port 0,
+  // which then take no claim. 256: one lease round trip per 256 binds, a
+  // page of 256 bytes, 110 blocks per port space in the default range
+  // (28,232 ports; the last block has 72). `max_blocks_per_client` per port
+  // space: 32 (8,192 ports, 29% of the range) so that one process cannot
+  // take the range from the others; beyond them it binds as before, one
+  // claim per port.
+  uint16_t ephemeral_low = 32768;
+  uint16_t ephemeral_high = 60999;
+  uint16_t lease_ports = 256;
+  size_t max_blocks_per_client = 32;
 };
 
 struct RouterCounters {
@@ -89,6 +104,11 @@ struct RouterCounters {
   uint64_t claim_updates = 0;     // a re-claim changed a held claim's REUSEADDR
   uint64_t claims_denied = 0;     // a port below 1024 without CAP_NET_BIND_SERVICE
   uint64_t claims_over_limit = 0; // a client already held max_claims_per_client
+  uint64_t leases = 0;            // port blocks handed out
+  uint64_t leases_refused = 0;    // none free, or the client held its most
+  uint64_t leased_taken = 0;      // a port of a block taken for another client's claim
+  uint64_t leased_conflicts = 0;  // a claim met a port its lessee had claimed
+  uint64_t leased_given_back = 0; // a taken port back to its lessee (the claim left)
   uint64_t cleanup_rej = 0;       // sent for a client that went away
   uint64_t cleanup_dreq = 0;
   uint64_t cleanup_drep = 0;      // for a peer's DREQ the client never answered
@@ -126,6 +146,18 @@ struct ClientCredentials {
 // Receives every frame for client `slot` (MADs, replies, refusals).
 using ClientSink = std::function<void(uint8_t slot, std::span<const uint8_t> frame)>;
 
+// How the router shares a block's page with its lessee: `make_page` makes
+// the memory (a memfd for a socket's client, the heap in one process);
+// `send` delivers a kLeaseReply frame with the page (SCM_RIGHTS). Without
+// them (Router::set_lease_hooks not called) a lease is answered
+// Unimplemented and clients claim port by port.
+struct LeaseHooks {
+  std::function<absl::StatusOr<std::shared_ptr<mad::PortPage>>(size_t ports)> make_page;
+  std::function<void(uint8_t slot, std::span<const uint8_t> frame,
+                     const std::shared_ptr<mad::PortPage>& page)>
+      send;
+};
+
 class Router {
  public:
   // `wire` must outlive the router.
@@ -143,6 +175,7 @@ class Router {
   void RemoveClient(uint8_t slot);
   // One frame from client `slot`.
   void HandleFrame(uint8_t slot, std::span<const uint8_t> frame);
+  void set_lease_hooks(LeaseHooks hooks) { lease_hooks_ = std::move(hooks); }
   // Routes up to `max` MADs waiting in the wire transport; returns how many.
   size_t PollWire(size_t max = SIZE_MAX);
 
@@ -150,6 +183,8 @@ class Router {
   size_t client_count() const { return live_clients_; }
   size_t claim_count() const { return claims_.size(); }
   size_t tid_entries() const { return tid_by_router_.size(); }
+  // Blocks of `port_space` leased to `slot`.
+  size_t blocks_of(uint8_t slot, uint16_t port_space) const;
   // Connections + pending REQs tracked for `slot` (0 when none or unknown).
   size_t tracked(uint8_t slot) const;
   using Mgid = std::array<uint8_t, 16>;
@@ -263,6 +298,36 @@ class Router {
   absl::Status HandleClaim(uint8_t slot, const ClaimFrame& claim);
   void HandleRelease(uint8_t slot, const ClaimFrame& claim);
   void Cleanup(uint8_t slot, Client& c);
+
+  // Port blocks (router_ports.cc).
+  struct Block {
+    uint8_t slot = 0;  // 0: not leased
+    std::shared_ptr<mad::PortPage> page;
+  };
+  struct PortSpaceBlocks {
+    std::vector<Block> blocks;  // block i: ephemeral_low + i * lease_ports ...
+    size_t next = 0;            // where the next lease looks first
+  };
+  // A port of a block another client leased: its block and index.
+  struct LeasedPort {
+    Block* block = nullptr;
+    size_t index = 0;
+    uint16_t port_space = 0;
+    uint16_t port = 0;
+  };
+  PortSpaceBlocks& BlocksOf(uint16_t port_space);
+  void HandleLease(uint8_t slot, const LeaseFrame& lease);
+  // The ports of other clients' blocks that `claim` (of `slot`) covers.
+  std::vector<LeasedPort> LeasedPortsCovered(uint8_t slot, const ClaimFrame& claim);
+  // Takes every port of `ports` from its lessee (free -> taken); the first
+  // one its lessee claimed is a conflict (the ones taken so far are given
+  // back). `taken` receives the ports this call took.
+  absl::Status TakeLeased(const ClaimFrame& claim, const std::vector<LeasedPort>& ports,
+                          std::vector<LeasedPort>* taken);
+  // After a release: a port of another's block no claim covers any more
+  // goes back to its lessee.
+  void GiveBackLeased(uint8_t slot, const ClaimFrame& released);
+  void DropBlocks(uint8_t slot);
   // Forgets the connection `local` of `c` (and its answered REQ).
   static void ForgetConn(Client& c, uint32_t local);
 
@@ -306,6 +371,8 @@ class Router {
   absl::flat_hash_set<uint32_t> own_tids_;        // the router's own leaves
   absl::flat_hash_map<std::string, SaFlight> sa_flights_;  // query (TID zeroed) + LID
   absl::flat_hash_map<uint32_t, std::string> sa_flight_keys_;  // by router TID
+  LeaseHooks lease_hooks_;
+  absl::flat_hash_map<uint16_t, PortSpaceBlocks> blocks_;  // by port space
   std::vector<uint8_t> frame_buf_;
   std::vector<uint8_t> mad_buf_;
   RouterCounters counters_;

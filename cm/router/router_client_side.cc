@@ -222,6 +222,17 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
     held->reuse = claim.reuse;
     return absl::OkStatus();
   }
+  // A port of another client's block is taken from it first (or, claimed
+  // there, is a conflict); given back when this claim fails after all.
+  std::vector<LeasedPort> taken;
+  if (held == nullptr) {
+    if (absl::Status s = TakeLeased(claim, LeasedPortsCovered(slot, claim), &taken); !s.ok()) {
+      return s;
+    }
+  }
+  auto give_back = [&] {
+    for (const LeasedPort& t : taken) t.block->page->GiveBack(t.index);
+  };
   // The first conflict, a listener's before a bind's (the message names a
   // listener when there is one: REUSEADDR would not help against it).
   const Claim* conflict = nullptr;
@@ -245,6 +256,7 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
     }
   }
   if (conflict != nullptr) {
+    give_back();
     const Claim& c = *conflict;
     ++counters_.claim_conflicts;
     const bool wildcard = overlap == ListenOverlap::kWildcard;
@@ -273,6 +285,7 @@ absl::Status Router::HandleClaim(uint8_t slot, const ClaimFrame& claim) {
   const size_t held_by_client = static_cast<size_t>(
       std::count_if(claims_.begin(), claims_.end(), [slot](const Claim& c) { return c.slot == slot; }));
   if (held_by_client >= options_.max_claims_per_client) {
+    give_back();
     ++counters_.claims_over_limit;
     return mad::WithErrno(
         absl::ResourceExhaustedError(absl::StrCat(
@@ -291,7 +304,9 @@ void Router::HandleRelease(uint8_t slot, const ClaimFrame& claim) {
     return c.slot == slot && c.service_id == claim.service_id && c.mask == claim.mask &&
            c.address == claim.address && c.kind == claim.kind;
   });
-  if (it != claims_.end()) claims_.erase(it);
+  if (it == claims_.end()) return;
+  claims_.erase(it);
+  GiveBackLeased(slot, claim);
 }
 
 void Router::Cleanup(uint8_t slot, Client& c) {

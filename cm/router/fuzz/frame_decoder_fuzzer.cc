@@ -54,6 +54,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(again.ok() && again->slot == w->slot && again->comm_id_prefix == w->comm_id_prefix &&
           again->comm_id_prefix_bits == w->comm_id_prefix_bits);
   }
+  if (auto l = r::DecodeLease(f); l.ok()) {
+    auto again = r::DecodeLease(r::EncodeLease(*l));
+    Check(again.ok() && again->request == l->request && again->port_space == l->port_space);
+  }
+  if (auto lr = r::DecodeLeaseReply(f); lr.ok()) {
+    Check(lr->status.ok() == (lr->ports != 0));
+    auto again = r::DecodeLeaseReply(r::EncodeLeaseReply(*lr));
+    Check(again.ok() && again->request == lr->request &&
+          again->status.code() == lr->status.code() && again->first_port == lr->first_port &&
+          again->ports == lr->ports);
+  }
   if (auto ref = r::DecodeRefused(f); ref.ok()) Check(!ref->why.ok());
   return 0;
 }
