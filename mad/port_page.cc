@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -85,6 +86,18 @@ std::shared_ptr<PortPage> PortPage::CreateLocal(size_t ports) {
   for (size_t i = 0; i < ports; ++i) a[i].store(0, std::memory_order_relaxed);
   return std::shared_ptr<PortPage>(
       new PortPage(reinterpret_cast<uint8_t*>(a), ports, /*fd=*/-1, /*map_bytes=*/0));
+}
+
+// "32768\t60999"
+void ReadLocalPortRange(uint16_t* low, uint16_t* high) {
+  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f == nullptr) return;
+  unsigned lo = 0, hi = 0;
+  if (fscanf(f, "%u %u", &lo, &hi) == 2 && lo >= 1 && lo <= hi && hi <= 65535) {
+    *low = static_cast<uint16_t>(lo);
+    *high = static_cast<uint16_t>(hi);
+  }
+  fclose(f);
 }
 
 }  // namespace uscm::mad

@@ -69,6 +69,11 @@ class PortPage {
   size_t map_bytes_;  // 0: heap
 };
 
+// net.ipv4.ip_local_port_range into *low / *high (left as they are when it
+// cannot be read): the kernel's range for cma_alloc_any_port, the library's
+// ephemeral ports and the blocks uscmd leases.
+void ReadLocalPortRange(uint16_t* low, uint16_t* high);
+
 }  // namespace uscm::mad
 
 #endif  // USCM_MAD_PORT_PAGE_H_

@@ -24,6 +24,7 @@
 #include "cm/router/server.h"
 #include "mad/capture/capture_transport.h"
 #include "mad/capture/pcap_writer.h"
+#include "mad/port_page.h"
 #include "mad/time.h"
 #include "mad/umad_transport.h"
 
@@ -169,6 +170,7 @@ int main(int argc, char** argv) {
   options.idle_exit = uscm::mad::Duration::Seconds(idle_exit_s);
   options.router.slot_bits = static_cast<uint8_t>(slot_bits);
   options.router.max_claims_per_client = static_cast<size_t>(max_claims);
+  uscm::mad::ReadLocalPortRange(&options.router.ephemeral_low, &options.router.ephemeral_high);
   auto server = uscm::router::Server::Create(*transport, options);
   if (!server.ok()) {
     std::fprintf(stderr, "uscmd: %s\n", std::string(server.status().message()).c_str());

@@ -229,7 +229,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(mad::Transport& transport
   if (!options.node.seed.has_value()) options.node.seed = cm::RandomSeed();
   options.node.cm.rep_for_duplicate_req = false;  // as the kernel's cm_dup_req_handler
   if (options.ephemeral_low == 32768 && options.ephemeral_high == 60999) {
-    ReadLocalPortRange(&options.ephemeral_low, &options.ephemeral_high);
+    mad::ReadLocalPortRange(&options.ephemeral_low, &options.ephemeral_high);
   }
   if (!options.bindv6only) options.bindv6only = ReadBindV6Only();
   auto node = cm::RealNode::Create(transport, options.node);
@@ -420,12 +420,18 @@ absl::Status CmId::Bind(const Address& addr, bool reserve) {
   // follows the AFONLY option, else net.ipv6.bindv6only.
   af_only_ = addr.family == Address::Family::kIpv4 ||
              opts().af_only.value_or(device_->options_.bindv6only);
-  absl::Status s = addr.port == 0 ? device_->AllocPort(this) : device_->UsePort(this);
+  // A bind to port 0 on a shared port takes a port of a leased block: no
+  // claim, no round trip (REUSEADDR ids claim, so the router can share).
+  const bool leased =
+      addr.port == 0 && reserve && !opts().reuse_addr && device_->AllocLeasedPort(this);
+  absl::Status s = leased           ? absl::OkStatus()
+                   : addr.port == 0 ? device_->AllocPort(this)
+                                    : device_->UsePort(this);
   if (!s.ok()) {
     local_ = Address();
     return addr.port == 0 ? s : Prefix("bind_addr", s);
   }
-  if (reserve) {
+  if (reserve && !leased) {
     if (s = device_->ClaimBind(this); !s.ok()) {
       device_->FreePort(this);
       local_ = Address();

@@ -322,6 +322,7 @@ class CmId {
   bool ephemeral_port_ = false;  // local_.port came from AllocPort
   bool af_only_ = false;         // fixed at bind (IdOptions::af_only)
   bool bind_claimed_ = false;    // the port's router holds a bind claim (ClaimBind)
+  bool leased_port_ = false;     // local_.port is claimed in a leased block (AllocLeasedPort)
   // The route came from an SA PathRecord (or the path cache), not from the
   // IB_PATH option nor a REQ: a timeout or a path REJ invalidates it.
   bool path_from_sa_ = false;
@@ -496,9 +497,6 @@ struct DeviceOptions {
   std::function<bool()> may_bind_privileged_port;
 };
 
-// net.ipv4.ip_local_port_range into *low / *high (left as they are when it
-// cannot be read): the kernel's range for cma_alloc_any_port.
-void ReadLocalPortRange(uint16_t* low, uint16_t* high);
 // net.ipv6.bindv6only (false when it cannot be read).
 bool ReadBindV6Only();
 // What a router claim says of a bound address (mad::ListenAddress): IP
@@ -552,6 +550,8 @@ class Device final : public cm::NodeObserver {
   // Binds moved to another ephemeral port because another process behind
   // the same uscmd held the first (Device::ClaimBind).
   uint64_t ephemeral_moves() const { return ephemeral_moves_; }
+  // Blocks of ephemeral ports the router leased this device.
+  size_t leased_blocks() const;
   // resolve_addr calls answered from an earlier neighbour answer
   // (DeviceOptions::neighbour_reuse) instead of resolve_neighbour.
   uint64_t neighbour_reuses() const;
@@ -627,6 +627,13 @@ class Device final : public cm::NodeObserver {
   // address all set REUSEADDR before (CheckPort), so the claim has it.
   absl::Status ClaimBindReuse(CmId* id);
   void ReleaseBind(CmId* id);
+  // A bind to port 0 on a shared port: a port of a block the router leased
+  // this device (mad::Transport::LeasePorts), claimed in the block's page
+  // with no frame; a new block when the held ones are used up (one round
+  // trip per block). False when none can be had (a port this process owns,
+  // no block left): the bind then goes port by port (AllocPort, ClaimBind).
+  bool AllocLeasedPort(CmId* id);
+  bool LeaseBlock(uint16_t port_space);
   // rdma_cm_resolve.cc: destinations the kernel is still resolving (ARP /
   // ND), probed by one thread until each resolves or its timeout passes.
   struct PendingResolve {
@@ -664,6 +671,17 @@ class Device final : public cm::NodeObserver {
   // for its capacity.
   std::vector<uint8_t> request_data_;
   uint16_t next_port_ = 0;
+  // Blocks the router leased (AllocLeasedPort), all port spaces.
+  struct LeasedBlock {
+    uint16_t port_space = 0;
+    mad::PortLease lease;
+    size_t next = 0;     // where the next claim looks first
+    bool full = false;   // a whole scan found no free port (until one is freed)
+  };
+  std::vector<LeasedBlock> leased_blocks_;
+  // Per port space: binds to go port by port before asking for a block again
+  // (the router refused one); SIZE_MAX: never (the transport leases none).
+  absl::flat_hash_map<uint16_t, size_t> lease_backoff_;
   uint64_t ephemeral_moves_ = 0;  // the next ephemeral port tried (DeviceOptions)
   uint64_t rng_state_;
   std::vector<PendingResolve> pending_resolves_;  // device lock

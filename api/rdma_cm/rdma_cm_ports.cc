@@ -34,19 +34,6 @@ bool HaveNetBindService() {
 
 }  // namespace
 
-// net.ipv4.ip_local_port_range ("32768\t60999"), the kernel's range for
-// cma_alloc_any_port; the arguments stay as they are when it cannot be read.
-void ReadLocalPortRange(uint16_t* low, uint16_t* high) {
-  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-  if (f == nullptr) return;
-  unsigned lo = 0, hi = 0;
-  if (fscanf(f, "%u %u", &lo, &hi) == 2 && lo >= 1 && lo <= hi && hi <= 65535) {
-    *low = static_cast<uint16_t>(lo);
-    *high = static_cast<uint16_t>(hi);
-  }
-  fclose(f);
-}
-
 bool ReadBindV6Only() {
   FILE* f = fopen("/proc/sys/net/ipv6/bindv6only", "r");
   if (f == nullptr) return false;
@@ -212,7 +199,83 @@ absl::Status Device::ClaimBindReuse(CmId* id) {
                                          mad::ClaimKind::kBind);
 }
 
+bool Device::AllocLeasedPort(CmId* id) {
+  const uint16_t ps = static_cast<uint16_t>(id->port_space());
+  for (bool rescanned = false;;) {
+    for (LeasedBlock& b : leased_blocks_) {
+      if (b.port_space != ps || b.full) continue;
+      mad::PortPage& page = *b.lease.page;
+      const size_t n = page.size();
+      for (size_t k = 0; k < n; ++k) {
+        const size_t i = (b.next + k) % n;
+        const uint16_t port = static_cast<uint16_t>(b.lease.first_port + i);
+        // A port this process holds otherwise (an explicit bind, an active
+        // id's pick) is left alone: the bind lists keep those apart.
+        if (port_owners_.contains(PortKey(id, port)) || !page.Claim(i)) continue;
+        b.next = (i + 1) % n;
+        port_owners_[PortKey(id, port)].push_back(id);
+        id->local_.port = port;
+        id->ephemeral_port_ = true;
+        id->leased_port_ = true;
+        return true;
+      }
+      b.full = true;
+    }
+    // Ports freed since a block filled (by the router too) are found again
+    // before asking for another block.
+    if (!rescanned) {
+      rescanned = true;
+      bool any = false;
+      for (LeasedBlock& b : leased_blocks_) {
+        if (b.port_space != ps || !b.full) continue;
+        b.full = false;
+        any = true;
+      }
+      if (any) continue;
+    }
+    if (!LeaseBlock(ps)) return false;
+    rescanned = true;
+  }
+}
+
+bool Device::LeaseBlock(uint16_t port_space) {
+  size_t& backoff = lease_backoff_[port_space];
+  if (backoff > 0) {
+    if (backoff != SIZE_MAX) --backoff;
+    return false;
+  }
+  absl::StatusOr<mad::PortLease> lease = node_->transport().LeasePorts(port_space);
+  if (!lease.ok()) {
+    // A transport that owns the port never leases; a router out of blocks
+    // for this process is asked again after a block's worth of binds.
+    backoff = absl::IsUnimplemented(lease.status()) ? SIZE_MAX : 256;
+    return false;
+  }
+  leased_blocks_.push_back(LeasedBlock{port_space, *std::move(lease)});
+  return true;
+}
+
+size_t Device::leased_blocks() const {
+  std::lock_guard<std::mutex> lock(node_->mutex());
+  return leased_blocks_.size();
+}
+
 void Device::ReleaseBind(CmId* id) {
+  if (id->leased_port_) {
+    id->leased_port_ = false;
+    const uint16_t ps = static_cast<uint16_t>(id->port_space());
+    for (LeasedBlock& b : leased_blocks_) {
+      const uint32_t first = b.lease.first_port;
+      if (b.port_space != ps || id->local_.port < first ||
+          id->local_.port >= first + b.lease.page->size()) {
+        continue;
+      }
+      b.lease.page->Free(id->local_.port - first);
+      b.full = false;
+      break;
+    }
+    return;
+  }
   if (!id->bind_claimed_) return;
   id->bind_claimed_ = false;
   // An ephemeral port is this process's pick: no other process waits for it

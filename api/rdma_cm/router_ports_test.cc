@@ -6,7 +6,10 @@
 // one LocalRouter on host 1's QP1, in virtual time.
 #include <cerrno>
 #include <memory>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "api/rdma_cm/rdma_cm_testing.h"
 #include "cm/router/local_router.h"
@@ -149,6 +152,71 @@ TEST_F(RouterPortsTest, ResolveAddrReservesAnExplicitSourcePortOnly) {
   CmId* other = Id(procs_[1]);
   absl::Status s = other->ResolveAddr(At("192.168.78.1:7001"), At("192.168.78.2:7000"));
   EXPECT_EQ(mad::ErrnoOf(s), EADDRINUSE) << s;
+}
+
+// Binds to port 0 on a shared port take ports of blocks the router leased
+// (docs/ROUTER.md "Port blocks"): no claim each, so no bound on claims per
+// process (1,024 on main: the 1,025th bind failed with ENOMEM).
+TEST_F(RouterPortsTest, TwoThousandBindsToPortZeroAreDistinctAndTakeNoClaim) {
+  absl::flat_hash_set<uint16_t> ports;
+  std::vector<CmId*> ids;
+  for (int i = 0; i < 2000; ++i) {
+    CmId* id = Id(procs_[0]);
+    absl::Status s = id->BindAddr(At("192.168.78.1:0"));
+    ASSERT_TRUE(s.ok()) << "bind " << i << ": " << s;
+    ports.insert(id->GetLocalAddr().port);
+    ids.push_back(id);
+  }
+  EXPECT_EQ(ports.size(), 2000u);
+  EXPECT_EQ(Claims(), 0u);
+  EXPECT_EQ(procs_[0].device->leased_blocks(), 8u);  // 256 ports a block
+  EXPECT_EQ(router_->counters().leases, 8u);
+  // Destroyed ids give their ports back to the block: binding again leases
+  // nothing more.
+  for (CmId* id : ids) ASSERT_TRUE(procs_[0].ch->DestroyId(id).ok());
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(Id(procs_[0])->BindAddr(At("192.168.78.1:0")).ok());
+  EXPECT_EQ(router_->counters().leases, 8u);
+}
+
+// Another process's bind of a port in the block: at once when the lessee
+// has not bound it, EADDRINUSE when it has (on any address: the page does not
+// say which one the lessee bound), free again once the lessee's id is gone.
+TEST_F(RouterPortsTest, AnotherProcessBindsAPortOfTheBlockUnlessTheLesseeBoundIt) {
+  CmId* a = Id(procs_[0]);
+  ASSERT_TRUE(a->BindAddr(At("192.168.78.1:0")).ok());
+  const uint16_t port = a->GetLocalAddr().port;
+  ASSERT_EQ(procs_[0].device->leased_blocks(), 1u);
+  CmId* b = Id(procs_[1]);
+  absl::Status s = b->BindAddr(At(absl::StrCat("192.168.78.3:", port).c_str()));
+  EXPECT_EQ(mad::ErrnoOf(s), EADDRINUSE) << s;
+  s = b->BindAddr(At(absl::StrCat("0.0.0.0:", port).c_str()));
+  EXPECT_EQ(mad::ErrnoOf(s), EADDRNOTAVAIL) << s;
+  // The next port of the block is still free: the other process gets it.
+  ASSERT_TRUE(b->BindAddr(At(absl::StrCat("192.168.78.1:", port + 1).c_str())).ok());
+  EXPECT_EQ(router_->counters().leased_taken, 1u);
+  // ... and the lessee's next bind to port 0 skips it.
+  CmId* a2 = Id(procs_[0]);
+  ASSERT_TRUE(a2->BindAddr(At("192.168.78.1:0")).ok());
+  EXPECT_NE(a2->GetLocalAddr().port, port + 1);
+  EXPECT_NE(a2->GetLocalAddr().port, port);
+  ASSERT_TRUE(procs_[0].ch->DestroyId(a).ok());
+  CmId* c = Id(procs_[1]);
+  EXPECT_TRUE(c->BindAddr(At(absl::StrCat("192.168.78.3:", port).c_str())).ok());
+}
+
+// A listen on a leased port is claimed at the router as any listen: requests
+// for it reach the lessee, and another process cannot listen there.
+TEST_F(RouterPortsTest, AListenOnALeasedPortIsClaimed) {
+  CmId* a = Id(procs_[0]);
+  ASSERT_TRUE(a->BindAddr(At("0.0.0.0:0")).ok());
+  ASSERT_TRUE(a->Listen(4).ok());
+  EXPECT_EQ(Claims(), 1u);
+  const uint16_t port = a->GetLocalAddr().port;
+  absl::Status s = Id(procs_[1])->BindAddr(At(absl::StrCat("192.168.78.3:", port).c_str()));
+  EXPECT_EQ(mad::ErrnoOf(s), EADDRINUSE) << s;
+  ASSERT_TRUE(procs_[0].ch->DestroyId(a).ok());
+  EXPECT_EQ(Claims(), 0u);
+  EXPECT_TRUE(Id(procs_[1])->BindAddr(At(absl::StrCat("192.168.78.3:", port).c_str())).ok());
 }
 
 }  // namespace

@@ -124,7 +124,14 @@ absl::Status RouterTransport::Send(const mad::MadAddress& to, std::span<const ui
 }
 
 void RouterTransport::Handle(std::span<const uint8_t> frame,
-                             absl::FunctionRef<void(const mad::ReceivedMad&)>* sink) {
+                             absl::FunctionRef<void(const mad::ReceivedMad&)>* sink,
+                             int page_fd) {
+  struct CloseFd {
+    int fd;
+    ~CloseFd() {
+      if (fd >= 0) close(fd);
+    }
+  } close_fd{page_fd};
   auto type = PeekFrame(frame);
   if (!type.ok()) return;
   switch (*type) {
@@ -158,9 +165,40 @@ void RouterTransport::Handle(std::span<const uint8_t> frame,
       replies_.push_back(*r);
       return;
     }
+    case FrameType::kLeaseReply: {
+      auto r = DecodeLeaseReply(frame);
+      if (!r.ok()) return;
+      std::shared_ptr<mad::PortPage> page;
+      if (r->status.ok() && page_fd >= 0) {
+        auto mapped = mad::PortPage::Map(page_fd, r->ports);
+        if (mapped.ok()) page = *std::move(mapped);
+      }
+      absl::StatusOr<mad::PortLease> lease = LeaseOf(*r, std::move(page));
+      replies_.push_back(ReplyFrame{r->request, lease.status()});
+      if (lease.ok()) leases_.emplace_back(r->request, *std::move(lease));
+      return;
+    }
     default:
       return;
   }
+}
+
+absl::StatusOr<mad::PortLease> RouterTransport::LeasePorts(uint16_t port_space) {
+  if (!status_.ok()) return status_;
+  const uint32_t request = next_request_++;
+  const auto f = EncodeLease(LeaseFrame{request, port_space});
+  if (send(fd_, f.data(), f.size(), MSG_NOSIGNAL) < 0) {
+    Break(absl::StrCat("failed: ", std::strerror(errno)));
+    return status_;
+  }
+  if (absl::Status s = AwaitReply(request, "the lease of a port block"); !s.ok()) return s;
+  for (auto it = leases_.begin(); it != leases_.end(); ++it) {
+    if (it->first != request) continue;
+    mad::PortLease lease = std::move(it->second);
+    leases_.erase(it);
+    return lease;
+  }
+  return absl::InternalError("uscmd router: a lease reply without its lease");
 }
 
 // Frames come in batches (FrameBatch: one recvmmsg); a batch that came back
@@ -263,13 +301,35 @@ absl::Status RouterTransport::AwaitReply(uint32_t request, const std::string& wh
       return absl::DeadlineExceededError(
           absl::StrCat("uscmd router at ", path_, " did not answer ", what, " within 30s"));
     }
-    const ssize_t got = recv(fd_, buf_.data(), buf_.size(), MSG_DONTWAIT);
+    // recvmsg: a lease reply brings its page's fd (SCM_RIGHTS).
+    iovec iov{buf_.data(), buf_.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t got = recvmsg(fd_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (got <= 0) {
       Break(got == 0 ? "closed the connection" : std::strerror(errno));
       return status_;
     }
-    Handle(std::span<const uint8_t>(buf_.data(), static_cast<size_t>(got)), nullptr);
+    int page_fd = -1;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+      const size_t fds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < fds; ++i) {
+        int got_fd = -1;
+        std::memcpy(&got_fd, CMSG_DATA(cm) + i * sizeof(int), sizeof got_fd);
+        if (page_fd < 0) {
+          page_fd = got_fd;
+        } else {
+          close(got_fd);
+        }
+      }
+    }
+    Handle(std::span<const uint8_t>(buf_.data(), static_cast<size_t>(got)), nullptr, page_fd);
   }
 }
 

@@ -72,6 +72,9 @@ class RouterTransport final : public mad::Transport {
   // Sends the release and returns; its answer is dropped when it comes.
   void ReleaseServiceNoWait(uint64_t service_id, uint64_t mask, const mad::ListenAddress& address,
                             mad::ClaimKind kind) override;
+  // Waits for the router's answer as ClaimService; the block's page comes
+  // as a memfd with it (SCM_RIGHTS) and is mapped here.
+  absl::StatusOr<mad::PortLease> LeasePorts(uint16_t port_space) override;
 
   // OK while the router is there; Unavailable once it closed the socket.
   const absl::Status& status() const { return status_; }
@@ -90,8 +93,9 @@ class RouterTransport final : public mad::Transport {
   absl::Status AwaitReply(uint32_t request, const std::string& what);
   absl::optional<uint32_t> SendRelease(uint64_t service_id, uint64_t mask,
                                        const mad::ListenAddress& address, mad::ClaimKind kind);
+  // `page_fd`: a descriptor that came with the frame (-1: none), closed here.
   void Handle(std::span<const uint8_t> frame,
-              absl::FunctionRef<void(const mad::ReceivedMad&)>* sink);
+              absl::FunctionRef<void(const mad::ReceivedMad&)>* sink, int page_fd = -1);
 
   int fd_ = -1;
   std::string path_;
@@ -106,6 +110,8 @@ class RouterTransport final : public mad::Transport {
   std::deque<std::pair<mad::MadAddress, std::vector<uint8_t>>> held_;
   uint32_t next_request_ = 1;
   std::vector<ReplyFrame> replies_;
+  // Granted leases by request (their status is in replies_ too).
+  std::vector<std::pair<uint32_t, mad::PortLease>> leases_;
   std::vector<uint32_t> unawaited_;  // ReleaseServiceNoWait's requests, answers still to come
   RouterTransportCounters counters_;
 };

@@ -83,6 +83,10 @@ Server::Server(mad::Transport& wire, ServerOptions options)
   router_ = std::make_unique<Router>(
       wire_, options_.router,
       [this](uint8_t slot, std::span<const uint8_t> frame) { SendTo(slot, frame); });
+  router_->set_lease_hooks(LeaseHooks{
+      [](size_t ports) { return mad::PortPage::CreateShared(ports); },
+      [this](uint8_t slot, std::span<const uint8_t> frame,
+             const std::shared_ptr<mad::PortPage>& page) { SendTo(slot, frame, page); }});
 }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(mad::Transport& wire,
@@ -349,18 +353,38 @@ uint64_t HashOf(std::span<const uint8_t> frame) {
   return absl::HashOf(std::string_view(reinterpret_cast<const char*>(frame.data()), frame.size()));
 }
 
+// One frame; with a page, its memfd rides along (SCM_RIGHTS).
+ssize_t SendFrame(int fd, std::span<const uint8_t> frame, const mad::PortPage* page) {
+  if (page == nullptr) return send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  iovec iov{const_cast<uint8_t*>(frame.data()), frame.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  const int page_fd = page->fd();
+  std::memcpy(CMSG_DATA(cm), &page_fd, sizeof page_fd);
+  return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 }  // namespace
 
 // A full socket does not lose the frame: dropping it (as the router once did)
 // turned a burst of 1,000 REQs for one slow process into a storm of CM
 // retries (cmtime -c 1000: 715 frames lost, 13,780 MADs for 5,000).
-void Server::SendTo(uint8_t slot, std::span<const uint8_t> frame) {
+void Server::SendTo(uint8_t slot, std::span<const uint8_t> frame,
+                    const std::shared_ptr<mad::PortPage>& page) {
   auto it = by_slot_.find(slot);
   if (it == by_slot_.end()) return;
   const int fd = it->second;
   Conn& c = conns_[fd];
   if (c.queued.empty()) {
-    if (send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) return;
+    if (SendFrame(fd, frame, page.get()) >= 0) return;
     // A dead socket is noticed by ReadClient; only a full one waits.
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) return;
   }
@@ -373,14 +397,14 @@ void Server::SendTo(uint8_t slot, std::span<const uint8_t> frame) {
     // The hash only finds candidates; the bytes decide, so two different
     // MADs that share a hash are both queued.
     if (copies > 0 && std::any_of(c.queued.begin(), c.queued.end(), [&](const auto& q) {
-          return std::equal(q.begin(), q.end(), frame.begin(), frame.end());
+          return std::equal(q.frame.begin(), q.frame.end(), frame.begin(), frame.end());
         })) {
       ++counters_.duplicates_not_queued;
       return;
     }
     ++copies;
   }
-  c.queued.emplace_back(frame.begin(), frame.end());
+  c.queued.push_back(Conn::Outgoing{std::vector<uint8_t>(frame.begin(), frame.end()), page});
   ++counters_.queued_to_client;
   counters_.max_client_queue = std::max<uint64_t>(counters_.max_client_queue, c.queued.size());
   WatchWritable(fd, true);
@@ -391,8 +415,8 @@ void Server::Flush(int fd) {
   if (it == conns_.end()) return;
   Conn& c = it->second;
   while (!c.queued.empty()) {
-    const std::vector<uint8_t>& f = c.queued.front();
-    if (send(fd, f.data(), f.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    const std::vector<uint8_t>& f = c.queued.front().frame;
+    if (SendFrame(fd, f, c.queued.front().page.get()) < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) return;
       c.queued.clear();  // dead: ReadClient closes it
       c.queued_mads.clear();

@@ -126,7 +126,9 @@ class Server {
   void ReadClient(int fd);
   bool HandleClientFrame(int fd, std::span<const uint8_t> frame);
   void CloseClient(int fd);
-  void SendTo(uint8_t slot, std::span<const uint8_t> frame);
+  // `page`: a lease reply's, sent as SCM_RIGHTS with the frame.
+  void SendTo(uint8_t slot, std::span<const uint8_t> frame,
+              const std::shared_ptr<mad::PortPage>& page = nullptr);
   // Sends what waits in the client's queue until the socket is full again;
   // watches EPOLLOUT exactly while something waits.
   void Flush(int fd);
@@ -141,7 +143,13 @@ class Server {
   struct Conn {
     uint8_t slot = 0;  // 0 until the hello
     ClientCredentials creds;  // SO_PEERCRED at accept
-    std::deque<std::vector<uint8_t>> queued;  // frames the socket had no room for
+    // Frames the socket had no room for; a lease reply keeps its page (the
+    // fd goes with the frame).
+    struct Outgoing {
+      std::vector<uint8_t> frame;
+      std::shared_ptr<mad::PortPage> page;
+    };
+    std::deque<Outgoing> queued;
     // How many MAD frames in `queued` have each 64-bit hash of their bytes
     // (SendTo compares the bytes before it drops a copy).
     absl::flat_hash_map<uint64_t, uint32_t> queued_mads;
