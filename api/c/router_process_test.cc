@@ -263,8 +263,17 @@ TEST_F(RouterProcessTest, ReuseaddrSharesABindAndAListenFailsWithEaddrinuse) {
 // ephemeral ports, so a second process could bind the port another one
 // holds. As the kernel's cma_alloc_any_port skips a port in use, the second
 // bind moves on to the next free port when the router refuses its bind
-// claim. Both processes start at 50000 here (ephemeral_start).
+// claim. Both processes start at 50000 here (ephemeral_start). A uscmd that
+// leases no port blocks (max_blocks_per_client 0: as one with none left for
+// the process) keeps binds to port 0 going port by port, as here; with
+// blocks they take no claim (docs/ROUTER.md "Port blocks").
 TEST_F(RouterProcessTest, BindToAnEphemeralPortAnotherProcessHoldsMovesOn) {
+  server_.reset();
+  ServerOptions no_blocks = OptionsAt(path_);
+  no_blocks.router.max_blocks_per_client = 0;
+  auto restarted = CreateRouter(no_blocks);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  server_ = std::move(*restarted);
   LoopThread loop(server_.get());
   struct Proc {
     RouterClient client;

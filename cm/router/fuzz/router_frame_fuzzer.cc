@@ -4,18 +4,24 @@
 //   [who: 1 byte] [length: 2 bytes, little-endian] [bytes]
 //
 // who % 4 = 0..2: a frame from client 0..2 (a hello first, then anything);
-// 3: a MAD arriving from the wire. Every frame is also given to each decoder.
+// with bit 0x80 the client leaves instead, with 0x40 a client writes byte
+// bytes[2] at index bytes[1] of leased page bytes[0] (lessees write their
+// pages); 3: a MAD arriving from the wire. Every frame is also given to
+// each decoder.
 // Whatever arrives, the router must neither crash nor trip a sanitizer, and
 // its tables must stay within their bounds.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
+#include <memory>
+#include <utility>
 #include <span>
 #include <vector>
 
 #include "cm/router/frame.h"
 #include "cm/router/router.h"
+#include "mad/port_page.h"
 #include "mad/transport.h"
 
 namespace {
@@ -71,6 +77,8 @@ void DecodeEverything(std::span<const uint8_t> f) {
   (void)r::DecodeClaim(f);
   (void)r::DecodeReply(f);
   (void)r::DecodeRefused(f);
+  (void)r::DecodeLease(f);
+  (void)r::DecodeLeaseReply(f);
 }
 
 }  // namespace
@@ -82,9 +90,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.tid_capacity = 64;
   options.max_tracked_per_client = 64;
   options.max_claims_per_client = 8;
+  // Port blocks: a small range, pages on the heap; a client may write any
+  // byte into its pages (the lessee's side is not trusted).
+  options.ephemeral_low = 40000;
+  options.ephemeral_high = 40063;
+  options.lease_ports = 8;
+  options.max_blocks_per_client = 3;
   size_t frames_out = 0;
   uscm::router::Router router(wire, options,
                               [&](uint8_t, std::span<const uint8_t> f) { frames_out += f.size(); });
+  std::vector<std::pair<uint8_t, std::shared_ptr<uscm::mad::PortPage>>> pages;
+  router.set_lease_hooks(uscm::router::LeaseHooks{
+      [](size_t n) -> absl::StatusOr<std::shared_ptr<uscm::mad::PortPage>> {
+        return uscm::mad::PortPage::CreateLocal(n);
+      },
+      [&](uint8_t slot, std::span<const uint8_t> f,
+          const std::shared_ptr<uscm::mad::PortPage>& page) {
+        frames_out += f.size();
+        pages.emplace_back(slot, page);
+      }});
   uint8_t slots[3] = {0, 0, 0};
   for (int i = 0; i < 3; ++i) {
     auto wl = router.AddClient();
@@ -105,6 +129,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       router.RemoveClient(slots[who]);  // a client going away mid-conversation
       auto wl = router.AddClient();
       if (wl.ok()) slots[who] = wl->slot;
+    } else if ((data[at - len - 3] & 0x40) != 0 && len >= 2 && !pages.empty()) {
+      // The lessee writes its page: any value, any port of the block.
+      auto& [slot, page] = pages[bytes[0] % pages.size()];
+      page->StoreRawForTesting(bytes[1] % page->size(), len >= 3 ? bytes[2] : 0);
     } else {
       router.HandleFrame(slots[who], bytes);
     }
@@ -114,6 +142,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (router.claim_count() > 3 * options.max_claims_per_client) std::abort();
   for (uint8_t s : slots) {
     if (router.tracked(s) > 3 * options.max_tracked_per_client) std::abort();
+    for (uint16_t ps : {0x0002, 0x0106, 0x0111, 0x013F}) {
+      if (router.blocks_of(s, ps) > options.max_blocks_per_client) std::abort();
+    }
   }
   return 0;
 }

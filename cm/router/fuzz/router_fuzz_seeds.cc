@@ -1,7 +1,8 @@
 // Writes a seed corpus for router_frame_fuzzer: conversations in its input
 // format ([who] [length u16 LE] [bytes]; who 0..2 a client's frame, 0x80|k
-// client k leaving, 3 a MAD from the wire) that reach the router's deeper
-// paths at once: claims that bind, listen, conflict and are released; the
+// client k leaving, 0x40|k client k writing a byte of a leased page, 3 a MAD
+// from the wire) that reach the router's deeper paths at once: claims that
+// bind, listen, conflict and are released; leases and the lessee's page; the
 // CM's sample MADs from the wire (a REQ and a SIDR_REQ for the claimed
 // services among them) and from clients; a client leaving mid-conversation.
 // Without it the fuzzer starts from nothing and spends its first millions of
@@ -112,6 +113,22 @@ int main(int argc, char** argv) {
   for (const auto& m : mads) sends.ClientMad(2, m);
   for (const auto& m : mads) sends.Wire(m);
   sends.Leaves(2);
+
+  // Port blocks: leases, the lessee writing its page (0x40 | who: bytes =
+  // page index, port, value), another client's binds inside the block, a
+  // release, the lessee leaving.
+  Conversation& blocks = seeds.emplace_back();
+  const uint64_t leased = 0x0000000001060000ull | 40001;
+  blocks.From(0, uscm::router::EncodeLease({.request = 1, .port_space = 0x0106}))
+      .From(0, uscm::router::EncodeLease({.request = 2, .port_space = 0x0106}))
+      .From(0x40, {0, 1, 1})
+      .From(0x40, {0, 2, 0x77})
+      .Claim(1, FrameType::kClaim, leased, ClaimKind::kBind)
+      .Claim(1, FrameType::kClaim, leased + 2, ClaimKind::kBind)
+      .Claim(1, FrameType::kClaim, leased + 3, ClaimKind::kListen)
+      .Claim(1, FrameType::kRelease, leased + 3, ClaimKind::kListen)
+      .Leaves(0)
+      .From(2, uscm::router::EncodeLease({.request = 1, .port_space = 0x0106}));
 
   // A hello in the middle of a conversation (a client repeating itself).
   seeds.emplace_back().From(0, uscm::router::EncodeHello({.pid = 42})).Wire(mads[0]);

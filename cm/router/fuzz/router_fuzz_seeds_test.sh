@@ -2,5 +2,5 @@
 # router_fuzz_seeds writes its conversations; the router target runs each.
 set -euo pipefail
 dir="${TEST_TMPDIR:-$(mktemp -d)}/seeds"
-"$1" "$dir" | grep -q "^4 seeds written"
-"$2" "$dir" | grep -q "^4 inputs ok"
+"$1" "$dir" | grep -q "^5 seeds written"
+"$2" "$dir" | grep -q "^5 inputs ok"
