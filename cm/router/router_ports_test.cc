@@ -32,6 +32,11 @@ class RouterPortsTest : public ::testing::Test {
   // Ports 40000..40009: blocks 40000-40003, 40004-40007, 40008-40009.
   void SetUp() override { Start(/*max_blocks=*/2); }
   void Start(size_t max_blocks) {
+    // Again (a test's own bound): the old world goes first, users before
+    // what they use.
+    router_.reset();
+    wire_.reset();
+    fabric_.reset();
     sched_ = std::make_unique<sim::Scheduler>(5);
     auto f = sim::Fabric::Create(*sched_, sim::TwoHostsOneSwitch());
     ASSERT_TRUE(f.ok()) << f.status();
