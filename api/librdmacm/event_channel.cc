@@ -34,6 +34,7 @@ struct Event {
   uint8_t private_data[kMaxEventPrivateData];
   void (*on_ack)(void*);
   void* on_ack_arg;
+  bool in_chunk;  // made by MakeChunkLocked: never freed, always pooled
 };
 
 // Acked events are kept for the next ones, not freed. An event is made by
@@ -43,22 +44,44 @@ struct Event {
 // `CMTIME_MEASURE=callers` counted 156 of the cmtime server's 227 futex
 // calls (-c 200) in free (rdma_ack_cm_event) and in the progress thread's
 // operator new (docs/API.md "The server's futexes and the extra ioctls").
-// The pool's lock is held for a push or a pop. At most kPooledEvents are
-// kept (~400 KB).
+// The pool's lock is held for a push or a pop.
+//
+// The first kPooledEvents events are made kChunkEvents at a time, one
+// allocation each (a new process's first burst, cmtime's 1,000
+// ADDR_RESOLVED, took an operator new per event: ~190 of rdma_resolve_addr's
+// ~2,000 instructions per id); they stay in the pool for good. Events
+// beyond them are allocated one by one, and kept while fewer than
+// kPooledEvents wait in the pool. At most ~800 KB are kept.
 constexpr size_t kPooledEvents = 1024;
+constexpr size_t kChunkEvents = 64;
 
 struct EventPool {
   std::mutex mu;
-  std::vector<Event*> free;  // capacity kPooledEvents, reserved: no allocation under mu
+  // Capacity 2 * kPooledEvents, reserved: no allocation under mu (every
+  // chunk's events, and up to kPooledEvents of the others).
+  std::vector<Event*> free;
+  size_t chunked = 0;  // events made in chunks
 };
 
 EventPool& ThePool() {
   static EventPool* pool = [] {
     auto* p = new EventPool;
-    p->free.reserve(kPooledEvents);
+    p->free.reserve(2 * kPooledEvents);
     return p;
   }();
   return *pool;
+}
+
+// The pool is empty: kChunkEvents made at once, one returned, the others
+// pooled; nullptr when the chunks are all made (or out of memory).
+Event* MakeChunkLocked(EventPool& pool) {
+  if (pool.chunked + kChunkEvents > kPooledEvents) return nullptr;
+  auto* chunk = new (std::nothrow) Event[kChunkEvents];
+  if (chunk == nullptr) return nullptr;
+  pool.chunked += kChunkEvents;
+  for (size_t i = 0; i < kChunkEvents; ++i) chunk[i].in_chunk = true;
+  for (size_t i = 1; i < kChunkEvents; ++i) pool.free.push_back(&chunk[i]);
+  return &chunk[0];
 }
 
 Event* NewEvent() {
@@ -69,11 +92,16 @@ Event* NewEvent() {
     if (!pool.free.empty()) {
       e = pool.free.back();
       pool.free.pop_back();
+    } else {
+      e = MakeChunkLocked(pool);
     }
   }
   // Every field but private_data is set by the caller; private_data is
   // written only when the event carries some (not zeroed: 256 bytes).
-  if (e == nullptr) return new (std::nothrow) Event;
+  if (e == nullptr) {
+    e = new (std::nothrow) Event;
+    if (e != nullptr) e->in_chunk = false;
+  }
   return e;
 }
 
@@ -82,7 +110,7 @@ void Release(Event* e) {
   EventPool& pool = ThePool();
   {
     std::lock_guard<std::mutex> lock(pool.mu);
-    if (pool.free.size() < kPooledEvents) {
+    if (e->in_chunk || pool.free.size() < kPooledEvents) {
       pool.free.push_back(e);
       return;
     }

@@ -19,6 +19,60 @@ namespace {
 
 constexpr int kEvents = 1000;
 
+// First in this file: the pool is the process's, and empty only until a
+// test has queued an event. A new process's first burst (cmtime's 1,000
+// ADDR_RESOLVED, queued faster than its event thread acks them) takes an
+// allocation per 64 events, not one per event.
+TEST(EventPoolTest, AFirstBurstIsMadeInChunks) {
+  rdma_event_channel* channel = NewEventChannel();
+  ASSERT_NE(channel, nullptr) << strerror(errno);
+  rdma_cm_event ev = {};
+  ev.event = RDMA_CM_EVENT_ADDR_RESOLVED;
+  const unsigned long long before = uscm::testing::Allocations();
+  uscm::testing::Counted([&] {
+    for (int i = 0; i < kEvents; ++i) {
+      ev.status = i;
+      ASSERT_EQ(QueueEvent(channel, ev, nullptr, 0), 0);
+    }
+  });
+  // 16 chunks and the channel's deque blocks (one per 64 entries): ~32.
+  EXPECT_LT(uscm::testing::Allocations() - before, kEvents / 20) << "one allocation per event before";
+  for (int i = 0; i < kEvents; ++i) {
+    rdma_cm_event* got = nullptr;
+    ASSERT_EQ(rdma_get_cm_event(channel, &got), 0);
+    ASSERT_EQ(got->status, i);
+    ASSERT_EQ(got->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+    ASSERT_EQ(rdma_ack_cm_event(got), 0);
+  }
+  rdma_destroy_event_channel(channel);
+}
+
+// More events at once than the chunks hold: the others are allocated one by
+// one, and on ack freed or kept, while the chunks' own are always kept (a
+// delete of one would be a free of the middle of a chunk: ASan's
+// bad-free under --config=asan).
+TEST(EventPoolTest, EventsBeyondTheChunksAreAllocatedAndFreed) {
+  rdma_event_channel* channel = NewEventChannel();
+  ASSERT_NE(channel, nullptr) << strerror(errno);
+  rdma_cm_event ev = {};
+  ev.event = RDMA_CM_EVENT_ESTABLISHED;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 3 * kEvents; ++i) {
+      ev.status = i;
+      ASSERT_EQ(QueueEvent(channel, ev, "data", 4), 0);
+    }
+    for (int i = 0; i < 3 * kEvents; ++i) {
+      rdma_cm_event* got = nullptr;
+      ASSERT_EQ(rdma_get_cm_event(channel, &got), 0);
+      ASSERT_EQ(got->status, i);
+      ASSERT_EQ(got->param.conn.private_data_len, 4);
+      ASSERT_EQ(memcmp(got->param.conn.private_data, "data", 4), 0);
+      ASSERT_EQ(rdma_ack_cm_event(got), 0);
+    }
+  }
+  rdma_destroy_event_channel(channel);
+}
+
 TEST(EventPoolTest, AnAckedEventIsReusedNotFreed) {
   rdma_event_channel* channel = NewEventChannel();
   ASSERT_NE(channel, nullptr) << strerror(errno);

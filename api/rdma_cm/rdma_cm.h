@@ -299,6 +299,9 @@ class CmId {
   // `now`: ResolveAddrNow's, else NULL (AddrResolvedLocked).
   absl::Status FinishResolve(const absl::StatusOr<absl::optional<mad::Gid>>& gid, bool in_call,
                              AddrNow* now = nullptr);
+  // FinishResolve's usable answer (a GID, or none: the IP's on RoCE); also
+  // ResolveAddrIn's with a reused one, which has no status to wrap.
+  void FinishResolveWith(const absl::optional<mad::Gid>& gid, AddrNow* now);
   // rdma_cm_resolve.cc: ResolveAddr and ResolveAddrNow (`now` non-NULL).
   absl::Status ResolveAddrIn(const absl::optional<Address>& src, const Address& dst,
                              mad::Duration timeout, AddrNow* now);
