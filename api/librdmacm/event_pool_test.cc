@@ -19,6 +19,30 @@ namespace {
 
 constexpr int kEvents = 1000;
 
+// n events of `type`, statuses 0..n-1, each carrying the 4 bytes of `data`
+// when given; then taken and acked in order, checked.
+void QueueAll(rdma_event_channel* channel, rdma_cm_event_type type, int n, const char* data) {
+  rdma_cm_event ev = {};
+  ev.event = type;
+  for (int i = 0; i < n; ++i) {
+    ev.status = i;
+    ASSERT_EQ(QueueEvent(channel, ev, data, data != nullptr ? 4 : 0), 0);
+  }
+}
+void AckAll(rdma_event_channel* channel, rdma_cm_event_type type, int n, const char* data) {
+  for (int i = 0; i < n; ++i) {
+    rdma_cm_event* got = nullptr;
+    ASSERT_EQ(rdma_get_cm_event(channel, &got), 0);
+    ASSERT_EQ(got->status, i);
+    ASSERT_EQ(got->event, type);
+    ASSERT_EQ(got->param.conn.private_data_len, data != nullptr ? 4 : 0);
+    if (data != nullptr) {
+      ASSERT_EQ(memcmp(got->param.conn.private_data, data, 4), 0);
+    }
+    ASSERT_EQ(rdma_ack_cm_event(got), 0);
+  }
+}
+
 // First in this file: the pool is the process's, and empty only until a
 // test has queued an event. A new process's first burst (cmtime's 1,000
 // ADDR_RESOLVED, queued faster than its event thread acks them) takes an
@@ -26,24 +50,12 @@ constexpr int kEvents = 1000;
 TEST(EventPoolTest, AFirstBurstIsMadeInChunks) {
   rdma_event_channel* channel = NewEventChannel();
   ASSERT_NE(channel, nullptr) << strerror(errno);
-  rdma_cm_event ev = {};
-  ev.event = RDMA_CM_EVENT_ADDR_RESOLVED;
   const unsigned long long before = uscm::testing::Allocations();
-  uscm::testing::Counted([&] {
-    for (int i = 0; i < kEvents; ++i) {
-      ev.status = i;
-      ASSERT_EQ(QueueEvent(channel, ev, nullptr, 0), 0);
-    }
-  });
+  uscm::testing::Counted(
+      [&] { QueueAll(channel, RDMA_CM_EVENT_ADDR_RESOLVED, kEvents, nullptr); });
   // 16 chunks and the channel's deque blocks (one per 64 entries): ~32.
   EXPECT_LT(uscm::testing::Allocations() - before, kEvents / 20) << "one allocation per event before";
-  for (int i = 0; i < kEvents; ++i) {
-    rdma_cm_event* got = nullptr;
-    ASSERT_EQ(rdma_get_cm_event(channel, &got), 0);
-    ASSERT_EQ(got->status, i);
-    ASSERT_EQ(got->event, RDMA_CM_EVENT_ADDR_RESOLVED);
-    ASSERT_EQ(rdma_ack_cm_event(got), 0);
-  }
+  AckAll(channel, RDMA_CM_EVENT_ADDR_RESOLVED, kEvents, nullptr);
   rdma_destroy_event_channel(channel);
 }
 
@@ -54,21 +66,9 @@ TEST(EventPoolTest, AFirstBurstIsMadeInChunks) {
 TEST(EventPoolTest, EventsBeyondTheChunksAreAllocatedAndFreed) {
   rdma_event_channel* channel = NewEventChannel();
   ASSERT_NE(channel, nullptr) << strerror(errno);
-  rdma_cm_event ev = {};
-  ev.event = RDMA_CM_EVENT_ESTABLISHED;
   for (int round = 0; round < 2; ++round) {
-    for (int i = 0; i < 3 * kEvents; ++i) {
-      ev.status = i;
-      ASSERT_EQ(QueueEvent(channel, ev, "data", 4), 0);
-    }
-    for (int i = 0; i < 3 * kEvents; ++i) {
-      rdma_cm_event* got = nullptr;
-      ASSERT_EQ(rdma_get_cm_event(channel, &got), 0);
-      ASSERT_EQ(got->status, i);
-      ASSERT_EQ(got->param.conn.private_data_len, 4);
-      ASSERT_EQ(memcmp(got->param.conn.private_data, "data", 4), 0);
-      ASSERT_EQ(rdma_ack_cm_event(got), 0);
-    }
+    QueueAll(channel, RDMA_CM_EVENT_ESTABLISHED, 3 * kEvents, "data");
+    AckAll(channel, RDMA_CM_EVENT_ESTABLISHED, 3 * kEvents, "data");
   }
   rdma_destroy_event_channel(channel);
 }
