@@ -9,6 +9,9 @@
 T=${T:-120}   # seconds for any one step: TCG guests on a loaded 2-core host are slow
 USCM=(env USCM_DEBUG=1 timeout "$T" "$USCM_VM_BIN/tools/uscm" exec --)
 
+# ipv4_gid IP: IP's RoCE v2 GID (IPv4-mapped) as sysfs prints it (ports/N/gids/I)
+ipv4_gid() { printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' ${1//./ }; }
+
 # no_kernel_cm NAME: PASS when none of ib_cm, rdma_cm, rdma_ucm is loaded
 no_kernel_cm() { check "$1" bash -c '! lsmod | grep -Ewq "^(ib_cm|rdma_cm|rdma_ucm)"'; }
 

@@ -23,7 +23,7 @@ PORT1=/sys/class/infiniband/rxe1/ports/1
 # v2_index IP: the index of IP's RoCE v2 GID (IPv4-mapped) in rxe1's table, or nothing
 v2_index() {
   local gid f i
-  gid=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${1//./ })
+  gid=$(ipv4_gid "$1")
   for f in $(grep -lx "$gid" "$PORT1"/gids/* 2>/dev/null); do
     i=${f##*/}
     grep -qs 'v2' "$PORT1/gid_attrs/types/$i" && { echo "$i"; return 0; }

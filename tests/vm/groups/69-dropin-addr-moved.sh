@@ -25,8 +25,7 @@ PORT1=/sys/class/infiniband/rxe1/ports/1
 
 # has_gid IP: IP's IPv4-mapped GID is in rxe1's table
 has_gid() {
-  grep -qsx "$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${1//./ })" \
-    "$PORT1"/gids/*
+  grep -qsx "$(ipv4_gid "$1")" "$PORT1"/gids/*
 }
 # until_gid yes|no IP: until rxe1's table has (no) GID for IP (roce_gid_mgmt changes it
 # from a workqueue after the address event)
