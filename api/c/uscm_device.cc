@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +21,7 @@
 #include "api/c/router_on_demand.h"
 #include "cm/router/router_transport.h"
 #include "mad/umad_transport.h"
+#include "verbs/gid_table.h"
 #include "verbs/ipoib.h"
 #include "verbs/neighbours.h"
 #include "verbs/roce_addressing.h"
@@ -135,22 +135,47 @@ class NeighbourResolver {
   absl::optional<uscm::verbs::NeighbourTable> table_;
 };
 
-// The port's GID table from sysfs with only its RoCE v2 entries
-// (gid_attrs/types/N): a dual-mode port lists each address twice, and the
-// kernel's rdma_cm speaks v2 by default. An entry whose type cannot be read
-// stays (older kernels).
-absl::StatusOr<std::vector<uscm::mad::Gid>> RoceV2Gids(const std::string& ca, int port) {
-  absl::StatusOr<std::vector<uscm::mad::Gid>> gids = uscm::verbs::ReadGidTable(ca, port);
-  if (!gids.ok()) return gids;
-  for (size_t i = 0; i < gids->size(); ++i) {
-    std::ifstream f(absl::StrCat("/sys/class/infiniband/", ca, "/ports/", port,
-                                 "/gid_attrs/types/", i));
-    std::string type;
-    if (f && std::getline(f, type) && type.find("v2") == std::string::npos) {
-      (*gids)[i] = uscm::mad::Gid{};
+// What uscm_device_open reads of a RoCE port: its GID table with only its
+// RoCE v2 entries (a dual-mode port lists each address twice, and the
+// kernel's rdma_cm speaks v2 by default; an entry whose type is unknown
+// stays) and its active MTU (IBA enum), as rdma_cm puts it in the REQ on
+// RoCE; 3 (1024) when libibverbs cannot tell.
+struct RocePort {
+  std::vector<uscm::mad::Gid> v2_gids;
+  uint8_t active_mtu = 3;
+};
+
+// One context of `ca`, opened and closed here, answers both: the port query
+// and one ibv_query_gid_table (verbs/gid_table.h). The table was 513 sysfs
+// files per process (each index's gid and type) plus this context for the
+// MTU. Without a context, the table comes from sysfs as before.
+absl::StatusOr<RocePort> ReadRocePort(const std::string& ca, int port) {
+  RocePort out;
+  ibv_context* ctx = nullptr;
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  for (int i = 0; list != nullptr && i < n && ctx == nullptr; ++i) {
+    if (ca == ibv_get_device_name(list[i])) ctx = ibv_open_device(list[i]);
+  }
+  if (list != nullptr) ibv_free_device_list(list);
+  size_t max_entries = 0;
+  ibv_port_attr pa;
+  ibv_device_attr da;
+  if (ctx != nullptr && ibv_query_port(ctx, static_cast<uint8_t>(port), &pa) == 0) {
+    out.active_mtu = static_cast<uint8_t>(pa.active_mtu);
+    if (ibv_query_device(ctx, &da) == 0 && pa.gid_tbl_len > 0) {
+      max_entries = static_cast<size_t>(pa.gid_tbl_len) * da.phys_port_cnt;
     }
   }
-  return gids;
+  absl::StatusOr<std::vector<uscm::verbs::GidTableEntry>> table =
+      uscm::verbs::ReadPortGidTable(ctx, ca, port, max_entries);
+  if (ctx != nullptr) ibv_close_device(ctx);
+  if (!table.ok()) return table.status();
+  out.v2_gids.reserve(table->size());
+  for (const uscm::verbs::GidTableEntry& e : *table) {
+    out.v2_gids.push_back(e.not_v2 ? uscm::mad::Gid{} : e.gid);
+  }
+  return out;
 }
 
 // The IP addresses of the port's IPoIB interfaces (hardware address with
@@ -182,26 +207,6 @@ std::vector<uscm::Address> IpoibIps(const uscm::mad::Gid& port_gid) {
   return ips;
 }
 
-// The port's active MTU (IBA enum), as rdma_cm puts it in the REQ on RoCE;
-// 3 (1024) when libibverbs cannot tell.
-uint8_t ActiveMtu(const std::string& ca, int port) {
-  uint8_t mtu = 3;
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  for (int i = 0; list != nullptr && i < n; ++i) {
-    if (ca != ibv_get_device_name(list[i])) continue;
-    if (ibv_context* ctx = ibv_open_device(list[i])) {
-      ibv_port_attr pa;
-      if (ibv_query_port(ctx, static_cast<uint8_t>(port), &pa) == 0) {
-        mtu = static_cast<uint8_t>(pa.active_mtu);
-      }
-      ibv_close_device(ctx);
-    }
-  }
-  if (list != nullptr) ibv_free_device_list(list);
-  return mtu;
-}
-
 }  // namespace
 
 extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_num) {
@@ -224,14 +229,14 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
     // RoCE: no SA, no ARP in uscm. Addresses and paths come from the port's
     // GID table (the netdev's IPs), MADs leave from the GID of the
     // destination's family (RoceAddressing).
-    absl::StatusOr<std::vector<uscm::mad::Gid>> table = RoceV2Gids(ca, port);
-    if (!table.ok()) {
-      return Failed(ENODEV, absl::StrCat("device_open: ", table.status().message()));
+    absl::StatusOr<RocePort> read = ReadRocePort(ca, port);
+    if (!read.ok()) {
+      return Failed(ENODEV, absl::StrCat("device_open: ", read.status().message()));
     }
-    gids = std::move(*table);
+    gids = std::move(read->v2_gids);
     options.local_ips = IpsOfGids(gids);
     options.roce = true;
-    options.roce_path_mtu = ActiveMtu(ca, port);
+    options.roce_path_mtu = read->active_mtu;
     // Multicast without SA (api/rdma_cm/roce_multicast.h): the GID table and the
     // netdev's IP memberships.
     options.roce_gids = gids;
@@ -333,18 +338,18 @@ extern "C" int uscm_device_reread_addresses(struct uscm_device* dev) {
     }
     opened = it->second.get();  // stays until uscm_device_close, which the caller does not race
   }
-  // Read without a lock (sysfs, getifaddrs), set under the device's.
+  // Read without a lock (the GID table, getifaddrs), set under the device's.
   if (opened->roce == nullptr) {
     opened->device->SetPortAddresses(IpoibIps(opened->transport->port().gid), {});
     return 0;
   }
-  absl::StatusOr<std::vector<uscm::mad::Gid>> gids = RoceV2Gids(opened->ca, opened->port);
-  if (!gids.ok()) {
+  absl::StatusOr<RocePort> read = ReadRocePort(opened->ca, opened->port);
+  if (!read.ok()) {
     return uscm_fail_with(ENODEV,
-                          absl::StrCat("device_reread_addresses: ", gids.status().message()).c_str());
+                          absl::StrCat("device_reread_addresses: ", read.status().message()).c_str());
   }
-  opened->device->SetPortAddresses(IpsOfGids(*gids), *gids);
-  opened->roce->SetGids(std::move(*gids));
+  opened->device->SetPortAddresses(IpsOfGids(read->v2_gids), read->v2_gids);
+  opened->roce->SetGids(std::move(read->v2_gids));
   return 0;
 }
 

@@ -22,8 +22,8 @@
 #include "api/librdmacm/gid_watch.h"
 #include "api/librdmacm/port_choice.h"
 #include "mad/gid.h"
+#include "verbs/gid_table.h"
 #include "verbs/ipoib.h"
-#include "verbs/roce_addressing.h"
 
 namespace uscm::librdmacm {
 namespace {
@@ -73,44 +73,34 @@ std::vector<Addr16> IpoibPortIps(ibv_context* verbs, int port) {
   return out;
 }
 
-// The port's non-zero GIDs, in index order. One ibv_query_gid_table call (one
-// ioctl) when the kernel has it: the per-entry loop below made 1,024 calls on
-// rxe at each program's first rdma_* call (strace -c of cmtime: 1,022 of them
-// failing with ENODATA for the empty entries), in cmtime's "create id" step.
-std::vector<Addr16> GidsOf(ibv_context* verbs, int port, int count) {
+// The port's non-zero GIDs, in index order: one ibv_query_gid_table call (one
+// ioctl; verbs/gid_table.h, sysfs when it fails). A per-entry loop made 1,024
+// calls on rxe at each program's first rdma_* call (strace -c of cmtime: 1,022
+// of them failing with ENODATA for the empty entries), in cmtime's "create id"
+// step.
+std::vector<Addr16> GidsOf(ibv_context* verbs, const std::string& ca, int port, int count) {
   std::vector<Addr16> out;
   ibv_device_attr da;
+  size_t max_entries = 0;
   if (count > 0 && QueryDeviceOnce(verbs, &da) == 0) {
-    std::vector<ibv_gid_entry> all(static_cast<size_t>(count) * da.phys_port_cnt);
-    const ssize_t n = ibv_query_gid_table(verbs, all.data(), all.size(), 0);
-    if (n >= 0) {
-      std::vector<std::pair<uint32_t, Addr16>> mine;
-      for (ssize_t i = 0; i < n; ++i) {
-        if (all[i].port_num != static_cast<uint32_t>(port)) continue;
-        Addr16 a;
-        memcpy(a.data(), all[i].gid.raw, 16);
-        if (a != Addr16{}) mine.emplace_back(all[i].gid_index, a);
-      }
-      std::sort(mine.begin(), mine.end());
-      for (const auto& [index, a] : mine) out.push_back(a);
-      return out;
-    }
+    max_entries = static_cast<size_t>(count) * da.phys_port_cnt;
   }
-  for (int i = 0; i < count; ++i) {
-    ibv_gid gid;
-    if (ibv_query_gid(verbs, port, i, &gid) != 0) break;
-    Addr16 a;
-    memcpy(a.data(), gid.raw, 16);
-    if (a != Addr16{}) out.push_back(a);
+  absl::StatusOr<std::vector<verbs::GidTableEntry>> table =
+      verbs::ReadPortGidTable(verbs, ca, port, max_entries);
+  if (!table.ok()) return out;
+  for (const verbs::GidTableEntry& e : *table) {
+    if (!e.gid.is_zero()) out.push_back(e.gid.raw);
   }
   return out;
 }
 
-// A port's addresses as the kernel has them now (a simulated port's stay).
+// A port's addresses as the kernel has them now (a simulated port's stay). A
+// RoCE port's are its GIDs (the netdev's IPs, IPv4 mapped; the same table,
+// not read twice: it was 256 more sysfs files per process).
 void ReadAddresses(Port* p) {
   if (p->testing) return;
-  p->gids = GidsOf(p->verbs, p->port_num, p->gid_count);
-  p->ips = p->ethernet ? RocePortIps(p->ca, p->port_num, "/sys") : IpoibPortIps(p->verbs, p->port_num);
+  p->gids = GidsOf(p->verbs, p->ca, p->port_num, p->gid_count);
+  p->ips = p->ethernet ? p->gids : IpoibPortIps(p->verbs, p->port_num);
 }
 
 // The generation of a port's addresses (ports.h PortOfAddressLocked).
@@ -151,16 +141,6 @@ Port* FindLocked(const uscm_addr& addr) {
 }
 
 }  // namespace
-
-std::vector<Addr16> RocePortIps(const std::string& ca, int port, const std::string& sysfs) {
-  std::vector<Addr16> out;
-  absl::StatusOr<std::vector<mad::Gid>> table = verbs::ReadGidTable(ca, port, sysfs);
-  if (!table.ok()) return out;
-  for (const mad::Gid& g : *table) {
-    if (g.raw != Addr16{}) out.push_back(g.raw);
-  }
-  return out;
-}
 
 Addr16 KeyOf(const uscm_addr& addr) {
   if (addr.family == USCM_AF_INET) return Mapped(&addr.ip[12]);

@@ -70,8 +70,6 @@ Port* PortOfAddressLocked(const uscm_addr& addr);
 // (ids.cc: the progress hook). 0, or -1 with errno.
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*));
 
-// The addresses of a RoCE port from its GID table (zero GIDs left out).
-std::vector<Addr16> RocePortIps(const std::string& ca, int port, const std::string& sysfs);
 // The key `addr` is looked up by (IPv4 mapped; AF_IB: the GID).
 Addr16 KeyOf(const uscm_addr& addr);
 
