@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "api/c/router_on_demand.h"
+#include "api/c/uscm_device_on.h"
 #include "cm/router/router_transport.h"
 #include "mad/umad_transport.h"
 #include "verbs/gid_table.h"
@@ -31,6 +32,7 @@ namespace {
 struct OpenedDevice {
   std::string ca;
   int port = 0;
+  ibv_context* verbs = nullptr;  // the caller's (OpenDeviceOn), never closed here
   std::unique_ptr<uscm::mad::Transport> transport;
   std::unique_ptr<uscm::verbs::RoceAddressing> roce;  // RoCE: wraps `transport`
   std::unique_ptr<uscm::Device> device;  // destroyed before its transport
@@ -145,19 +147,22 @@ struct RocePort {
   uint8_t active_mtu = 3;
 };
 
-// One context of `ca`, opened and closed here, answers both: the port query
-// and one ibv_query_gid_table (verbs/gid_table.h). The table was 513 sysfs
-// files per process (each index's gid and type) plus this context for the
-// MTU. Without a context, the table comes from sysfs as before.
-absl::StatusOr<RocePort> ReadRocePort(const std::string& ca, int port) {
+// One context of `ca` answers both: the port query and one
+// ibv_query_gid_table (verbs/gid_table.h). The table was 513 sysfs files per
+// process (each index's gid and type) plus a context opened for the MTU.
+// `verbs`: the caller's context of `ca` (OpenDeviceOn); nullptr: one is
+// opened and closed here. Without a context, the table comes from sysfs.
+absl::StatusOr<RocePort> ReadRocePort(const std::string& ca, int port, ibv_context* verbs) {
   RocePort out;
-  ibv_context* ctx = nullptr;
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  for (int i = 0; list != nullptr && i < n && ctx == nullptr; ++i) {
-    if (ca == ibv_get_device_name(list[i])) ctx = ibv_open_device(list[i]);
+  ibv_context* ctx = verbs;
+  if (ctx == nullptr) {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    for (int i = 0; list != nullptr && i < n && ctx == nullptr; ++i) {
+      if (ca == ibv_get_device_name(list[i])) ctx = ibv_open_device(list[i]);
+    }
+    if (list != nullptr) ibv_free_device_list(list);
   }
-  if (list != nullptr) ibv_free_device_list(list);
   size_t max_entries = 0;
   ibv_port_attr pa;
   ibv_device_attr da;
@@ -169,7 +174,7 @@ absl::StatusOr<RocePort> ReadRocePort(const std::string& ca, int port) {
   }
   absl::StatusOr<std::vector<uscm::verbs::GidTableEntry>> table =
       uscm::verbs::ReadPortGidTable(ctx, ca, port, max_entries);
-  if (ctx != nullptr) ibv_close_device(ctx);
+  if (ctx != nullptr && ctx != verbs) ibv_close_device(ctx);
   if (!table.ok()) return table.status();
   out.v2_gids.reserve(table->size());
   for (const uscm::verbs::GidTableEntry& e : *table) {
@@ -209,7 +214,9 @@ std::vector<uscm::Address> IpoibIps(const uscm::mad::Gid& port_gid) {
 
 }  // namespace
 
-extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_num) {
+namespace uscm::c_api {
+
+uscm_device* OpenDevice(const char* ca_name, int port_num, ibv_context* verbs) {
   // The port: as given, or libibumad's default (the first ACTIVE one).
   umad_port_t p;
   memset(&p, 0, sizeof(p));
@@ -229,7 +236,7 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
     // RoCE: no SA, no ARP in uscm. Addresses and paths come from the port's
     // GID table (the netdev's IPs), MADs leave from the GID of the
     // destination's family (RoceAddressing).
-    absl::StatusOr<RocePort> read = ReadRocePort(ca, port);
+    absl::StatusOr<RocePort> read = ReadRocePort(ca, port, verbs);
     if (!read.ok()) {
       return Failed(ENODEV, absl::StrCat("device_open: ", read.status().message()));
     }
@@ -271,6 +278,7 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
   auto opened = std::make_unique<OpenedDevice>();
   opened->ca = ca;
   opened->port = port;
+  opened->verbs = verbs;
   opened->transport = std::move(*transport);
   uscm::mad::Transport* t = opened->transport.get();
   if (ethernet) {
@@ -290,6 +298,17 @@ extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_nu
   std::lock_guard<std::mutex> lock(g_mu);
   Opened()[handle] = std::move(opened);
   return handle;
+}
+
+uscm_device* OpenDeviceOn(ibv_context* verbs, int port_num) {
+  if (verbs == nullptr) return Failed(EINVAL, "device_open: no device context");
+  return OpenDevice(ibv_get_device_name(verbs->device), port_num, verbs);
+}
+
+}  // namespace uscm::c_api
+
+extern "C" struct uscm_device* uscm_device_open(const char* ca_name, int port_num) {
+  return uscm::c_api::OpenDevice(ca_name, port_num, nullptr);
 }
 
 extern "C" int uscm_device_add_neighbor(struct uscm_device* dev, const struct uscm_addr* ip,
@@ -343,7 +362,7 @@ extern "C" int uscm_device_reread_addresses(struct uscm_device* dev) {
     opened->device->SetPortAddresses(IpoibIps(opened->transport->port().gid), {});
     return 0;
   }
-  absl::StatusOr<RocePort> read = ReadRocePort(opened->ca, opened->port);
+  absl::StatusOr<RocePort> read = ReadRocePort(opened->ca, opened->port, opened->verbs);
   if (!read.ok()) {
     return uscm_fail_with(ENODEV,
                           absl::StrCat("device_reread_addresses: ", read.status().message()).c_str());

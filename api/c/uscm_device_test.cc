@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "api/c/uscm_device_on.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -62,3 +63,12 @@ TEST(UscmDeviceTest, CloseRefusesWhatItDidNotOpen) {
 }
 
 }  // namespace
+
+// The drop-in's open on its own context: without one there is nothing to read
+// the port on (the open over a RoCE port: tests/vm/groups/6*-dropin-*).
+TEST(UscmDeviceTest, OpenOnNoContextIsInvalid) {
+  errno = 0;
+  EXPECT_EQ(uscm::c_api::OpenDeviceOn(nullptr, 1), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_THAT(uscm_last_error(), HasSubstr("device_open: no device context"));
+}

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/c/uscm_device.h"
+#include "api/c/uscm_device_on.h"
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/gid_watch.h"
@@ -236,7 +237,9 @@ static void PrintCmCounters() {
 
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
   if (port->channel != nullptr) return 0;
-  uscm_device* dev = uscm_device_open(port->ca.c_str(), port->port_num);
+  // On the library's own context of the device (devices.h: open for the
+  // process): no device list and context of its own for the MTU and GIDs.
+  uscm_device* dev = c_api::OpenDeviceOn(port->verbs, port->port_num);
   if (dev == nullptr) return Fail(errno, call, uscm_last_error());
   // Unpolled: the progress hook and every call drain it (ids.cc), so its
   // eventfd would only be written and read once per burst for no reader.
