@@ -217,19 +217,31 @@ std::vector<uscm::Address> IpoibIps(const uscm::mad::Gid& port_gid) {
 namespace uscm::c_api {
 
 uscm_device* OpenDevice(const char* ca_name, int port_num, ibv_context* verbs) {
-  // The port: as given, or libibumad's default (the first ACTIVE one).
-  umad_port_t p;
-  memset(&p, 0, sizeof(p));
-  if (umad_get_port(ca_name, port_num, &p) < 0) {
-    return Failed(ENODEV, absl::StrCat(
-        "device_open: no RDMA port ", ca_name != nullptr ? ca_name : "(first active)", ":",
-        port_num, " (is a device present in /sys/class/infiniband and ib_umad loaded? "
-        "without hardware use the simulated fabric)"));
+  // The port: as given, or libibumad's default (the first ACTIVE one). On the
+  // caller's context, one ibv_query_port (libibumad reads 13 sysfs files).
+  const std::string no_port = absl::StrCat(
+      "device_open: no RDMA port ", ca_name != nullptr ? ca_name : "(first active)", ":",
+      port_num, " (is a device present in /sys/class/infiniband and ib_umad loaded? "
+      "without hardware use the simulated fabric)");
+  std::string ca;
+  int port = port_num;
+  bool ethernet = false;
+  if (verbs != nullptr) {
+    ibv_port_attr pa;
+    if (ca_name == nullptr || ibv_query_port(verbs, static_cast<uint8_t>(port_num), &pa) != 0) {
+      return Failed(ENODEV, no_port);
+    }
+    ca = ca_name;
+    ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+  } else {
+    umad_port_t p;
+    memset(&p, 0, sizeof(p));
+    if (umad_get_port(ca_name, port_num, &p) < 0) return Failed(ENODEV, no_port);
+    ca = p.ca_name;
+    port = p.portnum;
+    ethernet = strcmp(p.link_layer, "Ethernet") == 0;
+    umad_release_port(&p);
   }
-  const std::string ca = p.ca_name;
-  const int port = p.portnum;
-  const bool ethernet = strcmp(p.link_layer, "Ethernet") == 0;
-  umad_release_port(&p);
   uscm::DeviceOptions options;
   std::vector<uscm::mad::Gid> gids;
   if (ethernet) {
