@@ -23,6 +23,7 @@ if ! in_vm; then
     --env "FIRST_PROG=$PROG" --env "FIRST_DIRS=${DIRS[*]}" --env "FIRST_KERNEL=${FIRST_KERNEL:-0}" \
     -- "bash $(readlink -f "$0")"
   rc=$?
+  rm -rf "$(dirname "$PROG")"
   echo "host load after: $(uptime)"
   exit $rc
 fi
