@@ -16,7 +16,9 @@
 //    ones; docs/ROUTER.md). So a uscmd that cannot start (no permission on
 //    /dev/infiniband/umad*, the kernel's ib_cm owns the CM class) is an
 //    error, unless --no-uscmd says the program may own the port (it sets
-//    USCM_NO_USCMD=1, so the drop-in does not start one either).
+//    USCM_NO_USCMD=1, so the drop-in does not start one either). A port that
+//    appears later gets its uscmd from the drop-in, when the program first
+//    uses it: USCM_USCMD names this one (unless set already).
 // 3. Holds one connection to every router open across the exec (an
 //    inherited descriptor): uscmd's idle timer (--idle-exit) starts only
 //    once PROGRAM and every other client are gone.
@@ -225,6 +227,11 @@ int RunExec(int argc, char** argv) {
   if (!start_uscmd) setenv("USCM_NO_USCMD", "1", 1);
   if (start_uscmd) {
     const std::string uscmd = (fs::path(SelfDir()) / "uscmd").string();
+    // A port that becomes ACTIVE, or whose device appears, after the program
+    // started is not among those below: the drop-in starts its router when it
+    // first opens it (api/c/router_on_demand.h), this uscmd unless the user
+    // named one (a build tree has none beside the library).
+    setenv("USCM_USCMD", uscmd.c_str(), 0);
     for (const ActivePort& p : ActivePorts()) {
       if (!librdmacm::PortChosen(choice, p.ca.c_str(), p.port)) continue;
       const std::string socket = router::DefaultRouterSocket(p.ca, p.port);

@@ -5,6 +5,7 @@
 #include <rdma/rdma_cma.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -15,17 +16,21 @@ namespace uscm::librdmacm {
 namespace {
 
 struct Device {
-  ibv_device* dev = nullptr;
+  ibv_device* dev = nullptr;     // held by its context: never another device's
   ibv_context* verbs = nullptr;  // kept open for the process
   ibv_pd* pd = nullptr;
   int pd_refs = 0;
+  // No longer in ibv_get_device_list (removed): not listed, not given to new
+  // ids; its context stays open (ids on it, arrays of rdma_get_devices).
+  bool gone = false;
 };
 
 struct Devices {
   std::mutex mu;
   bool listed = false;
-  ibv_device** list = nullptr;  // kept: contexts refer to its devices
-  std::vector<Device> open;     // in ibv_get_device_list order
+  std::vector<Device> open;     // in listing order, gone ones kept
+  DeviceListOps ops;
+  uint64_t listings = 0;
 };
 
 // Never destroyed: contexts stay open until the process exits, as librdmacm's.
@@ -41,42 +46,84 @@ Device* FindLocked(Devices& d, ibv_context* verbs) {
   return nullptr;
 }
 
+// librdmacm's sync_devices_list: the devices ibv_get_device_list lists now
+// against those kept, by ibv_device pointer (libibverbs keeps one per device
+// while it exists; a device removed and added again is a new one). New ones
+// are opened and appended (one that does not open is left out, as librdmacm
+// marks it dead), kept ones no longer listed are marked gone. A failed
+// listing changes nothing. 0, or -1 with errno ENODEV.
+int SyncLocked(Devices& d, const char* call) {
+  int count = 0;
+  ++d.listings;
+  ibv_device** list = d.ops.list(&count);
+  if (list == nullptr) {
+    return Fail(ENODEV, call, "ibv_get_device_list failed: no RDMA device");
+  }
+  for (Device& dev : d.open) {
+    dev.gone = std::find(list, list + count, dev.dev) == list + count;
+  }
+  for (int i = 0; i < count; ++i) {
+    const bool kept = std::any_of(d.open.begin(), d.open.end(),
+                                  [&](const Device& dev) { return dev.dev == list[i]; });
+    if (kept) continue;
+    ibv_context* verbs = d.ops.open(list[i]);
+    if (verbs != nullptr) d.open.push_back(Device{list[i], verbs, nullptr, 0});
+  }
+  d.ops.free_list(list);  // each open context holds its device
+  d.listed = true;
+  return 0;
+}
+
+// 0 when a kept device is not gone; else -1 with errno ENODEV (USCM_DEBUG
+// names `call` unless it is NULL).
+int NoLiveDevice(const Devices& d, const char* call) {
+  const bool any = std::any_of(d.open.begin(), d.open.end(), [](const Device& dev) { return !dev.gone; });
+  if (any) return 0;
+  if (call == nullptr) {
+    errno = ENODEV;
+    return -1;
+  }
+  return Fail(ENODEV, call, "no RDMA device (ibv_get_device_list lists none that opens)");
+}
+
 }  // namespace
 
 int EnsureDevices(const char* call) {
   Devices& d = TheDevices();
   std::lock_guard<std::mutex> lock(d.mu);
-  if (!d.listed) {
-    int count = 0;
-    ibv_device** list = ibv_get_device_list(&count);
-    if (list == nullptr) {
-      return Fail(ENODEV, call, "ibv_get_device_list failed: no RDMA device");
-    }
-    for (int i = 0; i < count; ++i) {
-      // A device that does not open is left out (librdmacm marks it dead).
-      ibv_context* verbs = ibv_open_device(list[i]);
-      if (verbs != nullptr) d.open.push_back(Device{list[i], verbs, nullptr, 0});
-    }
-    d.list = list;
-    d.listed = true;
-  }
-  if (d.open.empty()) {
-    return Fail(ENODEV, call, "no RDMA device (ibv_get_device_list lists none that opens)");
-  }
-  return 0;
+  if (d.listed && NoLiveDevice(d, nullptr) == 0) return 0;
+  if (SyncLocked(d, call) != 0) return -1;  // first call, or none left: list again
+  return NoLiveDevice(d, call);
+}
+
+int SyncDevices(const char* call) {
+  Devices& d = TheDevices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (SyncLocked(d, call) != 0) return -1;
+  return NoLiveDevice(d, call);
+}
+
+bool DeviceGone(ibv_context* verbs) {
+  Devices& d = TheDevices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  const Device* dev = FindLocked(d, verbs);
+  return dev != nullptr && dev->gone;
 }
 
 int OpenDeviceCount() {
   Devices& d = TheDevices();
   std::lock_guard<std::mutex> lock(d.mu);
-  return static_cast<int>(d.open.size());
+  return static_cast<int>(std::count_if(d.open.begin(), d.open.end(),
+                                       [](const Device& dev) { return !dev.gone; }));
 }
 
 std::vector<ibv_context*> OpenContexts() {
   Devices& d = TheDevices();
   std::lock_guard<std::mutex> lock(d.mu);
   std::vector<ibv_context*> out;
-  for (const Device& dev : d.open) out.push_back(dev.verbs);
+  for (const Device& dev : d.open) {
+    if (!dev.gone) out.push_back(dev.verbs);
+  }
   return out;
 }
 
@@ -115,6 +162,21 @@ int ReleaseSharedPd(ibv_context* verbs) {
     dev->pd = nullptr;
   }
   return 0;
+}
+
+void SetDeviceListForTesting(const DeviceListOps* ops) {
+  Devices& d = TheDevices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.ops = ops != nullptr ? *ops : DeviceListOps{};
+  d.open.clear();  // a test's devices: nothing to close
+  d.listed = false;
+  d.listings = 0;
+}
+
+uint64_t DeviceListings() {
+  Devices& d = TheDevices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  return d.listings;
 }
 
 namespace {
@@ -162,24 +224,27 @@ uint64_t DeviceQueries() {
 }  // namespace uscm::librdmacm
 
 // As librdmacm: NULL and *num_devices = 0 with errno ENODEV when there is no
-// device; otherwise a NULL-terminated malloc'ed array of the kept contexts.
+// device; otherwise a NULL-terminated malloc'ed array of the kept contexts of
+// the devices listed now (librdmacm's sync_devices_list at each call: a
+// device added since the last call is opened and in it, a removed one is not).
 extern "C" ibv_context** rdma_get_devices(int* num_devices) {
   using uscm::librdmacm::Fail;
   if (num_devices != nullptr) *num_devices = 0;
-  if (uscm::librdmacm::EnsureDevices("rdma_get_devices") != 0) return nullptr;
-  uscm::librdmacm::Devices& d = uscm::librdmacm::TheDevices();
-  std::lock_guard<std::mutex> lock(d.mu);
-  auto** devs = static_cast<ibv_context**>(malloc(sizeof(ibv_context*) * (d.open.size() + 1)));
+  if (uscm::librdmacm::SyncDevices("rdma_get_devices") != 0) return nullptr;
+  const std::vector<ibv_context*> open = uscm::librdmacm::OpenContexts();
+  auto** devs = static_cast<ibv_context**>(malloc(sizeof(ibv_context*) * (open.size() + 1)));
   if (devs == nullptr) {
     Fail(ENOMEM, "rdma_get_devices", "out of memory");
     return nullptr;
   }
   size_t i = 0;
-  for (const auto& dev : d.open) devs[i++] = dev.verbs;
+  for (ibv_context* verbs : open) devs[i++] = verbs;
   devs[i] = nullptr;
   if (num_devices != nullptr) *num_devices = static_cast<int>(i);
   return devs;
 }
 
-// The contexts stay open (librdmacm keeps them too while ids may use them).
+// The contexts stay open, a removed device's too (librdmacm closes a removed
+// device's once no id and no array holds it: docs/API.md "Devices and ports
+// that appear later").
 extern "C" void rdma_free_devices(ibv_context** list) { free(list); }

@@ -18,11 +18,30 @@ namespace uscm::librdmacm {
 // ucma_init) or none could be opened. `call` names the caller for
 // USCM_DEBUG.
 int EnsureDevices(const char* call);
+// Lists the devices again (librdmacm's sync_devices_list, which
+// rdma_get_devices runs at every call): a device added since is opened and
+// kept, one no longer listed is marked gone (DeviceGone) and its context
+// stays open. One ibv_get_device_list (sysfs reads, no ioctl) and an
+// ibv_open_device per new device. 0, or -1 with errno ENODEV as EnsureDevices.
+int SyncDevices(const char* call);
+// Whether the device of `verbs` was removed (SyncDevices saw it gone).
+bool DeviceGone(ibv_context* verbs);
 
-// Open devices (contexts of EnsureDevices); 0 before it succeeded.
+// Open devices not gone (contexts of EnsureDevices); 0 before it succeeded.
 int OpenDeviceCount();
-// The kept contexts, in ibv_get_device_list order (empty before EnsureDevices).
+// The kept contexts not gone, in listing order (empty before EnsureDevices).
 std::vector<ibv_context*> OpenContexts();
+
+// Tests: the calls the listing makes (libibverbs' by default). Setting them
+// forgets the kept devices without closing them (a test's own contexts);
+// nullptr restores libibverbs'. DeviceListings: how many listings were made.
+struct DeviceListOps {
+  ibv_device** (*list)(int* count) = ibv_get_device_list;
+  void (*free_list)(ibv_device** list) = ibv_free_device_list;
+  ibv_context* (*open)(ibv_device* device) = ibv_open_device;
+};
+void SetDeviceListForTesting(const DeviceListOps* ops);
+uint64_t DeviceListings();
 
 // The shared PD of the device `verbs` (one of the kept contexts), allocated on
 // first use; each call takes a reference. NULL with errno: EINVAL for a

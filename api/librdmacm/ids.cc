@@ -82,6 +82,7 @@ Port* DefaultPortLocked(const char* call) {
   if (EnsurePortsLocked(call) != 0) return nullptr;
   int err = ENODEV;
   for (Port* port : PortsLocked()) {
+    if (port->gone) continue;
     if (OpenPortLocked(port, call, OnPortOpen) == 0) return port;
     err = errno;
   }

@@ -29,9 +29,16 @@
 namespace uscm::librdmacm {
 namespace {
 
+int QueryPort(ibv_context* verbs, uint8_t port, ibv_port_attr* attr) {
+  return ibv_query_port(verbs, port, attr);
+}
+
 struct Table {
   bool listed = false;
+  bool simulated = false;  // UsePortsForTesting's: never listed again
   std::deque<Port> ports;  // a deque: pointers stay valid
+  int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*) = QueryPort;
+  uint64_t syncs = 0;
 };
 
 Table& TheTable() {
@@ -135,6 +142,7 @@ void RereadLocked(Port* p, uint64_t generation) {
 Port* FindLocked(const uscm_addr& addr) {
   const Addr16 key = KeyOf(addr);
   for (Port& p : TheTable().ports) {
+    if (p.gone) continue;
     const std::vector<Addr16>& set = addr.family == USCM_AF_IB ? p.gids : p.ips;
     if (std::find(set.begin(), set.end(), key) != set.end()) return &p;
   }
@@ -150,22 +158,32 @@ Addr16 KeyOf(const uscm_addr& addr) {
   return a;
 }
 
-int EnsurePortsLocked(const char* call) {
-  Table& t = TheTable();
-  if (t.listed) return 0;
-  if (EnsureDevices(call) != 0) return -1;
-  PortChoice choice;
-  std::string why;
-  const char* env = getenv("USCM_DEVICE");
-  if (!ParsePortChoice(env, &choice, &why)) return Fail(EINVAL, call, why.c_str());
+namespace {
+
+// The ports of the devices listed now, against the table: an ACTIVE port
+// (of those `choice` allows) not in it yet is added with its addresses read,
+// one of a device no longer listed is marked gone. ibv_query_port once per
+// allowed port not yet in the table; nothing for the ports already in it.
+// Whether the table changed.
+bool ListPortsLocked(Table& t, const PortChoice& choice) {
+  bool changed = false;
+  for (Port& p : t.ports) {
+    if (!p.testing && !p.gone && DeviceGone(p.verbs)) p.gone = changed = true;
+  }
   for (ibv_context* verbs : OpenContexts()) {
     ibv_device_attr dattr;
     if (QueryDeviceOnce(verbs, &dattr) != 0) continue;
     const char* ca = ibv_get_device_name(verbs->device);
     for (int port = 1; port <= dattr.phys_port_cnt; ++port) {
       if (!PortChosen(choice, ca, port)) continue;
+      const bool listed = std::any_of(t.ports.begin(), t.ports.end(), [&](const Port& p) {
+        return p.verbs == verbs && p.port_num == port;
+      });
       ibv_port_attr pattr;
-      if (ibv_query_port(verbs, port, &pattr) != 0 || pattr.state != IBV_PORT_ACTIVE) continue;
+      if (listed || t.query_port(verbs, static_cast<uint8_t>(port), &pattr) != 0 ||
+          pattr.state != IBV_PORT_ACTIVE) {
+        continue;
+      }
       Port p;
       p.ca = ca;
       p.port_num = static_cast<uint8_t>(port);
@@ -175,9 +193,42 @@ int EnsurePortsLocked(const char* call) {
       p.generation = TheHooks().generation(p);  // before the read: a change during it moves it
       TheHooks().read(&p);
       t.ports.push_back(std::move(p));
+      changed = true;
     }
   }
-  if (t.ports.empty()) {
+  return changed;
+}
+
+bool AnyLive(const Table& t) {
+  return std::any_of(t.ports.begin(), t.ports.end(), [](const Port& p) { return !p.gone; });
+}
+
+// A lookup's miss (PortOfAddressLocked): the devices and their ports listed
+// again, as librdmacm lists the devices again when the kernel names one it
+// does not have (ucma_get_device); a port that became ACTIVE or a device
+// added since is then served. Whether the table changed.
+bool SyncPortsLocked(Table& t) {
+  if (t.simulated) return false;
+  ++t.syncs;
+  SyncDevices("port lookup");  // none left (ENODEV): every port is marked gone
+  PortChoice choice;
+  std::string why;
+  if (!ParsePortChoice(getenv("USCM_DEVICE"), &choice, &why)) return false;
+  return ListPortsLocked(t, choice);
+}
+
+}  // namespace
+
+int EnsurePortsLocked(const char* call) {
+  Table& t = TheTable();
+  if (t.listed) return 0;
+  if (EnsureDevices(call) != 0) return -1;
+  PortChoice choice;
+  std::string why;
+  const char* env = getenv("USCM_DEVICE");
+  if (!ParsePortChoice(env, &choice, &why)) return Fail(EINVAL, call, why.c_str());
+  ListPortsLocked(t, choice);
+  if (!AnyLive(t)) {
     return Fail(ENODEV, call,
                 choice.ca.empty() ? "no ACTIVE port on any RDMA device"
                                   : ("USCM_DEVICE=" + std::string(env) +
@@ -208,7 +259,10 @@ Port* PortOfAddressLocked(const uscm_addr& addr) {
     RereadLocked(&p, p.generation);
     reread = true;
   }
-  return reread ? FindLocked(addr) : nullptr;
+  if (reread) {
+    if (Port* p = FindLocked(addr)) return p;
+  }
+  return SyncPortsLocked(TheTable()) ? FindLocked(addr) : nullptr;
 }
 
 void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*)) {
@@ -217,6 +271,12 @@ void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read
 }
 
 uint64_t PortAddressRereads() { return TheHooks().rereads; }
+
+void SetPortQueryForTesting(int (*query)(ibv_context*, uint8_t, ibv_port_attr*)) {
+  TheTable().query_port = query != nullptr ? query : QueryPort;
+}
+
+uint64_t PortListSyncs() { return TheTable().syncs; }
 
 // USCM_CM_COUNTERS=1, at exit: each opened port's CM counters (retries,
 // duplicates, MADs that came in a state that ignores them), one line on
@@ -281,6 +341,7 @@ int UsePortsForTesting(const std::vector<uscm_device*>& devs,
     t.ports.push_back(std::move(p));
   }
   t.listed = true;
+  t.simulated = true;
   return 0;
 }
 
@@ -291,6 +352,8 @@ void ResetPortsForTesting() {
   }
   t.ports.clear();
   t.listed = false;
+  t.simulated = false;
+  t.syncs = 0;
 }
 
 }  // namespace uscm::librdmacm

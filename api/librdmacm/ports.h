@@ -1,7 +1,9 @@
 // The RDMA ports the drop-in serves, as librdmacm finds a device per id: every
 // ACTIVE port of the devices rdma_get_devices opens (USCM_DEVICE /
-// `uscm exec --device` restricts them to one: port_choice.h), listed once with
-// the addresses that belong to each, and each opened through
+// `uscm exec --device` restricts them to one: port_choice.h), listed at the
+// first id call with the addresses that belong to each (and again when a
+// lookup misses: a port ACTIVE since, a device added or removed), and each
+// opened through
 // uscm_device_open (umad, or the host's uscmd) on first use. An id goes to
 // the port of the address it binds or resolves from (librdmacm's
 // ucma_get_device after the kernel's cma_acquire_dev_by_src_ip): the GID
@@ -39,6 +41,9 @@ struct Port {
   uint64_t generation = 0;
   uint64_t missed_at = ~uint64_t{0};
   bool testing = false;          // a simulated device of UsePortsForTesting
+  // Its device was removed (devices.h DeviceGone): its ids stay until
+  // destroyed, no new id is put on it.
+  bool gone = false;
   // Once opened (OpenPortLocked):
   uscm_device* dev = nullptr;
   uscm_event_channel* channel = nullptr;
@@ -48,7 +53,8 @@ struct Port {
 // errno (ENODEV: none ACTIVE among those USCM_DEVICE allows; EINVAL: a
 // malformed USCM_DEVICE).
 int EnsurePortsLocked(const char* call);
-// The listed ports (stable pointers), in device then port order.
+// The listed ports (stable pointers), in listing order, gone ones included
+// (their ids are still served): callers that place a new id skip `gone`.
 std::vector<Port*> PortsLocked();
 // The port whose addresses hold `addr` (AF_INET, AF_INET6: its IPs; AF_IB:
 // its GIDs); NULL when none does (a loopback or foreign address: the caller
@@ -62,7 +68,11 @@ std::vector<Port*> PortsLocked();
 // IpAddressGeneration), at every call when it is not followed
 // (kGidsNotFollowed), and once more when no port holds `addr` (a change whose
 // event the watch's thread has not counted yet; once per generation, so a
-// foreign address costs no read per call). An opened port's uscm device is
+// foreign address costs no read per call). When still no port holds it, the
+// devices and their ports are listed again (a device added, a port ACTIVE
+// since; a removed device's ports marked gone and not answered), as librdmacm
+// does for a device it does not know: one ibv_get_device_list, and an
+// ibv_query_port per port not listed, per miss; nothing on a hit. An opened port's uscm device is
 // told too (uscm_device_reread_addresses: what its binds accept, and on
 // RoCE the source GID of its CM MADs).
 Port* PortOfAddressLocked(const uscm_addr& addr);
@@ -84,6 +94,10 @@ int UsePortsForTesting(const std::vector<uscm_device*>& devs,
 void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*));
 // How many times a port's addresses were read again (not counting listing).
 uint64_t PortAddressRereads();
+// Tests: ibv_query_port as the listing calls it (nullptr: libibverbs'), and
+// how many times a miss listed the ports again.
+void SetPortQueryForTesting(int (*query)(ibv_context*, uint8_t, ibv_port_attr*));
+uint64_t PortListSyncs();
 // Drops the ports of UsePortsForTesting (every id must be destroyed).
 void ResetPortsForTesting();
 

@@ -89,7 +89,7 @@ int BindOnOtherPortsLocked(Id* id, const char* call) {
     return 0;
   }
   for (Port* port : PortsLocked()) {
-    if (port == id->port) continue;
+    if (port == id->port || port->gone) continue;
     if (OpenPortLocked(port, call, OnPortOpen) != 0) continue;  // USCM_DEBUG said why
     uscm_cm_id* uid = CloneOnLocked(id, port, call);
     if (uid == nullptr) {

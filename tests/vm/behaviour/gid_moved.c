@@ -15,8 +15,17 @@
  *                                       SRC ("bind first source: ok" or the
  *                                       errno's name: 69-dropin-addr-moved.sh
  *                                       removes SRC, as the kernel refuses it)
+ *   gid_moved -l SRC_IPV4 PEER_IPV4 PORT
+ *                                       late device: the devices rdma_get_devices
+ *                                       lists ("devices before: rxe0") and
+ *                                       rdma_bind_addr of SRC ("bind before: ok"
+ *                                       or the errno's name), "moved?", a line on
+ *                                       stdin, the devices again ("devices
+ *                                       after: rxe0 rxe1"), then connection 1
+ *                                       from SRC (69-dropin-device-later.sh adds
+ *                                       SRC's device while it waits)
  * The client prints "connection N: sgid_index I" and "connection N: echo ok"
- * (or why not); it exits 0 when both echoes came back. */
+ * (or why not); it exits 0 when both echoes came back (-l: the one). */
 #define _GNU_SOURCE /* strerrorname_np */
 #include <errno.h>
 #include <stdio.h>
@@ -140,19 +149,52 @@ static int connect_once(int n, struct sockaddr_in* src, struct sockaddr_in* peer
   return failed;
 }
 
-/* rdma_bind_addr of `src` on a new id: "ok" or the errno's name. */
-static void try_bind(struct sockaddr_in* src) {
+/* rdma_bind_addr of `src` on a new id: "<what>: ok" or the errno's name. */
+static void try_bind(const char* what, struct sockaddr_in* src) {
   struct rdma_cm_id* id = new_id();
   const int rc = rdma_bind_addr(id, (struct sockaddr*)src);
-  printf("bind first source: %s\n", rc == 0 ? "ok" : strerrorname_np(errno));
+  printf("%s: %s\n", what, rc == 0 ? "ok" : strerrorname_np(errno));
   rdma_destroy_id(id);
+}
+
+static int by_name(const void* a, const void* b) {
+  return strcmp(*(const char* const*)a, *(const char* const*)b);
+}
+
+/* "<what>: NAME NAME ..." of the devices rdma_get_devices lists, by name. */
+static void print_devices(const char* what) {
+  int n = 0;
+  struct ibv_context** devs = rdma_get_devices(&n);
+  const char* names[64];
+  int count = 0;
+  for (int i = 0; devs != NULL && devs[i] != NULL && count < 64; i++) {
+    names[count++] = ibv_get_device_name(devs[i]->device);
+  }
+  qsort(names, count, sizeof(names[0]), by_name);
+  printf("%s:", what);
+  for (int i = 0; i < count; i++) printf(" %s", names[i]);
+  printf("%s\n", n == count ? "" : " (count differs)");
+  if (devs != NULL) rdma_free_devices(devs);
+}
+
+/* -l: SRC's device appears while the process waits (see the top). */
+static int late_device(struct sockaddr_in* src, struct sockaddr_in* peer) {
+  print_devices("devices before");
+  try_bind("bind before", src);
+  printf("moved?\n");
+  char line[16];
+  if (fgets(line, sizeof(line), stdin) == NULL) return 1;
+  print_devices("devices after");
+  return connect_once(1, src, peer);
 }
 
 int main(int argc, char** argv) {
   const int is_server = (argc == 4 || argc == 5) && strcmp(argv[1], "-s") == 0;
-  if (!is_server && !((argc == 5 || argc == 6) && strcmp(argv[1], "-c") == 0)) {
+  const int is_late = argc == 5 && strcmp(argv[1], "-l") == 0;
+  if (!is_server && !is_late && !((argc == 5 || argc == 6) && strcmp(argv[1], "-c") == 0)) {
     fprintf(stderr,
-            "usage: gid_moved -s BIND_IPV4 PORT [N] | -c SRC_IPV4 PEER_IPV4 PORT [SRC2_IPV4]\n");
+            "usage: gid_moved -s BIND_IPV4 PORT [N] | -c SRC_IPV4 PEER_IPV4 PORT [SRC2_IPV4]"
+            " | -l SRC_IPV4 PEER_IPV4 PORT\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -162,6 +204,10 @@ int main(int argc, char** argv) {
   if (is_server) {
     struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
     rc = server(&addr, argc == 5 ? atoi(argv[4]) : 2);
+  } else if (is_late) {
+    struct sockaddr_in src = ipv4_arg(argv[2], "0");
+    struct sockaddr_in peer = ipv4_arg(argv[3], argv[4]);
+    rc = late_device(&src, &peer);
   } else {
     struct sockaddr_in src = ipv4_arg(argv[2], "0");
     struct sockaddr_in peer = ipv4_arg(argv[3], argv[4]);
@@ -171,7 +217,7 @@ int main(int argc, char** argv) {
     char line[16];
     if (fgets(line, sizeof(line), stdin) == NULL) return 1;
     rc |= connect_once(2, &src2, &peer);
-    if (argc == 6) try_bind(&src);
+    if (argc == 6) try_bind("bind first source", &src);
   }
   rdma_destroy_event_channel(ch);
   printf("done\n");

@@ -1,0 +1,210 @@
+// Devices and ports that appear after the program started (devices.h
+// SyncDevices, ports.h PortOfAddressLocked): libibverbs' device list, the
+// device and port queries and the ports' addresses are the test's fakes, so a
+// test adds a device, brings a port up or removes a device between two calls,
+// as `rdma link add`, a link coming up or `rdma link del` would.
+#include <errno.h>
+#include <rdma/rdma_cma.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <string>
+#include <vector>
+
+#include "api/c/uscm_cma.h"
+#include "api/librdmacm/devices.h"
+#include "api/librdmacm/ports.h"
+#include "gtest/gtest.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+// What the "kernel" has: three devices (dev0 with two ports), which are
+// listed, which ports are ACTIVE, and each port's one address.
+constexpr int kDevices = 3;
+ibv_device g_dev[kDevices];
+ibv_context g_ctx[kDevices];
+bool g_listed[kDevices];
+bool g_active[kDevices][3];  // [device][port]
+int g_opens = 0;
+int g_port_queries = 0;
+
+// Port `port` of device `device` has the one address 10.0.<device>.<port>
+// (IPv4-mapped, as the drop-in passes it).
+uscm_addr AddressOf(int device, int port) {
+  uscm_addr a = {};
+  a.family = USCM_AF_INET;
+  a.ip[10] = a.ip[11] = 0xff;
+  a.ip[12] = 10;
+  a.ip[14] = static_cast<uint8_t>(device);
+  a.ip[15] = static_cast<uint8_t>(port);
+  return a;
+}
+
+int IndexOf(const ibv_context* verbs) { return static_cast<int>(verbs - g_ctx); }
+
+ibv_device** FakeList(int* count) {
+  auto** list = static_cast<ibv_device**>(calloc(kDevices + 1, sizeof(ibv_device*)));
+  int n = 0;
+  for (int i = 0; i < kDevices; ++i) {
+    if (g_listed[i]) list[n++] = &g_dev[i];
+  }
+  *count = n;
+  return list;
+}
+void FakeFree(ibv_device** list) { free(list); }
+ibv_context* FakeOpen(ibv_device* device) {
+  ++g_opens;
+  return &g_ctx[device - g_dev];
+}
+
+int FakeQueryDevice(ibv_context* verbs, ibv_device_attr* attr) {
+  *attr = {};
+  attr->phys_port_cnt = IndexOf(verbs) == 0 ? 2 : 1;
+  return 0;
+}
+
+int FakeQueryPort(ibv_context* verbs, uint8_t port, ibv_port_attr* attr) {
+  ++g_port_queries;
+  *attr = {};
+  attr->state = g_active[IndexOf(verbs)][port] ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+  attr->link_layer = IBV_LINK_LAYER_ETHERNET;
+  attr->gid_tbl_len = 16;
+  return 0;
+}
+
+uint64_t FakeGeneration(const Port&) { return 0; }
+void FakeRead(Port* p) { p->ips = {KeyOf(AddressOf(IndexOf(p->verbs), p->port_num))}; }
+
+class DeviceSyncTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < kDevices; ++i) {
+      g_dev[i] = {};
+      snprintf(g_dev[i].name, sizeof g_dev[i].name, "dev%d", i);
+      g_ctx[i] = {};
+      g_ctx[i].device = &g_dev[i];
+      g_listed[i] = false;
+      for (bool& a : g_active[i]) a = false;
+    }
+    g_opens = g_port_queries = 0;
+    static const DeviceListOps ops = {FakeList, FakeFree, FakeOpen};
+    SetDeviceListForTesting(&ops);
+    SetQueryDeviceForTesting(FakeQueryDevice);
+    SetPortQueryForTesting(FakeQueryPort);
+    SetPortAddressesForTesting(FakeGeneration, FakeRead);
+  }
+  void TearDown() override {
+    ResetPortsForTesting();
+    SetPortAddressesForTesting(nullptr, nullptr);
+    SetPortQueryForTesting(nullptr);
+    SetQueryDeviceForTesting(nullptr);
+    SetDeviceListForTesting(nullptr);
+  }
+
+  // The port PortOfAddressLocked puts the id of AddressOf(device, port) on:
+  // "devN:P", or "none".
+  static std::string PortOf(int device, int port) {
+    Port* p = PortOfAddressLocked(AddressOf(device, port));
+    if (p == nullptr) return "none";
+    return p->ca + ":" + std::to_string(p->port_num);
+  }
+
+  // The device names rdma_get_devices lists now.
+  static std::vector<std::string> Listed() {
+    std::vector<std::string> names;
+    int n = -1;
+    ibv_context** devs = rdma_get_devices(&n);
+    for (int i = 0; devs != nullptr && devs[i] != nullptr; ++i) {
+      names.push_back(ibv_get_device_name(devs[i]->device));
+    }
+    EXPECT_EQ(n, static_cast<int>(names.size()));
+    rdma_free_devices(devs);
+    return names;
+  }
+};
+
+using Names = std::vector<std::string>;
+
+TEST_F(DeviceSyncTest, RdmaGetDevicesListsAddedAndLeavesOutRemovedDevices) {
+  g_listed[0] = true;
+  EXPECT_EQ(Listed(), Names{"dev0"});
+  g_listed[1] = true;  // rdma link add
+  EXPECT_EQ(Listed(), Names({"dev0", "dev1"}));
+  EXPECT_EQ(g_opens, 2) << "each device opened once";
+
+  int n = 0;
+  ibv_context** held = rdma_get_devices(&n);
+  ASSERT_EQ(n, 2);
+  g_listed[0] = false;  // rdma link del
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(held[0], &g_ctx[0]) << "an array given before stays as it was";
+  EXPECT_TRUE(DeviceGone(&g_ctx[0]));
+  EXPECT_FALSE(DeviceGone(&g_ctx[1]));
+  rdma_free_devices(held);
+  EXPECT_EQ(OpenDeviceCount(), 1);
+}
+
+TEST_F(DeviceSyncTest, NoDeviceAtFirstThenOneIsENODEVThenListed) {
+  int n = -1;
+  errno = 0;
+  EXPECT_EQ(rdma_get_devices(&n), nullptr);
+  EXPECT_EQ(errno, ENODEV);
+  EXPECT_EQ(n, 0);
+  EXPECT_NE(EnsureDevices("test"), 0);
+  g_listed[2] = true;
+  EXPECT_EQ(EnsureDevices("test"), 0) << "a device that appears is listed at the next call";
+  EXPECT_EQ(Listed(), Names{"dev2"});
+}
+
+TEST_F(DeviceSyncTest, APortThatBecomesActiveIsServedAtTheNextLookup) {
+  g_listed[0] = true;
+  g_active[0][1] = true;
+  ASSERT_EQ(EnsurePortsLocked("test"), 0) << strerror(errno);
+  EXPECT_EQ(PortsLocked().size(), 1u) << "port 2 is DOWN: not listed";
+  EXPECT_EQ(PortOf(0, 1), "dev0:1");
+  EXPECT_EQ(PortOf(0, 2), "none") << "a DOWN port's address is on no port";
+
+  g_active[0][2] = true;  // the link comes up
+  EXPECT_EQ(PortOf(0, 2), "dev0:2");
+  EXPECT_EQ(PortOf(0, 1), "dev0:1");
+  EXPECT_EQ(PortsLocked().size(), 2u);
+}
+
+TEST_F(DeviceSyncTest, ADeviceAddedLaterIsServedAndARemovedOneIsNot) {
+  g_listed[0] = true;
+  g_active[0][1] = true;
+  g_active[1][1] = true;
+  ASSERT_EQ(EnsurePortsLocked("test"), 0) << strerror(errno);
+  EXPECT_EQ(PortOf(1, 1), "none");
+
+  g_listed[1] = true;  // rdma link add dev1
+  EXPECT_EQ(PortOf(1, 1), "dev1:1");
+  Port* dev1 = PortOfAddressLocked(AddressOf(1, 1));
+
+  g_listed[1] = false;  // rdma link del dev1
+  EXPECT_EQ(PortOf(0, 2), "none");  // a miss lists the devices again
+  EXPECT_TRUE(dev1->gone) << "its ids stay, pointing at the port";
+  EXPECT_EQ(PortOf(1, 1), "none") << "no new id on a removed device";
+  EXPECT_EQ(PortOf(0, 1), "dev0:1");
+  EXPECT_EQ(PortsLocked().size(), 2u) << "the port itself is kept for its ids";
+}
+
+TEST_F(DeviceSyncTest, AHitListsNothingAMissListsOnce) {
+  g_listed[0] = true;
+  g_active[0][1] = true;
+  ASSERT_EQ(EnsurePortsLocked("test"), 0) << strerror(errno);
+  const uint64_t listings = DeviceListings();
+  const int queries = g_port_queries;
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(PortOf(0, 1), "dev0:1");
+  EXPECT_EQ(DeviceListings(), listings) << "no listing per lookup";
+  EXPECT_EQ(g_port_queries, queries) << "no port query per lookup";
+
+  EXPECT_EQ(PortOf(2, 1), "none");
+  EXPECT_EQ(DeviceListings(), listings + 1);
+  EXPECT_EQ(g_port_queries, queries + 1) << "only dev0's port 2, the one not listed";
+  EXPECT_EQ(PortListSyncs(), 1u);
+}
+
+}  // namespace
+}  // namespace uscm::librdmacm

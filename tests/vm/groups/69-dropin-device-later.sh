@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# A device that appears after a drop-in program started (issue 13; docs/API.md "Devices
+# and ports that appear later"): one VM (rxe0 192.168.77.1 <-veth-> veth1 192.168.77.2),
+# rxe1 deleted before the client starts and added again (`rdma link add rxe1 type rxe
+# netdev veth1`) while it waits. Client A (tests/vm/behaviour/gid_moved -l) lists the
+# devices (rdma_get_devices) and tries rdma_bind_addr of C = 192.168.77.2 before, then
+# after the add lists them again and connects from C to a server on rxe0, one message
+# echoed. Run twice in the same boot: first on the kernel's rdma_cm with the system
+# librdmacm (the reference: librdmacm's rdma_get_devices lists the devices again at
+# every call, and the kernel finds rxe1 for C at the call), then, with rdma_ucm /
+# rdma_cm / ib_cm unloaded, both ends through `uscm exec`; the two outputs of A are
+# compared line for line but one: A's rdma_bind_addr of C while rxe1 is gone is ENODEV on
+# the kernel (C is the host's, on a netdev with no RDMA device: cma_acquire_dev_by_src_ip)
+# and EADDRNOTAVAIL on uscm (C is on no port: the first port refuses it), as docs/API.md
+# lists. On uscm, A's port on rxe1 is served by a uscmd of its own started when A
+# opened it (uscm exec started rxe0's only: rxe1 did not exist).
+# targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
+# targets: //tests/vm/behaviour:gid_moved
+. "$(dirname "$0")/../lib.sh"
+vm_boot --cm --timeout 400
+. "$VM_DIR/dropin.sh"
+
+S=192.168.77.1 C=192.168.77.2
+B=$USCM_VM_BIN/tests/vm/behaviour
+
+# until_port yes|no: until rxe1 exists with its port ACTIVE and C's GID (yes), or is gone
+until_port() {
+  local end=$((SECONDS + T))
+  while ((SECONDS < end)); do
+    if grep -qs ACTIVE /sys/class/infiniband/rxe1/ports/1/state &&
+       grep -qsx "$(ipv4_gid $C)" /sys/class/infiniband/rxe1/ports/1/gids/*; then
+      [ "$1" = yes ] && return 0
+    elif [ "$1" = no ] && [ ! -e /sys/class/infiniband/rxe1 ]; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "rxe1 is not '$1' after ${T}s" >&2; return 1
+}
+
+# phase MODE PORT: rxe1 deleted, server on rxe0, A started, rxe1 added, A connects
+phase() {
+  local mode=$1 port=$2 run=(timeout "$T") server a
+  [ "$mode" = uscm ] && run=("${USCM[@]}")
+  check "$mode-del-rxe1" rdma link del rxe1
+  check "$mode-rxe1-gone" until_port no
+  "${run[@]}" "$B/gid_moved" -s $S "$port" 1 > /tmp/$mode-server.log 2>&1 & server=$!
+  check "$mode-server-listening" wait_for /tmp/$mode-server.log '^listening' $server
+  rm -f /tmp/go; mkfifo /tmp/go
+  "${run[@]}" "$B/gid_moved" -l $C $S "$port" < /tmp/go > /tmp/$mode-a.out 2> /tmp/$mode-a.err &
+  a=$!
+  exec 3> /tmp/go   # A's stdin: one line once rxe1 is back
+  check "$mode-a-waits" wait_for /tmp/$mode-a.out '^moved\?' $a
+  check "$mode-add-rxe1" rdma link add rxe1 type rxe netdev veth1
+  check "$mode-rxe1-active" until_port yes
+  echo go >&3
+  exec 3>&-
+  finish "$mode-a-exit" $a /tmp/$mode-a.out
+  sed 's/^/  | /' /tmp/$mode-a.out
+  finish "$mode-server-exit" $server /tmp/$mode-server.log
+}
+
+check kernel-cm-loaded grep -qw rdma_ucm /proc/modules
+phase kernel 7410
+check unload-kernel-cm modprobe -r rdma_ucm rdma_cm ib_cm
+no_kernel_cm no-kernel-cm
+phase uscm 7411
+check uscm-a-echo grep -q '^connection 1: echo ok' /tmp/uscm-a.out
+check uscmd-for-rxe1 pgrep -f 'uscmd --ca rxe1 --port 1'
+check_output kernel-bind-before-enodev '^bind before: ENODEV$' cat /tmp/kernel-a.out
+check_output uscm-bind-before-eaddrnotavail '^bind before: EADDRNOTAVAIL$' cat /tmp/uscm-a.out
+sed -i '/^bind before: /d' /tmp/kernel-a.out /tmp/uscm-a.out
+if [ -s /tmp/kernel-a.out ] && diff -q /tmp/kernel-a.out /tmp/uscm-a.out > /dev/null; then
+  pass a-same-as-kernel
+else
+  diff -u /tmp/kernel-a.out /tmp/uscm-a.out | sed 's/^/  | /'
+  sed 's/^/  uscm stderr| /' /tmp/uscm-a.err | tail -n 20
+  fail a-same-as-kernel "the kernel's and uscm's outputs of A differ (- kernel, + uscm)"
+fi
+group_end
