@@ -73,6 +73,12 @@ int FakeQueryPort(ibv_context* verbs, uint8_t port, ibv_port_attr* attr) {
   return 0;
 }
 
+// Each reading 1 s later than the last: every miss may list (the 100 ms
+// spacing is AMissWithin100MsOfTheLastListingListsNothing's).
+int64_t g_now_ns = 0;
+int64_t g_step_ns = 0;
+int64_t FakeNow() { return g_now_ns += g_step_ns; }
+
 uint64_t FakeGeneration(const Port&) { return 0; }
 void FakeRead(Port* p) { p->ips = {KeyOf(AddressOf(IndexOf(p->verbs), p->port_num))}; }
 
@@ -88,16 +94,18 @@ class DeviceSyncTest : public ::testing::Test {
       for (bool& a : g_active[i]) a = false;
     }
     g_opens = g_port_queries = 0;
+    g_now_ns = 0;
+    g_step_ns = 1000000000;
     static const DeviceListOps ops = {FakeList, FakeFree, FakeOpen};
     SetDeviceListForTesting(&ops);
     SetQueryDeviceForTesting(FakeQueryDevice);
-    SetPortQueryForTesting(FakeQueryPort);
+    SetPortQueryForTesting(FakeQueryPort, FakeNow);
     SetPortAddressesForTesting(FakeGeneration, FakeRead);
   }
   void TearDown() override {
     ResetPortsForTesting();
     SetPortAddressesForTesting(nullptr, nullptr);
-    SetPortQueryForTesting(nullptr);
+    SetPortQueryForTesting(nullptr, nullptr);
     SetQueryDeviceForTesting(nullptr);
     SetDeviceListForTesting(nullptr);
   }
@@ -204,6 +212,24 @@ TEST_F(DeviceSyncTest, AHitListsNothingAMissListsOnce) {
   EXPECT_EQ(DeviceListings(), listings + 1);
   EXPECT_EQ(g_port_queries, queries + 1) << "only dev0's port 2, the one not listed";
   EXPECT_EQ(PortListSyncs(), 1u);
+}
+
+TEST_F(DeviceSyncTest, AMissWithin100MsOfTheLastListingListsNothing) {
+  g_listed[0] = true;
+  g_active[0][1] = true;
+  ASSERT_EQ(EnsurePortsLocked("test"), 0) << strerror(errno);
+  g_step_ns = 0;  // the clock stands still
+  const uint64_t listings = DeviceListings();
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(PortOf(2, 1), "none");
+  EXPECT_EQ(DeviceListings(), listings + 1) << "a foreign address in a loop: one listing";
+
+  g_listed[2] = true;
+  g_active[2][1] = true;
+  g_now_ns += 99 * 1000 * 1000;
+  EXPECT_EQ(PortOf(2, 1), "none") << "99 ms later: not listed again";
+  g_now_ns += 1000 * 1000;
+  EXPECT_EQ(PortOf(2, 1), "dev2:1") << "100 ms later: listed again";
+  EXPECT_EQ(DeviceListings(), listings + 2);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,11 +34,24 @@ int QueryPort(ibv_context* verbs, uint8_t port, ibv_port_attr* attr) {
   return ibv_query_port(verbs, port, attr);
 }
 
+// A coarse monotonic clock (the vDSO's: no syscall), in nanoseconds.
+int64_t CoarseNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// A miss lists the devices again at most this often (SyncPortsLocked).
+constexpr int64_t kMinListIntervalNs = 100 * 1000 * 1000;
+
 struct Table {
   bool listed = false;
   bool simulated = false;  // UsePortsForTesting's: never listed again
   std::deque<Port> ports;  // a deque: pointers stay valid
   int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*) = QueryPort;
+  int64_t (*now_ns)() = CoarseNowNs;
+  bool synced = false;       // a miss listed the ports again, at synced_ns
+  int64_t synced_ns = 0;
   uint64_t syncs = 0;
 };
 
@@ -206,9 +220,16 @@ bool AnyLive(const Table& t) {
 // A lookup's miss (PortOfAddressLocked): the devices and their ports listed
 // again, as librdmacm lists the devices again when the kernel names one it
 // does not have (ucma_get_device); a port that became ACTIVE or a device
-// added since is then served. Whether the table changed.
+// added since is then served. At most once per kMinListIntervalNs: a program
+// that misses in a loop (a foreign source, a routing table's source on no
+// RDMA port) pays a listing per 100 ms, not per call. Whether the table
+// changed.
 bool SyncPortsLocked(Table& t) {
   if (t.simulated) return false;
+  const int64_t now = t.now_ns();
+  if (t.synced && now - t.synced_ns < kMinListIntervalNs) return false;
+  t.synced = true;
+  t.synced_ns = now;
   ++t.syncs;
   SyncDevices("port lookup");  // none left (ENODEV): every port is marked gone
   PortChoice choice;
@@ -272,8 +293,10 @@ void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read
 
 uint64_t PortAddressRereads() { return TheHooks().rereads; }
 
-void SetPortQueryForTesting(int (*query)(ibv_context*, uint8_t, ibv_port_attr*)) {
+void SetPortQueryForTesting(int (*query)(ibv_context*, uint8_t, ibv_port_attr*),
+                            int64_t (*now_ns)()) {
   TheTable().query_port = query != nullptr ? query : QueryPort;
+  TheTable().now_ns = now_ns != nullptr ? now_ns : CoarseNowNs;
 }
 
 uint64_t PortListSyncs() { return TheTable().syncs; }
@@ -353,6 +376,7 @@ void ResetPortsForTesting() {
   t.ports.clear();
   t.listed = false;
   t.simulated = false;
+  t.synced = false;
   t.syncs = 0;
 }
 

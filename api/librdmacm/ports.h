@@ -72,7 +72,8 @@ std::vector<Port*> PortsLocked();
 // devices and their ports are listed again (a device added, a port ACTIVE
 // since; a removed device's ports marked gone and not answered), as librdmacm
 // does for a device it does not know: one ibv_get_device_list, and an
-// ibv_query_port per port not listed, per miss; nothing on a hit. An opened port's uscm device is
+// ibv_query_port per port not listed, per miss (at most one per 100 ms);
+// nothing on a hit. An opened port's uscm device is
 // told too (uscm_device_reread_addresses: what its binds accept, and on
 // RoCE the source GID of its CM MADs).
 Port* PortOfAddressLocked(const uscm_addr& addr);
@@ -94,9 +95,11 @@ int UsePortsForTesting(const std::vector<uscm_device*>& devs,
 void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*));
 // How many times a port's addresses were read again (not counting listing).
 uint64_t PortAddressRereads();
-// Tests: ibv_query_port as the listing calls it (nullptr: libibverbs'), and
-// how many times a miss listed the ports again.
-void SetPortQueryForTesting(int (*query)(ibv_context*, uint8_t, ibv_port_attr*));
+// Tests: ibv_query_port as the listing calls it and the clock a miss's
+// listing is spaced by (nullptr: libibverbs', CLOCK_MONOTONIC_COARSE), and how
+// many times a miss listed the ports again.
+void SetPortQueryForTesting(int (*query)(ibv_context*, uint8_t, ibv_port_attr*),
+                            int64_t (*now_ns)());
 uint64_t PortListSyncs();
 // Drops the ports of UsePortsForTesting (every id must be destroyed).
 void ResetPortsForTesting();
