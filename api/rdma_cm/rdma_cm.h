@@ -555,6 +555,9 @@ class Device final : public cm::NodeObserver {
   uint64_t ephemeral_moves() const { return ephemeral_moves_; }
   // Blocks of ephemeral ports the router leased this device.
   size_t leased_blocks() const;
+  // Tests: how many ports of leased blocks binds to port 0 looked at (a load,
+  // and a hash lookup and a CAS when free), all port spaces.
+  uint64_t lease_ports_scanned() const;
   // resolve_addr calls answered from an earlier neighbour answer
   // (DeviceOptions::neighbour_reuse) instead of resolve_neighbour.
   uint64_t neighbour_reuses() const;
@@ -678,10 +681,14 @@ class Device final : public cm::NodeObserver {
   struct LeasedBlock {
     uint16_t port_space = 0;
     mad::PortLease lease;
-    size_t next = 0;     // where the next claim looks first
+    size_t next = 0;     // where the next claim looks first (the port freed last)
+    size_t claimed = 0;  // ports of the page this device's ids hold
     bool full = false;   // a whole scan found no free port (until one is freed)
   };
   std::vector<LeasedBlock> leased_blocks_;
+  uint64_t lease_ports_scanned_ = 0;  // lease_ports_scanned()
+  // A free port of `b` for `id` (AllocLeasedPort), false when it has none.
+  bool ClaimLeasedPort(CmId* id, LeasedBlock& b);
   // Per port space: binds to go port by port before asking for a block again
   // (the router refused one); SIZE_MAX: never (the transport leases none).
   absl::flat_hash_map<uint16_t, size_t> lease_backoff_;

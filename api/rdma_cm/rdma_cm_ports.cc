@@ -204,30 +204,17 @@ bool Device::AllocLeasedPort(CmId* id) {
   for (bool rescanned = false;;) {
     for (LeasedBlock& b : leased_blocks_) {
       if (b.port_space != ps || b.full) continue;
-      mad::PortPage& page = *b.lease.page;
-      const size_t n = page.size();
-      for (size_t k = 0; k < n; ++k) {
-        const size_t i = (b.next + k) % n;
-        const uint16_t port = static_cast<uint16_t>(b.lease.first_port + i);
-        // A port this process holds otherwise (an explicit bind, an active
-        // id's pick) is left alone: the bind lists keep those apart.
-        if (port_owners_.contains(PortKey(id, port)) || !page.Claim(i)) continue;
-        b.next = (i + 1) % n;
-        port_owners_[PortKey(id, port)].push_back(id);
-        id->local_.port = port;
-        id->ephemeral_port_ = true;
-        id->leased_port_ = true;
-        return true;
-      }
+      if (ClaimLeasedPort(id, b)) return true;
       b.full = true;
     }
-    // Ports freed since a block filled (by the router too) are found again
-    // before asking for another block.
+    // Ports freed since a block filled (the router gives back a port it took
+    // for another client) are found again before asking for another block.
+    // A block whose every port this device claimed has none: not scanned.
     if (!rescanned) {
       rescanned = true;
       bool any = false;
       for (LeasedBlock& b : leased_blocks_) {
-        if (b.port_space != ps || !b.full) continue;
+        if (b.port_space != ps || !b.full || b.claimed == b.lease.page->size()) continue;
         b.full = false;
         any = true;
       }
@@ -236,6 +223,35 @@ bool Device::AllocLeasedPort(CmId* id) {
     if (!LeaseBlock(ps)) return false;
     rescanned = true;
   }
+}
+
+bool Device::ClaimLeasedPort(CmId* id, LeasedBlock& b) {
+  mad::PortPage& page = *b.lease.page;
+  const size_t n = page.size();
+  if (b.claimed == n) return false;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (b.next + k) % n;
+    ++lease_ports_scanned_;
+    // A byte that is not free (ours, or taken by the router) costs a load,
+    // not a CAS. A port this process holds otherwise (an explicit bind, an
+    // active id's pick) is left alone: the bind lists keep those apart.
+    if (page.Load(i) != static_cast<uint8_t>(mad::PortPage::State::kFree)) continue;
+    const uint16_t port = static_cast<uint16_t>(b.lease.first_port + i);
+    auto [owners, fresh] = port_owners_.try_emplace(PortKey(id, port));
+    if (!fresh) continue;
+    if (!page.Claim(i)) {  // the router took it since the load
+      port_owners_.erase(owners);
+      continue;
+    }
+    ++b.claimed;
+    b.next = (i + 1) % n;
+    owners->second.push_back(id);
+    id->local_.port = port;
+    id->ephemeral_port_ = true;
+    id->leased_port_ = true;
+    return true;
+  }
+  return false;
 }
 
 bool Device::LeaseBlock(uint16_t port_space) {
@@ -260,6 +276,11 @@ size_t Device::leased_blocks() const {
   return leased_blocks_.size();
 }
 
+uint64_t Device::lease_ports_scanned() const {
+  std::lock_guard<std::mutex> lock(node_->mutex());
+  return lease_ports_scanned_;
+}
+
 void Device::ReleaseBind(CmId* id) {
   if (id->leased_port_) {
     id->leased_port_ = false;
@@ -270,7 +291,10 @@ void Device::ReleaseBind(CmId* id) {
           id->local_.port >= first + b.lease.page->size()) {
         continue;
       }
-      b.lease.page->Free(id->local_.port - first);
+      const size_t i = id->local_.port - first;
+      b.lease.page->Free(i);
+      --b.claimed;
+      b.next = i;  // the next claim finds it at once
       b.full = false;
       break;
     }

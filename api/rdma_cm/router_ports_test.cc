@@ -27,11 +27,15 @@ struct Process {
 
 class RouterPortsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start({}); }
+  // The fabric, the router with `options` and the two processes (again: the
+  // old ones are torn down first).
+  void Start(router::RouterOptions options) {
+    TearDown();
     auto f = testing::SimFabric::Create(/*seed=*/9);
     ASSERT_TRUE(f.ok()) << f.status();
     f_ = std::move(*f);
-    router_ = std::make_unique<router::LocalRouter>(*f_->host(0).qp1);
+    router_ = std::make_unique<router::LocalRouter>(*f_->host(0).qp1, options);
     for (Process& p : procs_) {
       auto c = router_->Connect();
       ASSERT_TRUE(c.ok()) << c.status();
@@ -56,6 +60,7 @@ class RouterPortsTest : public ::testing::Test {
       p.client.reset();
     }
     router_.reset();
+    f_.reset();
   }
 
   static Address At(const char* text) { return *Address::Parse(text); }
@@ -176,6 +181,39 @@ TEST_F(RouterPortsTest, TwoThousandBindsToPortZeroAreDistinctAndTakeNoClaim) {
   for (CmId* id : ids) ASSERT_TRUE(procs_[0].ch->DestroyId(id).ok());
   for (int i = 0; i < 2000; ++i) ASSERT_TRUE(Id(procs_[0])->BindAddr(At("192.168.78.1:0")).ok());
   EXPECT_EQ(router_->counters().leases, 8u);
+}
+
+// Once the blocks the router allows are all held and full, a bind to port 0
+// looks at none of their ports (it goes port by port, AllocPort): each block
+// counts the ports its ids hold. Before, each such bind looked at every port
+// of every full block twice, a hash lookup each (2 x 512 here, 2 x 8,192 at
+// 32 blocks).
+TEST_F(RouterPortsTest, BindsPastFullBlocksScanNoneOfTheirPorts) {
+  router::RouterOptions o;
+  o.max_blocks_per_client = 2;
+  Start(o);
+  Device& dev = *procs_[0].device;
+  std::vector<CmId*> ids;
+  for (int i = 0; i < 512; ++i) {
+    ids.push_back(Id(procs_[0]));
+    ASSERT_TRUE(ids.back()->BindAddr(At("192.168.78.1:0")).ok()) << i;
+  }
+  ASSERT_EQ(dev.leased_blocks(), 2u);
+  EXPECT_EQ(dev.lease_ports_scanned(), 512u) << "one port a bind while the blocks fill";
+  for (int i = 0; i < 64; ++i) {
+    CmId* id = Id(procs_[0]);
+    ASSERT_TRUE(id->BindAddr(At("192.168.78.1:0")).ok()) << i;
+    EXPECT_NE(id->GetLocalAddr().port, 0);
+  }
+  EXPECT_EQ(dev.lease_ports_scanned(), 512u) << "binds past the full blocks scanned them";
+  EXPECT_EQ(Claims(), 64u) << "port by port";
+  // A port given back is found again.
+  const uint16_t freed = ids[300]->GetLocalAddr().port;
+  ASSERT_TRUE(procs_[0].ch->DestroyId(ids[300]).ok());
+  CmId* again = Id(procs_[0]);
+  ASSERT_TRUE(again->BindAddr(At("192.168.78.1:0")).ok());
+  EXPECT_EQ(again->GetLocalAddr().port, freed);
+  EXPECT_EQ(dev.lease_ports_scanned(), 513u) << "the freed port is where the next claim looks";
 }
 
 // Another process's bind of a port in the block: at once when the lessee
