@@ -28,6 +28,26 @@ namespace {
 // parent's threads, so a watch started before the fork follows nothing there.
 std::atomic<uint64_t> g_forks{0};
 
+// AddressChanges(): bumped after whatever a generation reads moved.
+std::atomic<uint64_t> g_changes{0};
+
+void NoteChange() { g_changes.fetch_add(1, std::memory_order_acq_rel); }
+
+// A watch's count moved (an event, or events lost): the watch's own count
+// first, then the process's, so a caller that sees the new AddressChanges()
+// sees the new generation.
+void Count(std::atomic<uint64_t>& changes) {
+  changes.fetch_add(1, std::memory_order_acq_rel);
+  NoteChange();
+}
+
+// A watch stopped following (its thread failed or never started): its
+// generation is kGidsNotFollowed from now on.
+void StopFollowing(std::atomic<bool>& following) {
+  following.store(false, std::memory_order_release);
+  NoteChange();
+}
+
 struct Watch {
   ibv_context* own = nullptr;  // ours, never the program's; open for the process
   std::atomic<uint64_t> changes{0};
@@ -45,7 +65,10 @@ struct Watches {
 Watches& TheWatches() {
   static auto* watches = [] {
     // Lock-free: the child may have forked while another thread held mu.
-    pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); });
+    pthread_atfork(nullptr, nullptr, [] {
+      g_forks.fetch_add(1, std::memory_order_relaxed);
+      NoteChange();
+    });
     return new Watches;
   }();
   return *watches;
@@ -64,7 +87,7 @@ void StartThread(void* (*fn)(void*), void* arg, const char* name, const char* wh
   following->store(true, std::memory_order_release);
   pthread_t thread;
   if (int rc = pthread_create(&thread, nullptr, fn, arg); rc != 0) {
-    following->store(false, std::memory_order_release);
+    StopFollowing(*following);
     const std::string why = std::string("no thread to follow ") + what + " (" + strerror(rc) +
                             "): read at every lookup";
     Fail(rc, "address watch", why.c_str());
@@ -87,10 +110,10 @@ void* Follow(void* arg) {
     }
     const ibv_event_type type = e.event_type;
     ibv_ack_async_event(&e);
-    if (type == IBV_EVENT_GID_CHANGE) w->changes.fetch_add(1, std::memory_order_acq_rel);
+    if (type == IBV_EVENT_GID_CHANGE) Count(w->changes);
     if (type == IBV_EVENT_DEVICE_FATAL) break;
   }
-  w->following.store(false, std::memory_order_release);
+  StopFollowing(w->following);
   return nullptr;
 }
 
@@ -157,7 +180,7 @@ void* FollowAddresses(void* arg) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == ENOBUFS) {
-        w->changes.fetch_add(1, std::memory_order_acq_rel);
+        Count(w->changes);
         continue;
       }
       break;
@@ -165,12 +188,10 @@ void* FollowAddresses(void* arg) {
     if (n == 0) break;
     int len = static_cast<int>(n);
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
-      if (h->nlmsg_type == RTM_NEWADDR || h->nlmsg_type == RTM_DELADDR) {
-        w->changes.fetch_add(1, std::memory_order_acq_rel);
-      }
+      if (h->nlmsg_type == RTM_NEWADDR || h->nlmsg_type == RTM_DELADDR) Count(w->changes);
     }
   }
-  w->following.store(false, std::memory_order_release);
+  StopFollowing(w->following);
   return nullptr;
 }
 
@@ -198,7 +219,11 @@ AddressWatch* StartAddressWatch() {
 
 uint64_t IpAddressGeneration() {
   TheWatches();  // the fork count
-  static AddressWatch* w = StartAddressWatch();
+  static AddressWatch* w = [] {
+    AddressWatch* started = StartAddressWatch();
+    NoteChange();  // the first generation
+    return started;
+  }();
   if (!w->following.load(std::memory_order_acquire) ||
       w->forks != g_forks.load(std::memory_order_relaxed)) {
     return kGidsNotFollowed;
@@ -221,6 +246,7 @@ uint64_t GidTableGeneration(ibv_context* verbs) {
       w->unwatched = true;  // InfiniBand only: no context, no thread
     }
     it = ws.by_context.emplace(verbs, std::move(w)).first;
+    NoteChange();  // a device's first generation
   }
   const Watch& w = *it->second;
   if (w.unwatched) return 0;
@@ -232,6 +258,14 @@ uint64_t GidTableGeneration(ibv_context* verbs) {
 }
 
 uint64_t GidWatchesStarted() { return TheStarts().load(); }
+
+uint64_t AddressChanges() { return g_changes.load(std::memory_order_acquire); }
+
+void CountGidChangeForTesting(ibv_context* verbs) {
+  Watches& ws = TheWatches();
+  std::lock_guard<std::mutex> lock(ws.mu);
+  if (auto it = ws.by_context.find(verbs); it != ws.by_context.end()) Count(it->second->changes);
+}
 
 void SetWatchNeedForTesting(WatchNeed (*need)(ibv_context*),
                             void (*start)(ibv_context*, bool* following)) {
@@ -254,6 +288,7 @@ void FollowForTesting(ibv_context* verbs) {
   auto w = std::make_unique<Watch>();
   w->following.store(true, std::memory_order_release);  // no context, no thread
   ws.by_context[verbs] = std::move(w);
+  NoteChange();
 }
 
 }  // namespace uscm::librdmacm

@@ -62,9 +62,21 @@ uint64_t GidWatchesStarted();
 // a change.
 uint64_t IpAddressGeneration();
 
+// How many times something GidTableGeneration or IpAddressGeneration
+// returns may have moved, process-wide: bumped after a watch's count moves
+// (an event, events lost), when a device's watch or the address watch is
+// first asked about, when a watch stops following, and in the child of each
+// fork(). A caller that asked its generations after reading C here need not
+// ask them again while this still reads C (ports.h PortOfAddressLocked): one
+// atomic load instead of a mutex and a lookup per device.
+uint64_t AddressChanges();
+
 // Records `verbs` as followed (generation 0) with no context or thread of
 // its own, as if its watch had started.
 void FollowForTesting(ibv_context* verbs);
+// What the watch's thread does on IBV_EVENT_GID_CHANGE, for a device
+// FollowForTesting recorded.
+void CountGidChangeForTesting(ibv_context* verbs);
 
 }  // namespace uscm::librdmacm
 

@@ -4,6 +4,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <vector>
 
@@ -33,6 +35,15 @@ uint64_t g_generation = 0;
 
 uint64_t FakeGeneration(const Port&) { return g_generation; }
 void FakeRead(Port* p) { p->ips = g_kernel[p->port_num - 1]; }
+// The process's count of changes (gid_watch.h AddressChanges) moves with the
+// one generation the fakes have.
+uint64_t FakeChanges() { return g_generation; }
+
+// A device the GID watch follows with no thread (gid_watch.h
+// FollowForTesting): the real generation and count of changes, moved by
+// CountGidChangeForTesting as the watch's thread moves them.
+ibv_context g_watched = {};
+uint64_t WatchedGeneration(const Port&) { return GidTableGeneration(&g_watched); }
 
 class PortAddressesTest : public ::testing::Test {
  protected:
@@ -41,14 +52,14 @@ class PortAddressesTest : public ::testing::Test {
     ASSERT_NE(sim_, nullptr);
     g_kernel = {{V4("10.0.0.1")}, {V4("10.0.0.2")}};
     g_generation = 0;
-    SetPortAddressesForTesting(FakeGeneration, FakeRead);
+    SetPortAddressesForTesting(FakeGeneration, FakeRead, FakeChanges);
     ASSERT_EQ(UsePortsForTesting({uscm_sim_device(sim_, 0), uscm_sim_device(sim_, 1)}, g_kernel),
               0)
         << strerror(errno);
   }
   void TearDown() override {
     ResetPortsForTesting();
-    SetPortAddressesForTesting(nullptr, nullptr);
+    SetPortAddressesForTesting(nullptr, nullptr, nullptr);
     uscm_sim_destroy(sim_);
   }
   // The port number `ip` belongs to, 0 for none.
@@ -112,13 +123,57 @@ TEST_F(PortAddressesTest, AMissReadsAgainOncePerGeneration) {
 }
 
 TEST_F(PortAddressesTest, NotFollowedIsReadAtEveryLookup) {
-  SetPortAddressesForTesting([](const Port&) { return kGidsNotFollowed; }, FakeRead);
+  SetPortAddressesForTesting([](const Port&) { return kGidsNotFollowed; }, FakeRead, FakeChanges);
   const uint64_t before = PortAddressRereads();
   g_kernel[1].push_back(V4("10.0.0.9"));
   EXPECT_EQ(PortOf("10.0.0.9"), 2);
   g_kernel[1].pop_back();
   EXPECT_EQ(PortOf("10.0.0.9"), 0);
   EXPECT_EQ(PortAddressRereads(), before + 4);
+}
+
+// While the process's count of changes stays, a lookup asks no port its
+// generation (each ask is a mutex and a lookup in gid_watch.cc).
+TEST_F(PortAddressesTest, AnUnchangedCountAsksNoGeneration) {
+  EXPECT_EQ(PortOf("10.0.0.1"), 1);
+  const uint64_t before = PortGenerationsAsked();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(PortOf("10.0.0.2"), 2);
+  EXPECT_EQ(PortGenerationsAsked(), before) << "generations asked with nothing changed";
+  ++g_generation;
+  EXPECT_EQ(PortOf("10.0.0.2"), 2);
+  EXPECT_EQ(PortGenerationsAsked(), before + 2) << "each port once the count moved";
+}
+
+// The GID watch's count, through the real AddressChanges: an event the
+// watch counted is seen at the next lookup (an address that moved from port
+// 2 to port 1: no miss would find it).
+TEST_F(PortAddressesTest, AGidChangeTheWatchCountedIsSeen) {
+  FollowForTesting(&g_watched);
+  SetPortAddressesForTesting(WatchedGeneration, FakeRead, nullptr);
+  EXPECT_EQ(PortOf("10.0.0.2"), 2);
+  g_kernel[0].push_back(V4("10.0.0.2"));
+  g_kernel[1] = {V4("10.0.0.3")};
+  EXPECT_EQ(PortOf("10.0.0.2"), 2) << "no event yet: the kept lists";
+  CountGidChangeForTesting(&g_watched);
+  EXPECT_EQ(PortOf("10.0.0.2"), 1) << "the event was not seen";
+}
+
+// In a child of fork() the watch's thread stayed in the parent: the child
+// asks its generations again (kGidsNotFollowed: read at every lookup) though
+// no event came.
+TEST_F(PortAddressesTest, AChildOfForkReadsAtEveryLookup) {
+  FollowForTesting(&g_watched);
+  SetPortAddressesForTesting(WatchedGeneration, FakeRead, nullptr);
+  EXPECT_EQ(PortOf("10.0.0.2"), 2);
+  g_kernel[0].push_back(V4("10.0.0.2"));
+  g_kernel[1] = {V4("10.0.0.3")};
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(PortOf("10.0.0.2") == 1 ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child kept the parent's lists";
+  EXPECT_EQ(PortOf("10.0.0.2"), 2) << "the parent: no event yet";
 }
 
 }  // namespace

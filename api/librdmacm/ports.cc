@@ -53,6 +53,11 @@ struct Table {
   bool synced = false;       // a miss listed the ports again, at synced_ns
   int64_t synced_ns = 0;
   uint64_t syncs = 0;
+  // AddressChanges() when every port's generation was last asked, and
+  // whether one of them was not followed then (asked at every call).
+  uint64_t asked_at = kNeverAsked;
+  bool unfollowed = false;
+  static constexpr uint64_t kNeverAsked = ~uint64_t{0};
 };
 
 Table& TheTable() {
@@ -134,7 +139,9 @@ uint64_t AddressGeneration(const Port& p) {
 struct AddressHooks {
   uint64_t (*generation)(const Port&) = AddressGeneration;
   void (*read)(Port*) = ReadAddresses;
+  uint64_t (*changes)() = AddressChanges;
   uint64_t rereads = 0;
+  uint64_t generations_asked = 0;
 };
 
 AddressHooks& TheHooks() {
@@ -268,13 +275,24 @@ std::vector<Port*> PortsLocked() {
 
 Port* PortOfAddressLocked(const uscm_addr& addr) {
   AddressHooks& h = TheHooks();
-  for (Port& p : TheTable().ports) {
-    const uint64_t g = h.generation(p);
-    if (g == kGidsNotFollowed || g != p.generation) RereadLocked(&p, g);
+  Table& t = TheTable();
+  // Taken before the generations: a change while they are asked moves it
+  // past what is kept, and the next call asks again.
+  const uint64_t changes = h.changes();
+  if (changes != t.asked_at || t.unfollowed) {
+    bool unfollowed = false;
+    for (Port& p : t.ports) {
+      const uint64_t g = h.generation(p);
+      ++h.generations_asked;
+      if (g == kGidsNotFollowed) unfollowed = true;
+      if (g == kGidsNotFollowed || g != p.generation) RereadLocked(&p, g);
+    }
+    t.asked_at = changes;
+    t.unfollowed = unfollowed;
   }
   if (Port* p = FindLocked(addr)) return p;
   bool reread = false;
-  for (Port& p : TheTable().ports) {
+  for (Port& p : t.ports) {
     if (p.missed_at == p.generation) continue;
     p.missed_at = p.generation;
     RereadLocked(&p, p.generation);
@@ -286,9 +304,12 @@ Port* PortOfAddressLocked(const uscm_addr& addr) {
   return SyncPortsLocked(TheTable()) ? FindLocked(addr) : nullptr;
 }
 
-void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*)) {
+void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*),
+                                uint64_t (*changes)()) {
   TheHooks().generation = generation != nullptr ? generation : AddressGeneration;
   TheHooks().read = read != nullptr ? read : ReadAddresses;
+  TheHooks().changes = changes != nullptr ? changes : AddressChanges;
+  TheTable().asked_at = Table::kNeverAsked;
 }
 
 uint64_t PortAddressRereads() { return TheHooks().rereads; }
@@ -300,6 +321,7 @@ void SetPortQueryForTesting(int (*query)(ibv_context*, uint8_t, ibv_port_attr*),
 }
 
 uint64_t PortListSyncs() { return TheTable().syncs; }
+uint64_t PortGenerationsAsked() { return TheHooks().generations_asked; }
 
 // USCM_CM_COUNTERS=1, at exit: each opened port's CM counters (retries,
 // duplicates, MADs that came in a state that ignores them), one line on
@@ -378,6 +400,7 @@ void ResetPortsForTesting() {
   t.simulated = false;
   t.synced = false;
   t.syncs = 0;
+  t.asked_at = Table::kNeverAsked;
 }
 
 }  // namespace uscm::librdmacm

@@ -68,7 +68,10 @@ std::vector<Port*> PortsLocked();
 // IpAddressGeneration), at every call when it is not followed
 // (kGidsNotFollowed), and once more when no port holds `addr` (a change whose
 // event the watch's thread has not counted yet; once per generation, so a
-// foreign address costs no read per call). When still no port holds it, the
+// foreign address costs no read per call). The generations are asked only
+// when the process's gid_watch.h AddressChanges() moved since they were last
+// asked (or one was not followed then): otherwise a call costs one atomic
+// load, not a mutex and a lookup per port. When still no port holds it, the
 // devices and their ports are listed again (a device added, a port ACTIVE
 // since; a removed device's ports marked gone and not answered), as librdmacm
 // does for a device it does not know: one ibv_get_device_list, and an
@@ -89,10 +92,12 @@ Addr16 KeyOf(const uscm_addr& addr);
 // ports are listed already.
 int UsePortsForTesting(const std::vector<uscm_device*>& devs,
                        const std::vector<std::vector<Addr16>>& ips);
-// Tests: a port's address generation and its re-read (ips, gids) instead of
-// the GID watch / rtnetlink and the device's tables; nullptr restores each.
+// Tests: a port's address generation, its re-read (ips, gids) and the
+// process's count of changes instead of the GID watch / rtnetlink, the
+// device's tables and gid_watch.h AddressChanges; nullptr restores each.
 // UsePortsForTesting's ports are otherwise never read again.
-void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*));
+void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*),
+                                uint64_t (*changes)());
 // How many times a port's addresses were read again (not counting listing).
 uint64_t PortAddressRereads();
 // Tests: ibv_query_port as the listing calls it and the clock a miss's
@@ -101,6 +106,8 @@ uint64_t PortAddressRereads();
 void SetPortQueryForTesting(int (*query)(ibv_context*, uint8_t, ibv_port_attr*),
                             int64_t (*now_ns)());
 uint64_t PortListSyncs();
+// How many times a port's generation was asked (PortOfAddressLocked).
+uint64_t PortGenerationsAsked();
 // Drops the ports of UsePortsForTesting (every id must be destroyed).
 void ResetPortsForTesting();
 
