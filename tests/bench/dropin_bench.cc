@@ -25,6 +25,8 @@
 //                             RoCE port: D=1 the direct path
 //                             (api/librdmacm/direct_addr.cc), D=0 the event
 //                             through the port's channel and the pump
+//   BM_DropInBindRoce/N/R     cmtime -b's bind step alone: N binds to port
+//                             0, R=1 through a LocalRouter (leased blocks)
 //   BM_DropInResolveRouteRoceThreaded/N/D/B  the same driven as cmtime
 //                             drives it: an event thread blocked in
 //                             rdma_get_cm_event, the caller in a sched_yield
@@ -56,6 +58,7 @@
 #include "api/librdmacm/ids.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "benchmark/benchmark.h"
+#include "cm/router/local_router.h"
 #include "tests/bench/api_pairs.h"
 
 namespace uscm {
@@ -295,13 +298,17 @@ BENCHMARK(BM_DropInResolveRoute)->Arg(1000);
 // on the simulated fabric's host 0, and a non-blocking channel.
 struct RocePort {
   std::unique_ptr<testing::SimFabric> f;
+  std::unique_ptr<router::LocalRouter> router;  // routed: the port shared as through uscmd
+  std::unique_ptr<router::LocalRouterClient> client;
   std::unique_ptr<Device> roce;
   uscm_device* dev;
   rdma_event_channel* ch;
 
   // table: a neighbour table that answers at once with the IP's GID (a
   // real RoCE port's resolve_neighbour, reused for a second as there).
-  explicit RocePort(bool table = false) {
+  // routed: the device is a client of a LocalRouter on the port (a program
+  // behind uscmd: its binds to port 0 take ports of leased blocks).
+  explicit RocePort(bool table = false, bool routed = false) {
     f = std::move(*testing::SimFabric::Create(5));
     DeviceOptions o;
     o.roce = true;
@@ -311,8 +318,16 @@ struct RocePort {
         return absl::StatusOr<absl::optional<mad::Gid>>(absl::nullopt);
       };
     }
-    roce = std::move(*Device::CreateSimulated(f->scheduler(), *f->host(0).qp1,
-                                              [] { return false; }, o));
+    if (routed) {
+      router = std::make_unique<router::LocalRouter>(*f->host(0).qp1);
+      client = std::move(*router->Connect());
+      router::LocalRouterClient* raw = client.get();
+      roce = std::move(*Device::CreateSimulated(
+          f->scheduler(), *client, [raw] { return raw->pending() > 0; }, o));
+    } else {
+      roce = std::move(*Device::CreateSimulated(f->scheduler(), *f->host(0).qp1,
+                                                [] { return false; }, o));
+    }
     dev = uscm_device_wrap(roce.get());
     if (librdmacm::UseDevicesForTesting({dev}, {{V4("10.0.0.1")}}) != 0) {
       Die("ports", 0, strerror(errno));
@@ -324,6 +339,7 @@ struct RocePort {
     rdma_destroy_event_channel(ch);
     librdmacm::ResetBackendForTesting();
     uscm_device_unwrap_free(dev);
+    roce.reset();  // before the client and router it uses
   }
   // n events of one kind, all queued already: one poll, then get and ack each.
   void Drain(size_t n, rdma_cm_event_type want) {
@@ -420,6 +436,36 @@ BENCHMARK(BM_DropInResolveAddrRoce)
     ->Args({1000, 0, 0})
     ->Args({1000, 1, 0})
     ->Args({1000, 1, 1});
+
+// cmtime -b's bind step alone: N rdma_bind_addr to 10.0.0.1 port 0 on new
+// ids (the ids made and destroyed outside the timing). R=1 through a
+// LocalRouter, as a program behind uscmd (the port from a leased block,
+// docs/ROUTER.md "Port blocks"); R=0 the port owned (AllocPort).
+void BM_DropInBindRoce(benchmark::State& state) {
+  RocePort p(/*table=*/false, /*routed=*/state.range(1) == 1);
+  const size_t n = static_cast<size_t>(state.range(0));
+  std::vector<rdma_cm_id*> ids(n);
+  sockaddr_in here = Ipv4("10.0.0.1", 0);
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (size_t i = 0; i < n; ++i) {
+      if (rdma_create_id(p.ch, &ids[i], nullptr, RDMA_PS_TCP) != 0) Die("create", 0, strerror(errno));
+    }
+    state.ResumeTiming();
+    for (rdma_cm_id* id : ids) {
+      if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&here)) != 0) {
+        Die("bind", 0, strerror(errno));
+      }
+    }
+    state.PauseTiming();
+    for (rdma_cm_id* id : ids) rdma_destroy_id(id);
+    state.ResumeTiming();
+  }
+  state.counters["ids/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * n), benchmark::Counter::kIsRate);
+  state.counters["blocks"] = static_cast<double>(p.roce->leased_blocks());
+}
+BENCHMARK(BM_DropInBindRoce)->ArgNames({"ids", "router"})->Args({1000, 0})->Args({1000, 1});
 
 // As cmtime drives the step: the calls from this thread, the events taken
 // and acked by an event thread blocked in rdma_get_cm_event on a blocking
