@@ -80,6 +80,7 @@ int64_t g_step_ns = 0;
 int64_t FakeNow() { return g_now_ns += g_step_ns; }
 
 uint64_t FakeGeneration(const Port&) { return 0; }
+uint64_t FakeChanges() { return 0; }  // no address change: only misses list again
 void FakeRead(Port* p) { p->ips = {KeyOf(AddressOf(IndexOf(p->verbs), p->port_num))}; }
 
 class DeviceSyncTest : public ::testing::Test {
@@ -100,11 +101,11 @@ class DeviceSyncTest : public ::testing::Test {
     SetDeviceListForTesting(&ops);
     SetQueryDeviceForTesting(FakeQueryDevice);
     SetPortQueryForTesting(FakeQueryPort, FakeNow);
-    SetPortAddressesForTesting(FakeGeneration, FakeRead);
+    SetPortAddressesForTesting(FakeGeneration, FakeRead, FakeChanges);
   }
   void TearDown() override {
     ResetPortsForTesting();
-    SetPortAddressesForTesting(nullptr, nullptr);
+    SetPortAddressesForTesting(nullptr, nullptr, nullptr);
     SetPortQueryForTesting(nullptr, nullptr);
     SetQueryDeviceForTesting(nullptr);
     SetDeviceListForTesting(nullptr);
