@@ -681,7 +681,7 @@ class Device final : public cm::NodeObserver {
   struct LeasedBlock {
     uint16_t port_space = 0;
     mad::PortLease lease;
-    size_t next = 0;     // where the next claim looks first (the port freed last)
+    size_t next = 0;     // where the next claim looks first (after the last claimed)
     size_t claimed = 0;  // ports of the page this device's ids hold
     bool full = false;   // a whole scan found no free port (until one is freed)
   };

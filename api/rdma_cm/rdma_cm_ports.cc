@@ -293,8 +293,8 @@ void Device::ReleaseBind(CmId* id) {
       }
       const size_t i = id->local_.port - first;
       b.lease.page->Free(i);
-      --b.claimed;
-      b.next = i;  // the next claim finds it at once
+      --b.claimed;  // b.next stays: a port just freed is not the next one
+                    // given (cma_alloc_any_port's last_used_port)
       b.full = false;
       break;
     }

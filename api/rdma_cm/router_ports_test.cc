@@ -212,8 +212,25 @@ TEST_F(RouterPortsTest, BindsPastFullBlocksScanNoneOfTheirPorts) {
   ASSERT_TRUE(procs_[0].ch->DestroyId(ids[300]).ok());
   CmId* again = Id(procs_[0]);
   ASSERT_TRUE(again->BindAddr(At("192.168.78.1:0")).ok());
-  EXPECT_EQ(again->GetLocalAddr().port, freed);
-  EXPECT_EQ(dev.lease_ports_scanned(), 513u) << "the freed port is where the next claim looks";
+  EXPECT_EQ(again->GetLocalAddr().port, freed) << "the only free port of the blocks";
+  EXPECT_LE(dev.lease_ports_scanned(), 512u + 256u) << "at most one block's bytes loaded";
+}
+
+// A port given back is not the next one a bind to port 0 gets while the
+// block has others free: the kernel's cma_alloc_any_port avoids re-using a
+// port immediately after it is closed (last_used_port).
+TEST_F(RouterPortsTest, AFreedPortIsNotTheNextOneGiven) {
+  std::vector<CmId*> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(Id(procs_[0]));
+    ASSERT_TRUE(ids.back()->BindAddr(At("192.168.78.1:0")).ok()) << i;
+  }
+  const uint16_t freed = ids[1]->GetLocalAddr().port;
+  ASSERT_TRUE(procs_[0].ch->DestroyId(ids[1]).ok());
+  CmId* again = Id(procs_[0]);
+  ASSERT_TRUE(again->BindAddr(At("192.168.78.1:0")).ok());
+  EXPECT_NE(again->GetLocalAddr().port, freed);
+  EXPECT_NE(again->GetLocalAddr().port, 0);
 }
 
 // Another process's bind of a port in the block: at once when the lessee
