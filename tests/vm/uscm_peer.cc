@@ -37,6 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "mad/time.h"
@@ -289,11 +290,21 @@ absl::Status Run(const Flags& f) {
     const auto reply = Pattern(3, b);
     std::copy(reply.begin(), reply.end(), buf.begin() + 2 * b);
     RETURN_IF_ERROR(res->PostSend(2 * b, b, 3));
-    ASSIGN_OR_RETURN(sc, res->WaitCompletion(timeout));
-    if (sc.opcode != IBV_WC_SEND) return absl::DataLossError("expected the reply's SEND completion");
-    printf("ok reply-sent\n");
-    fflush(stdout);
+    // The client disconnects once it has the reply; the reply's SEND
+    // completion is looked at after that, and one still waiting for its ACK
+    // (rxe loses one now and then, and the client's QP in ERROR answers no
+    // retry) or flushed by DISCONNECTED's move to ERROR is not a failure:
+    // tests/vm/behaviour/gid_moved.c says more.
     RETURN_IF_ERROR(Expect(*ch, EventType::kDisconnected, timeout).status());
+    absl::StatusOr<uscm::verbs::Completion> sc = res->WaitCompletion(Duration::Zero());
+    if (sc.ok() && sc->opcode != IBV_WC_SEND) {
+      return absl::DataLossError("expected the reply's SEND completion");
+    }
+    if (!sc.ok() && !absl::IsDeadlineExceeded(sc.status()) &&
+        !absl::StrContains(sc.status().message(), ibv_wc_status_str(IBV_WC_WR_FLUSH_ERR))) {
+      return sc.status();
+    }
+    printf("ok reply-sent%s\n", sc.ok() ? "" : " (not acknowledged before the disconnect)");
     printf("ok disconnected\n");
     RETURN_IF_ERROR(ch->DestroyId(child));
   } else {
