@@ -214,12 +214,14 @@ absl::StatusOr<std::string> UcmatoseClient(Peer& p, const Address& dst, int coun
   auto more = p.NextCompletion("ucmatose: wait for the server's DREQ", IBV_WC_RECV, &ev);
   if (more.ok()) return absl::DataLossError("ucmatose: unexpected extra message");
   if (ev.type != EventType::kDisconnected) return more.status();
-  if (p.send_completions() < static_cast<uint64_t>(count)) {
-    return absl::DataLossError(absl::StrCat("ucmatose: ", p.send_completions(), " of ", count,
-                                            " sends completed before DISCONNECTED"));
-  }
+  // As cmatose's client, no wait for the sends' completions: the server
+  // disconnects once it has every message, and its QP's move to ERROR can
+  // take the ACK of the last one with it (docs/VM.md "Writing a group"); the
+  // server's "test complete" is what shows they arrived.
   RETURN_IF_ERROR(p.AnswerDisconnect());
-  return absl::StrCat(count, " x ", size, " bytes each way; server disconnected, DREP sent");
+  return absl::StrCat(count, " x ", size, " bytes each way (", p.send_completions(), " of ",
+                      count, " sends acknowledged at DISCONNECTED); server disconnected, "
+                      "DREP sent");
 }
 
 // cmatose's server: send N, receive N, disconnect.
