@@ -8,7 +8,9 @@
 #include <utility>
 
 #include "api/librdmacm/devices.h"
+#include "absl/status/statusor.h"
 #include "api/librdmacm/gid_watch.h"
+#include "verbs/gid_table.h"
 
 namespace uscm::librdmacm {
 
@@ -40,11 +42,11 @@ int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid) {
 
 namespace {
 
-// The whole table in one call (ibv_query_gid_table: one ioctl), not two
-// calls per entry: rxe's table has 1,024 entries and cmtime calls
-// rdma_init_qp_attr(RTR) once per connection on each side, so the per-entry
-// loop (~2,000 calls each, kept for a kernel without the ioctl) burned the
-// CPU the progress threads needed (cmtime -c 1000 under TCG).
+// The whole table in one call (verbs/gid_table.h ReadPortGidTable: one
+// ibv_query_gid_table ioctl, sysfs when it fails), not two calls per entry:
+// rxe's table has 1,024 entries and cmtime calls rdma_init_qp_attr(RTR) once
+// per connection on each side, so a per-entry loop (~2,000 calls each) burned
+// the CPU the progress threads needed (cmtime -c 1000 under TCG).
 PortGids ReadPortGids(ibv_context* verbs, uint8_t port_num) {
   PortGids out;
   ibv_port_attr pa;
@@ -56,26 +58,17 @@ PortGids ReadPortGids(ibv_context* verbs, uint8_t port_num) {
   out.active_mtu = pa.active_mtu;
   if (!out.ethernet) return out;
   ibv_device_attr da;
-  if (QueryDeviceOnce(verbs, &da) == 0 && pa.gid_tbl_len > 0) {
-    std::vector<ibv_gid_entry> all(static_cast<size_t>(pa.gid_tbl_len) * da.phys_port_cnt);
-    const ssize_t n = ibv_query_gid_table(verbs, all.data(), all.size(), 0);
-    if (n >= 0) {
-      for (ssize_t i = 0; i < n; ++i) {
-        const ibv_gid_entry& e = all[i];
-        if (e.port_num != port_num) continue;
-        if (e.gid_index >= out.table.size()) out.table.resize(e.gid_index + 1);
-        out.table[e.gid_index] = GidEntry{e.gid, e.gid_type == IBV_GID_TYPE_ROCE_V2};
-      }
-      return out;
-    }
+  size_t max_entries = 0;
+  if (pa.gid_tbl_len > 0 && QueryDeviceOnce(verbs, &da) == 0) {
+    max_entries = static_cast<size_t>(pa.gid_tbl_len) * da.phys_port_cnt;
   }
-  for (int i = 0; i < pa.gid_tbl_len; ++i) {
-    GidEntry e{};
-    if (ibv_query_gid(verbs, port_num, i, &e.gid) != 0) break;
-    ibv_gid_entry ex{};
-    e.roce_v2 = ibv_query_gid_ex(verbs, port_num, i, &ex, 0) == 0 &&
-                ex.gid_type == IBV_GID_TYPE_ROCE_V2;
-    out.table.push_back(e);
+  absl::StatusOr<std::vector<verbs::GidTableEntry>> table =
+      verbs::ReadPortGidTable(verbs, ibv_get_device_name(verbs->device), port_num, max_entries);
+  if (!table.ok()) return out;
+  out.table.resize(table->size());
+  for (size_t i = 0; i < table->size(); ++i) {
+    memcpy(out.table[i].gid.raw, (*table)[i].gid.raw.data(), 16);
+    out.table[i].roce_v2 = !(*table)[i].not_v2;
   }
   return out;
 }
