@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,14 +51,14 @@ struct Table {
   std::deque<Port> ports;  // a deque: pointers stay valid
   int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*) = QueryPort;
   int64_t (*now_ns)() = CoarseNowNs;
-  bool synced = false;       // a miss listed the ports again, at synced_ns
-  int64_t synced_ns = 0;
+  int64_t synced_ns = kNeverSynced;  // when a miss last listed the ports again
   uint64_t syncs = 0;
   // AddressChanges() when every port's generation was last asked, and
   // whether one of them was not followed then (asked at every call).
   uint64_t asked_at = kNeverAsked;
   bool unfollowed = false;
   static constexpr uint64_t kNeverAsked = ~uint64_t{0};
+  static constexpr int64_t kNeverSynced = std::numeric_limits<int64_t>::min();
 };
 
 Table& TheTable() {
@@ -234,8 +235,7 @@ bool AnyLive(const Table& t) {
 bool SyncPortsLocked(Table& t) {
   if (t.simulated) return false;
   const int64_t now = t.now_ns();
-  if (t.synced && now - t.synced_ns < kMinListIntervalNs) return false;
-  t.synced = true;
+  if (t.synced_ns != Table::kNeverSynced && now - t.synced_ns < kMinListIntervalNs) return false;
   t.synced_ns = now;
   ++t.syncs;
   SyncDevices("port lookup");  // none left (ENODEV): every port is marked gone
@@ -398,7 +398,7 @@ void ResetPortsForTesting() {
   t.ports.clear();
   t.listed = false;
   t.simulated = false;
-  t.synced = false;
+  t.synced_ns = Table::kNeverSynced;
   t.syncs = 0;
   t.asked_at = Table::kNeverAsked;
 }
