@@ -197,6 +197,8 @@ TEST_F(DeviceSyncTest, ADeviceAddedLaterIsServedAndARemovedOneIsNot) {
   EXPECT_EQ(PortOf(1, 1), "none") << "no new id on a removed device";
   EXPECT_EQ(PortOf(0, 1), "dev0:1");
   EXPECT_EQ(PortsLocked().size(), 2u) << "the port itself is kept for its ids";
+  ASSERT_EQ(LivePortsLocked().size(), 1u) << "where a new id may go: not the removed device's";
+  EXPECT_EQ(LivePortsLocked()[0]->ca, "dev0");
 }
 
 TEST_F(DeviceSyncTest, AHitListsNothingAMissListsOnce) {

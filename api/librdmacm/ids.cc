@@ -81,8 +81,7 @@ void PumpAfterProgress(void*) {
 Port* DefaultPortLocked(const char* call) {
   if (EnsurePortsLocked(call) != 0) return nullptr;
   int err = ENODEV;
-  for (Port* port : PortsLocked()) {
-    if (port->gone) continue;
+  for (Port* port : LivePortsLocked()) {
     if (OpenPortLocked(port, call, OnPortOpen) == 0) return port;
     err = errno;
   }

@@ -161,12 +161,29 @@ void RereadLocked(Port* p, uint64_t generation) {
   }
 }
 
+}  // namespace
+
+std::vector<Port*> PortsLocked() {
+  std::vector<Port*> out;
+  for (Port& p : TheTable().ports) out.push_back(&p);
+  return out;
+}
+
+std::vector<Port*> LivePortsLocked() {
+  std::vector<Port*> out;
+  for (Port& p : TheTable().ports) {
+    if (!p.gone) out.push_back(&p);
+  }
+  return out;
+}
+
+namespace {
+
 Port* FindLocked(const uscm_addr& addr) {
   const Addr16 key = KeyOf(addr);
-  for (Port& p : TheTable().ports) {
-    if (p.gone) continue;
-    const std::vector<Addr16>& set = addr.family == USCM_AF_IB ? p.gids : p.ips;
-    if (std::find(set.begin(), set.end(), key) != set.end()) return &p;
+  for (Port* p : LivePortsLocked()) {
+    const std::vector<Addr16>& set = addr.family == USCM_AF_IB ? p->gids : p->ips;
+    if (std::find(set.begin(), set.end(), key) != set.end()) return p;
   }
   return nullptr;
 }
@@ -221,10 +238,6 @@ bool ListPortsLocked(Table& t, const PortChoice& choice) {
   return changed;
 }
 
-bool AnyLive(const Table& t) {
-  return std::any_of(t.ports.begin(), t.ports.end(), [](const Port& p) { return !p.gone; });
-}
-
 // A lookup's miss (PortOfAddressLocked): the devices and their ports listed
 // again, as librdmacm lists the devices again when the kernel names one it
 // does not have (ucma_get_device); a port that became ACTIVE or a device
@@ -256,7 +269,7 @@ int EnsurePortsLocked(const char* call) {
   const char* env = getenv("USCM_DEVICE");
   if (!ParsePortChoice(env, &choice, &why)) return Fail(EINVAL, call, why.c_str());
   ListPortsLocked(t, choice);
-  if (!AnyLive(t)) {
+  if (LivePortsLocked().empty()) {
     return Fail(ENODEV, call,
                 choice.ca.empty() ? "no ACTIVE port on any RDMA device"
                                   : ("USCM_DEVICE=" + std::string(env) +
@@ -265,12 +278,6 @@ int EnsurePortsLocked(const char* call) {
   }
   t.listed = true;
   return 0;
-}
-
-std::vector<Port*> PortsLocked() {
-  std::vector<Port*> out;
-  for (Port& p : TheTable().ports) out.push_back(&p);
-  return out;
 }
 
 Port* PortOfAddressLocked(const uscm_addr& addr) {

@@ -54,8 +54,11 @@ struct Port {
 // malformed USCM_DEVICE).
 int EnsurePortsLocked(const char* call);
 // The listed ports (stable pointers), in listing order, gone ones included
-// (their ids are still served): callers that place a new id skip `gone`.
+// (their ids are still served: events, teardown).
 std::vector<Port*> PortsLocked();
+// The listed ports a new id may go to or an address may be found on: those
+// of PortsLocked whose device is not gone, in listing order.
+std::vector<Port*> LivePortsLocked();
 // The port whose addresses hold `addr` (AF_INET, AF_INET6: its IPs; AF_IB:
 // its GIDs); NULL when none does (a loopback or foreign address: the caller
 // keeps its default, and uscm says what is wrong with the address).

@@ -88,8 +88,8 @@ int BindOnOtherPortsLocked(Id* id, const char* call) {
   if (id->pub.port_num != 0 || !id->state->wildcard_bound || !id->state->other_ports.empty()) {
     return 0;
   }
-  for (Port* port : PortsLocked()) {
-    if (port == id->port || port->gone) continue;
+  for (Port* port : LivePortsLocked()) {
+    if (port == id->port) continue;
     if (OpenPortLocked(port, call, OnPortOpen) != 0) continue;  // USCM_DEBUG said why
     uscm_cm_id* uid = CloneOnLocked(id, port, call);
     if (uid == nullptr) {
