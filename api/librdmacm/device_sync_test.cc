@@ -154,6 +154,46 @@ TEST_F(DeviceSyncTest, RdmaGetDevicesListsAddedAndLeavesOutRemovedDevices) {
   EXPECT_EQ(OpenDeviceCount(), 1);
 }
 
+// As librdmacm (ucma_init lists, ucma_init_device opens): no device is
+// opened by listing or by rdma_create_id, the port listing opens only the
+// devices USCM_DEVICE allows, rdma_get_devices opens the rest and hands out
+// the contexts the ports have.
+TEST_F(DeviceSyncTest, ADeviceIsOpenedOnlyWhenACallNeedsIt) {
+  for (int i = 0; i < kDevices; ++i) {
+    g_listed[i] = true;
+    g_active[i][1] = true;
+  }
+  ASSERT_EQ(EnsureDevices("test"), 0) << strerror(errno);
+  ASSERT_EQ(EnsureDevicesListedLocked("test"), 0) << strerror(errno);
+  EXPECT_EQ(g_opens, 0) << "listing opens no device (rdma_create_event_channel, rdma_create_id)";
+  EXPECT_EQ(OpenDeviceCount(), 0);
+
+  setenv("USCM_DEVICE", "dev1", 1);
+  const int listed = EnsurePortsLocked("test");
+  unsetenv("USCM_DEVICE");
+  ASSERT_EQ(listed, 0) << strerror(errno);
+  EXPECT_EQ(g_opens, 1) << "the port listing opens dev1 alone";
+  ASSERT_EQ(PortsLocked().size(), 1u);
+  EXPECT_EQ(PortsLocked()[0]->verbs, &g_ctx[1]);
+
+  EXPECT_EQ(Listed(), Names({"dev0", "dev1", "dev2"}));
+  EXPECT_EQ(g_opens, 3) << "rdma_get_devices opens the two others, dev1 not again";
+  EXPECT_EQ(OpenContexts(), (std::vector<ibv_context*>{&g_ctx[0], &g_ctx[1], &g_ctx[2]}));
+}
+
+TEST_F(DeviceSyncTest, ADeviceRemovedBeforeItWasOpenedIsForgotten) {
+  g_listed[0] = g_listed[1] = true;
+  ASSERT_EQ(EnsureDevices("test"), 0) << strerror(errno);
+  g_listed[0] = false;  // rdma link del dev0, never opened
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(g_opens, 1) << "dev1 alone, for rdma_get_devices";
+  EXPECT_FALSE(DeviceGone(&g_ctx[0])) << "no context of it: nothing kept";
+  g_listed[1] = false;
+  errno = 0;
+  EXPECT_NE(SyncDevices("test"), 0);
+  EXPECT_EQ(errno, ENODEV);
+}
+
 TEST_F(DeviceSyncTest, NoDeviceAtFirstThenOneIsENODEVThenListed) {
   int n = -1;
   errno = 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -16,8 +17,8 @@ namespace uscm::librdmacm {
 namespace {
 
 struct Device {
-  ibv_device* dev = nullptr;     // held by its context: never another device's
-  ibv_context* verbs = nullptr;  // kept open for the process
+  ibv_device* dev = nullptr;     // of the kept list (Devices::list) or held by its context
+  ibv_context* verbs = nullptr;  // opened on first need (OpenLocked), then kept for the process
   ibv_pd* pd = nullptr;
   int pd_refs = 0;
   // No longer in ibv_get_device_list (removed): not listed, not given to new
@@ -28,7 +29,11 @@ struct Device {
 struct Devices {
   std::mutex mu;
   bool listed = false;
-  std::vector<Device> open;     // in listing order, gone ones kept
+  std::vector<Device> open;     // in listing order, opened or not; gone ones kept when opened
+  // The last ibv_get_device_list, kept as librdmacm keeps its dev_list: it
+  // holds the devices not opened yet (libibverbs frees a device once no list
+  // and no context holds it).
+  ibv_device** list = nullptr;
   DeviceListOps ops;
   uint64_t listings = 0;
 };
@@ -41,7 +46,7 @@ Devices& TheDevices() {
 
 Device* FindLocked(Devices& d, ibv_context* verbs) {
   for (Device& dev : d.open) {
-    if (dev.verbs == verbs) return &dev;
+    if (dev.verbs != nullptr && dev.verbs == verbs) return &dev;
   }
   return nullptr;
 }
@@ -49,8 +54,10 @@ Device* FindLocked(Devices& d, ibv_context* verbs) {
 // librdmacm's sync_devices_list: the devices ibv_get_device_list lists now
 // against those kept, by ibv_device pointer (libibverbs keeps one per device
 // while it exists; a device removed and added again is a new one). New ones
-// are opened and appended (one that does not open is left out, as librdmacm
-// marks it dead), kept ones no longer listed are marked gone. A failed
+// are appended, not opened (librdmacm's ucma_init_device opens one when a
+// call needs it: OpenLocked); kept ones no longer listed are marked gone, or
+// forgotten when they were never opened (no context holds them: once the
+// previous list is freed their pointer may name a new device). A failed
 // listing changes nothing. 0, or -1 with errno ENODEV.
 int SyncLocked(Devices& d, const char* call) {
   int count = 0;
@@ -62,16 +69,25 @@ int SyncLocked(Devices& d, const char* call) {
   for (Device& dev : d.open) {
     dev.gone = std::find(list, list + count, dev.dev) == list + count;
   }
+  std::erase_if(d.open, [](const Device& dev) { return dev.gone && dev.verbs == nullptr; });
   for (int i = 0; i < count; ++i) {
     const bool kept = std::any_of(d.open.begin(), d.open.end(),
                                   [&](const Device& dev) { return dev.dev == list[i]; });
-    if (kept) continue;
-    ibv_context* verbs = d.ops.open(list[i]);
-    if (verbs != nullptr) d.open.push_back(Device{list[i], verbs, nullptr, 0});
+    if (!kept) d.open.push_back(Device{list[i]});
   }
-  d.ops.free_list(list);  // each open context holds its device
+  if (d.list != nullptr) d.ops.free_list(d.list);  // an opened device is held by its context
+  d.list = list;
   d.listed = true;
   return 0;
+}
+
+// The context of `dev`, opened now when it was not (librdmacm's
+// ucma_init_device): NULL with errno ENODEV when ibv_open_device fails (it
+// is tried again at the next need).
+ibv_context* OpenLocked(Devices& d, Device& dev) {
+  if (dev.verbs == nullptr) dev.verbs = d.ops.open(dev.dev);
+  if (dev.verbs == nullptr) errno = ENODEV;
+  return dev.verbs;
 }
 
 // 0 when a kept device is not gone; else -1 with errno ENODEV (USCM_DEBUG
@@ -83,7 +99,7 @@ int NoLiveDevice(const Devices& d, const char* call) {
     errno = ENODEV;
     return -1;
   }
-  return Fail(ENODEV, call, "no RDMA device (ibv_get_device_list lists none that opens)");
+  return Fail(ENODEV, call, "no RDMA device (ibv_get_device_list lists none)");
 }
 
 }  // namespace
@@ -113,8 +129,9 @@ bool DeviceGone(ibv_context* verbs) {
 int OpenDeviceCount() {
   Devices& d = TheDevices();
   std::lock_guard<std::mutex> lock(d.mu);
-  return static_cast<int>(std::count_if(d.open.begin(), d.open.end(),
-                                       [](const Device& dev) { return !dev.gone; }));
+  return static_cast<int>(std::count_if(d.open.begin(), d.open.end(), [](const Device& dev) {
+    return !dev.gone && dev.verbs != nullptr;
+  }));
 }
 
 std::vector<ibv_context*> OpenContexts() {
@@ -122,7 +139,18 @@ std::vector<ibv_context*> OpenContexts() {
   std::lock_guard<std::mutex> lock(d.mu);
   std::vector<ibv_context*> out;
   for (const Device& dev : d.open) {
-    if (!dev.gone) out.push_back(dev.verbs);
+    if (!dev.gone && dev.verbs != nullptr) out.push_back(dev.verbs);
+  }
+  return out;
+}
+
+std::vector<ibv_context*> OpenListedDevices(const std::function<bool(const char* name)>& wanted) {
+  Devices& d = TheDevices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  std::vector<ibv_context*> out;
+  for (Device& dev : d.open) {
+    if (dev.gone || (wanted && !wanted(ibv_get_device_name(dev.dev)))) continue;
+    if (ibv_context* verbs = OpenLocked(d, dev)) out.push_back(verbs);
   }
   return out;
 }
@@ -167,6 +195,8 @@ int ReleaseSharedPd(ibv_context* verbs) {
 void SetDeviceListForTesting(const DeviceListOps* ops) {
   Devices& d = TheDevices();
   std::lock_guard<std::mutex> lock(d.mu);
+  if (d.list != nullptr) d.ops.free_list(d.list);
+  d.list = nullptr;
   d.ops = ops != nullptr ? *ops : DeviceListOps{};
   d.open.clear();  // a test's devices: nothing to close
   d.listed = false;
@@ -224,14 +254,16 @@ uint64_t DeviceQueries() {
 }  // namespace uscm::librdmacm
 
 // As librdmacm: NULL and *num_devices = 0 with errno ENODEV when there is no
-// device; otherwise a NULL-terminated malloc'ed array of the kept contexts of
-// the devices listed now (librdmacm's sync_devices_list at each call: a
-// device added since the last call is opened and in it, a removed one is not).
+// device; otherwise a NULL-terminated malloc'ed array of the contexts of the
+// devices listed now, each opened here when no call opened it yet
+// (librdmacm's ucma_init_all after sync_devices_list at each call: a device
+// added since the last call is opened and in it, a removed one is not, one
+// that does not open is left out).
 extern "C" ibv_context** rdma_get_devices(int* num_devices) {
   using uscm::librdmacm::Fail;
   if (num_devices != nullptr) *num_devices = 0;
   if (uscm::librdmacm::SyncDevices("rdma_get_devices") != 0) return nullptr;
-  const std::vector<ibv_context*> open = uscm::librdmacm::OpenContexts();
+  const std::vector<ibv_context*> open = uscm::librdmacm::OpenListedDevices(nullptr);
   auto** devs = static_cast<ibv_context**>(malloc(sizeof(ibv_context*) * (open.size() + 1)));
   if (devs == nullptr) {
     Fail(ENOMEM, "rdma_get_devices", "out of memory");

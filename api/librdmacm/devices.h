@@ -1,36 +1,45 @@
-// The process's RDMA devices, as librdmacm keeps them: each device opened once
-// (ibv_open_device) on first use and kept for the life of the process, so
-// rdma_get_devices and every id->verbs hand out the same ibv_context
-// pointers; one PD per device, allocated on first use and shared by every id
-// on that device (id->pd), freed when its last user releases it.
+// The process's RDMA devices, as librdmacm keeps them: listed at the first
+// call (rdma_create_event_channel, rdma_create_id: librdmacm's ucma_init),
+// each opened (ibv_open_device) only when a call needs it (the port listing
+// of a device USCM_DEVICE allows, ports.h; rdma_get_devices: all, as
+// librdmacm's ucma_init_device / ucma_init_all) and then kept for the life of
+// the process, so rdma_get_devices and every id->verbs hand out the same
+// ibv_context pointers; one PD per device, allocated on first use and shared
+// by every id on that device (id->pd), freed when its last user releases it.
 #ifndef USCM_API_LIBRDMACM_DEVICES_H_
 #define USCM_API_LIBRDMACM_DEVICES_H_
 
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace uscm::librdmacm {
 
-// Lists and opens the devices the first time (later calls reuse them). 0, or
-// -1 with errno ENODEV when libibverbs lists no device (librdmacm's
-// ucma_init) or none could be opened. `call` names the caller for
-// USCM_DEBUG.
+// Lists the devices the first time (later calls reuse the list), opening
+// none. 0, or -1 with errno ENODEV when libibverbs lists no device
+// (librdmacm's ucma_init). `call` names the caller for USCM_DEBUG.
 int EnsureDevices(const char* call);
 // Lists the devices again (librdmacm's sync_devices_list, which
-// rdma_get_devices runs at every call): a device added since is opened and
-// kept, one no longer listed is marked gone (DeviceGone) and its context
-// stays open. One ibv_get_device_list (sysfs reads, no ioctl) and an
-// ibv_open_device per new device. 0, or -1 with errno ENODEV as EnsureDevices.
+// rdma_get_devices runs at every call): a device added since is kept (not
+// opened), one no longer listed is marked gone (DeviceGone) and its context,
+// when it was opened, stays open. One ibv_get_device_list (sysfs reads, no
+// ioctl). 0, or -1 with errno ENODEV as EnsureDevices.
 int SyncDevices(const char* call);
 // Whether the device of `verbs` was removed (SyncDevices saw it gone).
 bool DeviceGone(ibv_context* verbs);
 
-// Open devices not gone (contexts of EnsureDevices); 0 before it succeeded.
+// Opened devices not gone; 0 before one was opened.
 int OpenDeviceCount();
-// The kept contexts not gone, in listing order (empty before EnsureDevices).
+// The contexts opened so far of devices not gone, in listing order; opens
+// nothing.
 std::vector<ibv_context*> OpenContexts();
+// The contexts of the listed devices not gone whose name `wanted` accepts
+// (every one when it is empty), in listing order, each opened now when it
+// was not (one ibv_open_device per device, once per process; a device that
+// does not open is left out and tried again at the next call).
+std::vector<ibv_context*> OpenListedDevices(const std::function<bool(const char* name)>& wanted);
 
 // Tests: the calls the listing makes (libibverbs' by default). Setting them
 // forgets the kept devices without closing them (a test's own contexts);

@@ -615,7 +615,7 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
                    rdma_port_space ps) {
   using namespace uscm::librdmacm;
   std::lock_guard<std::mutex> lock(g_mu);
-  if (EnsurePortsLocked("rdma_create_id") != 0) return -1;
+  if (EnsureDevicesListedLocked("rdma_create_id") != 0) return -1;
   if (id == nullptr) return Fail(EINVAL, "rdma_create_id", "id is NULL");
   if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IPOIB && ps != RDMA_PS_IB) {
     return Fail(EINVAL, "rdma_create_id", "unknown port space");

@@ -30,9 +30,12 @@ bool ParsePortChoice(const char* value, PortChoice* out, std::string* why) {
   return true;
 }
 
+bool DeviceChosen(const PortChoice& choice, const char* ca) {
+  return choice.ca.empty() || (ca != nullptr && choice.ca == ca);
+}
+
 bool PortChosen(const PortChoice& choice, const char* ca, int port) {
-  if (!choice.ca.empty() && (ca == nullptr || choice.ca != ca)) return false;
-  return choice.port == 0 || choice.port == port;
+  return DeviceChosen(choice, ca) && (choice.port == 0 || choice.port == port);
 }
 
 }  // namespace uscm::librdmacm

@@ -19,6 +19,9 @@ struct PortChoice {
 // 1..255). False with `why` set on anything else ("rxe1:", ":1", "rxe1:x").
 bool ParsePortChoice(const char* value, PortChoice* out, std::string* why);
 
+// True when a port of device `ca` may be one the choice allows (the device
+// is opened only then: devices.h).
+bool DeviceChosen(const PortChoice& choice, const char* ca);
 // True when the port (ca, port) is one the choice allows.
 bool PortChosen(const PortChoice& choice, const char* ca, int port);
 

@@ -14,6 +14,7 @@ TEST(PortChoiceTest, UnsetOrEmptyIsAnyPort) {
   ASSERT_TRUE(ParsePortChoice("", &c, &why));
   EXPECT_TRUE(PortChosen(c, "rxe0", 1));
   EXPECT_TRUE(PortChosen(c, "mlx5_0", 2));
+  EXPECT_TRUE(DeviceChosen(c, "rxe0"));
 }
 
 TEST(PortChoiceTest, DeviceAloneIsAnyOfItsPorts) {
@@ -27,6 +28,9 @@ TEST(PortChoiceTest, DeviceAloneIsAnyOfItsPorts) {
   EXPECT_FALSE(PortChosen(c, "rxe0", 1));
   EXPECT_FALSE(PortChosen(c, "rxe10", 1));
   EXPECT_FALSE(PortChosen(c, nullptr, 1));
+  EXPECT_TRUE(DeviceChosen(c, "rxe1"));
+  EXPECT_FALSE(DeviceChosen(c, "rxe0")) << "not opened (devices.h)";
+  EXPECT_FALSE(DeviceChosen(c, nullptr));
 }
 
 TEST(PortChoiceTest, DeviceAndPort) {
@@ -37,6 +41,7 @@ TEST(PortChoiceTest, DeviceAndPort) {
   EXPECT_EQ(c.port, 2);
   EXPECT_TRUE(PortChosen(c, "mlx5_0", 2));
   EXPECT_FALSE(PortChosen(c, "mlx5_0", 1));
+  EXPECT_TRUE(DeviceChosen(c, "mlx5_0"));
   ASSERT_TRUE(ParsePortChoice("rxe0:255", &c, &why));
   EXPECT_EQ(c.port, 255);
 }

@@ -163,6 +163,10 @@ void RereadLocked(Port* p, uint64_t generation) {
 
 }  // namespace
 
+int EnsureDevicesListedLocked(const char* call) {
+  return TheTable().listed ? 0 : EnsureDevices(call);
+}
+
 std::vector<Port*> PortsLocked() {
   std::vector<Port*> out;
   for (Port& p : TheTable().ports) out.push_back(&p);
@@ -209,7 +213,10 @@ bool ListPortsLocked(Table& t, const PortChoice& choice) {
   for (Port& p : t.ports) {
     if (!p.testing && !p.gone && DeviceGone(p.verbs)) p.gone = changed = true;
   }
-  for (ibv_context* verbs : OpenContexts()) {
+  // Only the devices `choice` allows are opened (librdmacm opens a device
+  // when a call needs it: ucma_init_device).
+  for (ibv_context* verbs :
+       OpenListedDevices([&](const char* ca) { return DeviceChosen(choice, ca); })) {
     ibv_device_attr dattr;
     if (QueryDeviceOnce(verbs, &dattr) != 0) continue;
     const char* ca = ibv_get_device_name(verbs->device);

@@ -49,10 +49,16 @@ struct Port {
   uscm_event_channel* channel = nullptr;
 };
 
-// Lists the ports the first time (later calls reuse the list): 0, or -1 with
+// Lists the ports the first time (later calls reuse the list), opening the
+// devices USCM_DEVICE allows (devices.h: no other is opened): 0, or -1 with
 // errno (ENODEV: none ACTIVE among those USCM_DEVICE allows; EINVAL: a
 // malformed USCM_DEVICE).
 int EnsurePortsLocked(const char* call);
+// What rdma_create_id needs, as librdmacm's (ucma_init): the devices listed,
+// none opened and no port listed (the first call that needs a port lists
+// them). 0 once the ports are listed (simulated ones too), or -1 with errno
+// ENODEV when libibverbs lists no device.
+int EnsureDevicesListedLocked(const char* call);
 // The listed ports (stable pointers), in listing order, gone ones included
 // (their ids are still served: events, teardown).
 std::vector<Port*> PortsLocked();
