@@ -1,8 +1,9 @@
 // The RDMA ports the drop-in serves, as librdmacm finds a device per id: every
-// ACTIVE port of the devices rdma_get_devices opens (USCM_DEVICE /
-// `uscm exec --device` restricts them to one: port_choice.h), listed at the
-// first id call with the addresses that belong to each (and again when a
-// lookup misses: a port ACTIVE since, a device added or removed), and each
+// ACTIVE port of the devices libibverbs lists (USCM_DEVICE /
+// `uscm exec --device` restricts them to one: port_choice.h; only those
+// devices are opened, devices.h), listed at the first id call that needs a
+// port (not rdma_create_id) with the addresses that belong to each (and again
+// when a lookup misses: a port ACTIVE since, a device added or removed), and each
 // opened through
 // uscm_device_open (umad, or the host's uscmd) on first use. An id goes to
 // the port of the address it binds or resolves from (librdmacm's
