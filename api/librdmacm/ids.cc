@@ -68,8 +68,23 @@ absl::flat_hash_map<rdma_cm_id*, Id*>& ByPublic() {
 // queue nothing, so g_mu is taken only when a port channel's lock-free count
 // says an event waits; one queued after the check is moved by its call or by
 // the next step (at least once a second, cm/runtime.cc).
+//
+// While a wildcard listener exists, the hook also lists the ports again once
+// a second and puts each wildcard listener on a port found since
+// (ports.h ListenerResyncDue): the kernel's cma_add_one does it when the
+// device is added; the drop-in learns of a new device only by listing (no
+// event: libibverbs has none, and the RDMA netlink monitor,
+// RDMA_NLDEV_CMD_MONITOR, came after Debian 12's 6.1 kernel). A port's progress thread steps at least once a second, so a
+// device added is listened on within about 2 s. The listing is one
+// ibv_get_device_list and an ibv_query_port per port not listed; with no
+// wildcard listener the hook costs one more atomic load.
 std::atomic<uint64_t> g_hook_pumps{0};  // RunProgressHookForTesting
 void PumpAfterProgress(void*) {
+  if (internal::AnyWildcardListener() && ListenerResyncDue()) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    ResyncPortsLocked();
+    internal::ListenOnNewPortsLocked();  // also a port a miss found meanwhile
+  }
   if (!AnyOpenChannelQueued()) return;
   std::lock_guard<std::mutex> lock(g_mu);
   g_hook_pumps.fetch_add(1, std::memory_order_relaxed);
@@ -490,6 +505,14 @@ int UseDevicesForTesting(const std::vector<uscm_device*>& devs,
   std::lock_guard<std::mutex> lock(g_mu);
   if (UsePortsForTesting(devs, ips) != 0) return -1;
   for (Port* port : PortsLocked()) AddOpenChannel(port->channel);  // as OnPortOpen
+  return 0;
+}
+
+int AddDeviceForTesting(uscm_device* dev, const std::vector<Addr16>& ips) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  uscm_event_channel* channel = AddPortForTesting(dev, ips);
+  if (channel == nullptr) return -1;
+  AddOpenChannel(channel);  // as OnPortOpen
   return 0;
 }
 

@@ -50,6 +50,9 @@ int UseDeviceForTesting(uscm_device* dev);
 // order), `ips[i]` the addresses of device i (ports.h: Addr16).
 int UseDevicesForTesting(const std::vector<uscm_device*>& devs,
                          const std::vector<std::vector<Addr16>>& ips);
+// A simulated device the next listing of the ports finds (a device added
+// later: ports.h AddPortForTesting). 0, or -1 with errno.
+int AddDeviceForTesting(uscm_device* dev, const std::vector<Addr16>& ips);
 // Each port's uscm channel, in order.
 std::vector<uscm_event_channel*> PortChannelsForTesting();
 // Drops the ports of UseDevice(s)ForTesting (every id must be destroyed).

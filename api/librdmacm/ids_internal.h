@@ -54,6 +54,11 @@ struct IdState {
   std::vector<Option> options;
   // rdma_bind_addr to a wildcard (port included): what a clone repeats.
   bool wildcard_bound = false;
+  // A wildcard listener (rdma_listen with no device): its backlog, and the
+  // ports added later where its listen was refused (not tried again).
+  bool wildcard_listening = false;
+  int backlog = 0;
+  std::vector<Port*> refused_ports;
   uscm_addr bound = {};
   std::mutex mu;
   std::condition_variable acked;
@@ -118,9 +123,19 @@ int BindOnOtherPortsLocked(Id* id, const char* call);
 // or nothing (a refusal leaves the id bound and listening nowhere, as the
 // kernel's rdma_listen returns it to ADDR_BOUND). 0, or -1 with errno.
 int ListenOnOtherPortsLocked(Id* id, int backlog);
+// Whether a wildcard listener exists (lock-free: the progress hook's check).
+bool AnyWildcardListener();
+// Every wildcard listener on every live port it does not listen on yet (a
+// port the listing found after its rdma_listen), as the kernel's cma_add_one
+// puts each wildcard listener on a new device (cma_listen_on_dev). A port
+// that refuses the bind or the listen (another process's address there) is
+// left out, and not tried again for that id (USCM_DEBUG says why); the
+// listener stays on the others. With USCM_DEBUG, one line per port added.
+void ListenOnNewPortsLocked();
 // The uscm id the wildcard bind made on `port` (now the caller's), or NULL.
 uscm_cm_id* TakeOtherPortLocked(Id* id, Port* port);
-// Destroys the uscm ids on the other ports (rdma_destroy_id, channel close).
+// Destroys the uscm ids on the other ports (rdma_destroy_id, channel close);
+// the id is no longer a wildcard listener.
 void DropOtherPortsLocked(Id* id, const char* call);
 
 }  // namespace uscm::librdmacm::internal

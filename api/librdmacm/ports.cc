@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <limits>
 #include <string>
@@ -44,10 +45,13 @@ int64_t CoarseNowNs() {
 
 // A miss lists the devices again at most this often (SyncPortsLocked).
 constexpr int64_t kMinListIntervalNs = 100 * 1000 * 1000;
+// While a wildcard listener exists, the ports are listed this often
+// (ListenerResyncDue).
+constexpr int64_t kListenerResyncNs = 1000 * 1000 * 1000;
 
 struct Table {
   bool listed = false;
-  bool simulated = false;  // UsePortsForTesting's: never listed again
+  bool simulated = false;  // UsePortsForTesting's: a listing finds only AddPortForTesting's
   std::deque<Port> ports;  // a deque: pointers stay valid
   int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*) = QueryPort;
   int64_t (*now_ns)() = CoarseNowNs;
@@ -59,6 +63,10 @@ struct Table {
   bool unfollowed = false;
   static constexpr uint64_t kNeverAsked = ~uint64_t{0};
   static constexpr int64_t kNeverSynced = std::numeric_limits<int64_t>::min();
+  // ListenerResyncDue: the next second's start (read without the lock).
+  std::atomic<int64_t> listener_due_ns{0};
+  // AddPortForTesting's ports, which the next listing of a simulated table finds.
+  std::vector<Port> added_later;
 };
 
 Table& TheTable() {
@@ -253,11 +261,16 @@ bool ListPortsLocked(Table& t, const PortChoice& choice) {
 // RDMA port) pays a listing per 100 ms, not per call. Whether the table
 // changed.
 bool SyncPortsLocked(Table& t) {
-  if (t.simulated) return false;
+  if (t.simulated && t.added_later.empty()) return false;
   const int64_t now = t.now_ns();
   if (t.synced_ns != Table::kNeverSynced && now - t.synced_ns < kMinListIntervalNs) return false;
   t.synced_ns = now;
   ++t.syncs;
+  if (t.simulated) {
+    for (Port& p : t.added_later) t.ports.push_back(std::move(p));
+    t.added_later.clear();
+    return true;
+  }
   SyncDevices("port lookup");  // none left (ENODEV): every port is marked gone
   PortChoice choice;
   std::string why;
@@ -317,6 +330,17 @@ Port* PortOfAddressLocked(const uscm_addr& addr) {
   }
   return SyncPortsLocked(TheTable()) ? FindLocked(addr) : nullptr;
 }
+
+bool ListenerResyncDue() {
+  Table& t = TheTable();
+  const int64_t now = t.now_ns();
+  int64_t due = t.listener_due_ns.load(std::memory_order_relaxed);
+  if (now < due) return false;
+  return t.listener_due_ns.compare_exchange_strong(due, now + kListenerResyncNs,
+                                                   std::memory_order_relaxed);
+}
+
+bool ResyncPortsLocked() { return SyncPortsLocked(TheTable()); }
 
 void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*),
                                 uint64_t (*changes)()) {
@@ -404,11 +428,36 @@ int UsePortsForTesting(const std::vector<uscm_device*>& devs,
   return 0;
 }
 
+uscm_event_channel* AddPortForTesting(uscm_device* dev, const std::vector<Addr16>& ips) {
+  Table& t = TheTable();
+  if (!t.simulated) {
+    Fail(EINVAL, "test ports", "no simulated ports (UsePortsForTesting)");
+    return nullptr;
+  }
+  Port p;
+  p.port_num = static_cast<uint8_t>(t.ports.size() + t.added_later.size() + 1);
+  p.ca = "sim" + std::to_string(p.port_num - 1);
+  p.ips = ips;
+  p.testing = true;
+  p.dev = dev;
+  p.channel = uscm_create_event_channel_unpolled_on(dev);
+  if (p.channel == nullptr) {
+    Fail(errno, "test ports", uscm_last_error());
+    return nullptr;
+  }
+  uscm_event_channel* channel = p.channel;
+  t.added_later.push_back(std::move(p));
+  return channel;
+}
+
 void ResetPortsForTesting() {
   Table& t = TheTable();
   for (Port& p : t.ports) {
     if (p.testing) uscm_destroy_event_channel(p.channel);
   }
+  for (Port& p : t.added_later) uscm_destroy_event_channel(p.channel);
+  t.added_later.clear();
+  t.listener_due_ns = 0;
   t.ports.clear();
   t.listed = false;
   t.simulated = false;

@@ -90,6 +90,18 @@ std::vector<Port*> LivePortsLocked();
 // told too (uscm_device_reread_addresses: what its binds accept, and on
 // RoCE the source GID of its CM MADs).
 Port* PortOfAddressLocked(const uscm_addr& addr);
+// The wildcard listeners' re-sync (ids.cc's progress hook): the kernel puts
+// every wildcard listener on a device added later (cma_add_one:
+// cma_listen_on_dev), with no call of the program to notice it; the drop-in
+// has no device-added event to wait on, so while a wildcard listener exists
+// its ports are listed again once a second. ListenerResyncDue: whether a
+// second passed since it last answered true (the table's clock: an atomic
+// load and the coarse clock, no lock; one caller wins each second).
+bool ListenerResyncDue();
+// Lists the devices and their ports again, as a lookup's miss does (and
+// spaced with the misses': none within 100 ms of the last). Whether the
+// table changed (a port added or gone).
+bool ResyncPortsLocked();
 // Opens `port` once: its uscm device and event channel, then `on_open(port)`
 // (ids.cc: the progress hook). 0, or -1 with errno.
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*));
@@ -108,6 +120,10 @@ int UsePortsForTesting(const std::vector<uscm_device*>& devs,
 // UsePortsForTesting's ports are otherwise never read again.
 void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*),
                                 uint64_t (*changes)());
+// Tests: a simulated port (as UsePortsForTesting's, the next port_num) that
+// the next listing finds, as a device added later. Its uscm channel, or NULL
+// with errno.
+uscm_event_channel* AddPortForTesting(uscm_device* dev, const std::vector<Addr16>& ips);
 // How many times a port's addresses were read again (not counting listing).
 uint64_t PortAddressRereads();
 // Tests: ibv_query_port as the listing calls it and the clock a miss's

@@ -5,10 +5,15 @@
 // port, each port's uscmd holding the claims of that port, so the bind and
 // the listen are made on every port and succeed or fail as a whole. See
 // ids_internal.h.
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
+#include <algorithm>
+#include <atomic>
 #include <string>
+#include <vector>
 
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/fail.h"
@@ -17,6 +22,60 @@
 
 namespace uscm::librdmacm::internal {
 namespace {
+
+// The wildcard listeners (ListenOnNewPortsLocked), under the library's lock;
+// their count is read without it.
+std::vector<Id*>& WildcardListeners() {
+  static auto* ids = new std::vector<Id*>;
+  return *ids;
+}
+std::atomic<int> g_wildcard_listeners{0};
+
+void ForgetListener(Id* id) {
+  if (!id->state->wildcard_listening) return;
+  id->state->wildcard_listening = false;
+  id->state->refused_ports.clear();
+  std::erase(WildcardListeners(), id);
+  g_wildcard_listeners.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool ListensOn(const Id* id, const Port* port) {
+  if (port == id->port) return true;
+  const auto& others = id->state->other_ports;
+  return std::any_of(others.begin(), others.end(),
+                     [&](const IdState::OnPort& o) { return o.port == port; });
+}
+
+// With USCM_DEBUG, as rdma_listen's line: the readiness line a script waits on.
+void SayListening(const Id* id, const Port* port) {
+  if (!DebugEnabled()) return;
+  const uscm_addr& a = id->state->bound;
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (a.family == USCM_AF_INET) {
+    inet_ntop(AF_INET, &a.ip[12], host, sizeof(host));
+  } else if (a.family == USCM_AF_INET6) {
+    inet_ntop(AF_INET6, a.ip, host, sizeof(host));
+  }
+  fprintf(stderr, "uscm librdmacm: rdma_listen: listening on %s port %u (%s:%u, a port added later)\n",
+          host, a.port, port->ca.c_str(), port->port_num);
+}
+
+// The wildcard listener `id` on `port` too: 0, or -1 with errno.
+int ListenOnPortLocked(Id* id, Port* port) {
+  uscm_cm_id* uid = CloneOnLocked(id, port, "rdma_listen");  // opens the port, binds
+  if (uid == nullptr) return -1;
+  if (uscm_listen(uid, id->state->backlog) != 0) {
+    UscmFailed("rdma_listen");  // errno, and USCM_DEBUG's line
+    const int err = errno;
+    uscm_destroy_id(uid);
+    errno = err;
+    return -1;
+  }
+  id->state->other_ports.push_back({port, uid});
+  ByUscmId()[uid] = id;
+  SayListening(id, port);
+  return 0;
+}
 
 // The kernel leaves an id whose bind failed unbound (IDLE): every uscm id of
 // it goes, and their claims with them; the next call that needs one makes a
@@ -121,7 +180,28 @@ int ListenOnOtherPortsLocked(Id* id, int backlog) {
       return Fail(err, "rdma_listen", why.c_str());
     }
   }
+  if (!id->state->wildcard_listening) {
+    id->state->wildcard_listening = true;
+    id->state->backlog = backlog;
+    WildcardListeners().push_back(id);
+    g_wildcard_listeners.fetch_add(1, std::memory_order_relaxed);
+  }
   return 0;
+}
+
+bool AnyWildcardListener() { return g_wildcard_listeners.load(std::memory_order_relaxed) > 0; }
+
+void ListenOnNewPortsLocked() {
+  for (Id* id : WildcardListeners()) {
+    for (Port* port : PortsLocked()) {
+      std::vector<Port*>& refused = id->state->refused_ports;
+      if (port->gone || ListensOn(id, port) ||
+          std::find(refused.begin(), refused.end(), port) != refused.end()) {
+        continue;
+      }
+      if (ListenOnPortLocked(id, port) != 0) refused.push_back(port);
+    }
+  }
 }
 
 uscm_cm_id* TakeOtherPortLocked(Id* id, Port* port) {
@@ -136,6 +216,7 @@ uscm_cm_id* TakeOtherPortLocked(Id* id, Port* port) {
 }
 
 void DropOtherPortsLocked(Id* id, const char* call) {
+  ForgetListener(id);
   for (const IdState::OnPort& o : id->state->other_ports) {
     if (uscm_destroy_id(o.uid) != 0) UscmFailed(call);
     ByUscmId().erase(o.uid);

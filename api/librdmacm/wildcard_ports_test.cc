@@ -16,6 +16,7 @@
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids.h"
 #include "api/librdmacm/ids_testing.h"
+#include "api/librdmacm/ports.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "cm/router/local_router.h"
 #include "gtest/gtest.h"
@@ -59,14 +60,19 @@ class WildcardPortsTest : public ::testing::Test {
     auto ch = other_.device->CreateEventChannel();
     ASSERT_TRUE(ch.ok()) << ch.status();
     other_ch_ = std::move(*ch);
-    ASSERT_EQ(UseDevicesForTesting({handles_[0], handles_[1]}, {{V4(ips[0])}, {V4(ips[1])}}), 0)
-        << strerror(errno);
+    if (PortsAtStart() == 2) {
+      ASSERT_EQ(UseDevicesForTesting({handles_[0], handles_[1]}, {{V4(ips[0])}, {V4(ips[1])}}), 0)
+          << strerror(errno);
+    } else {
+      ASSERT_EQ(UseDevicesForTesting({handles_[0]}, {{V4(ips[0])}}), 0) << strerror(errno);
+    }
     ch_ = NewEventChannel();
     ASSERT_NE(ch_, nullptr);
   }
   void TearDown() override {
     rdma_destroy_event_channel(ch_);
     ResetBackendForTesting();
+    SetPortQueryForTesting(nullptr, nullptr);
     other_ch_.reset();
     other_ = {};
     for (int port = 0; port < 2; ++port) {
@@ -75,6 +81,9 @@ class WildcardPortsTest : public ::testing::Test {
       routers_[port].reset();
     }
   }
+
+  // The drop-in's ports when the test starts (the others come later).
+  virtual int PortsAtStart() const { return 2; }
 
   void Join(int port, const char* ip, OnRouter* p) {
     auto c = routers_[port]->Connect();
@@ -187,6 +196,67 @@ TEST_F(WildcardPortsTest, AnEphemeralWildcardSkipsAPortAnotherProcessHolds) {
   EXPECT_EQ(Claims(0), 0u);
   EXPECT_EQ(Claims(1), 2u);
   EXPECT_EQ(rdma_destroy_id(id), 0);
+  ASSERT_TRUE(other_ch_->DestroyId(theirs).ok());
+}
+
+// The drop-in starts with port 1 alone; port 2 (10.0.0.2) is a device added
+// after the program's wildcard listen, as `rdma link add` would: the kernel
+// puts every wildcard listener on the new device (cma_add_one:
+// cma_listen_on_dev). The drop-in's progress hook lists the ports again once
+// a second while a wildcard listener exists (the ports' clock is the test's).
+int64_t g_now_ns = 0;
+int64_t FakeNow() { return g_now_ns; }
+
+class WildcardPortAddedLaterTest : public WildcardPortsTest {
+ protected:
+  int PortsAtStart() const override { return 1; }
+  void SetUp() override {
+    WildcardPortsTest::SetUp();
+    g_now_ns = 10'000'000'000;
+    SetPortQueryForTesting(nullptr, FakeNow);
+  }
+};
+
+TEST_F(WildcardPortAddedLaterTest, AWildcardListenerListensOnAPortAddedLater) {
+  rdma_cm_id* id = NewId(false);
+  ASSERT_EQ(Bind(id, 7003), 0) << strerror(errno);
+  ASSERT_EQ(rdma_listen(id, 4), 0) << strerror(errno);
+  rdma_cm_id* bound = NewId(false);  // on 10.0.0.1 alone: stays there
+  sockaddr_in one = Ipv4("10.0.0.1", 7004);
+  ASSERT_EQ(rdma_bind_addr(bound, reinterpret_cast<sockaddr*>(&one)), 0) << strerror(errno);
+  ASSERT_EQ(rdma_listen(bound, 4), 0) << strerror(errno);
+  EXPECT_EQ(Claims(1), 0u);
+  RunProgressHookForTesting();  // the second's listing: nothing new
+
+  ASSERT_EQ(AddDeviceForTesting(handles_[1], {V4("10.0.0.2")}), 0) << strerror(errno);
+  g_now_ns += 999'000'000;
+  RunProgressHookForTesting();
+  EXPECT_EQ(Claims(1), 0u) << "within the second: not listed yet";
+  g_now_ns += 1'000'000;
+  RunProgressHookForTesting();
+  EXPECT_EQ(Claims(1), 2u) << "the wildcard listener's bind and listen on the new port";
+  g_now_ns += 1'000'000'000;
+  RunProgressHookForTesting();
+  EXPECT_EQ(Claims(1), 2u) << "once";
+  EXPECT_EQ(Claims(0), 4u) << "both listeners on port 1, as before";
+
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  EXPECT_EQ(rdma_destroy_id(bound), 0);
+  EXPECT_EQ(Claims(0), 0u);
+  EXPECT_EQ(Claims(1), 0u);
+}
+
+TEST_F(WildcardPortAddedLaterTest, ANewPortThatRefusesTheListenIsLeftOut) {
+  CmId* theirs = OtherBinds("10.0.0.2:7005", false);
+  rdma_cm_id* id = NewId(false);
+  ASSERT_EQ(Bind(id, 7005), 0) << strerror(errno);
+  ASSERT_EQ(rdma_listen(id, 4), 0) << strerror(errno);
+  ASSERT_EQ(AddDeviceForTesting(handles_[1], {V4("10.0.0.2")}), 0) << strerror(errno);
+  RunProgressHookForTesting();
+  EXPECT_EQ(Claims(1), 1u) << "the other process's alone";
+  EXPECT_EQ(Claims(0), 2u) << "still listening on port 1";
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  EXPECT_EQ(Claims(0), 0u);
   ASSERT_TRUE(other_ch_->DestroyId(theirs).ok());
 }
 
