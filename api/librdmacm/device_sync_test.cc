@@ -3,6 +3,7 @@
 // device and port queries and the ports' addresses are the test's fakes, so a
 // test adds a device, brings a port up or removes a device between two calls,
 // as `rdma link add`, a link coming up or `rdma link del` would.
+#include <arpa/inet.h>
 #include <errno.h>
 #include <rdma/rdma_cma.h>
 #include <stdlib.h>
@@ -204,6 +205,35 @@ TEST_F(DeviceSyncTest, NoDeviceAtFirstThenOneIsENODEVThenListed) {
   g_listed[2] = true;
   EXPECT_EQ(EnsureDevices("test"), 0) << "a device that appears is listed at the next call";
   EXPECT_EQ(Listed(), Names{"dev2"});
+}
+
+// librdmacm's rdma_create_id needs a device (ucma_init: ENODEV when
+// libibverbs lists none), the kernel's no port; the calls that need a port
+// fail until one is ACTIVE, and the id is destroyed without one.
+TEST_F(DeviceSyncTest, CreateIdNeedsADeviceNotAnActivePort) {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  ASSERT_EQ(ch, nullptr) << "no device";
+  rdma_cm_id* id = nullptr;
+  errno = 0;
+  EXPECT_EQ(rdma_create_id(nullptr, &id, nullptr, RDMA_PS_TCP), -1);
+  EXPECT_EQ(errno, ENODEV) << "no device at all";
+
+  g_listed[0] = true;  // dev0: both ports DOWN
+  ch = rdma_create_event_channel();
+  ASSERT_NE(ch, nullptr) << strerror(errno);
+  ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(0x0a000001);  // 10.0.0.1 (dev0 port 1's, once ACTIVE)
+  errno = 0;
+  EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&a)), -1);
+  EXPECT_EQ(errno, ENODEV) << "no ACTIVE port";
+  rdma_cm_id* moved = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &moved, nullptr, RDMA_PS_UDP), 0) << strerror(errno);
+  EXPECT_EQ(rdma_migrate_id(moved, nullptr), 0) << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(moved), 0) << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
+  rdma_destroy_event_channel(ch);
 }
 
 TEST_F(DeviceSyncTest, APortThatBecomesActiveIsServedAtTheNextLookup) {

@@ -638,6 +638,7 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
                    rdma_port_space ps) {
   using namespace uscm::librdmacm;
   std::lock_guard<std::mutex> lock(g_mu);
+  // A device, not an ACTIVE port (ports.h EnsureDevicesListedLocked).
   if (EnsureDevicesListedLocked("rdma_create_id") != 0) return -1;
   if (id == nullptr) return Fail(EINVAL, "rdma_create_id", "id is NULL");
   if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IPOIB && ps != RDMA_PS_IB) {
@@ -664,8 +665,7 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   using namespace uscm::librdmacm;
   Id* id;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (EnsureBackendLocked("rdma_destroy_id") != 0) return -1;
+    std::lock_guard<std::mutex> lock(g_mu);  // no port needed: the id may have none
     id = FindLocked(pub);
     if (id == nullptr && ByPublic().contains(pub)) {  // as librdmacm's write to the closed fd
       return Fail(EBADF, "rdma_destroy_id", "the id's event channel was destroyed");
@@ -745,8 +745,7 @@ int rdma_migrate_id(rdma_cm_id* pub, rdma_event_channel* channel) {
   rdma_event_channel* old;
   bool was_sync;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (EnsureBackendLocked("rdma_migrate_id") != 0) return -1;
+    std::lock_guard<std::mutex> lock(g_mu);  // no port needed: the id may have none
     id = FindLocked(pub);
     if (id == nullptr) {
       return Fail(EINVAL, "rdma_migrate_id", "not an id of rdma_create_id (or destroyed)");

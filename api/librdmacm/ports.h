@@ -55,10 +55,12 @@ struct Port {
 // errno (ENODEV: none ACTIVE among those USCM_DEVICE allows; EINVAL: a
 // malformed USCM_DEVICE).
 int EnsurePortsLocked(const char* call);
-// What rdma_create_id needs, as librdmacm's (ucma_init): the devices listed,
-// none opened and no port listed (the first call that needs a port lists
-// them). 0 once the ports are listed (simulated ones too), or -1 with errno
-// ENODEV when libibverbs lists no device.
+// What rdma_create_id needs, as librdmacm's ucma_init (sync_devices_list:
+// ENODEV when libibverbs lists none): the devices listed, none opened, and no
+// ACTIVE port (the kernel's rdma_create_id is port-independent; the first call
+// that needs a port lists them: EnsurePortsLocked). 0 once the ports are
+// listed (simulated ones too), or -1 with errno ENODEV when libibverbs lists
+// no device.
 int EnsureDevicesListedLocked(const char* call);
 // The listed ports (stable pointers), in listing order, gone ones included
 // (their ids are still served: events, teardown).
