@@ -715,7 +715,16 @@ int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
     std::lock_guard<std::mutex> lock(g_mu);
     if (EnsureBackendLocked("rdma_bind_addr") != 0) return -1;
     Id* i = FindLocked(id);
-    if (i != nullptr && PlaceLocked(i, PortOfAddressLocked(a), "rdma_bind_addr") != 0) return -1;
+    Port* port = i == nullptr ? nullptr : PortOfAddressLocked(a);
+    // The host's address on a netdev with no RDMA port: the kernel's
+    // cma_acquire_dev_by_src_ip finds no device (ENODEV); an address that is
+    // nobody's is refused by uscm's bind on the default port (EADDRNOTAVAIL,
+    // the kernel's rdma_translate_ip).
+    if (i != nullptr && port == nullptr && HostHoldsAddress(a)) {
+      return Fail(ENODEV, "rdma_bind_addr",
+                  "the host's address, on a netdev with no RDMA port (or none USCM_DEVICE allows)");
+    }
+    if (i != nullptr && PlaceLocked(i, port, "rdma_bind_addr") != 0) return -1;
   }
   void (*after)(Id*) = wildcard ? &internal::RememberWildcard : &AttachAndFill;
   // A wildcard holds its port on every port (wildcard_ids.cc), all or

@@ -16,6 +16,7 @@
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids_testing.h"
+#include "api/librdmacm/ports.h"
 #include "gtest/gtest.h"
 
 namespace uscm::librdmacm {
@@ -427,6 +428,42 @@ TEST_F(IdsTest, LoopbackBindIsTheWildcardAsTheKernel) {
   EXPECT_EQ(rdma_destroy_id(req_id), 0);
   EXPECT_EQ(rdma_destroy_id(v4), 0);
   EXPECT_EQ(uscm_destroy_id(peer), 0) << uscm_last_error();
+}
+
+// The host's address on a netdev with no RDMA port (an Ethernet port whose
+// rxe device was deleted): the kernel's rdma_bind_addr finds the netdev
+// (rdma_translate_ip) and then no device (cma_acquire_dev_by_src_ip): ENODEV.
+// An address that is nobody's stays EADDRNOTAVAIL. The host's addresses are
+// the test's: 10.9.9.9 (v4) and fd00::9 (v6).
+bool FakeHostHolds(const uscm_addr& a) {
+  static const Addr16 v4 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 9, 9, 9};
+  static const Addr16 v6 = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9};
+  const Addr16 key = KeyOf(a);
+  return key == v4 || key == v6;
+}
+
+TEST_F(IdsTest, BindToTheHostsAddressOnNoRdmaPortIsENODEVAsTheKernel) {
+  SetHostAddressesForTesting(FakeHostHolds);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in host = Ipv4("10.9.9.9", 7003);
+  errno = 0;
+  EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&host)), -1);
+  EXPECT_EQ(errno, ENODEV);
+  sockaddr_in6 host6 = {};
+  host6.sin6_family = AF_INET6;
+  inet_pton(AF_INET6, "fd00::9", &host6.sin6_addr);
+  errno = 0;
+  EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&host6)), -1);
+  EXPECT_EQ(errno, ENODEV);
+  sockaddr_in nobodys = Ipv4("10.9.9.8", 7003);
+  errno = 0;
+  EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&nobodys)), -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL);
+  sockaddr_in ours = Ipv4("10.0.0.1", 7003);  // the port's: bound
+  EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&ours)), 0) << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  SetHostAddressesForTesting(nullptr);
 }
 
 // rdma_create_qp's checks before any verbs call (QP creation itself runs in

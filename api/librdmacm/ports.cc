@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -341,6 +342,36 @@ bool ListenerResyncDue() {
 }
 
 bool ResyncPortsLocked() { return SyncPortsLocked(TheTable()); }
+
+namespace {
+
+bool HostHoldsAddressNow(const uscm_addr& addr) {
+  if (addr.family != USCM_AF_INET && addr.family != USCM_AF_INET6) return false;
+  const Addr16 key = KeyOf(addr);
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool held = false;
+  for (ifaddrs* i = list; i != nullptr && !held; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    if (i->ifa_addr->sa_family == AF_INET) {
+      held = Mapped(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr) == key;
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      held = memcmp(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, key.data(), 16) == 0;
+    }
+  }
+  freeifaddrs(list);
+  return held;
+}
+
+bool (*g_host_holds)(const uscm_addr&) = HostHoldsAddressNow;
+
+}  // namespace
+
+bool HostHoldsAddress(const uscm_addr& addr) { return g_host_holds(addr); }
+
+void SetHostAddressesForTesting(bool (*holds)(const uscm_addr& addr)) {
+  g_host_holds = holds != nullptr ? holds : HostHoldsAddressNow;
+}
 
 void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read)(Port*),
                                 uint64_t (*changes)()) {

@@ -104,6 +104,15 @@ bool ListenerResyncDue();
 // spaced with the misses': none within 100 ms of the last). Whether the
 // table changed (a port added or gone).
 bool ResyncPortsLocked();
+// Whether an IPv4 / IPv6 `addr` is one of the host's interface addresses
+// (getifaddrs; loopback interfaces left out): what tells an address of a
+// netdev with no RDMA port (the kernel's rdma_bind_addr: ENODEV, from
+// cma_acquire_dev_by_src_ip) from one that is nobody's (EADDRNOTAVAIL, from
+// rdma_translate_ip). One getifaddrs (a netlink dump) per call: asked only
+// after PortOfAddressLocked missed. False for AF_IB.
+bool HostHoldsAddress(const uscm_addr& addr);
+// Tests: the answer of HostHoldsAddress (nullptr: getifaddrs).
+void SetHostAddressesForTesting(bool (*holds)(const uscm_addr& addr));
 // Opens `port` once: its uscm device and event channel, then `on_open(port)`
 // (ids.cc: the progress hook). 0, or -1 with errno.
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*));
