@@ -17,6 +17,20 @@ uint64_t TopDistance(uint64_t expire, uint64_t now) {
   return (expire >> kTopShift) - (now >> kTopShift);
 }
 
+// Room for `want` elements in `array` (of which `used` are in use), growing
+// it as a vector does: at least twice the old capacity.
+template <typename T>
+void GrowTo(std::unique_ptr<T[]>& array, uint32_t used, uint32_t* capacity,
+            size_t want) {
+  if (want <= *capacity) return;
+  const size_t grown = std::max<size_t>(want, size_t{*capacity} * 2);
+  ABSL_RAW_CHECK(grown < UINT32_MAX, "TimerWheel: too many timers");
+  auto bigger = std::make_unique_for_overwrite<T[]>(grown);
+  std::copy(array.get(), array.get() + used, bigger.get());
+  array = std::move(bigger);
+  *capacity = static_cast<uint32_t>(grown);
+}
+
 }  // namespace
 
 TimerWheel::TimerWheel(TimePoint start, Duration tick)
@@ -32,16 +46,21 @@ TimerWheel::TimerWheel(TimePoint start, Duration tick)
 // a cascade holds one more chunk whose entries have already moved on. So n
 // pending timers never need more than n/16 + 1 per bucket + 1 chunks.
 // Moves the sparse table's records to the array, for good.
+// The occupancy bitmap starts here too (a sparse wheel keeps none).
 void TimerWheel::AllocBuckets() {
-  buckets_.reset(new Bucket[kNumBuckets]());
-  for (int i = 0; i < sparse_size_; ++i) buckets_[sparse_id_[i]] = sparse_[i];
+  array_ = std::make_unique<BucketArray>();
+  for (int i = 0; i < sparse_size_; ++i) {
+    const uint16_t b = sparse_id_[i];
+    array_->buckets[b] = sparse_[i];
+    if (b != kFiringBucket) array_->occupied[b >> 6] |= uint64_t{1} << (b & 63);
+  }
   sparse_size_ = 0;
 }
 
 TimerWheel::Bucket& TimerWheel::Add(uint16_t bucket) {
   if (sparse_size_ == kSparseBuckets) {
     AllocBuckets();
-    return buckets_[bucket];
+    return array_->buckets[bucket];
   }
   const int i = sparse_size_++;
   sparse_id_[i] = bucket;
@@ -50,8 +69,8 @@ TimerWheel::Bucket& TimerWheel::Add(uint16_t bucket) {
 }
 
 void TimerWheel::Erase(uint16_t bucket) {
-  if (buckets_ != nullptr) {
-    buckets_[bucket] = Bucket{};
+  if (array_ != nullptr) {
+    array_->buckets[bucket] = Bucket{};
     return;
   }
   for (int i = 0; i < sparse_size_; ++i) {
@@ -64,11 +83,16 @@ void TimerWheel::Erase(uint16_t bucket) {
 }
 
 void TimerWheel::Reserve(size_t n) {
-  if (buckets_ == nullptr) AllocBuckets();
-  nodes_.reserve(n);
-  const size_t chunks = n / kChunk + 2 * size_t{kNumBuckets};
-  entries_.reserve(chunks * kChunk);
-  chunks_.reserve(chunks);
+  if (array_ == nullptr) AllocBuckets();
+  GrowTo(nodes_, node_count_, &node_capacity_, n);
+  GrowChunks(n / kChunk + 2 * size_t{kNumBuckets});
+}
+
+// The entries array grows with the chunk records (kChunk entries each).
+void TimerWheel::GrowChunks(size_t want) {
+  uint32_t entry_capacity = chunk_capacity_ * kChunk;
+  GrowTo(entries_, chunk_count_ * kChunk, &entry_capacity, want * kChunk);
+  GrowTo(chunks_, chunk_count_, &chunk_capacity_, entry_capacity / kChunk);
 }
 
 TimePoint TimerWheel::TickToTime(uint64_t tick) const {
@@ -80,16 +104,20 @@ TimePoint TimerWheel::TickToTime(uint64_t tick) const {
 
 uint32_t TimerWheel::GrowNode() {
   ABSL_RAW_CHECK(node_count_ < kNil - 1, "TimerWheel: too many timers");
-  nodes_.push_back(Node{0, 1, kNil});
+  GrowTo(nodes_, node_count_, &node_capacity_, size_t{node_count_} + 1);
+  nodes_[node_count_] = Node{0, 1, kNil};
   return node_count_++;
 }
 
+// A new chunk's entries are left unwritten: every entry is written (Append)
+// before it is read (reads stop at a bucket's end).
 uint32_t TimerWheel::GrowChunk() {
-  ABSL_RAW_CHECK(chunks_.size() < kNil / kChunk - 1,
+  ABSL_RAW_CHECK(chunk_count_ < kNil / kChunk - 1,
                  "TimerWheel: too many timers");
-  const uint32_t c = static_cast<uint32_t>(chunks_.size());
-  chunks_.push_back(ChunkLinks{kNil, kNil, 0});
-  entries_.resize(entries_.size() + kChunk);
+  const uint32_t c = chunk_count_;
+  GrowChunks(size_t{c} + 1);
+  chunks_[c] = ChunkLinks{kNil, kNil, 0};
+  ++chunk_count_;
   return c;
 }
 
@@ -131,10 +159,10 @@ bool TimerWheel::PopBack(uint16_t bucket, Entry* out) {
 void TimerWheel::MoveBucket(uint16_t from, uint16_t to) {
   ClearBit(from);
   Bucket b;
-  if (buckets_ != nullptr) {
-    b = buckets_[from];
-    buckets_[from] = Bucket{};
-    buckets_[to] = b;
+  if (array_ != nullptr) {
+    b = array_->buckets[from];
+    array_->buckets[from] = Bucket{};
+    array_->buckets[to] = b;
   } else {
     Bucket* record = Find(from);
     if (record == nullptr) return;
@@ -162,9 +190,38 @@ void TimerWheel::LinkFar(uint32_t index, uint64_t expire) {
     Append(static_cast<uint16_t>(kTopLevel * kSlots + slot), expire, index);
     return;
   }
-  if ((occupied_[kOverflowWord] & 1) == 0) overflow_min_ = UINT64_MAX;
+  if ((level_mask_ & (1u << kLevels)) == 0) overflow_min_ = UINT64_MAX;
   overflow_min_ = std::min(overflow_min_, expire);
   Append(kOverflowBucket, expire, index);
+}
+
+int TimerWheel::AheadInBitmap(int level, int now_slot) const {
+  const uint64_t* words = &array_->occupied[level * kWordsPerLevel];
+  const unsigned first = static_cast<unsigned>(now_slot) / 64;
+  for (unsigned k = 0; k <= kWordsPerLevel; ++k) {
+    const unsigned w = (first + k) & (kWordsPerLevel - 1);
+    uint64_t bits = words[w];
+    if (k == 0) bits &= ~uint64_t{0} << (now_slot & 63);
+    if (k == kWordsPerLevel) bits &= ~(~uint64_t{0} << (now_slot & 63));
+    if (bits != 0) {
+      const unsigned slot = w * 64 + std::countr_zero(bits);
+      return static_cast<int>((slot - static_cast<unsigned>(now_slot)) &
+                              kSlotMask);
+    }
+  }
+  return 0;
+}
+
+// The same answer from the sparse table's bucket numbers (the firing
+// bucket's level, kLevels, is never asked for).
+int TimerWheel::AheadInSparse(int level, int now_slot) const {
+  int ahead = kSlots;
+  for (int i = 0; i < sparse_size_; ++i) {
+    const int id = sparse_id_[i];
+    if (id / kSlots != level) continue;
+    ahead = std::min(ahead, static_cast<int>((id - now_slot) & kSlotMask));
+  }
+  return ahead == kSlots ? 0 : ahead;
 }
 
 // Levels are ordered in time: every level-L bucket starts before the next
@@ -176,24 +233,11 @@ TimerWheel::Event TimerWheel::NextEvent() const {
   if (size_ == 0) return ev;  // nothing pending (the overflow bucket too)
   if (const unsigned levels = level_mask_ & ((1u << kLevels) - 1); levels != 0) {
     const int level = std::countr_zero(levels);  // the lowest occupied level
-    const uint64_t* words = &occupied_[level * kWordsPerLevel];
     const int shift = kBitsPerLevel * level;
     const int now_slot = static_cast<int>((now_ >> shift) & kSlotMask);
     // First occupied slot at or after now_slot, cyclically.
-    int ahead = 0;
-    const unsigned first = static_cast<unsigned>(now_slot) / 64;
-    for (unsigned k = 0; k <= kWordsPerLevel; ++k) {
-      const unsigned w = (first + k) & (kWordsPerLevel - 1);
-      uint64_t bits = words[w];
-      if (k == 0) bits &= ~uint64_t{0} << (now_slot & 63);
-      if (k == kWordsPerLevel) bits &= ~(~uint64_t{0} << (now_slot & 63));
-      if (bits != 0) {
-        const unsigned slot = w * 64 + std::countr_zero(bits);
-        ahead = static_cast<int>((slot - static_cast<unsigned>(now_slot)) &
-                                 kSlotMask);
-        break;
-      }
-    }
+    const int ahead = array_ != nullptr ? AheadInBitmap(level, now_slot)
+                                          : AheadInSparse(level, now_slot);
     const int raw_slot = now_slot + ahead;
     const int block_shift = shift + kBitsPerLevel;
     uint64_t tick = (now_ >> block_shift) << block_shift;
@@ -219,7 +263,10 @@ TimerWheel::Event TimerWheel::NextEvent() const {
 
 // Walks the bucket's chunks front to back, prefetching the next chunk's
 // entries and the nodes whose position the relink writes, so the misses
-// overlap. The bucket is detached first; relinks land on lower levels.
+// overlap. The bucket is detached first; relinks land on lower levels. Each
+// chunk's entries are copied out and the chunk freed before they are
+// relinked, so that the first chunk a relink needs is that one (the free
+// list is last in, first out), whose lines were just read, not a cold one.
 void TimerWheel::Cascade(int level, int slot) {
   const uint16_t bucket = static_cast<uint16_t>(level * kSlots + slot);
   const Bucket b = Occupied(bucket);
@@ -249,12 +296,11 @@ void TimerWheel::Cascade(int level, int slot) {
     }
     uint32_t from, to;
     span(c, &from, &to);
-    for (uint32_t k = from; k < to; ++k) {
-      const Entry e = entries_[k];
-      Link(e.index, e.expire);
-    }
-    if (next != kNil) prefetch_nodes(next);
+    std::array<Entry, kChunk> moved;
+    std::copy(&entries_[from], &entries_[to], moved.begin());
     FreeChunk(c);
+    for (uint32_t k = 0; k < to - from; ++k) Link(moved[k].index, moved[k].expire);
+    if (next != kNil) prefetch_nodes(next);
     c = next;
   }
 }

@@ -77,7 +77,7 @@ class TimerHandle {
   uint32_t generation_ = 0;
 };
 
-class TimerWheel {
+class alignas(64) TimerWheel {
  public:
   static constexpr int kBitsPerLevel = 8;
   static constexpr int kSlots = 1 << kBitsPerLevel;  // buckets per level
@@ -131,7 +131,7 @@ class TimerWheel {
   bool empty() const { return size_ == 0; }
   // Whether the bucket records moved to the 24 KB array (more than
   // kSparseBuckets buckets were non-empty at once, or Reserve was called).
-  bool uses_bucket_array() const { return buckets_ != nullptr; }
+  bool uses_bucket_array() const { return array_ != nullptr; }
   Duration tick() const { return Duration::Nanos(tick_ns_); }
   // The current time, rounded down to a tick.
   TimePoint now() const { return TickToTime(now_); }
@@ -178,6 +178,15 @@ class TimerWheel {
     uint32_t end = 0;
   };
   static_assert(sizeof(Bucket) == 16);
+  // The array mode's records. Bit b of the bitmap: bucket b is non-empty
+  // (level L owns words [L * kWordsPerLevel, (L + 1) * kWordsPerLevel); the
+  // overflow bucket is bit 0 of word kOverflowWord). A sparse wheel has no
+  // bitmap: its bucket numbers are in sparse_id_ (AllocBuckets fills the
+  // bitmap in from them).
+  struct BucketArray {
+    alignas(64) std::array<uint64_t, kOverflowWord + 1> occupied{};  // a level in one line
+    std::array<Bucket, kNumBuckets> buckets{};
+  };
   enum class EventKind { kNone, kFire, kCascade, kOverflow };
   struct Event {
     EventKind kind = EventKind::kNone;
@@ -209,6 +218,7 @@ class TimerWheel {
 
   uint32_t AllocChunk(uint16_t owner);
   uint32_t GrowChunk();  // allocates
+  void GrowChunks(size_t want);  // room for `want` chunks (allocates)
   void FreeChunk(uint32_t chunk) {
     chunks_[chunk].next = free_chunk_;
     free_chunk_ = chunk;
@@ -235,59 +245,81 @@ class TimerWheel {
   Bucket& Add(uint16_t bucket);  // absent from the sparse table
   // `bucket` is empty now: its record is forgotten (the array's is reset).
   void Erase(uint16_t bucket);
-  // The occupancy bitmap and its summary (one bit per level and the
-  // overflow bucket), so that NextEvent reads one level's words, not all.
+  // The occupancy bitmap (array mode) and its summary (one bit per level
+  // and the overflow bucket), so that NextEvent reads one level's words, not
+  // all. A sparse wheel keeps the summary only: its bucket numbers are in
+  // sparse_id_, in the line it reads anyway.
   void SetBit(uint16_t b) {
-    occupied_[b >> 6] |= uint64_t{1} << (b & 63);
+    if (array_ != nullptr) array_->occupied[b >> 6] |= uint64_t{1} << (b & 63);
     level_mask_ |= static_cast<uint8_t>(1u << (b / kSlots));
   }
   void ClearBit(uint16_t b) {
-    occupied_[b >> 6] &= ~(uint64_t{1} << (b & 63));
     const int level = b / kSlots;
     uint64_t any = 0;
-    for (int w = 0; w < kWordsPerLevel && level * kWordsPerLevel + w <= kOverflowWord; ++w) {
-      any |= occupied_[level * kWordsPerLevel + w];
+    if (array_ != nullptr) {
+      array_->occupied[b >> 6] &= ~(uint64_t{1} << (b & 63));
+      for (int w = 0; w < kWordsPerLevel && level * kWordsPerLevel + w <= kOverflowWord; ++w) {
+        any |= array_->occupied[level * kWordsPerLevel + w];
+      }
+    } else {
+      // `b` may still be listed (MoveBucket relabels it after this); the
+      // firing bucket is never counted (its number is past the overflow's).
+      for (int i = 0; i < sparse_size_; ++i) {
+        const uint16_t id = sparse_id_[i];
+        any |= id != b && id < kFiringBucket && id / kSlots == level;
+      }
     }
     if (any == 0) level_mask_ &= static_cast<uint8_t>(~(1u << level));
   }
 
   Event NextEvent() const;
+  // How many slots after `now_slot` (cyclically, 0 for itself) the first
+  // non-empty bucket of `level` lies, from the bitmap or the sparse table.
+  int AheadInBitmap(int level, int now_slot) const;
+  int AheadInSparse(int level, int now_slot) const;
   void Cascade(int level, int slot);
   void DrainOverflow();
   void Fire(uint16_t bucket, Callback on_expire, size_t* fired);
 
-  // The fields every operation reads first, side by side (on a cold wheel
-  // each cache line is a miss).
+  // Where the fields sit matters more than their count: a simulated host's
+  // wheel is cold at each use (10,000 others ran since), so each cache line
+  // an operation touches is a miss. The class starts a line; a wheel in
+  // sparse mode touches line 0 (the counters and the node pointer), line 1
+  // (the entry and chunk pointers and the sparse table's bucket numbers) and
+  // the lines of the records it uses (the first four share line 2); the
+  // occupancy bitmap lives with the array mode's records.
+  // Line 0.
   uint64_t now_ = 0;  // current tick
-  size_t size_ = 0;
   const int64_t start_ns_;
   const uint64_t tick_ns_;
   const uint64_t tick_reciprocal_;  // floor((2^64 - 1) / tick_ns_)
-  uint32_t node_count_ = 0;  // nodes_.size()
+  uint32_t size_ = 0;
+  uint32_t node_count_ = 0;  // nodes in use or on the free list
   uint32_t free_head_ = kNil;
   uint32_t free_chunk_ = kNil;
   bool in_advance_ = false;
   uint8_t level_mask_ = 0;  // bit L: level L has a non-empty bucket; bit kLevels: overflow
   // The records of non-empty buckets while there are few (sparse_size_ of
-  // them, in no particular order), unused once buckets_ is allocated.
+  // them, in no particular order), unused once array_ is allocated.
   uint8_t sparse_size_ = 0;
-  std::array<uint16_t, kSparseBuckets> sparse_id_{};
-
-  std::vector<Node> nodes_;
-  std::vector<Entry> entries_;         // kChunk per chunk
+  std::unique_ptr<Node[]> nodes_;  // node_capacity_ of them
+  // Line 1.
+  std::unique_ptr<Entry[]> entries_;  // kChunk per chunk
   // One record per chunk (its links and owner side by side: one cache line
   // to touch, where three arrays cost three misses on a cold wheel).
-  std::vector<ChunkLinks> chunks_;
-  std::array<Bucket, kSparseBuckets> sparse_{};
-  // Every bucket's record (24 KB), allocated when more than kSparseBuckets
-  // buckets are non-empty at once: a wheel that holds a few timers at a time
-  // (an idle or lightly used simulated host's CM endpoint and agent) never
-  // allocates it.
-  std::unique_ptr<Bucket[]> buckets_;
-  // Bit b of the bitmap: bucket b is non-empty (level L owns words
-  // [L * kWordsPerLevel, (L + 1) * kWordsPerLevel); the overflow bucket is
-  // bit 0 of word kOverflowWord).
-  alignas(32) std::array<uint64_t, kOverflowWord + 1> occupied_{};  // a level in one line
+  std::unique_ptr<ChunkLinks[]> chunks_;  // chunk_capacity_ of them
+  std::array<uint16_t, kSparseBuckets> sparse_id_{};
+  // Every bucket's record (24 KB) and the occupancy bitmap, allocated when
+  // more than kSparseBuckets buckets are non-empty at once: a wheel that
+  // holds a few timers at a time (an idle or lightly used simulated host's
+  // CM endpoint and agent) never allocates them.
+  std::unique_ptr<BucketArray> array_;
+  uint32_t chunk_count_ = 0;  // chunks in use or on the free list
+  // Lines 2 to 5.
+  alignas(64) std::array<Bucket, kSparseBuckets> sparse_{};
+  // Line 6: read when an array grows or a timer is years ahead.
+  uint32_t node_capacity_ = 0;
+  uint32_t chunk_capacity_ = 0;
   uint64_t overflow_min_ = UINT64_MAX;  // <= min expiry in the overflow list
 };
 
@@ -339,7 +371,7 @@ inline bool TimerWheel::IsPending(TimerHandle handle) const {
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline const TimerWheel::Bucket* TimerWheel::Find(
     uint16_t bucket) const {
-  if (buckets_ != nullptr) return &buckets_[bucket];
+  if (array_ != nullptr) return &array_->buckets[bucket];
   for (int i = 0; i < sparse_size_; ++i) {
     if (sparse_id_[i] == bucket) return &sparse_[i];
   }

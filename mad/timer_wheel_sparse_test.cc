@@ -111,6 +111,38 @@ TEST(TimerWheelSparseTest, FewBucketsFireAsTheArrayInTheSameOrder) {
   }
 }
 
+// A sparse wheel keeps no occupancy bitmap: its overflow bucket (timers more
+// than 2^48 ticks ahead, ~8.9 years at 1 us) is known from the level summary
+// alone, and its earliest timer must still be tracked as the array's is.
+TEST(TimerWheelSparseTest, OverflowTimersFireAsTheArray) {
+  static constexpr int64_t kSeconds[] = {0, 1, 5, 86400, int64_t{10} * 365 * 86400,
+                                         int64_t{12} * 365 * 86400,
+                                         int64_t{20} * 365 * 86400};
+  auto far = [](std::mt19937_64& rng) {
+    const int64_t base = kSeconds[rng() % (sizeof(kSeconds) / sizeof(kSeconds[0]))];
+    return Duration::Seconds(base) + Duration::Micros(static_cast<int64_t>(rng() % 3));
+  };
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    std::mt19937_64 rng(seed);
+    Twins t;
+    for (int op = 0; op < 3000 && !::testing::Test::HasFailure(); ++op) {
+      const int r = static_cast<int>(rng() % 100);
+      if (r < 40 && t.sparse().size() < TimerWheel::kSparseBuckets / 2) {
+        t.Schedule(far(rng), rng());
+      } else if (r < 50 && t.handles() > 0) {
+        t.Cancel(rng() % t.handles());
+      } else if (r < 60 && t.handles() > 0) {
+        t.Reschedule(rng() % t.handles(), far(rng));
+      } else {
+        t.Advance(Duration::Seconds(static_cast<int64_t>(rng() % (int64_t{3} * 365 * 86400))));
+      }
+    }
+    EXPECT_FALSE(t.sparse().uses_bucket_array()) << "seed " << seed;
+    ASSERT_EQ(t.sparse_fired(), t.dense_fired()) << "seed " << seed;
+    EXPECT_GT(t.sparse_fired().size(), 100u);
+  }
+}
+
 TEST(TimerWheelSparseTest, MovingToTheArrayMidRunKeepsTheOrder) {
   for (uint64_t seed = 100; seed <= 110; ++seed) {
     Twins t;
