@@ -43,8 +43,9 @@ TimerWheel::TimerWheel(TimePoint start, Duration tick)
 }
 
 // A bucket of k entries spans at most k/16 + 1 chunks (a partly used tail);
-// a cascade holds one more chunk whose entries have already moved on. So n
-// pending timers never need more than n/16 + 1 per bucket + 1 chunks.
+// a cascade frees each chunk before relinking its entries, so it holds no
+// more. So n pending timers never need more than n/16 + 1 per bucket chunks
+// (Reserve allows 2 per bucket).
 // Moves the sparse table's records to the array, for good.
 // The occupancy bitmap starts here too (a sparse wheel keeps none).
 void TimerWheel::AllocBuckets() {

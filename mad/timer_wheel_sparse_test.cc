@@ -4,6 +4,7 @@
 // starts sparse fires exactly what a wheel given the array from the start
 // (Reserve) fires, in the same order, ties within a tick included (the
 // simulator's results depend on that order).
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <utility>
@@ -81,22 +82,28 @@ Duration Deadline(std::mt19937_64& rng) {
   return Duration::Micros(base + static_cast<int64_t>(rng() % 3));
 }
 
-void RunRandom(uint64_t seed, int max_pending, Twins& t) {
+// Random schedules (deadlines from `deadline`), cancels, reschedules and
+// advances (up to `max_step`), then advances by `max_step` until all fired.
+void RunRandom(uint64_t seed, int max_pending, Twins& t,
+               Duration (*deadline)(std::mt19937_64&) = Deadline,
+               Duration max_step = Duration::Micros(400), int ops = 20000) {
   std::mt19937_64 rng(seed);
-  for (int op = 0; op < 20000 && !::testing::Test::HasFailure(); ++op) {
+  for (int op = 0; op < ops && !::testing::Test::HasFailure(); ++op) {
     const int r = static_cast<int>(rng() % 100);
     if (r < 35 && t.sparse().size() < static_cast<size_t>(max_pending)) {
-      t.Schedule(Deadline(rng), rng());
+      t.Schedule(deadline(rng), rng());
     } else if (r < 45 && t.handles() > 0) {
       t.Cancel(rng() % t.handles());
     } else if (r < 55 && t.handles() > 0) {
-      t.Reschedule(rng() % t.handles(), Deadline(rng));
+      t.Reschedule(rng() % t.handles(), deadline(rng));
     } else {
-      t.Advance(Duration::Micros(static_cast<int64_t>(rng() % 400)));
+      t.Advance(Duration::Micros(static_cast<int64_t>(
+          rng() % static_cast<uint64_t>(max_step.nanos() / 1000))));
     }
   }
   // Children of the last timers are due after the last Advance's time.
-  for (int i = 0; i < 10 && t.sparse().size() > 0; ++i) t.Advance(Duration::Seconds(1));
+  const Duration drain = std::max(max_step, Duration::Seconds(1));
+  for (int i = 0; i < 10 && t.sparse().size() > 0; ++i) t.Advance(drain);
   EXPECT_EQ(t.sparse().size(), 0u);
 }
 
@@ -115,28 +122,17 @@ TEST(TimerWheelSparseTest, FewBucketsFireAsTheArrayInTheSameOrder) {
 // than 2^48 ticks ahead, ~8.9 years at 1 us) is known from the level summary
 // alone, and its earliest timer must still be tracked as the array's is.
 TEST(TimerWheelSparseTest, OverflowTimersFireAsTheArray) {
-  static constexpr int64_t kSeconds[] = {0, 1, 5, 86400, int64_t{10} * 365 * 86400,
-                                         int64_t{12} * 365 * 86400,
-                                         int64_t{20} * 365 * 86400};
   auto far = [](std::mt19937_64& rng) {
+    static constexpr int64_t kSeconds[] = {0, 1, 5, 86400, int64_t{10} * 365 * 86400,
+                                           int64_t{12} * 365 * 86400,
+                                           int64_t{20} * 365 * 86400};
     const int64_t base = kSeconds[rng() % (sizeof(kSeconds) / sizeof(kSeconds[0]))];
     return Duration::Seconds(base) + Duration::Micros(static_cast<int64_t>(rng() % 3));
   };
   for (uint64_t seed = 1; seed <= 10; ++seed) {
-    std::mt19937_64 rng(seed);
     Twins t;
-    for (int op = 0; op < 3000 && !::testing::Test::HasFailure(); ++op) {
-      const int r = static_cast<int>(rng() % 100);
-      if (r < 40 && t.sparse().size() < TimerWheel::kSparseBuckets / 2) {
-        t.Schedule(far(rng), rng());
-      } else if (r < 50 && t.handles() > 0) {
-        t.Cancel(rng() % t.handles());
-      } else if (r < 60 && t.handles() > 0) {
-        t.Reschedule(rng() % t.handles(), far(rng));
-      } else {
-        t.Advance(Duration::Seconds(static_cast<int64_t>(rng() % (int64_t{3} * 365 * 86400))));
-      }
-    }
+    RunRandom(seed, TimerWheel::kSparseBuckets / 2, t, +far,
+              Duration::Seconds(int64_t{3} * 365 * 86400), 3000);
     EXPECT_FALSE(t.sparse().uses_bucket_array()) << "seed " << seed;
     ASSERT_EQ(t.sparse_fired(), t.dense_fired()) << "seed " << seed;
     EXPECT_GT(t.sparse_fired().size(), 100u);
