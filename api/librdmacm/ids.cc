@@ -74,8 +74,9 @@ absl::flat_hash_map<rdma_cm_id*, Id*>& ByPublic() {
 // (ports.h ListenerResyncDue): the kernel's cma_add_one does it when the
 // device is added; the drop-in learns of a new device only by listing (no
 // event: libibverbs has none, and the RDMA netlink monitor,
-// RDMA_NLDEV_CMD_MONITOR, came after Debian 12's 6.1 kernel). A port's progress thread steps at least once a second, so a
-// device added is listened on within about 2 s. The listing is one
+// RDMA_NLDEV_CMD_MONITOR, came after Debian 12's 6.1 kernel). A port's
+// progress thread steps at least once a second, so a device added is
+// listened on within about 2 s. The listing is one
 // ibv_get_device_list and an ibv_query_port per port not listed; with no
 // wildcard listener the hook costs one more atomic load.
 std::atomic<uint64_t> g_hook_pumps{0};  // RunProgressHookForTesting

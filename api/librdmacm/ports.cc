@@ -82,22 +82,15 @@ Addr16 Mapped(const void* ipv4) {
   return a;
 }
 
-// The IPs of an InfiniBand port: those of the IPoIB interfaces whose hardware
-// address carries the port's GID (as uscm_device_open finds them).
-std::vector<Addr16> IpoibPortIps(ibv_context* verbs, int port) {
+// The addresses of the host's interfaces that `take` accepts (getifaddrs:
+// one netlink dump), IPv4 mapped.
+template <typename Take>
+std::vector<Addr16> InterfaceAddresses(Take take) {
   std::vector<Addr16> out;
-  ibv_gid gid;
-  if (ibv_query_gid(verbs, port, 0, &gid) != 0) return out;
-  mad::Gid g;
-  memcpy(g.raw.data(), gid.raw, 16);
-  const std::vector<std::string> names = verbs::IpoibInterfacesOf(g);
-  if (names.empty()) return out;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return out;
   for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || std::find(names.begin(), names.end(), i->ifa_name) == names.end()) {
-      continue;
-    }
+    if (i->ifa_addr == nullptr || !take(*i)) continue;
     if (i->ifa_addr->sa_family == AF_INET) {
       out.push_back(Mapped(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr));
     } else if (i->ifa_addr->sa_family == AF_INET6) {
@@ -108,6 +101,20 @@ std::vector<Addr16> IpoibPortIps(ibv_context* verbs, int port) {
   }
   freeifaddrs(list);
   return out;
+}
+
+// The IPs of an InfiniBand port: those of the IPoIB interfaces whose hardware
+// address carries the port's GID (as uscm_device_open finds them).
+std::vector<Addr16> IpoibPortIps(ibv_context* verbs, int port) {
+  ibv_gid gid;
+  if (ibv_query_gid(verbs, port, 0, &gid) != 0) return {};
+  mad::Gid g;
+  memcpy(g.raw.data(), gid.raw, 16);
+  const std::vector<std::string> names = verbs::IpoibInterfacesOf(g);
+  if (names.empty()) return {};
+  return InterfaceAddresses([&](const ifaddrs& i) {
+    return std::find(names.begin(), names.end(), i.ifa_name) != names.end();
+  });
 }
 
 // The port's non-zero GIDs, in index order: one ibv_query_gid_table call (one
@@ -347,20 +354,9 @@ namespace {
 
 bool HostHoldsAddressNow(const uscm_addr& addr) {
   if (addr.family != USCM_AF_INET && addr.family != USCM_AF_INET6) return false;
-  const Addr16 key = KeyOf(addr);
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return false;
-  bool held = false;
-  for (ifaddrs* i = list; i != nullptr && !held; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
-    if (i->ifa_addr->sa_family == AF_INET) {
-      held = Mapped(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr) == key;
-    } else if (i->ifa_addr->sa_family == AF_INET6) {
-      held = memcmp(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, key.data(), 16) == 0;
-    }
-  }
-  freeifaddrs(list);
-  return held;
+  const std::vector<Addr16> held =
+      InterfaceAddresses([](const ifaddrs& i) { return (i.ifa_flags & IFF_LOOPBACK) == 0; });
+  return std::find(held.begin(), held.end(), KeyOf(addr)) != held.end();
 }
 
 bool (*g_host_holds)(const uscm_addr&) = HostHoldsAddressNow;
