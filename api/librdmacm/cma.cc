@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "api/librdmacm/fail.h"
 
 namespace {
 
@@ -72,7 +73,14 @@ const char* rdma_event_str(rdma_cm_event_type event) {
 }
 
 // From id->route.addr, as librdmacm (network order; 0 for an unset address).
-__be16 rdma_get_src_port(rdma_cm_id* id) { return PortOf(&id->route.addr.src_addr); }
-__be16 rdma_get_dst_port(rdma_cm_id* id) { return PortOf(&id->route.addr.dst_addr); }
+// A null id is 0 with EINVAL, where librdmacm dereferences it.
+__be16 rdma_get_src_port(rdma_cm_id* id) {
+  if (id == nullptr) return uscm::librdmacm::Fail(EINVAL, "rdma_get_src_port", "null id"), 0;
+  return PortOf(&id->route.addr.src_addr);
+}
+__be16 rdma_get_dst_port(rdma_cm_id* id) {
+  if (id == nullptr) return uscm::librdmacm::Fail(EINVAL, "rdma_get_dst_port", "null id"), 0;
+  return PortOf(&id->route.addr.dst_addr);
+}
 
 }  // extern "C"
