@@ -10,17 +10,8 @@
 namespace uscm {
 namespace {
 
-class CApiAllocsTest : public testing::CApiSimTest {
+class CApiAllocsTest : public testing::CApiOneChannelTest {
  protected:
-  void SetUp() override {
-    StartFabric(/*seed=*/31);
-    ch_ = uscm_create_event_channel_on(dev_[0]);
-    ASSERT_NE(ch_, nullptr);
-  }
-  void TearDown() override {
-    uscm_destroy_event_channel(ch_);
-    CApiSimTest::TearDown();
-  }
   // Takes and acks the next event on ch_, counting what the two calls allocate.
   void TakeAndAck(uscm_cm_event_type want) {
     ASSERT_TRUE(RunUntilEvent(ch_, 5000)) << "no " << uscm_event_str(want);
@@ -31,7 +22,6 @@ class CApiAllocsTest : public testing::CApiSimTest {
     const int acked = testing::Counted([&] { return uscm_ack_cm_event(e); });
     ASSERT_EQ(acked, 0) << uscm_last_error();
   }
-  uscm_event_channel* ch_ = nullptr;
 };
 
 // Address and route resolution of one id, ten times over: after the first

@@ -13,19 +13,7 @@
 namespace uscm::testing {
 namespace {
 
-class CApiMisuseTest : public CApiSimTest {
- protected:
-  void SetUp() override {
-    StartFabric(/*seed=*/31);
-    ch_ = uscm_create_event_channel_on(dev_[0]);
-    ASSERT_NE(ch_, nullptr);
-  }
-  void TearDown() override {
-    uscm_destroy_event_channel(ch_);
-    CApiSimTest::TearDown();
-  }
-  uscm_event_channel* ch_ = nullptr;
-};
+using CApiMisuseTest = CApiOneChannelTest;
 
 // -1 and EINVAL, with a message.
 #define EXPECT_EINVAL(call)                                                         \

@@ -87,6 +87,21 @@ class CApiSimTest : public ::testing::Test {
   uscm_addr server_{};
 };
 
+// The fabric with one channel on host 0 (`ch_`), for tests of one program.
+class CApiOneChannelTest : public CApiSimTest {
+ protected:
+  void SetUp() override {
+    StartFabric(/*seed=*/31);
+    ch_ = uscm_create_event_channel_on(dev_[0]);
+    ASSERT_NE(ch_, nullptr);
+  }
+  void TearDown() override {
+    uscm_destroy_event_channel(ch_);
+    CApiSimTest::TearDown();
+  }
+  uscm_event_channel* ch_ = nullptr;
+};
+
 }  // namespace uscm::testing
 
 #endif  // USCM_API_C_C_API_TESTING_H_
