@@ -49,4 +49,15 @@ std::vector<std::string> IpoibInterfacesOf(const mad::Gid& port_gid, const std::
   return out;
 }
 
+std::vector<InterfaceAddress> IpoibAddressesOf(const mad::Gid& port_gid, const std::string& sysfs,
+                                               std::vector<InterfaceAddress> (*addresses)()) {
+  const std::vector<std::string> names = IpoibInterfacesOf(port_gid, sysfs);
+  if (names.empty()) return {};
+  std::vector<InterfaceAddress> out = addresses();
+  std::erase_if(out, [&](const InterfaceAddress& a) {
+    return std::find(names.begin(), names.end(), a.interface) == names.end();
+  });
+  return out;
+}
+
 }  // namespace uscm::verbs

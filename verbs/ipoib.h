@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
 #include "mad/gid.h"
+#include "verbs/interface_addresses.h"
 
 namespace uscm::verbs {
 
@@ -34,6 +35,13 @@ absl::optional<mad::Gid> GidOfIpoibLladdr(std::span<const uint8_t> lladdr);
 // `port_gid` (<sysfs>/class/net/*/address).
 std::vector<std::string> IpoibInterfacesOf(const mad::Gid& port_gid,
                                            const std::string& sysfs = "/sys");
+
+// The IP addresses of those interfaces: what rdma_cm binds and resolves from
+// on the port. `addresses` lists the host's (InterfaceAddresses, tests a
+// fake), asked only when the port has an IPoIB interface.
+std::vector<InterfaceAddress> IpoibAddressesOf(
+    const mad::Gid& port_gid, const std::string& sysfs = "/sys",
+    std::vector<InterfaceAddress> (*addresses)() = InterfaceAddresses);
 
 }  // namespace uscm::verbs
 

@@ -36,7 +36,8 @@ TEST(IpoibTest, GidOfTheHardwareAddressBytes) {
   EXPECT_FALSE(GidOfIpoibLladdr({}).has_value());
 }
 
-TEST(IpoibTest, InterfacesOfAPortFromSysfs) {
+// A fake sysfs: ib0 on the port kIbHw names, ib1 on another, eth0 Ethernet.
+std::string FakeSysfs() {
   const std::string root = std::string(getenv("TEST_TMPDIR")) + "/sys";
   for (const char* dir : {"", "/class", "/class/net", "/class/net/ib0", "/class/net/ib1",
                           "/class/net/eth0"}) {
@@ -46,10 +47,47 @@ TEST(IpoibTest, InterfacesOfAPortFromSysfs) {
   std::ofstream(root + "/class/net/ib1/address")
       << "00:00:10:49:fe:80:00:00:00:00:00:00:00:02:c9:03:00:a1:b2:c4\n";
   std::ofstream(root + "/class/net/eth0/address") << "52:54:00:12:34:56\n";
+  return root;
+}
+
+TEST(IpoibTest, InterfacesOfAPortFromSysfs) {
+  const std::string root = FakeSysfs();
   absl::optional<mad::Gid> port = GidOfIpoibHwAddr(kIbHw);
   ASSERT_TRUE(port.has_value());
   EXPECT_THAT(IpoibInterfacesOf(*port, root), ElementsAre("ib0"));
   EXPECT_TRUE(IpoibInterfacesOf(*port, root + "/nowhere").empty());
+}
+
+int g_asked = 0;
+std::vector<InterfaceAddress> FakeHostAddresses() {
+  ++g_asked;
+  auto at = [](const char* name, uint8_t last, bool ipv6) {
+    InterfaceAddress a;
+    a.interface = name;
+    a.ipv6 = ipv6;
+    a.ip[15] = last;
+    return a;
+  };
+  return {at("eth0", 1, false), at("ib0", 2, false), at("ib1", 3, false), at("ib0", 4, true)};
+}
+
+TEST(IpoibTest, AddressesOfAPortAreItsInterfaces) {
+  const std::string root = FakeSysfs();
+  absl::optional<mad::Gid> port = GidOfIpoibHwAddr(kIbHw);
+  ASSERT_TRUE(port.has_value());
+  g_asked = 0;
+  std::vector<InterfaceAddress> got = IpoibAddressesOf(*port, root, FakeHostAddresses);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].interface, "ib0");
+  EXPECT_EQ(got[0].ip[15], 2);
+  EXPECT_FALSE(got[0].ipv6);
+  EXPECT_EQ(got[1].ip[15], 4);
+  EXPECT_TRUE(got[1].ipv6);
+  EXPECT_EQ(g_asked, 1);
+  mad::Gid other;
+  other.raw[0] = 0xfe;
+  EXPECT_TRUE(IpoibAddressesOf(other, root, FakeHostAddresses).empty());
+  EXPECT_EQ(g_asked, 1) << "no IPoIB interface of the port: the host's addresses not asked";
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include "api/c/uscm_device.h"
 
 #include <errno.h>
-#include <ifaddrs.h>
 #include <infiniband/umad.h>
 #include <netinet/in.h>
 #include <infiniband/verbs.h>
@@ -187,28 +186,16 @@ absl::StatusOr<RocePort> ReadRocePort(const std::string& ca, int port, ibv_conte
 // the port's GID), as rdma_cm binds and resolves on IB.
 std::vector<uscm::Address> IpoibIps(const uscm::mad::Gid& port_gid) {
   std::vector<uscm::Address> ips;
-  const std::vector<std::string> names = uscm::verbs::IpoibInterfacesOf(port_gid);
-  if (names.empty()) return ips;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return ips;
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr) continue;
-    bool ours = false;
-    for (const std::string& n : names) ours |= n == i->ifa_name;
-    if (!ours) continue;
+  for (const uscm::verbs::InterfaceAddress& i : uscm::verbs::IpoibAddressesOf(port_gid)) {
     uscm::Address a;
-    if (i->ifa_addr->sa_family == AF_INET) {
-      a.family = uscm::Address::Family::kIpv4;
-      memcpy(&a.ip[12], &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, 4);
-    } else if (i->ifa_addr->sa_family == AF_INET6) {
-      a.family = uscm::Address::Family::kIpv6;
-      memcpy(a.ip.data(), &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, 16);
+    a.family = i.ipv6 ? uscm::Address::Family::kIpv6 : uscm::Address::Family::kIpv4;
+    if (i.ipv6) {
+      a.ip = i.ip;
     } else {
-      continue;
+      std::copy(i.ip.begin() + 12, i.ip.end(), a.ip.begin() + 12);  // ::ffff: dropped
     }
     ips.push_back(a);
   }
-  freeifaddrs(list);
   return ips;
 }
 

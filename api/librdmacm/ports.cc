@@ -2,9 +2,6 @@
 #include "api/librdmacm/ports.h"
 
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +25,7 @@
 #include "api/librdmacm/port_choice.h"
 #include "mad/gid.h"
 #include "verbs/gid_table.h"
+#include "verbs/interface_addresses.h"
 #include "verbs/ipoib.h"
 
 namespace uscm::librdmacm {
@@ -82,27 +80,6 @@ Addr16 Mapped(const void* ipv4) {
   return a;
 }
 
-// The addresses of the host's interfaces that `take` accepts (getifaddrs:
-// one netlink dump), IPv4 mapped.
-template <typename Take>
-std::vector<Addr16> InterfaceAddresses(Take take) {
-  std::vector<Addr16> out;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return out;
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || !take(*i)) continue;
-    if (i->ifa_addr->sa_family == AF_INET) {
-      out.push_back(Mapped(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr));
-    } else if (i->ifa_addr->sa_family == AF_INET6) {
-      Addr16 a;
-      memcpy(a.data(), &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, 16);
-      out.push_back(a);
-    }
-  }
-  freeifaddrs(list);
-  return out;
-}
-
 // The IPs of an InfiniBand port: those of the IPoIB interfaces whose hardware
 // address carries the port's GID (as uscm_device_open finds them).
 std::vector<Addr16> IpoibPortIps(ibv_context* verbs, int port) {
@@ -110,11 +87,9 @@ std::vector<Addr16> IpoibPortIps(ibv_context* verbs, int port) {
   if (ibv_query_gid(verbs, port, 0, &gid) != 0) return {};
   mad::Gid g;
   memcpy(g.raw.data(), gid.raw, 16);
-  const std::vector<std::string> names = verbs::IpoibInterfacesOf(g);
-  if (names.empty()) return {};
-  return InterfaceAddresses([&](const ifaddrs& i) {
-    return std::find(names.begin(), names.end(), i.ifa_name) != names.end();
-  });
+  std::vector<Addr16> out;
+  for (const verbs::InterfaceAddress& a : verbs::IpoibAddressesOf(g)) out.push_back(a.ip);
+  return out;
 }
 
 // The port's non-zero GIDs, in index order: one ibv_query_gid_table call (one
@@ -354,9 +329,11 @@ namespace {
 
 bool HostHoldsAddressNow(const uscm_addr& addr) {
   if (addr.family != USCM_AF_INET && addr.family != USCM_AF_INET6) return false;
-  const std::vector<Addr16> held =
-      InterfaceAddresses([](const ifaddrs& i) { return (i.ifa_flags & IFF_LOOPBACK) == 0; });
-  return std::find(held.begin(), held.end(), KeyOf(addr)) != held.end();
+  const Addr16 key = KeyOf(addr);
+  const std::vector<verbs::InterfaceAddress> held = verbs::InterfaceAddresses();
+  return std::any_of(held.begin(), held.end(), [&](const verbs::InterfaceAddress& a) {
+    return !a.loopback && a.ip == key;
+  });
 }
 
 bool (*g_host_holds)(const uscm_addr&) = HostHoldsAddressNow;
