@@ -59,7 +59,7 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   // The id goes to the port of its source: the given one, else the routing
   // table's (the device of the route's output interface).
   if ((routed || (src_addr != nullptr && !IsWildcard(src))) &&
-      PlaceForSource(id, src, "rdma_resolve_addr") != 0) {
+      PlaceForSource(id, src, !routed, "rdma_resolve_addr") != 0) {
     return -1;
   }
   int rc = ForId("rdma_resolve_addr", id, [&](uscm_cm_id* uid) {

@@ -146,6 +146,20 @@ int PlaceLocked(Id* id, Port* to, const char* call) {
   return 0;
 }
 
+// An id goes to the port of the address it binds or resolves from. The
+// host's address on a netdev with no RDMA port, when the program gave it: the
+// kernel's cma_acquire_dev_by_src_ip finds no device (ENODEV); an address
+// that is nobody's is refused by uscm's bind or resolve on the default port
+// (EADDRNOTAVAIL, the kernel's rdma_translate_ip).
+int PlaceAtSourceLocked(Id* id, const uscm_addr& a, bool given, const char* call) {
+  Port* port = PortOfAddressLocked(a);
+  if (port == nullptr && given && HostHoldsAddress(a)) {
+    return Fail(ENODEV, call,
+                "the host's address, on a netdev with no RDMA port (or none USCM_DEVICE allows)");
+  }
+  return PlaceLocked(id, port, call);
+}
+
 // An id gets its uscm id when a call needs one: on the port of its address
 // (PlaceLocked), else on the default port.
 int MaterializeLocked(Id* id, const char* call) {
@@ -487,10 +501,10 @@ bool OnSimulatedPorts() {
   return !ports.empty() && ports.front()->testing;
 }
 
-int PlaceForSource(rdma_cm_id* pub, const uscm_addr& src, const char* call) {
+int PlaceForSource(rdma_cm_id* pub, const uscm_addr& src, bool given, const char* call) {
   std::lock_guard<std::mutex> lock(g_mu);
   Id* id = FindLocked(pub);
-  return id == nullptr ? 0 : PlaceLocked(id, PortOfAddressLocked(src), call);
+  return id == nullptr ? 0 : PlaceAtSourceLocked(id, src, given, call);
 }
 
 void SetDriverForTesting(void (*drive)(void*), void* arg) {
@@ -716,16 +730,7 @@ int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
     std::lock_guard<std::mutex> lock(g_mu);
     if (EnsureBackendLocked("rdma_bind_addr") != 0) return -1;
     Id* i = FindLocked(id);
-    Port* port = i == nullptr ? nullptr : PortOfAddressLocked(a);
-    // The host's address on a netdev with no RDMA port: the kernel's
-    // cma_acquire_dev_by_src_ip finds no device (ENODEV); an address that is
-    // nobody's is refused by uscm's bind on the default port (EADDRNOTAVAIL,
-    // the kernel's rdma_translate_ip).
-    if (i != nullptr && port == nullptr && HostHoldsAddress(a)) {
-      return Fail(ENODEV, "rdma_bind_addr",
-                  "the host's address, on a netdev with no RDMA port (or none USCM_DEVICE allows)");
-    }
-    if (i != nullptr && PlaceLocked(i, port, "rdma_bind_addr") != 0) return -1;
+    if (i != nullptr && PlaceAtSourceLocked(i, a, true, "rdma_bind_addr") != 0) return -1;
   }
   void (*after)(Id*) = wildcard ? &internal::RememberWildcard : &AttachAndFill;
   // A wildcard holds its port on every port (wildcard_ids.cc), all or

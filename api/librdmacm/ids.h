@@ -112,8 +112,11 @@ void DetachQp(uscm_cm_id* uid);
 // routing table to ask.
 bool OnSimulatedPorts();
 // rdma_resolve_addr: an id with no device yet moves to the port of `src`
-// (none owns it: it stays). 0, or -1 with errno.
-int PlaceForSource(rdma_cm_id* id, const uscm_addr& src, const char* call);
+// (none owns it: it stays). A `given` source (the program's, not the routing
+// table's) that is the host's address on a netdev with no RDMA port is ENODEV,
+// as rdma_bind_addr of it (the kernel binds the id to it first). 0, or -1
+// with errno.
+int PlaceForSource(rdma_cm_id* id, const uscm_addr& src, bool given, const char* call);
 
 // qps.cc: drops what rdma_create_qp kept for `id` (rdma_destroy_id; a
 // program that destroyed the QP with ibv_destroy_qp never calls

@@ -466,6 +466,40 @@ TEST_F(IdsTest, BindToTheHostsAddressOnNoRdmaPortIsENODEVAsTheKernel) {
   SetHostAddressesForTesting(nullptr);
 }
 
+// rdma_resolve_addr from such an address: the kernel binds the id to the
+// given source first (resolve_prepare_src: cma_bind_addr), so the answer is
+// the bind's, ENODEV; an address that is nobody's stays EADDRNOTAVAIL.
+TEST_F(IdsTest, ResolveFromTheHostsAddressOnNoRdmaPortIsENODEVAsTheKernel) {
+  SetHostAddressesForTesting(FakeHostHolds);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = Ipv4("10.0.0.2", 7471);
+  sockaddr_in host = Ipv4("10.9.9.9", 0);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&host),
+                              reinterpret_cast<sockaddr*>(&dst), 2000),
+            -1);
+  EXPECT_EQ(errno, ENODEV);
+  EXPECT_EQ(id->port_num, 0) << "not placed on the default port";
+  sockaddr_in nobodys = Ipv4("10.9.9.8", 0);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&nobodys),
+                              reinterpret_cast<sockaddr*>(&dst), 2000),
+            -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL);
+  sockaddr_in ours = Ipv4("10.0.0.1", 0);  // the port's: resolved
+  ASSERT_EQ(rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&ours),
+                              reinterpret_cast<sockaddr*>(&dst), 2000),
+            0)
+      << strerror(errno);
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_ADDR_RESOLVED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(IpOf(&id->route.addr.src_addr), "10.0.0.1");
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  SetHostAddressesForTesting(nullptr);
+}
+
 // rdma_create_qp's checks before any verbs call (QP creation itself runs in
 // the VM lane: tests/vm/groups/60-dropin-rping.sh).
 TEST_F(IdsTest, CreateQpAndSrqNeedAnIdWithADevice) {
