@@ -62,6 +62,7 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
       PlaceForSource(id, src, !routed, "rdma_resolve_addr") != 0) {
     return -1;
   }
+  CloseRemovedDevicesIfNew();  // the lookup may have listed them
   int rc = ForId("rdma_resolve_addr", id, [&](uscm_cm_id* uid) {
     int r = uscm_resolve_addr(uid, with_src ? &src : nullptr, &dst, timeout_ms);
     if (r != 0 && routed) {

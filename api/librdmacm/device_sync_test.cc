@@ -9,12 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "api/c/uscm_cma.h"
+#include "api/c/uscm_sim_c.h"
 #include "api/librdmacm/devices.h"
+#include "api/librdmacm/gid_watch.h"
 #include "api/librdmacm/ports.h"
+#include "api/librdmacm/ud_ah.h"
 #include "gtest/gtest.h"
 
 namespace uscm::librdmacm {
@@ -28,6 +32,8 @@ ibv_context g_ctx[kDevices];
 bool g_listed[kDevices];
 bool g_active[kDevices][3];  // [device][port]
 int g_opens = 0;
+int g_closes = 0;
+ibv_context* g_closed_ctx = nullptr;
 int g_port_queries = 0;
 
 // Port `port` of device `device` has the one address 10.0.<device>.<port>
@@ -57,6 +63,48 @@ void FakeFree(ibv_device** list) { free(list); }
 ibv_context* FakeOpen(ibv_device* device) {
   ++g_opens;
   return &g_ctx[device - g_dev];
+}
+int FakeClose(ibv_context* verbs) {
+  ++g_closes;
+  g_closed_ctx = verbs;
+  return 0;
+}
+
+// The GID watch of a device the library has open (as NeedOf: a removed one
+// is not watched), with no context or thread; the kept GID tables' reader.
+WatchNeed WatchOpenDevices(ibv_context* verbs) {
+  const std::vector<ibv_context*> open = OpenContexts();
+  return std::find(open.begin(), open.end(), verbs) != open.end() ? WatchNeed::kHasEthernet
+                                                                   : WatchNeed::kNotOurs;
+}
+void FakeWatchStart(ibv_context*, bool* following) { *following = true; }
+// The shared PD, and a port's uscm device (SimulatedPortsTest); closes
+// counted.
+ibv_pd g_pd;
+int g_pds = 0;
+ibv_pd* FakeAllocPd(ibv_context*) {
+  ++g_pds;
+  return &g_pd;
+}
+int FakeDeallocPd(ibv_pd*) {
+  --g_pds;
+  return 0;
+}
+uscm_sim* g_sim = nullptr;
+int g_port_devices_closed = 0;
+uscm_device* SimHostOfDevice(ibv_context* verbs, int) {  // devN on simulated host N
+  return uscm_sim_device(g_sim, IndexOf(verbs));
+}
+int CountPortDeviceClose(uscm_device*) {
+  ++g_port_devices_closed;
+  return 0;
+}
+
+PortGids FakePortGids(ibv_context*, uint8_t) {
+  PortGids g;
+  g.ethernet = true;
+  g.table.resize(1);
+  return g;
 }
 
 int FakeQueryDevice(ibv_context* verbs, ibv_device_attr* attr) {
@@ -95,10 +143,12 @@ class DeviceSyncTest : public ::testing::Test {
       g_listed[i] = false;
       for (bool& a : g_active[i]) a = false;
     }
-    g_opens = g_port_queries = 0;
+    g_opens = g_closes = g_port_queries = 0;
+    g_closed_ctx = nullptr;
     g_now_ns = 0;
     g_step_ns = 1000000000;
-    static const DeviceListOps ops = {FakeList, FakeFree, FakeOpen};
+    static const DeviceListOps ops = {FakeList,  FakeFree,    FakeOpen,
+                                      FakeClose, FakeAllocPd, FakeDeallocPd};
     SetDeviceListForTesting(&ops);
     SetQueryDeviceForTesting(FakeQueryDevice);
     SetPortQueryForTesting(FakeQueryPort, FakeNow);
@@ -153,6 +203,139 @@ TEST_F(DeviceSyncTest, RdmaGetDevicesListsAddedAndLeavesOutRemovedDevices) {
   EXPECT_FALSE(DeviceGone(&g_ctx[1]));
   rdma_free_devices(held);
   EXPECT_EQ(OpenDeviceCount(), 1);
+  EXPECT_EQ(g_closes, 1) << "dev0, removed, closed once no array holds it";
+}
+
+// librdmacm's remove_cma_dev: a removed device none of whose ports an id
+// lives on is closed once no rdma_get_devices array holds it, with what held
+// its context released first (its ports no longer served, its GID watch
+// ended, its kept GID tables dropped); rxe's `rdma link del` waits for that.
+TEST_F(DeviceSyncTest, ARemovedDeviceNoIdLivesOnIsClosedOnceNoArrayHoldsIt) {
+  g_listed[0] = g_listed[1] = true;
+  g_active[0][1] = g_active[1][1] = true;
+  ASSERT_EQ(EnsurePortsLocked("test"), 0) << strerror(errno);
+  ASSERT_EQ(PortOf(1, 1), "dev1:1");
+  SetWatchNeedForTesting(WatchOpenDevices, FakeWatchStart);
+  SetPortGidsReaderForTesting(FakePortGids);
+  EXPECT_EQ(GidTableGeneration(&g_ctx[1]), 0u) << "dev1's GID watch started";
+  const uint64_t stopped = GidWatchesStopped();
+  ibv_ah_attr ah = {};
+  CompleteAh(&g_ctx[1], 1, nullptr, &ah);
+  const uint64_t reads = PortGidReads();
+
+  int n = 0;
+  ibv_context** held = rdma_get_devices(&n);
+  ASSERT_EQ(n, 2);
+  g_listed[1] = false;  // rdma link del dev1
+  EXPECT_EQ(Listed(), Names{"dev0"});
+  EXPECT_EQ(g_closes, 0) << "the first array still holds dev1";
+  EXPECT_EQ(GidWatchesStopped(), stopped + 1) << "the watch's context and thread go first";
+  EXPECT_EQ(PortOf(1, 1), "none");
+  CompleteAh(&g_ctx[1], 1, nullptr, &ah);
+  EXPECT_EQ(PortGidReads(), reads + 1) << "the kept tables of dev1 were dropped";
+  rdma_free_devices(held);
+  EXPECT_EQ(g_closes, 1) << "closed with the last array that held it";
+  EXPECT_EQ(g_closed_ctx, &g_ctx[1]);
+  EXPECT_EQ(DevicesClosed(), 1u);
+  EXPECT_EQ(OpenContexts(), std::vector<ibv_context*>{&g_ctx[0]});
+  EXPECT_EQ(Listed(), Names{"dev0"});
+  EXPECT_EQ(g_closes, 1) << "once";
+
+  g_listed[1] = true;  // the same device pointer added again: a new device, opened again
+  EXPECT_EQ(Listed(), Names({"dev0", "dev1"}));
+  EXPECT_EQ(PortOf(1, 1), "dev1:1") << "its port listed again on a miss";
+  SetPortGidsReaderForTesting(nullptr);
+  SetWatchNeedForTesting(nullptr, nullptr);
+}
+
+// dev0 and dev1 listed, each with port 1 ACTIVE, whose uscm device is the
+// simulated host of the same number (dev0's port, 10.0.0.1: host 0's
+// address); a program's channel and one id on it.
+class SimulatedPortsTest : public DeviceSyncTest {
+ protected:
+  void SetUp() override {
+    DeviceSyncTest::SetUp();
+    g_sim = uscm_sim_create(5);
+    ASSERT_NE(g_sim, nullptr);
+    SetPortDevicesForTesting(SimHostOfDevice, CountPortDeviceClose);
+    g_port_devices_closed = 0;
+    g_listed[0] = g_listed[1] = true;
+    g_active[0][1] = g_active[1][1] = true;
+    ch_ = rdma_create_event_channel();
+    ASSERT_NE(ch_, nullptr) << strerror(errno);
+    ASSERT_EQ(rdma_create_id(ch_, &id_, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  }
+  void TearDown() override {
+    if (ch_ != nullptr) rdma_destroy_event_channel(ch_);
+    SetPortDevicesForTesting(nullptr, nullptr);
+    uscm_sim_destroy(g_sim);
+    g_sim = nullptr;
+    DeviceSyncTest::TearDown();
+  }
+  // rdma_bind_addr of IP:PORT; 0 or errno.
+  int Bind(const char* ip, uint16_t port) {
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    return rdma_bind_addr(id_, reinterpret_cast<sockaddr*>(&a)) == 0 ? 0 : errno;
+  }
+
+  rdma_event_channel* ch_ = nullptr;
+  rdma_cm_id* id_ = nullptr;
+};
+
+// A removed device an id lives on stays open, its id served, until that id
+// is destroyed (librdmacm's ucma_put_device closes a dead device with its
+// last reference): then the port's uscm device and the context close.
+TEST_F(SimulatedPortsTest, ARemovedDeviceIsClosedWithItsLastId) {
+  ASSERT_EQ(Bind("10.0.0.1", 7000), 0) << "dev0:1's address";
+  EXPECT_EQ(id_->verbs, &g_ctx[0]);
+  EXPECT_EQ(g_pds, 1) << "id->pd, the device's shared PD";
+
+  g_listed[0] = false;  // rdma link del dev0
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(g_closes, 0) << "the id lives on dev0";
+  EXPECT_EQ(g_port_devices_closed, 0);
+  EXPECT_EQ(PortOf(0, 1), "none") << "no new id on it";
+  EXPECT_EQ(rdma_get_local_addr(id_)->sa_family, AF_INET) << "the id is still served";
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  EXPECT_EQ(g_pds, 0);
+  EXPECT_EQ(g_port_devices_closed, 1) << "the port's uscm device, before the context";
+  EXPECT_EQ(g_closes, 1) << "closed with its last id";
+  EXPECT_EQ(g_closed_ctx, &g_ctx[0]);
+}
+
+// A wildcard listener listens on every device (the kernel's
+// cma_listen_on_all); when one is removed, the kernel destroys the listen on
+// it (cma_process_remove) and the listener stays: the drop-in's uscm id on
+// the removed device's port is destroyed, then its uscm device and context
+// are closed; the listener still listens on the device its id lives on.
+TEST_F(SimulatedPortsTest, AWildcardListenersListenOnARemovedDeviceIsDropped) {
+  ASSERT_EQ(Bind("0.0.0.0", 7001), 0);
+  ASSERT_EQ(rdma_listen(id_, 4), 0) << strerror(errno);
+  // Whether the listener's uscm id on dev1's port still holds port 7001 there.
+  uscm_event_channel* probe_ch = uscm_create_event_channel_on(uscm_sim_device(g_sim, 1));
+  ASSERT_NE(probe_ch, nullptr);
+  auto port_7001_free_on_dev1 = [&] {
+    uscm_cm_id* probe = nullptr;
+    if (uscm_create_id(probe_ch, &probe, nullptr, USCM_PS_TCP) != 0) return false;
+    uscm_addr a;
+    const bool bound = uscm_parse_addr("0.0.0.0:7001", &a) == 0 && uscm_bind_addr(probe, &a) == 0;
+    uscm_destroy_id(probe);
+    return bound;
+  };
+  EXPECT_FALSE(port_7001_free_on_dev1()) << "the listener listens on dev1 too";
+
+  g_listed[1] = false;  // rdma link del dev1
+  EXPECT_EQ(Listed(), Names{"dev0"});
+  EXPECT_TRUE(port_7001_free_on_dev1()) << "its listen on dev1 destroyed";
+  uscm_destroy_event_channel(probe_ch);
+  EXPECT_EQ(g_port_devices_closed, 1) << "dev1's port's uscm device";
+  EXPECT_EQ(g_closes, 1);
+  EXPECT_EQ(g_closed_ctx, &g_ctx[1]);
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  EXPECT_EQ(g_closes, 1) << "dev0 is not removed";
 }
 
 // As librdmacm (ucma_init lists, ucma_init_device opens): no device is

@@ -1,4 +1,5 @@
-// rdma_get_devices / rdma_free_devices and the per-device shared PD.
+// The process's devices and the per-device shared PD (rdma_get_devices /
+// rdma_free_devices: device_calls.cc).
 #include "api/librdmacm/devices.h"
 
 #include <errno.h>
@@ -6,6 +7,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -14,6 +16,10 @@
 #include "api/librdmacm/fail.h"
 
 namespace uscm::librdmacm {
+
+// QueryDeviceOnce's answer for `verbs` dropped (CloseIfUnused).
+void ForgetDeviceAttrs(ibv_context* verbs);
+
 namespace {
 
 struct Device {
@@ -22,8 +28,9 @@ struct Device {
   ibv_pd* pd = nullptr;
   int pd_refs = 0;
   // No longer in ibv_get_device_list (removed): not listed, not given to new
-  // ids; its context stays open (ids on it, arrays of rdma_get_devices).
+  // ids; its context stays open until CloseIfUnused (ids on it, arrays).
   bool gone = false;
+  int array_refs = 0;  // rdma_get_devices arrays not freed yet
 };
 
 struct Devices {
@@ -36,9 +43,12 @@ struct Devices {
   ibv_device** list = nullptr;
   DeviceListOps ops;
   uint64_t listings = 0;
+  uint64_t closed = 0;
+  std::atomic<bool> removed_since{false};  // an opened device seen gone
 };
 
-// Never destroyed: contexts stay open until the process exits, as librdmacm's.
+// Never destroyed: contexts stay open until the process exits, as
+// librdmacm's (a removed device's until nothing holds it).
 Devices& TheDevices() {
   static Devices* devices = new Devices;
   return *devices;
@@ -67,7 +77,11 @@ int SyncLocked(Devices& d, const char* call) {
     return Fail(ENODEV, call, "ibv_get_device_list failed: no RDMA device");
   }
   for (Device& dev : d.open) {
-    dev.gone = std::find(list, list + count, dev.dev) == list + count;
+    const bool gone = std::find(list, list + count, dev.dev) == list + count;
+    if (gone && !dev.gone && dev.verbs != nullptr) {
+      d.removed_since.store(true, std::memory_order_relaxed);  // TakeRemovalNotice
+    }
+    dev.gone = gone;
   }
   std::erase_if(d.open, [](const Device& dev) { return dev.gone && dev.verbs == nullptr; });
   for (int i = 0; i < count; ++i) {
@@ -155,6 +169,61 @@ std::vector<ibv_context*> OpenListedDevices(const std::function<bool(const char*
   return out;
 }
 
+std::vector<ibv_context*> TakeArrayOfListedDevices() {
+  Devices& d = TheDevices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  std::vector<ibv_context*> out;
+  for (Device& dev : d.open) {
+    if (dev.gone) continue;
+    if (ibv_context* verbs = OpenLocked(d, dev)) {
+      ++dev.array_refs;
+      out.push_back(verbs);
+    }
+  }
+  return out;
+}
+
+void ReleaseArray(ibv_context* const* array) {
+  Devices& d = TheDevices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  for (int i = 0; array[i] != nullptr; ++i) {
+    Device* dev = FindLocked(d, array[i]);
+    if (dev != nullptr && dev->array_refs > 0) --dev->array_refs;
+  }
+}
+
+std::vector<ibv_context*> GoneOpenContexts() {
+  Devices& d = TheDevices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  std::vector<ibv_context*> out;
+  for (const Device& dev : d.open) {
+    if (dev.gone && dev.verbs != nullptr) out.push_back(dev.verbs);
+  }
+  return out;
+}
+
+bool CloseIfUnused(ibv_context* verbs) {
+  Devices& d = TheDevices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  Device* dev = FindLocked(d, verbs);
+  if (dev == nullptr || !dev->gone || dev->array_refs > 0 || dev->pd_refs > 0) return false;
+  ForgetDeviceAttrs(verbs);
+  d.ops.close(verbs);
+  ++d.closed;
+  std::erase_if(d.open, [&](const Device& kept) { return kept.verbs == verbs; });
+  return true;
+}
+
+bool TakeRemovalNotice() {
+  return TheDevices().removed_since.exchange(false, std::memory_order_relaxed);
+}
+
+uint64_t DevicesClosed() {
+  Devices& d = TheDevices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  return d.closed;
+}
+
 ibv_pd* AcquireSharedPd(ibv_context* verbs) {
   if (verbs == nullptr) {
     Fail(EINVAL, "shared PD", "NULL verbs context");
@@ -168,7 +237,7 @@ ibv_pd* AcquireSharedPd(ibv_context* verbs) {
     return nullptr;
   }
   if (dev->pd == nullptr) {
-    dev->pd = ibv_alloc_pd(verbs);
+    dev->pd = d.ops.alloc_pd(verbs);
     if (dev->pd == nullptr) {
       Fail(errno != 0 ? errno : ENOMEM, "shared PD", "ibv_alloc_pd failed");
       return nullptr;
@@ -186,7 +255,7 @@ int ReleaseSharedPd(ibv_context* verbs) {
     return Fail(EINVAL, "shared PD", "release without a reference");
   }
   if (--dev->pd_refs == 0) {
-    ibv_dealloc_pd(dev->pd);
+    d.ops.dealloc_pd(dev->pd);
     dev->pd = nullptr;
   }
   return 0;
@@ -201,6 +270,7 @@ void SetDeviceListForTesting(const DeviceListOps* ops) {
   d.open.clear();  // a test's devices: nothing to close
   d.listed = false;
   d.listings = 0;
+  d.closed = 0;
 }
 
 uint64_t DeviceListings() {
@@ -245,6 +315,12 @@ void SetQueryDeviceForTesting(int (*query)(ibv_context*, ibv_device_attr*)) {
   a.kept.clear();
 }
 
+void ForgetDeviceAttrs(ibv_context* verbs) {
+  DeviceAttrs& a = TheDeviceAttrs();
+  std::lock_guard<std::mutex> lock(a.mu);
+  a.kept.erase(verbs);
+}
+
 uint64_t DeviceQueries() {
   DeviceAttrs& a = TheDeviceAttrs();
   std::lock_guard<std::mutex> lock(a.mu);
@@ -252,31 +328,3 @@ uint64_t DeviceQueries() {
 }
 
 }  // namespace uscm::librdmacm
-
-// As librdmacm: NULL and *num_devices = 0 with errno ENODEV when there is no
-// device; otherwise a NULL-terminated malloc'ed array of the contexts of the
-// devices listed now, each opened here when no call opened it yet
-// (librdmacm's ucma_init_all after sync_devices_list at each call: a device
-// added since the last call is opened and in it, a removed one is not, one
-// that does not open is left out).
-extern "C" ibv_context** rdma_get_devices(int* num_devices) {
-  using uscm::librdmacm::Fail;
-  if (num_devices != nullptr) *num_devices = 0;
-  if (uscm::librdmacm::SyncDevices("rdma_get_devices") != 0) return nullptr;
-  const std::vector<ibv_context*> open = uscm::librdmacm::OpenListedDevices(nullptr);
-  auto** devs = static_cast<ibv_context**>(malloc(sizeof(ibv_context*) * (open.size() + 1)));
-  if (devs == nullptr) {
-    Fail(ENOMEM, "rdma_get_devices", "out of memory");
-    return nullptr;
-  }
-  size_t i = 0;
-  for (ibv_context* verbs : open) devs[i++] = verbs;
-  devs[i] = nullptr;
-  if (num_devices != nullptr) *num_devices = static_cast<int>(i);
-  return devs;
-}
-
-// The contexts stay open, a removed device's too (librdmacm closes a removed
-// device's once no id and no array holds it: docs/API.md "Devices and ports
-// that appear later").
-extern "C" void rdma_free_devices(ibv_context** list) { free(list); }

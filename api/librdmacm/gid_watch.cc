@@ -5,9 +5,12 @@
 #include <errno.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <poll.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -49,14 +52,19 @@ void StopFollowing(std::atomic<bool>& following) {
 }
 
 struct Watch {
-  ibv_context* own = nullptr;  // ours, never the program's; open for the process
+  ibv_context* own = nullptr;  // ours, never the program's; open until StopGidWatch
   std::atomic<uint64_t> changes{0};
   std::atomic<bool> following{false};
   uint64_t forks = g_forks.load(std::memory_order_relaxed);  // when it started
   bool unwatched = false;  // a device with no Ethernet port: generation 0 for good
+  // The thread (joined by StopGidWatch) and the eventfd that tells it to stop.
+  int stop_fd = -1;
+  pthread_t thread{};
+  bool joinable = false;
 };
 
-// Never destroyed: each watch's thread runs until the process exits.
+// Never destroyed: each watch's thread runs until the process exits or its
+// device is removed (StopGidWatch).
 struct Watches {
   std::mutex mu;
   std::map<ibv_context*, std::unique_ptr<Watch>> by_context;
@@ -78,31 +86,47 @@ std::atomic<uint64_t>& TheStarts() {
   static std::atomic<uint64_t> starts{0};
   return starts;
 }
+std::atomic<uint64_t> g_stops{0};
 
-// Starts a detached thread `fn(arg)` named `name`; `following` is true from
-// before it runs, false when it could not start (USCM_DEBUG says so: `what`
-// is then read at every lookup).
+// Starts a thread `fn(arg)` named `name`: joinable into `*joinable` when it is
+// not NULL (and true then), else detached; `following` is true from before it
+// runs, false when it could not start (USCM_DEBUG says so: `what` is then
+// read at every lookup).
 void StartThread(void* (*fn)(void*), void* arg, const char* name, const char* what,
-                 std::atomic<bool>* following) {
+                 std::atomic<bool>* following, pthread_t* thread = nullptr,
+                 bool* joinable = nullptr) {
   following->store(true, std::memory_order_release);
-  pthread_t thread;
-  if (int rc = pthread_create(&thread, nullptr, fn, arg); rc != 0) {
+  pthread_t t;
+  if (int rc = pthread_create(&t, nullptr, fn, arg); rc != 0) {
     StopFollowing(*following);
     const std::string why = std::string("no thread to follow ") + what + " (" + strerror(rc) +
                             "): read at every lookup";
     Fail(rc, "address watch", why.c_str());
     return;
   }
-  pthread_setname_np(thread, name);
-  pthread_detach(thread);
+  pthread_setname_np(t, name);
+  if (thread == nullptr) {
+    pthread_detach(t);
+    return;
+  }
+  *thread = t;
+  *joinable = true;
 }
 
-// The thread: counts GID_CHANGE events until the fd fails or the device is
-// lost. The count is bumped after the kernel's table changed (gid_watch.h),
-// and a lookup that sees the new count reads the table again.
+// The thread: counts GID_CHANGE events until the fd fails, the device is
+// lost or StopGidWatch writes the stop eventfd. The count is bumped after the
+// kernel's table changed (gid_watch.h), and a lookup that sees the new count
+// reads the table again.
 void* Follow(void* arg) {
   auto* w = static_cast<Watch*>(arg);
   for (;;) {
+    pollfd fds[2] = {{w->own->async_fd, POLLIN, 0}, {w->stop_fd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[1].revents != 0) return nullptr;  // StopGidWatch: no longer followed
+    if (fds[0].revents == 0) continue;
     ibv_async_event e;
     if (ibv_get_async_event(w->own, &e) != 0) {
       if (errno == EINTR) continue;
@@ -128,8 +152,14 @@ void Start(Watch* w, ibv_context* verbs) {
     Fail(err, "GID table watch", why.c_str());
     return;
   }
+  w->stop_fd = eventfd(0, EFD_CLOEXEC);
   const std::string what = std::string(name) + "'s GID changes";
-  StartThread(Follow, w, "uscm-gids", what.c_str(), &w->following);
+  if (w->stop_fd < 0) {
+    StopFollowing(w->following);
+    Fail(errno, "GID table watch", ("no eventfd to stop the thread following " + what).c_str());
+    return;
+  }
+  StartThread(Follow, w, "uscm-gids", what.c_str(), &w->following, &w->thread, &w->joinable);
 }
 
 // What a device needs: a context the library did not open (a test's
@@ -258,6 +288,38 @@ uint64_t GidTableGeneration(ibv_context* verbs) {
 }
 
 uint64_t GidWatchesStarted() { return TheStarts().load(); }
+
+void StopGidWatch(ibv_context* verbs) {
+  std::unique_ptr<Watch> w;
+  {
+    Watches& ws = TheWatches();
+    std::lock_guard<std::mutex> lock(ws.mu);
+    auto it = ws.by_context.find(verbs);
+    if (it == ws.by_context.end()) return;
+    w = std::move(it->second);
+    ws.by_context.erase(it);
+  }
+  ++g_stops;
+  if (w->forks != g_forks.load(std::memory_order_relaxed)) {
+    // A child of fork(): the thread stayed in the parent, and what it
+    // reads is the parent's. Left as it is.
+    (void)w.release();
+    return;
+  }
+  if (w->joinable) {
+    const uint64_t one = 1;
+    if (write(w->stop_fd, &one, sizeof one) != sizeof one) {
+      (void)w.release();  // cannot tell it: never freed under a running thread
+      return;
+    }
+    pthread_join(w->thread, nullptr);
+  }
+  if (w->stop_fd >= 0) close(w->stop_fd);
+  if (w->own != nullptr) ibv_close_device(w->own);
+  NoteChange();
+}
+
+uint64_t GidWatchesStopped() { return g_stops.load(); }
 
 uint64_t AddressChanges() { return g_changes.load(std::memory_order_acquire); }
 

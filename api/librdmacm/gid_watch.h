@@ -39,6 +39,17 @@ inline constexpr uint64_t kGidsNotFollowed = ~uint64_t{0};
 // kGidsNotFollowed: its thread stayed in the parent.
 uint64_t GidTableGeneration(ibv_context* verbs);
 
+// A removed device's watch ends (before its context closes, devices.h
+// CloseIfUnused): its thread is told to stop and joined, its context of our
+// own closed, and the device forgotten (its pointer may come back for another
+// device). Nothing for a device not watched. No event comes when rxe's
+// device is removed, so the thread would otherwise wait for the process's
+// life, and its context would keep `rdma link del` waiting (docs/API.md
+// "Devices and ports that appear later").
+void StopGidWatch(ibv_context* verbs);
+// How many watches StopGidWatch ended (tests).
+uint64_t GidWatchesStopped();
+
 // Which devices are watched (GidTableGeneration's first call for a device).
 enum class WatchNeed { kNotOurs, kInfiniBandOnly, kHasEthernet };
 // Tests: `need` decides for a device instead of OpenContexts and

@@ -712,10 +712,14 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   ForgetQp(&id->pub);
   if (id->state->holds_pd) ReleaseSharedPd(id->pub.verbs);
   rdma_event_channel* own = id->state->sync ? id->pub.channel : nullptr;
+  // On a removed device's port: it may be the device's last id (librdmacm's
+  // ucma_put_device closes a dead device with its last reference).
+  const bool on_removed = id->port != nullptr && id->port->gone && !id->port->testing;
   delete id->state;
   delete id;
   lock.unlock();  // the channel's close hook takes g_mu
   if (own != nullptr) rdma_destroy_event_channel(own);
+  if (on_removed) CloseRemovedDevices();
   return 0;
 }
 
@@ -732,6 +736,7 @@ int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
     Id* i = FindLocked(id);
     if (i != nullptr && PlaceAtSourceLocked(i, a, true, "rdma_bind_addr") != 0) return -1;
   }
+  if (!wildcard) CloseRemovedDevicesIfNew();  // the lookup may have listed them
   void (*after)(Id*) = wildcard ? &internal::RememberWildcard : &AttachAndFill;
   // A wildcard holds its port on every port (wildcard_ids.cc), all or
   // nothing; an ephemeral one another process holds on some port is given

@@ -118,6 +118,24 @@ bool OnSimulatedPorts();
 // with errno.
 int PlaceForSource(rdma_cm_id* id, const uscm_addr& src, bool given, const char* call);
 
+// device_calls.cc: librdmacm's remove_cma_dev for the removed devices (no
+// longer listed, devices.h SyncDevices) on whose ports no id lives: first
+// what holds each context (the wildcard ids' binds and listens there, each
+// opened port's uscm device with its progress thread and its channel, the
+// GID watch's context and thread, the kept GID tables), then the context,
+// unless an rdma_get_devices array or a shared PD still holds it (closed at
+// its rdma_free_devices). A device an id lives on stays open (its ports
+// marked gone: served until destroyed, no new id). Runs at rdma_get_devices
+// and rdma_free_devices, as librdmacm's, and at rdma_destroy_id of an id on a
+// removed device's port (ucma_put_device); takes the library's lock, so never
+// under it. How many contexts were closed.
+int CloseRemovedDevices();
+// The same when a listing saw a device gone since the last call
+// (devices.h TakeRemovalNotice), else one atomic exchange: after a call whose
+// lookup missed (rdma_bind_addr, rdma_resolve_addr), as librdmacm's
+// ucma_get_cma_device lists the devices again.
+void CloseRemovedDevicesIfNew();
+
 // qps.cc: drops what rdma_create_qp kept for `id` (rdma_destroy_id; a
 // program that destroyed the QP with ibv_destroy_qp never calls
 // rdma_destroy_qp). The CQs it made stay (they may still be in use).

@@ -134,6 +134,13 @@ bool AnyWildcardListener();
 void ListenOnNewPortsLocked();
 // The uscm id the wildcard bind made on `port` (now the caller's), or NULL.
 uscm_cm_id* TakeOtherPortLocked(Id* id, Port* port);
+// Whether an id lives on `port` (its own uscm id there, not a wildcard's
+// bind or listen).
+bool IdOnPortLocked(const Port* port);
+// A removed device's `port`, where no id lives: the wildcard ids' binds and
+// listens there are destroyed (the kernel's cma_process_remove destroys a
+// wildcard listener's listen on the device, and the wildcard id stays).
+void DropPortLocked(Port* port, const char* call);
 // Destroys the uscm ids on the other ports (rdma_destroy_id, channel close);
 // the id is no longer a wildcard listener.
 void DropOtherPortsLocked(Id* id, const char* call);

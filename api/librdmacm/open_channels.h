@@ -12,10 +12,13 @@
 
 namespace uscm::librdmacm {
 
-// A port's channel, once it is opened (under the library's lock). Channels
-// are never removed while a port can step (a port stays open for the
-// process's life); past kMaxOpenChannels every check answers "maybe".
+// A port's channel, once it is opened (under the library's lock); past
+// kMaxOpenChannels every check answers "maybe".
 void AddOpenChannel(uscm_event_channel* channel);
+// A removed device's port's channel, before it is destroyed (under the
+// library's lock): once this returns no check reads it. It waits for the
+// checks under way (each a few loads), not for a lock.
+void RemoveOpenChannel(uscm_event_channel* channel);
 // True when an added channel may hold an event. Lock-free.
 bool AnyOpenChannelQueued();
 // Tests: forget the added channels (no port may step any more).

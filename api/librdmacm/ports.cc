@@ -128,6 +128,16 @@ uint64_t AddressGeneration(const Port& p) {
   return p.ethernet ? GidTableGeneration(p.verbs) : IpAddressGeneration();
 }
 
+struct DeviceHooks {
+  uscm_device* (*open)(ibv_context*, int) = c_api::OpenDeviceOn;
+  int (*close)(uscm_device*) = uscm_device_close;
+};
+
+DeviceHooks& TheDeviceHooks() {
+  static DeviceHooks hooks;
+  return hooks;
+}
+
 struct AddressHooks {
   uint64_t (*generation)(const Port&) = AddressGeneration;
   void (*read)(Port*) = ReadAddresses;
@@ -291,7 +301,8 @@ Port* PortOfAddressLocked(const uscm_addr& addr) {
   const uint64_t changes = h.changes();
   if (changes != t.asked_at || t.unfollowed) {
     bool unfollowed = false;
-    for (Port& p : t.ports) {
+    for (Port* port : LivePortsLocked()) {  // a gone port's addresses are not looked up
+      Port& p = *port;
       const uint64_t g = h.generation(p);
       ++h.generations_asked;
       if (g == kGidsNotFollowed) unfollowed = true;
@@ -302,7 +313,8 @@ Port* PortOfAddressLocked(const uscm_addr& addr) {
   }
   if (Port* p = FindLocked(addr)) return p;
   bool reread = false;
-  for (Port& p : t.ports) {
+  for (Port* port : LivePortsLocked()) {
+    Port& p = *port;
     if (p.missed_at == p.generation) continue;
     p.missed_at = p.generation;
     RereadLocked(&p, p.generation);
@@ -324,6 +336,25 @@ bool ListenerResyncDue() {
 }
 
 bool ResyncPortsLocked() { return SyncPortsLocked(TheTable()); }
+
+std::vector<Port*> PortsOfLocked(ibv_context* verbs) {
+  std::vector<Port*> out;
+  for (Port& p : TheTable().ports) {
+    if (verbs != nullptr && p.verbs == verbs) out.push_back(&p);
+  }
+  return out;
+}
+
+void ReleasePortLocked(Port* port, uscm_device** dev, uscm_event_channel** channel) {
+  *dev = port->dev;
+  *channel = port->channel;
+  port->dev = nullptr;
+  port->channel = nullptr;
+  port->verbs = nullptr;  // about to be closed: the pointer may come back for another device
+  port->gone = true;
+  port->ips.clear();
+  port->gids.clear();
+}
 
 namespace {
 
@@ -353,6 +384,14 @@ void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read
   TheHooks().changes = changes != nullptr ? changes : AddressChanges;
   TheTable().asked_at = Table::kNeverAsked;
 }
+
+void SetPortDevicesForTesting(uscm_device* (*open)(ibv_context* verbs, int port_num),
+                              int (*close)(uscm_device* dev)) {
+  TheDeviceHooks().open = open != nullptr ? open : c_api::OpenDeviceOn;
+  TheDeviceHooks().close = close != nullptr ? close : uscm_device_close;
+}
+
+int ClosePortDevice(uscm_device* dev) { return TheDeviceHooks().close(dev); }
 
 uint64_t PortAddressRereads() { return TheHooks().rereads; }
 
@@ -386,7 +425,7 @@ int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
   if (port->channel != nullptr) return 0;
   // On the library's own context of the device (devices.h: open for the
   // process): no device list and context of its own for the MTU and GIDs.
-  uscm_device* dev = c_api::OpenDeviceOn(port->verbs, port->port_num);
+  uscm_device* dev = TheDeviceHooks().open(port->verbs, port->port_num);
   if (dev == nullptr) return Fail(errno, call, uscm_last_error());
   // Unpolled: the progress hook and every call drain it (ids.cc), so its
   // eventfd would only be written and read once per burst for no reader.
@@ -394,7 +433,7 @@ int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
   if (channel == nullptr) {
     int err = errno;
     std::string why = uscm_last_error();
-    uscm_device_close(dev);
+    TheDeviceHooks().close(dev);
     return Fail(err, call, why.c_str());
   }
   port->dev = dev;

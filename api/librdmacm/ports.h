@@ -104,6 +104,14 @@ bool ListenerResyncDue();
 // spaced with the misses': none within 100 ms of the last). Whether the
 // table changed (a port added or gone).
 bool ResyncPortsLocked();
+// The listed ports of the device `verbs` (gone ones included).
+std::vector<Port*> PortsOfLocked(ibv_context* verbs);
+// A gone port whose device is about to be closed (no id on it): its uscm
+// device and channel, if it was opened, are handed to the caller, which
+// destroys them once the library's lock is released (closing the device
+// joins its progress thread, whose hook takes that lock); the port stays in
+// the table (pointers to it stay valid) with no context, device or address.
+void ReleasePortLocked(Port* port, uscm_device** dev, uscm_event_channel** channel);
 // Whether an IPv4 / IPv6 `addr` is one of the host's interface addresses
 // (getifaddrs; loopback interfaces left out): what tells an address of a
 // netdev with no RDMA port (the kernel's rdma_bind_addr: ENODEV, from
@@ -135,6 +143,13 @@ void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read
 // the next listing finds, as a device added later. Its uscm channel, or NULL
 // with errno.
 uscm_event_channel* AddPortForTesting(uscm_device* dev, const std::vector<Addr16>& ips);
+// Tests: what opens a listed port's uscm device on its context
+// (c_api::OpenDeviceOn) and what closes it (uscm_device_close), e.g. a
+// simulated device for a fake context; nullptr restores each.
+void SetPortDevicesForTesting(uscm_device* (*open)(ibv_context* verbs, int port_num),
+                              int (*close)(uscm_device* dev));
+// The uscm device of a port ReleasePortLocked handed out, closed as opened.
+int ClosePortDevice(uscm_device* dev);
 // How many times a port's addresses were read again (not counting listing).
 uint64_t PortAddressRereads();
 // Tests: ibv_query_port as the listing calls it and the clock a miss's

@@ -75,7 +75,8 @@ PortGids ReadPortGids(ibv_context* verbs, uint8_t port_num) {
 
 // Each port's table as last read, per (context, port), with the generation
 // of the device's tables taken before the read: the drop-in's contexts stay
-// open for the process (devices.h), so a key is never reused. librdmacm
+// open for the process (devices.h), a removed device's until ForgetPortGids
+// dropped its tables, so a key is never reused. librdmacm
 // reads nothing here (the kernel's rdma_init_qp_attr answers from the id's
 // own sgid_attr, taken at address resolution); reading the port, the device
 // and the table per call cost 3 ioctls per end and connection.
@@ -142,6 +143,12 @@ void SetGidGenerationForTesting(GidGenerationSource source) {
   std::lock_guard<std::mutex> lock(c.mu);
   c.generation = source != nullptr ? source : GidTableGeneration;
   c.ports.clear();
+}
+
+void ForgetPortGids(ibv_context* verbs) {
+  GidCache& c = TheGidCache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::erase_if(c.ports, [&](const auto& kept) { return kept.first.first == verbs; });
 }
 
 uint64_t PortGidReads() {

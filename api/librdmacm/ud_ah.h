@@ -64,6 +64,10 @@ void SetGidGenerationForTesting(GidGenerationSource source);
 // re-read) or an MTU not known.
 bool KeptSourceGid(ibv_context* verbs, uint8_t port_num, const sockaddr* src, uint8_t* sgid_index,
                    int* active_mtu);
+// Drops the kept tables of `verbs`'s ports (its device is removed and about
+// to be closed: devices.h CloseIfUnused; the pointer may come back for
+// another device).
+void ForgetPortGids(ibv_context* verbs);
 // How many times a port's table was read (the reader called), for tests.
 uint64_t PortGidReads();
 

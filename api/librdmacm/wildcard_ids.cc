@@ -215,6 +215,27 @@ uscm_cm_id* TakeOtherPortLocked(Id* id, Port* port) {
   return nullptr;
 }
 
+bool IdOnPortLocked(const Port* port) {
+  for (const auto& [uid, id] : ByUscmId()) {
+    if (id->port == port && id->state->uid == uid) return true;
+  }
+  return false;
+}
+
+void DropPortLocked(Port* port, const char* call) {
+  std::vector<Id*> ids;
+  for (const auto& [uid, id] : ByUscmId()) {
+    if (id->port != port) ids.push_back(id);
+  }
+  for (Id* id : ids) {
+    std::erase(id->state->refused_ports, port);
+    if (uscm_cm_id* uid = TakeOtherPortLocked(id, port)) {
+      if (uscm_destroy_id(uid) != 0) UscmFailed(call);
+      ByUscmId().erase(uid);
+    }
+  }
+}
+
 void DropOtherPortsLocked(Id* id, const char* call) {
   ForgetListener(id);
   for (const IdState::OnPort& o : id->state->other_ports) {

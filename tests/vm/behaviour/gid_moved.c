@@ -23,7 +23,13 @@
  *                                       stdin, the devices again ("devices
  *                                       after: rxe0 rxe1"), then connection 1
  *                                       from SRC (69-dropin-device-later.sh adds
- *                                       SRC's device while it waits)
+ *                                       SRC's device while it waits), then
+ *                                       "removed?", a line on stdin, the devices
+ *                                       again ("devices after removal: rxe0"),
+ *                                       "closed?" and stdin to its end: the
+ *                                       group deletes SRC's device meanwhile, and
+ *                                       `rdma link del` returns only once this
+ *                                       process closed its context of it (rxe)
  * The client prints "connection N: sgid_index I" and "connection N: echo ok"
  * (or why not); it exits 0 when both echoes came back (-l: the one).
  *
@@ -214,7 +220,14 @@ static int late_device(struct sockaddr_in* src, struct sockaddr_in* peer) {
   char line[16];
   if (fgets(line, sizeof(line), stdin) == NULL) return 1;
   print_devices("devices after");
-  return connect_once(1, src, peer);
+  const int rc = connect_once(1, src, peer);
+  printf("removed?\n");
+  if (fgets(line, sizeof(line), stdin) == NULL) return 1;
+  print_devices("devices after removal");
+  printf("closed?\n");
+  while (fgets(line, sizeof(line), stdin) != NULL) {
+  }
+  return rc;
 }
 
 int main(int argc, char** argv) {

@@ -20,6 +20,14 @@
 # (docs/API.md); the check waits for its USCM_DEBUG line "listening on 0.0.0.0 port P
 # (rxe1:1, a port added later)" before B starts (on the kernel the listen is there when
 # `rdma link add` returns). B's outputs on the kernel and on uscm are compared too.
+# Then rxe1 is deleted again while A, which opened it (rdma_get_devices, its connection)
+# and holds nothing on it any more, still runs: rxe has no disassociate_ucontext, so
+# `rdma link del` returns only once every context of rxe1 is closed. A lists the devices
+# again ("devices after removal: rxe0") once rxe1's uverbs device is gone; the system
+# librdmacm closes its context there (sync_devices_list -> remove_cma_dev) and so must
+# the drop-in (the library's context, the GID watch's context and thread, the port's
+# uscm device and progress thread): the del must return within T while A still runs
+# (a bounded wait on its exit status, not a sleep). rxe1 is added back after A exits.
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
 # targets: //tests/vm/behaviour:gid_moved
 . "$(dirname "$0")/../lib.sh"
@@ -44,25 +52,36 @@ until_port() {
   echo "rxe1 is not '$1' after ${T}s" >&2; return 1
 }
 
+# until_unlisted: until no uverbs device is rxe1's (the kernel deletes it before it waits
+# for the contexts: libibverbs no longer lists rxe1)
+until_unlisted() {
+  local end=$((SECONDS + T))
+  while ((SECONDS < end)); do
+    grep -qsx rxe1 /sys/class/infiniband_verbs/uverbs*/ibdev || return 0
+    sleep 0.1
+  done
+  echo "rxe1's uverbs device is still there after ${T}s" >&2; return 1
+}
+
 # phase MODE PORT: rxe1 deleted, server on rxe0, A started, rxe1 added, A connects
 phase() {
-  local mode=$1 port=$2 run=(timeout "$T") server a
-  [ "$mode" = uscm ] && run=("${USCM[@]}")
+  local mode=$1 port=$2 run=(timeout "$T") run_a=(timeout $((3 * T))) server a
+  # A lives through B and the removal too: three steps' bound, not one
+  [ "$mode" = uscm ] && run=("${USCM[@]}") &&
+    run_a=(env USCM_DEBUG=1 timeout $((3 * T)) "$USCM_VM_BIN/tools/uscm" exec --)
   check "$mode-del-rxe1" rdma link del rxe1
   check "$mode-rxe1-gone" until_port no
   "${run[@]}" "$B/gid_moved" -s 0.0.0.0 "$port" 2 > /tmp/$mode-server.log 2>&1 & server=$!
   check "$mode-server-listening" wait_for /tmp/$mode-server.log '^listening' $server
   rm -f /tmp/go; mkfifo /tmp/go
-  "${run[@]}" "$B/gid_moved" -l $C $S "$port" < /tmp/go > /tmp/$mode-a.out 2> /tmp/$mode-a.err &
+  "${run_a[@]}" "$B/gid_moved" -l $C $S "$port" < /tmp/go > /tmp/$mode-a.out 2> /tmp/$mode-a.err &
   a=$!
   exec 3> /tmp/go   # A's stdin: one line once rxe1 is back
   check "$mode-a-waits" wait_for /tmp/$mode-a.out '^moved\?' $a
   check "$mode-add-rxe1" rdma link add rxe1 type rxe netdev veth1
   check "$mode-rxe1-active" until_port yes
   echo go >&3
-  exec 3>&-
-  finish "$mode-a-exit" $a /tmp/$mode-a.out
-  sed 's/^/  | /' /tmp/$mode-a.out
+  check "$mode-a-connected" wait_for /tmp/$mode-a.out '^removed\?' $a
   if [ "$mode" = uscm ]; then
     check "$mode-server-on-rxe1" wait_for /tmp/$mode-server.log \
       "listening on 0\.0\.0\.0 port $port \(rxe1:1, a port added later\)" $server
@@ -70,6 +89,21 @@ phase() {
   echo go | "${run[@]}" "$B/gid_moved" -l $S $C "$port" > /tmp/$mode-b.out 2> /tmp/$mode-b.err
   check "$mode-b-echo" grep -q '^connection 1: echo ok' /tmp/$mode-b.out
   finish "$mode-server-exit" $server /tmp/$mode-server.log
+  [ "$mode" = uscm ] && check uscmd-for-rxe1 pgrep -f 'uscmd --ca rxe1 --port 1'
+  # rxe1 deleted while A runs, holding no id on it: the del returns once A closed rxe1
+  rm -f /tmp/$mode-del.rc
+  (rdma link del rxe1 > /tmp/$mode-del.log 2>&1; echo "rc=$?" > /tmp/$mode-del.rc) &
+  check "$mode-rxe1-unlisted" until_unlisted
+  echo go >&3
+  check "$mode-a-listed-again" wait_for /tmp/$mode-a.out '^closed\?' $a
+  check "$mode-del-returns-while-a-runs" wait_for /tmp/$mode-del.rc '^rc=0$'
+  check "$mode-a-still-running" kill -0 $a
+  exec 3>&-
+  finish "$mode-a-exit" $a /tmp/$mode-a.out
+  sed 's/^/  | /' /tmp/$mode-a.out
+  check "$mode-del-rc" wait_for /tmp/$mode-del.rc '^rc=0$'   # after A's exit at the latest
+  check "$mode-add-rxe1-again" rdma link add rxe1 type rxe netdev veth1
+  check "$mode-rxe1-active-again" until_port yes
 }
 
 check kernel-cm-loaded grep -qw rdma_ucm /proc/modules
@@ -78,7 +112,6 @@ check unload-kernel-cm modprobe -r rdma_ucm rdma_cm ib_cm
 no_kernel_cm no-kernel-cm
 phase uscm 7411
 check uscm-a-echo grep -q '^connection 1: echo ok' /tmp/uscm-a.out
-check uscmd-for-rxe1 pgrep -f 'uscmd --ca rxe1 --port 1'
 check_output kernel-bind-before-enodev '^bind before: ENODEV$' cat /tmp/kernel-a.out
 check_output uscm-bind-before-enodev '^bind before: ENODEV$' cat /tmp/uscm-a.out
 # same_as_kernel X: PASS when client X's outputs on the kernel and on uscm are the same
