@@ -41,12 +41,15 @@ int CloseRemovedDevices() {
     if (AnyOpenChannelQueued()) internal::PumpEventsLocked();
     for (ibv_context* verbs : gone) {
       const std::vector<Port*> ports = PortsOfLocked(verbs);
-      // An id on one of its ports keeps it (librdmacm's refcnt; the kernel
-      // sends that id DEVICE_REMOVAL: docs/API.md).
+      // An id on one of its ports keeps it (librdmacm's refcnt) and is sent
+      // DEVICE_REMOVAL, as the kernel's cma_process_remove does.
       bool used = false;
       for (const Port* p : ports) used |= internal::IdOnPortLocked(p);
       if (used) {
-        for (Port* p : ports) p->gone = true;  // served until destroyed, no new id
+        for (Port* p : ports) {
+          p->gone = true;  // served until destroyed, no new id
+          internal::SendDeviceRemovalLocked(p);
+        }
         continue;
       }
       for (Port* p : ports) {

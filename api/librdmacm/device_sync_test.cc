@@ -5,6 +5,7 @@
 // as `rdma link add`, a link coming up or `rdma link del` would.
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <rdma/rdma_cma.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,6 +300,18 @@ TEST_F(SimulatedPortsTest, ARemovedDeviceIsClosedWithItsLastId) {
   EXPECT_EQ(g_port_devices_closed, 0);
   EXPECT_EQ(PortOf(0, 1), "none") << "no new id on it";
   EXPECT_EQ(rdma_get_local_addr(id_)->sa_family, AF_INET) << "the id is still served";
+  // As the kernel's cma_process_remove: DEVICE_REMOVAL, status 0, once.
+  ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  rdma_cm_event* e = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_DEVICE_REMOVAL);
+  EXPECT_EQ(e->id, id_);
+  EXPECT_EQ(e->status, 0);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  errno = 0;
+  EXPECT_EQ(rdma_get_cm_event(ch_, &e), -1) << "once";
+  EXPECT_EQ(errno, EAGAIN);
   EXPECT_EQ(rdma_destroy_id(id_), 0);
   EXPECT_EQ(g_pds, 0);
   EXPECT_EQ(g_port_devices_closed, 1) << "the port's uscm device, before the context";

@@ -66,6 +66,8 @@ struct IdState {
   // The program destroyed the id's channel (CloseIdsOfChannel): the uscm
   // side is gone, every call fails.
   bool closed = false;
+  // DEVICE_REMOVAL was queued for it (its port's device was removed).
+  bool removal_sent = false;
 };
 
 // `pub` first: the program's rdma_cm_id* points at it (standard layout).
@@ -137,6 +139,10 @@ uscm_cm_id* TakeOtherPortLocked(Id* id, Port* port);
 // Whether an id lives on `port` (its own uscm id there, not a wildcard's
 // bind or listen).
 bool IdOnPortLocked(const Port* port);
+// DEVICE_REMOVAL (status 0, as the kernel's cma_process_remove sends it) to
+// every asynchronous id that lives on `port`, once per id; the ids stay
+// valid and served until the program destroys them. How many were sent.
+int SendDeviceRemovalLocked(const Port* port);
 // A removed device's `port`, where no id lives: the wildcard ids' binds and
 // listens there are destroyed (the kernel's cma_process_remove destroys a
 // wildcard listener's listen on the device, and the wildcard id stays).

@@ -222,6 +222,23 @@ bool IdOnPortLocked(const Port* port) {
   return false;
 }
 
+int SendDeviceRemovalLocked(const Port* port) {
+  int sent = 0;
+  for (const auto& [uid, id] : ByUscmId()) {
+    if (id->port != port || id->state->uid != uid || id->state->removal_sent ||
+        id->state->sync || id->state->closed) {
+      continue;  // a synchronous id's calls read their own events only
+    }
+    id->state->removal_sent = true;
+    rdma_cm_event ev = {};
+    ev.id = &id->pub;
+    ev.event = RDMA_CM_EVENT_DEVICE_REMOVAL;
+    QueueForId(id, id->pub.channel, ev, nullptr, 0);
+    ++sent;
+  }
+  return sent;
+}
+
 void DropPortLocked(Port* port, const char* call) {
   std::vector<Id*> ids;
   for (const auto& [uid, id] : ByUscmId()) {
