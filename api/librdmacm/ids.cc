@@ -59,7 +59,6 @@ absl::flat_hash_map<rdma_cm_id*, Id*>& ByPublic() {
   return *m;
 }
 
-
 // The device's progress thread, after each step (uscm_device_set_progress_hook):
 // the events of the MADs and timers it handled reach the program's channels
 // from here; with the calls' own pump (WithId) that is every way in, so no
@@ -168,7 +167,6 @@ int MaterializeLocked(Id* id, const char* call) {
   return port == nullptr ? -1 : PlaceLocked(id, port, call);
 }
 
-
 // librdmacm's rdma_destroy_event_channel is a plain close of the ucma fd, and
 // the kernel then destroys every id still on it (ucma_close; cm_destroy_id:
 // REJ while connecting, DREQ when established, DREP after the peer's DREQ).
@@ -207,7 +205,6 @@ Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* contex
   ByPublic()[&id->pub] = id;
   return id;
 }
-
 
 // One uscm event of `from` to the program's channel.
 void Forward(const uscm_cm_event& ue, Port* from) {
