@@ -6,6 +6,7 @@
 #include <rdma/rdma_cma.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -22,10 +23,16 @@
 
 namespace uscm::librdmacm {
 
-int CloseRemovedDevices() {
-  // One closer at a time: a second one would find the same devices.
-  static std::mutex closing;
-  std::lock_guard<std::mutex> one(closing);
+namespace {
+
+// One closer at a time: a second one would find the same devices.
+std::mutex g_closing;
+
+// CloseRemovedDevices under g_closing, leaving out the device of `own` (a
+// port whose progress thread runs this; NULL: none). *skipped: whether it
+// was left out.
+int CloseRemovedLocked(const Port* own, bool* skipped) {
+  *skipped = false;
   const std::vector<ibv_context*> gone = GoneOpenContexts();
   if (gone.empty()) return 0;
   struct Opened {
@@ -41,6 +48,10 @@ int CloseRemovedDevices() {
     if (AnyOpenChannelQueued()) internal::PumpEventsLocked();
     for (ibv_context* verbs : gone) {
       const std::vector<Port*> ports = PortsOfLocked(verbs);
+      if (own != nullptr && std::find(ports.begin(), ports.end(), own) != ports.end()) {
+        *skipped = true;  // its progress thread is this one
+        continue;
+      }
       // An id on one of its ports keeps it (librdmacm's refcnt) and is sent
       // DEVICE_REMOVAL, as the kernel's cma_process_remove does.
       bool used = false;
@@ -77,6 +88,22 @@ int CloseRemovedDevices() {
     if (CloseIfUnused(verbs)) ++closed;  // else an rdma_get_devices array holds it
   }
   return closed;
+}
+
+}  // namespace
+
+int CloseRemovedDevices() {
+  std::lock_guard<std::mutex> one(g_closing);
+  bool skipped;
+  return CloseRemovedLocked(nullptr, &skipped);
+}
+
+void CloseRemovedDevicesFromProgress(const Port* own) {
+  if (!TakeRemovalNotice()) return;
+  std::unique_lock<std::mutex> one(g_closing, std::try_to_lock);
+  bool skipped = true;
+  if (one.owns_lock()) CloseRemovedLocked(own, &skipped);
+  if (skipped) RenewRemovalNotice();
 }
 
 void CloseRemovedDevicesIfNew() {

@@ -218,6 +218,10 @@ bool TakeRemovalNotice() {
   return TheDevices().removed_since.exchange(false, std::memory_order_relaxed);
 }
 
+void RenewRemovalNotice() {
+  TheDevices().removed_since.store(true, std::memory_order_relaxed);
+}
+
 uint64_t DevicesClosed() {
   Devices& d = TheDevices();
   std::lock_guard<std::mutex> lock(d.mu);

@@ -49,6 +49,8 @@ bool CloseIfUnused(ibv_context* verbs);
 // atomic exchange: what tells a call whose lookup listed the devices again
 // to close the removed ones, ids.h CloseRemovedDevicesIfNew).
 bool TakeRemovalNotice();
+// The notice given back: a removed device was left open for a later call.
+void RenewRemovalNotice();
 // How many removed devices were closed (tests).
 uint64_t DevicesClosed();
 

@@ -75,15 +75,19 @@ absl::flat_hash_map<rdma_cm_id*, Id*>& ByPublic() {
 // event: libibverbs has none, and the RDMA netlink monitor,
 // RDMA_NLDEV_CMD_MONITOR, came after Debian 12's 6.1 kernel). A port's
 // progress thread steps at least once a second, so a device added is
-// listened on within about 2 s. The listing is one
-// ibv_get_device_list and an ibv_query_port per port not listed; with no
-// wildcard listener the hook costs one more atomic load.
+// listened on within about 2 s, and a device removed is closed (not by its
+// own port's thread: `port`). The listing is one ibv_get_device_list and an
+// ibv_query_port per port not listed; with no wildcard listener the hook
+// costs one more atomic load.
 std::atomic<uint64_t> g_hook_pumps{0};  // RunProgressHookForTesting
-void PumpAfterProgress(void*) {
+void PumpAfterProgress(void* port) {
   if (internal::AnyWildcardListener() && ListenerResyncDue()) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    ResyncPortsLocked();
-    internal::ListenOnNewPortsLocked();  // also a port a miss found meanwhile
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      ResyncPortsLocked();
+      internal::ListenOnNewPortsLocked();  // also a port a miss found meanwhile
+    }
+    CloseRemovedDevicesFromProgress(static_cast<const Port*>(port));
   }
   if (!AnyOpenChannelQueued()) return;
   std::lock_guard<std::mutex> lock(g_mu);
@@ -145,11 +149,10 @@ int PlaceLocked(Id* id, Port* to, const char* call) {
   return 0;
 }
 
-// An id goes to the port of the address it binds or resolves from. The
-// host's address on a netdev with no RDMA port, when the program gave it: the
-// kernel's cma_acquire_dev_by_src_ip finds no device (ENODEV); an address
-// that is nobody's is refused by uscm's bind or resolve on the default port
-// (EADDRNOTAVAIL, the kernel's rdma_translate_ip).
+// An id goes to the port of the address it binds or resolves from. The host's
+// address on a netdev with no RDMA port, given by the program: ENODEV (the
+// kernel's cma_acquire_dev_by_src_ip); one nobody has is refused by uscm on
+// the default port (EADDRNOTAVAIL, the kernel's rdma_translate_ip).
 int PlaceAtSourceLocked(Id* id, const uscm_addr& a, bool given, const char* call) {
   Port* port = PortOfAddressLocked(a);
   if (port == nullptr && given && HostHoldsAddress(a)) {
@@ -444,7 +447,7 @@ int UscmFailed(const char* call) {
 // A real port, once opened: its events reach the programs' channels.
 void OnPortOpen(Port* port) {
   AddOpenChannel(port->channel);
-  uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr);
+  uscm_device_set_progress_hook(port->dev, PumpAfterProgress, port);
 }
 
 // As librdmacm's ucma_query_addr copies them from the kernel's answer, for
@@ -534,9 +537,9 @@ void ResetBackendForTesting() {
   ResetPortsForTesting();
 }
 
-bool RunProgressHookForTesting() {
+bool RunProgressHookForTesting(const Port* port) {
   const uint64_t before = g_hook_pumps.load();
-  PumpAfterProgress(nullptr);
+  PumpAfterProgress(const_cast<Port*>(port));
   return g_hook_pumps.load() != before;
 }
 
@@ -709,8 +712,7 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   ForgetQp(&id->pub);
   if (id->state->holds_pd) ReleaseSharedPd(id->pub.verbs);
   rdma_event_channel* own = id->state->sync ? id->pub.channel : nullptr;
-  // On a removed device's port: it may be the device's last id (librdmacm's
-  // ucma_put_device closes a dead device with its last reference).
+  // A removed device's last id closes it (librdmacm's ucma_put_device).
   const bool on_removed = id->port != nullptr && id->port->gone && !id->port->testing;
   delete id->state;
   delete id;

@@ -60,8 +60,9 @@ void ResetBackendForTesting();
 // The first port's uscm channel (NULL without ports).
 uscm_event_channel* BackendChannel();
 // Runs the progress hook the real ports get (after every step of their
-// progress thread) once; true when it took the library's lock to move events.
-bool RunProgressHookForTesting();
+// progress thread) once, as `port`'s thread runs it (NULL: no port's); true
+// when it took the library's lock to move events.
+bool RunProgressHookForTesting(const Port* port = nullptr);
 
 // Synchronous calls wait by calling `drive(arg)` until their channel has an
 // event (tests: run the simulated fabric, then PumpEvents); NULL: block on
@@ -130,6 +131,12 @@ int PlaceForSource(rdma_cm_id* id, const uscm_addr& src, bool given, const char*
 // removed device's port (ucma_put_device); takes the library's lock, so never
 // under it. How many contexts were closed.
 int CloseRemovedDevices();
+// From a port's progress thread (the wildcard listeners' once-a-second
+// listing, ids.cc's hook), when a listing saw a device gone: the same, but
+// never for the device of `own` (a progress thread cannot join itself; NULL:
+// none), and only when no other close is under way (that one may be joining
+// this very thread); the notice is kept for the next when one was left.
+void CloseRemovedDevicesFromProgress(const Port* own);
 // The same when a listing saw a device gone since the last call
 // (devices.h TakeRemovalNotice), else one atomic exchange: after a call whose
 // lookup missed (rdma_bind_addr, rdma_resolve_addr), as librdmacm's
