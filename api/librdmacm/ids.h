@@ -4,10 +4,11 @@
 // (umad, or the host's uscmd) on first use. An id is created on the first
 // port that opens, with no device (id->verbs NULL, port_num 0), and moves to
 // the port of the address it binds or resolves from (a NULL source: the
-// routing table's); a listener with no device listens on every port. Each
-// opened port's uscm event channel is drained by the device's progress
-// thread after each step and by each call before it returns (no thread of
-// the drop-in's own), which turn each uscm event into the program's
+// routing table's); a listener with no device listens on every port (and a
+// port added later: port_resync.h's thread, the drop-in's one thread of its
+// own besides gid_watch.h's). Each opened port's uscm event channel is
+// drained by the device's progress thread after each step and by each call
+// before it returns, which turn each uscm event into the program's
 // rdma_cm_event (its rdma_cm_id, listen_id, status, param.conn / param.ud
 // with a copy of the private data) on the id's own channel.
 //
@@ -53,6 +54,9 @@ int UseDevicesForTesting(const std::vector<uscm_device*>& devs,
 // A simulated device the next listing of the ports finds (a device added
 // later: ports.h AddPortForTesting). 0, or -1 with errno.
 int AddDeviceForTesting(uscm_device* dev, const std::vector<Addr16>& ips);
+// The same, found unopened: its open goes through ports.h
+// SetPortOpenForTesting's function. 0, or -1 with errno.
+int AddUnopenedDeviceForTesting(const std::vector<Addr16>& ips);
 // Each port's uscm channel, in order.
 std::vector<uscm_event_channel*> PortChannelsForTesting();
 // Drops the ports of UseDevice(s)ForTesting (every id must be destroyed).

@@ -21,9 +21,11 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/c/uscm_cma.h"
+#include "api/librdmacm/port_choice.h"
 
 namespace uscm::librdmacm {
 
@@ -48,6 +50,9 @@ struct Port {
   // Once opened (OpenPortLocked):
   uscm_device* dev = nullptr;
   uscm_event_channel* channel = nullptr;
+  // The resync worker's open of it failed (ids.cc): the worker does not try
+  // it again (a program's call that needs the port still does).
+  bool resync_open_failed = false;
 };
 
 // Lists the ports the first time (later calls reuse the list), opening the
@@ -92,18 +97,34 @@ std::vector<Port*> LivePortsLocked();
 // told too (uscm_device_reread_addresses: what its binds accept, and on
 // RoCE the source GID of its CM MADs).
 Port* PortOfAddressLocked(const uscm_addr& addr);
-// The wildcard listeners' re-sync (ids.cc's progress hook): the kernel puts
-// every wildcard listener on a device added later (cma_add_one:
-// cma_listen_on_dev), with no call of the program to notice it; the drop-in
-// has no device-added event to wait on, so while a wildcard listener exists
-// its ports are listed again once a second. ListenerResyncDue: whether a
-// second passed since it last answered true (the table's clock: an atomic
-// load and the coarse clock, no lock; one caller wins each second).
-bool ListenerResyncDue();
 // Lists the devices and their ports again, as a lookup's miss does (and
 // spaced with the misses': none within 100 ms of the last). Whether the
-// table changed (a port added or gone).
+// table changed (a port added or gone). Under the lock throughout: a
+// program's own call (the miss's) pays for its listing, as librdmacm's.
 bool ResyncPortsLocked();
+
+// The same listing in three steps, for a caller that must not hold the
+// library's lock while it lists (ids.cc's resync worker: the kernel puts
+// every wildcard id on a device added later, cma_add_one, with no call of
+// the program to notice it). BeginPortListingLocked takes what the listing
+// needs from the table (false: none due, within 100 ms of the last);
+// ListPorts reads the devices, an ibv_query_port and the addresses of each
+// port not in the table, with no lock of the library's held (sysfs reads,
+// netlink); FinishPortListingLocked adds the ports found that no call added
+// meanwhile and marks a removed device's gone. Whether the table changed.
+struct PortListing {
+  bool simulated = false;  // UsePortsForTesting's table: only AddPortForTesting's are found
+  bool choice_ok = false;  // USCM_DEVICE parsed
+  PortChoice choice;
+  // The ports in the table when the listing began, (device, port).
+  std::vector<std::pair<ibv_context*, uint8_t>> known;
+  int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*) = nullptr;
+  std::vector<Port> found;  // ListPorts: ACTIVE, allowed, not in `known`
+};
+bool BeginPortListingLocked(PortListing* listing);
+void ListPorts(PortListing* listing);
+bool FinishPortListingLocked(PortListing* listing);
+
 // Whether an IPv4 / IPv6 `addr` is one of the host's interface addresses
 // (getifaddrs; loopback interfaces left out): what tells an address of a
 // netdev with no RDMA port (the kernel's rdma_bind_addr: ENODEV, from
@@ -114,8 +135,29 @@ bool HostHoldsAddress(const uscm_addr& addr);
 // Tests: the answer of HostHoldsAddress (nullptr: getifaddrs).
 void SetHostAddressesForTesting(bool (*holds)(const uscm_addr& addr));
 // Opens `port` once: its uscm device and event channel, then `on_open(port)`
-// (ids.cc: the progress hook). 0, or -1 with errno.
+// (ids.cc: the progress hook). 0, or -1 with errno. Under the lock
+// throughout (a program's call that needs the port waits for it anyway).
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*));
+// The same in two steps, for a caller that must not hold the library's lock
+// while the port opens (the open may start the port's uscmd and wait up to
+// 10 s for it: router_on_demand.h): OpenPortDevice opens the uscm device and
+// channel of port `port_num` of `verbs` with no lock held (0, or -1 with
+// errno); InstallOpenedPortLocked makes them `port`'s and calls
+// `on_open(port)`, or, when a call opened the port meanwhile, returns false
+// and the caller closes them (CloseOpenedPort, without the lock).
+struct OpenedPort {
+  uscm_device* dev = nullptr;
+  uscm_event_channel* channel = nullptr;
+  bool testing = false;  // a simulated device: the test's to close
+};
+int OpenPortDevice(ibv_context* verbs, uint8_t port_num, bool testing, const char* call,
+                   OpenedPort* out);
+bool InstallOpenedPortLocked(Port* port, const OpenedPort& opened, void (*on_open)(Port*));
+void CloseOpenedPort(const OpenedPort& opened);
+// Tests: what opens a port's uscm device (nullptr: uscm_device_open on the
+// library's context, c_api::OpenDeviceOn); also a simulated port added
+// unopened (AddUnopenedPortForTesting) is opened through it.
+void SetPortOpenForTesting(uscm_device* (*open)(ibv_context* verbs, uint8_t port_num));
 
 // The key `addr` is looked up by (IPv4 mapped; AF_IB: the GID).
 Addr16 KeyOf(const uscm_addr& addr);
@@ -135,6 +177,10 @@ void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read
 // the next listing finds, as a device added later. Its uscm channel, or NULL
 // with errno.
 uscm_event_channel* AddPortForTesting(uscm_device* dev, const std::vector<Addr16>& ips);
+// Tests: the same, listed unopened (no device yet): the open goes through
+// SetPortOpenForTesting's function, as a real port's through uscm_device_open.
+// 0, or -1 with errno EINVAL when the ports are not simulated.
+int AddUnopenedPortForTesting(const std::vector<Addr16>& ips);
 // How many times a port's addresses were read again (not counting listing).
 uint64_t PortAddressRereads();
 // Tests: ibv_query_port as the listing calls it and the clock a miss's
