@@ -2,13 +2,19 @@
 // port_resync.h.
 #include "api/librdmacm/port_resync.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -16,6 +22,7 @@
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids_internal.h"
 #include "api/librdmacm/ports.h"
+#include "api/librdmacm/uevents.h"
 
 namespace uscm::librdmacm {
 namespace {
@@ -35,13 +42,15 @@ struct ToOpen {
   OpenedPort opened;
 };
 
-void Step() {
+// `spaced`: the once-a-second step (no listing within 100 ms of a miss's);
+// not: a uevent said a device was added.
+void Step(bool spaced) {
   PortListing listing;
   bool listing_due;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (!internal::AnyWildcardIdLocked()) return;
-    listing_due = BeginPortListingLocked(&listing);
+    listing_due = BeginPortListingLocked(&listing, spaced);
   }
   if (listing_due) ListPorts(&listing);
   std::vector<ToOpen> to_open;
@@ -67,34 +76,88 @@ void Step() {
         unused.push_back(o.opened);
       }
     }
+    RefreshPortAddressesLocked();
     internal::ClaimNewPortsLocked();
   }
   for (const OpenedPort& o : unused) CloseOpenedPort(o);
+}
+
+std::atomic<int> g_period_ms{1000};  // SetPortResyncPeriodForTesting
+int (*g_open_uevents)() = OpenUeventSocket;
+std::atomic<uint64_t> g_steps{0};  // PortResyncSteps
+
+int64_t NowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Reads every uevent queued on `fd`: whether one says a verbs device was
+// added (its DEVPATH in `devpath`).
+bool DrainUevents(int fd, std::string* devpath) {
+  bool added = false;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ENOBUFS) {  // events lost: one may have been an add
+      added = true;
+      *devpath = "(events lost)";
+      continue;
+    }
+    if (n <= 0) return added;
+    if (IsVerbsDeviceAdded(buf, static_cast<size_t>(n), devpath)) added = true;
+  }
 }
 
 // One thread's state: a thread stopped and taken out for joining keeps its
 // own, so a thread started meanwhile is not told to stop by it.
 struct Worker {
   std::mutex mu;
-  std::condition_variable cv;
+  int wake_fd = -1;  // an eventfd: written when `stop` is set
   bool stop = false;
   bool stepping = false;  // in Step: a join would wait for it (a port's open)
   bool exited = false;    // past its last lock: join returns at once
   pthread_t thread;
 };
 
+// Waits for a uevent of a verbs device's add or the period's end, whichever
+// comes first, then steps; other uevents (a netdev, a disk) only wake it.
 void* Run(void* arg) {
   auto* w = static_cast<Worker*>(arg);
-  std::unique_lock<std::mutex> lock(w->mu);
-  for (;;) {
-    w->cv.wait_for(lock, std::chrono::seconds(1), [w] { return w->stop; });
-    if (w->stop) break;
-    w->stepping = true;
-    lock.unlock();
-    Step();
-    lock.lock();
-    w->stepping = false;
+  const int uevents = g_open_uevents();  // -1: the once-a-second listing alone
+  if (uevents < 0) {
+    Fail(errno, "port resync",
+         "no uevent socket: a device added is found by the once-a-second listing alone");
   }
+  int64_t next = NowMs() + g_period_ms.load();
+  for (;;) {
+    pollfd fds[2] = {{w->wake_fd, POLLIN, 0}, {uevents, POLLIN, 0}};
+    const int64_t wait = std::max<int64_t>(0, next - NowMs());
+    poll(fds, uevents >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(wait, 60'000)));
+    uint64_t junk;
+    if ((fds[0].revents & POLLIN) != 0) (void)!read(w->wake_fd, &junk, sizeof junk);
+    std::string devpath;
+    const bool added = uevents >= 0 && (fds[1].revents & POLLIN) != 0 &&
+                       DrainUevents(uevents, &devpath);
+    {
+      std::lock_guard<std::mutex> lock(w->mu);
+      if (w->stop) break;
+      if (!added && NowMs() < next) continue;
+      w->stepping = true;
+    }
+    if (added && DebugEnabled()) {
+      fprintf(stderr, "uscm librdmacm: uscm-ports: listing now: a uevent says add@%s\n",
+              devpath.c_str());
+    }
+    Step(/*spaced=*/!added);
+    g_steps.fetch_add(1, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(w->mu);
+    w->stepping = false;
+    next = NowMs() + g_period_ms.load();
+  }
+  if (uevents >= 0) close(uevents);
+  std::lock_guard<std::mutex> lock(w->mu);
   w->exited = true;
   return nullptr;
 }
@@ -116,7 +179,13 @@ Workers*& TheWorkers() {
 
 void Join(Worker* w) {
   pthread_join(w->thread, nullptr);
+  close(w->wake_fd);
   delete w;
+}
+
+void Wake(Worker* w) {
+  const uint64_t one = 1;
+  (void)!write(w->wake_fd, &one, sizeof one);
 }
 
 // Takes the current thread out, telling it to stop; the caller joins it (no
@@ -133,7 +202,7 @@ Worker* TakeCurrent(bool stopped_only) {
     if (stopped_only && (!w->stop || w->stepping)) return nullptr;
     w->stop = true;
   }
-  w->cv.notify_all();
+  Wake(w);
   ws.current = nullptr;
   return w;
 }
@@ -170,7 +239,15 @@ void StartPortResyncLocked() {
   }();
   (void)hooks;
   auto* w = new Worker;
+  w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (w->wake_fd < 0) {
+    const int err = errno;
+    delete w;
+    Fail(err, "port resync", "no eventfd: a port added later gets no wildcard id");
+    return;
+  }
   if (int rc = pthread_create(&w->thread, nullptr, Run, w); rc != 0) {
+    close(w->wake_fd);
     delete w;
     Fail(rc, "port resync",
          (std::string("no thread (") + strerror(rc) +
@@ -190,7 +267,7 @@ void StopPortResyncLocked() {
       std::lock_guard<std::mutex> wl(w->mu);
       w->stop = true;
     }
-    w->cv.notify_all();
+    Wake(w);
   }
 }
 
@@ -200,7 +277,15 @@ void JoinStoppedPortResync() {
 
 }  // namespace internal
 
-void RunPortResyncForTesting() { Step(); }
+void RunPortResyncForTesting() { Step(/*spaced=*/true); }
+
+uint64_t PortResyncSteps() { return g_steps.load(std::memory_order_acquire); }
+
+void SetPortResyncPeriodForTesting(int ms) { g_period_ms.store(ms > 0 ? ms : 1000); }
+
+void SetUeventSourceForTesting(int (*open)()) {
+  g_open_uevents = open != nullptr ? open : OpenUeventSocket;
+}
 
 bool PortResyncRunning() {
   Workers& ws = *TheWorkers();

@@ -6,8 +6,12 @@
 // none, and the RDMA netlink monitor, RDMA_NLDEV_CMD_MONITOR, came after
 // Debian 12's 6.1 kernel), so while a wildcard-bound id exists (listening or
 // not: wildcard_ids.cc) a thread of the drop-in's own, uscm-ports, lists
-// the devices and their ports again once a second and puts every wildcard id
-// on each port found since: its bind there, and its listen for a listener.
+// the devices and their ports again once a second, and at once when the
+// kernel's uevent says a verbs device was added (uevents.h; where no uevent
+// comes, a container's network namespace, the once-a-second listing finds
+// it), and puts every wildcard id on each port found since: its bind there,
+// and its listen for a listener. Each step also reads the open ports'
+// addresses again when they changed (ports.h RefreshPortAddressesLocked).
 //
 // The slow parts run without the library's lock, so no call of the program
 // waits for them: the listing (ibv_get_device_list, an ibv_query_port and the
@@ -26,8 +30,15 @@
 // thread (only the forking thread is copied): it forgets the parent's, and
 // its next wildcard id starts one of its own (the ids it inherited are put on
 // new ports from then on).
+// As with the ports' progress threads (whose hook takes the library's lock
+// to move events), a fork() made while the thread is in the locked part of a
+// step leaves the child's copy of the lock held: the child's calls wait for
+// ever. The locked parts are short (the table's read and extension, the
+// claims); the listing and the opens hold no lock of the library's.
 #ifndef USCM_API_LIBRDMACM_PORT_RESYNC_H_
 #define USCM_API_LIBRDMACM_PORT_RESYNC_H_
+
+#include <cstdint>
 
 namespace uscm::librdmacm::internal {
 
@@ -56,6 +67,15 @@ void RunPortResyncForTesting();
 bool PortResyncRunning();
 // Tests: whether the thread may start on simulated ports.
 void AllowPortResyncThreadForTesting(bool allow);
+// How many steps the thread made (all threads of the process, since it
+// started).
+uint64_t PortResyncSteps();
+// Tests: the thread's period (0: 1 s), and what opens its uevent socket
+// (nullptr: uevents.h OpenUeventSocket; a test's returns its own socket's
+// fd, which the thread closes when it stops), both for threads started
+// from now on.
+void SetPortResyncPeriodForTesting(int ms);
+void SetUeventSourceForTesting(int (*open)());
 
 }  // namespace uscm::librdmacm
 

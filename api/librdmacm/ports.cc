@@ -258,11 +258,13 @@ void BeginLocked(Table& t, PortListing* l) {
 
 }  // namespace
 
-bool BeginPortListingLocked(PortListing* l) {
+bool BeginPortListingLocked(PortListing* l, bool spaced) {
   Table& t = TheTable();
   if (t.simulated && t.added_later.empty()) return false;
   const int64_t now = t.now_ns();
-  if (t.synced_ns != Table::kNeverSynced && now - t.synced_ns < kMinListIntervalNs) return false;
+  if (spaced && t.synced_ns != Table::kNeverSynced && now - t.synced_ns < kMinListIntervalNs) {
+    return false;
+  }
   t.synced_ns = now;
   ++t.syncs;
   BeginLocked(t, l);
@@ -313,7 +315,7 @@ namespace {
 // changed.
 bool SyncPortsLocked() {
   PortListing listing;
-  if (!BeginPortListingLocked(&listing)) return false;
+  if (!BeginPortListingLocked(&listing, /*spaced=*/true)) return false;
   ListPorts(&listing);
   return FinishPortListingLocked(&listing);
 }
@@ -344,23 +346,27 @@ int EnsurePortsLocked(const char* call) {
   return 0;
 }
 
-Port* PortOfAddressLocked(const uscm_addr& addr) {
+void RefreshPortAddressesLocked() {
   AddressHooks& h = TheHooks();
   Table& t = TheTable();
   // Taken before the generations: a change while they are asked moves it
   // past what is kept, and the next call asks again.
   const uint64_t changes = h.changes();
-  if (changes != t.asked_at || t.unfollowed) {
-    bool unfollowed = false;
-    for (Port& p : t.ports) {
-      const uint64_t g = h.generation(p);
-      ++h.generations_asked;
-      if (g == kGidsNotFollowed) unfollowed = true;
-      if (g == kGidsNotFollowed || g != p.generation) RereadLocked(&p, g);
-    }
-    t.asked_at = changes;
-    t.unfollowed = unfollowed;
+  if (changes == t.asked_at && !t.unfollowed) return;
+  bool unfollowed = false;
+  for (Port& p : t.ports) {
+    const uint64_t g = h.generation(p);
+    ++h.generations_asked;
+    if (g == kGidsNotFollowed) unfollowed = true;
+    if (g == kGidsNotFollowed || g != p.generation) RereadLocked(&p, g);
   }
+  t.asked_at = changes;
+  t.unfollowed = unfollowed;
+}
+
+Port* PortOfAddressLocked(const uscm_addr& addr) {
+  Table& t = TheTable();
+  RefreshPortAddressesLocked();
   if (Port* p = FindLocked(addr)) return p;
   bool reread = false;
   for (Port& p : t.ports) {
@@ -374,8 +380,6 @@ Port* PortOfAddressLocked(const uscm_addr& addr) {
   }
   return SyncPortsLocked() ? FindLocked(addr) : nullptr;
 }
-
-bool ResyncPortsLocked() { return SyncPortsLocked(); }
 
 namespace {
 

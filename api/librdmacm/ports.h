@@ -97,17 +97,21 @@ std::vector<Port*> LivePortsLocked();
 // told too (uscm_device_reread_addresses: what its binds accept, and on
 // RoCE the source GID of its CM MADs).
 Port* PortOfAddressLocked(const uscm_addr& addr);
-// Lists the devices and their ports again, as a lookup's miss does (and
-// spaced with the misses': none within 100 ms of the last). Whether the
-// table changed (a port added or gone). Under the lock throughout: a
-// program's own call (the miss's) pays for its listing, as librdmacm's.
-bool ResyncPortsLocked();
-
-// The same listing in three steps, for a caller that must not hold the
-// library's lock while it lists (ids.cc's resync worker: the kernel puts
-// every wildcard id on a device added later, cma_add_one, with no call of
-// the program to notice it). BeginPortListingLocked takes what the listing
-// needs from the table (false: none due, within 100 ms of the last);
+// The first half of PortOfAddressLocked: each port's addresses read again
+// when their generation moved (an opened port's uscm device told), with no
+// lookup. The uscm-ports thread's steps run it (port_resync.h), so a port
+// opened before its addresses were set (a step right after a device's
+// uevent, before the kernel filled its GID table) is served with them in a
+// program that makes no lookup (a server that only listens).
+void RefreshPortAddressesLocked();
+// A miss's listing of the devices and their ports (PortOfAddressLocked: under
+// the lock throughout, the program's own call pays for it, as librdmacm's) in
+// three steps, for a caller that must not hold the library's lock while it
+// lists (port_resync.h's thread: the kernel puts every wildcard id on a
+// device added later, cma_add_one, with no call of the program to notice
+// it). BeginPortListingLocked takes what the listing needs from the table
+// (false: none due: `spaced` and within 100 ms of the last listing; not
+// `spaced`: a uevent said a device was added, uevents.h);
 // ListPorts reads the devices, an ibv_query_port and the addresses of each
 // port not in the table, with no lock of the library's held (sysfs reads,
 // netlink); FinishPortListingLocked adds the ports found that no call added
@@ -121,7 +125,7 @@ struct PortListing {
   int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*) = nullptr;
   std::vector<Port> found;  // ListPorts: ACTIVE, allowed, not in `known`
 };
-bool BeginPortListingLocked(PortListing* listing);
+bool BeginPortListingLocked(PortListing* listing, bool spaced);
 void ListPorts(PortListing* listing);
 bool FinishPortListingLocked(PortListing* listing);
 

@@ -9,6 +9,7 @@
 #include <rdma/rdma_cma.h>
 #include <string.h>
 
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -212,6 +214,11 @@ TEST_F(WildcardPortsTest, AnEphemeralWildcardSkipsAPortAnotherProcessHolds) {
 // exists, listening or not, and is joined once the last one is destroyed; a
 // child of fork() has none of its parent's and starts its own.
 TEST_F(WildcardPortsTest, TheFirstWildcardIdStartsThePortThreadAndTheLastStopsIt) {
+  // No step during the test: a fork while the thread's step holds the
+  // library's lock leaves the child's lock held (port_resync.h), and under
+  // load the test outlasts a 1 s period (seen: 1 run in 20 under ASan, the
+  // child blocked in rdma_create_id).
+  SetPortResyncPeriodForTesting(3'600'000);
   AllowPortResyncThreadForTesting(true);
   EXPECT_FALSE(PortResyncRunning());
   rdma_cm_id* specific = NewId(false);
@@ -248,6 +255,7 @@ TEST_F(WildcardPortsTest, TheFirstWildcardIdStartsThePortThreadAndTheLastStopsIt
   EXPECT_FALSE(PortResyncRunning()) << "stopped and joined with the last";
   EXPECT_EQ(rdma_destroy_id(specific), 0);
   AllowPortResyncThreadForTesting(false);
+  SetPortResyncPeriodForTesting(0);
 }
 
 // The drop-in starts with port 1 alone; port 2 (10.0.0.2) is a device added
@@ -384,6 +392,52 @@ TEST_F(WildcardPortAddedLaterTest, ACallCompletesWhileAPortAddedLaterOpens) {
   EXPECT_EQ(rdma_destroy_id(listener), 0);
   EXPECT_EQ(Claims(1), 0u);
   SetPortOpenForTesting(nullptr);
+}
+
+// The uscm-ports thread lists the ports at once when a uevent says a verbs
+// device was added, not at its period's end (an hour here): the test's
+// socket stands in for the kernel's uevent socket. Another uevent (a netdev)
+// wakes it without a step; the verbs device's add makes one.
+using namespace std::string_literals;
+
+int g_uevent_fd = -1;  // the thread's end of the test's socket pair
+int TestUevents() { return g_uevent_fd; }
+
+TEST_F(WildcardPortAddedLaterTest, AUeventOfAVerbsDeviceListsThePortsAtOnce) {
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair), 0) << strerror(errno);
+  g_uevent_fd = pair[0];  // closed by the thread when it stops
+  SetUeventSourceForTesting(TestUevents);
+  SetPortResyncPeriodForTesting(3'600'000);
+  AllowPortResyncThreadForTesting(true);
+  rdma_cm_id* id = NewId(false);
+  ASSERT_EQ(Bind(id, 7015), 0) << strerror(errno);
+  ASSERT_EQ(rdma_listen(id, 4), 0) << strerror(errno);
+  ASSERT_TRUE(PortResyncRunning());
+  ASSERT_EQ(AddDeviceForTesting(handles_[1], {V4("10.0.0.2")}), 0) << strerror(errno);
+  const uint64_t steps = PortResyncSteps();
+  const std::string netdev =
+      "add@/devices/virtual/net/veth9\0ACTION=add\0DEVPATH=/devices/virtual/net/veth9\0"
+      "SUBSYSTEM=net\0"s;
+  ASSERT_EQ(send(pair[1], netdev.data(), netdev.size(), 0), static_cast<ssize_t>(netdev.size()));
+  const std::string uverbs =
+      "add@/devices/virtual/infiniband_verbs/uverbs1\0ACTION=add\0"
+      "DEVPATH=/devices/virtual/infiniband_verbs/uverbs1\0"
+      "SUBSYSTEM=infiniband_verbs\0"s;
+  ASSERT_EQ(send(pair[1], uverbs.data(), uverbs.size(), 0), static_cast<ssize_t>(uverbs.size()));
+  // Bounded (20 s), not timed: without the uevent the step comes in an hour.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (PortResyncSteps() == steps && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(PortResyncSteps(), steps + 1) << "one step, for the verbs device's add alone";
+  EXPECT_EQ(Claims(1), 2u) << "the listener's bind and listen on the new port";
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  EXPECT_FALSE(PortResyncRunning());
+  close(pair[1]);
+  AllowPortResyncThreadForTesting(false);
+  SetPortResyncPeriodForTesting(0);
+  SetUeventSourceForTesting(nullptr);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 # added, as the kernel's cma_add_one puts every wildcard listener on a new device: after
 # A, client B (gid_moved -l from S on rxe0) connects to C on rxe1 and its message comes
 # back. On uscm the server lists its ports again once a second while it listens
-# (docs/API.md); the check waits for its USCM_DEBUG line "listening on 0.0.0.0 port P
+# and at once on a device's uevent (docs/API.md); the check waits for its USCM_DEBUG line "listening on 0.0.0.0 port P
 # (rxe1:1, a port added later)" before B starts (on the kernel the listen is there when
 # `rdma link add` returns). B's outputs on the kernel and on uscm are compared too.
 # The server also holds 0.0.0.0:P+100 with an id that is bound and never listens: the
@@ -25,7 +25,9 @@
 # and client H (gid_moved -b C P+100) is refused there (EADDRNOTAVAIL, cma_check_port);
 # on uscm the server's uscm-ports thread binds it on rxe1's uscmd (USCM_DEBUG: "bound to
 # 0.0.0.0 port P+100 (rxe1:1, a port added later)", waited on before H starts). H's
-# outputs on the kernel and on uscm are compared.
+# outputs on the kernel and on uscm are compared. The uscm server lists its ports at once
+# on the kernel's uevent of rxe1's uverbs device (USCM_DEBUG: "uscm-ports: listing now: a
+# uevent says add@.../infiniband_verbs/uverbsN"), not at its next once-a-second listing.
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
 # targets: //tests/vm/behaviour:gid_moved
 . "$(dirname "$0")/../lib.sh"
@@ -75,6 +77,8 @@ phase() {
       "listening on 0\.0\.0\.0 port $port \(rxe1:1, a port added later\)" $server
     check "$mode-hold-on-rxe1" wait_for /tmp/$mode-server.log \
       "bound to 0\.0\.0\.0 port $((port + 100)) \(rxe1:1, a port added later\)" $server
+    check_output "$mode-uevent-listing" \
+      'uscm-ports: listing now: a uevent says add@.*/infiniband_verbs/uverbs' cat /tmp/$mode-server.log
   fi
   "${run[@]}" "$B/gid_moved" -b $C $((port + 100)) > /tmp/$mode-h.out 2> /tmp/$mode-h.err
   check_output "$mode-hold-refused" '^bind held: EADDRNOTAVAIL$' cat /tmp/$mode-h.out
