@@ -85,6 +85,7 @@ void Step(bool spaced) {
 std::atomic<int> g_period_ms{1000};  // SetPortResyncPeriodForTesting
 int (*g_open_uevents)() = OpenUeventSocket;
 std::atomic<uint64_t> g_steps{0};  // PortResyncSteps
+std::atomic<uint64_t> g_waits{0};  // PortResyncWaits
 
 int64_t NowMs() {
   timespec ts;
@@ -134,6 +135,7 @@ void* Run(void* arg) {
   for (;;) {
     pollfd fds[2] = {{w->wake_fd, POLLIN, 0}, {uevents, POLLIN, 0}};
     const int64_t wait = std::max<int64_t>(0, next - NowMs());
+    g_waits.fetch_add(1, std::memory_order_release);
     poll(fds, uevents >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(wait, 60'000)));
     uint64_t junk;
     if ((fds[0].revents & POLLIN) != 0) (void)!read(w->wake_fd, &junk, sizeof junk);
@@ -280,6 +282,8 @@ void JoinStoppedPortResync() {
 void RunPortResyncForTesting() { Step(/*spaced=*/true); }
 
 uint64_t PortResyncSteps() { return g_steps.load(std::memory_order_acquire); }
+
+uint64_t PortResyncWaits() { return g_waits.load(std::memory_order_acquire); }
 
 void SetPortResyncPeriodForTesting(int ms) { g_period_ms.store(ms > 0 ? ms : 1000); }
 

@@ -70,6 +70,8 @@ void AllowPortResyncThreadForTesting(bool allow);
 // How many steps the thread made (all threads of the process, since it
 // started).
 uint64_t PortResyncSteps();
+// How many times a thread began a wait (tests: a thread past its start).
+uint64_t PortResyncWaits();
 // Tests: the thread's period (0: 1 s), and what opens its uevent socket
 // (nullptr: uevents.h OpenUeventSocket; a test's returns its own socket's
 // fd, which the thread closes when it stops), both for threads started
