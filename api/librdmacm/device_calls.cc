@@ -28,10 +28,9 @@ namespace {
 // One closer at a time: a second one would find the same devices.
 std::mutex g_closing;
 
-// CloseRemovedDevices under g_closing, leaving out the device of `own` (a
-// port whose progress thread runs this; NULL: none). *skipped: whether it
-// was left out.
-int CloseRemovedLocked(const Port* own, bool* skipped) {
+// CloseRemovedDevices under g_closing. *skipped: whether a device was left
+// for later (the uscm-ports thread opens one of its ports without the lock).
+int CloseRemovedLocked(bool* skipped) {
   *skipped = false;
   const std::vector<ibv_context*> gone = GoneOpenContexts();
   if (gone.empty()) return 0;
@@ -48,8 +47,8 @@ int CloseRemovedLocked(const Port* own, bool* skipped) {
     if (AnyOpenChannelQueued()) internal::PumpEventsLocked();
     for (ibv_context* verbs : gone) {
       const std::vector<Port*> ports = PortsOfLocked(verbs);
-      if (own != nullptr && std::find(ports.begin(), ports.end(), own) != ports.end()) {
-        *skipped = true;  // its progress thread is this one
+      if (std::any_of(ports.begin(), ports.end(), [](const Port* p) { return p->resync_opening; })) {
+        *skipped = true;  // the thread's step closes it after the open
         continue;
       }
       // An id on one of its ports keeps it (librdmacm's refcnt) and is sent
@@ -95,15 +94,9 @@ int CloseRemovedLocked(const Port* own, bool* skipped) {
 int CloseRemovedDevices() {
   std::lock_guard<std::mutex> one(g_closing);
   bool skipped;
-  return CloseRemovedLocked(nullptr, &skipped);
-}
-
-void CloseRemovedDevicesFromProgress(const Port* own) {
-  if (!TakeRemovalNotice()) return;
-  std::unique_lock<std::mutex> one(g_closing, std::try_to_lock);
-  bool skipped = true;
-  if (one.owns_lock()) CloseRemovedLocked(own, &skipped);
+  const int closed = CloseRemovedLocked(&skipped);
   if (skipped) RenewRemovalNotice();
+  return closed;
 }
 
 void CloseRemovedDevicesIfNew() {

@@ -19,6 +19,7 @@
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/gid_watch.h"
 #include "api/librdmacm/ids.h"
+#include "api/librdmacm/port_resync.h"
 #include "api/librdmacm/ports.h"
 #include "api/librdmacm/ud_ah.h"
 #include "gtest/gtest.h"
@@ -155,8 +156,10 @@ class DeviceSyncTest : public ::testing::Test {
     SetQueryDeviceForTesting(FakeQueryDevice);
     SetPortQueryForTesting(FakeQueryPort, FakeNow);
     SetPortAddressesForTesting(FakeGeneration, FakeRead, FakeChanges);
+    NoPortResyncThreadForTesting(true);  // stepped by the tests that need it
   }
   void TearDown() override {
+    NoPortResyncThreadForTesting(false);
     ResetPortsForTesting();
     SetPortAddressesForTesting(nullptr, nullptr, nullptr);
     SetPortQueryForTesting(nullptr, nullptr);
@@ -353,17 +356,16 @@ TEST_F(SimulatedPortsTest, AWildcardListenersListenOnARemovedDeviceIsDropped) {
 }
 
 // A wildcard listener's program that makes no call (waiting for events): the
-// listeners' once-a-second listing in the ports' progress hook sees dev1 go
-// and closes it, but never from the thread of a port of the device itself.
-TEST_F(SimulatedPortsTest, ARemovedDeviceIsClosedFromTheListenersProgressHook) {
+// uscm-ports thread's once-a-second listing (port_resync.h) sees dev1 go and
+// closes it; the ports' progress hooks do not (a progress thread cannot join
+// itself).
+TEST_F(SimulatedPortsTest, ARemovedDeviceIsClosedByTheListenersPortThread) {
   ASSERT_EQ(Bind("0.0.0.0", 7002), 0);
   ASSERT_EQ(rdma_listen(id_, 4), 0) << strerror(errno);
-  std::vector<Port*> dev1 = PortsOfLocked(&g_ctx[1]);
-  ASSERT_EQ(dev1.size(), 1u);
   g_listed[1] = false;  // rdma link del dev1
-  RunProgressHookForTesting(dev1[0]);  // dev1's own progress thread
-  EXPECT_EQ(g_closes, 0) << "not from its own thread";
-  RunProgressHookForTesting(nullptr);  // another thread's step, a second later
+  RunProgressHookForTesting();
+  EXPECT_EQ(g_closes, 0) << "not from a progress thread";
+  RunPortResyncForTesting();  // the thread's step, a second later
   EXPECT_EQ(g_port_devices_closed, 1);
   EXPECT_EQ(g_closes, 1);
   EXPECT_EQ(g_closed_ctx, &g_ctx[1]);

@@ -31,6 +31,7 @@
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids_internal.h"
 #include "api/librdmacm/open_channels.h"
+#include "api/librdmacm/port_resync.h"
 #include "api/librdmacm/ports.h"
 #include "api/librdmacm/ud_ah.h"
 
@@ -66,29 +67,12 @@ absl::flat_hash_map<rdma_cm_id*, Id*>& ByPublic() {
 // hook for g_mu: docs/API.md "Where a connection's time goes"). Most steps
 // queue nothing, so g_mu is taken only when a port channel's lock-free count
 // says an event waits; one queued after the check is moved by its call or by
-// the next step (at least once a second, cm/runtime.cc).
-//
-// While a wildcard listener exists, the hook also lists the ports again once
-// a second and puts each wildcard listener on a port found since
-// (ports.h ListenerResyncDue): the kernel's cma_add_one does it when the
-// device is added; the drop-in learns of a new device only by listing (no
-// event: libibverbs has none, and the RDMA netlink monitor,
-// RDMA_NLDEV_CMD_MONITOR, came after Debian 12's 6.1 kernel). A port's
-// progress thread steps at least once a second, so a device added is
-// listened on within about 2 s, and a device removed is closed (not by its
-// own port's thread: `port`). The listing is one ibv_get_device_list and an
-// ibv_query_port per port not listed; with no wildcard listener the hook
-// costs one more atomic load.
+// the next step (at least once a second, cm/runtime.cc). The ports added
+// later are the uscm-ports thread's (port_resync.h), not this hook's: it
+// ran the listing and a new port's open (up to 10 s, a uscmd start) on a
+// progress thread holding g_mu, and every call waited.
 std::atomic<uint64_t> g_hook_pumps{0};  // RunProgressHookForTesting
-void PumpAfterProgress(void* port) {
-  if (internal::AnyWildcardListener() && ListenerResyncDue()) {
-    {
-      std::lock_guard<std::mutex> lock(g_mu);
-      ResyncPortsLocked();
-      internal::ListenOnNewPortsLocked();  // also a port a miss found meanwhile
-    }
-    CloseRemovedDevicesFromProgress(static_cast<const Port*>(port));
-  }
+void PumpAfterProgress(void*) {
   if (!AnyOpenChannelQueued()) return;
   std::lock_guard<std::mutex> lock(g_mu);
   g_hook_pumps.fetch_add(1, std::memory_order_relaxed);
@@ -181,6 +165,7 @@ void CloseIdsOfChannel(rdma_event_channel* channel) {
   for (auto& [pub, id] : ByPublic()) {
     if (pub->channel != channel || id->state->closed) continue;
     id->state->closed = true;
+    internal::ForgetWildcardIdLocked(id);
     internal::DropOtherPortsLocked(id, "rdma_destroy_event_channel");
     if (id->state->uid != nullptr) {
       if (uscm_destroy_id(id->state->uid) != 0) UscmFailed("rdma_destroy_event_channel");
@@ -447,7 +432,7 @@ int UscmFailed(const char* call) {
 // A real port, once opened: its events reach the programs' channels.
 void OnPortOpen(Port* port) {
   AddOpenChannel(port->channel);
-  uscm_device_set_progress_hook(port->dev, PumpAfterProgress, port);
+  uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr);
 }
 
 // As librdmacm's ucma_query_addr copies them from the kernel's answer, for
@@ -531,15 +516,20 @@ int AddDeviceForTesting(uscm_device* dev, const std::vector<Addr16>& ips) {
   return 0;
 }
 
+int AddUnopenedDeviceForTesting(const std::vector<Addr16>& ips) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return AddUnopenedPortForTesting(ips);
+}
+
 void ResetBackendForTesting() {
   std::lock_guard<std::mutex> lock(g_mu);
   ClearOpenChannelsForTesting();
   ResetPortsForTesting();
 }
 
-bool RunProgressHookForTesting(const Port* port) {
+bool RunProgressHookForTesting() {
   const uint64_t before = g_hook_pumps.load();
-  PumpAfterProgress(const_cast<Port*>(port));
+  PumpAfterProgress(nullptr);
   return g_hook_pumps.load() != before;
 }
 
@@ -707,6 +697,7 @@ int rdma_destroy_id(rdma_cm_id* pub) {
     if (uscm_destroy_id(id->state->uid) != 0) return UscmFailed("rdma_destroy_id");
     ByUscmId().erase(id->state->uid);
   }
+  internal::ForgetWildcardIdLocked(id);
   internal::DropOtherPortsLocked(id, "rdma_destroy_id");
   ByPublic().erase(&id->pub);
   ForgetQp(&id->pub);
@@ -719,6 +710,7 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   lock.unlock();  // the channel's close hook takes g_mu
   if (own != nullptr) rdma_destroy_event_channel(own);
   if (on_removed) CloseRemovedDevices();
+  internal::JoinStoppedPortResync();  // the last wildcard id's: the thread may wait for g_mu
   return 0;
 }
 

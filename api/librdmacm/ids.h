@@ -4,10 +4,11 @@
 // (umad, or the host's uscmd) on first use. An id is created on the first
 // port that opens, with no device (id->verbs NULL, port_num 0), and moves to
 // the port of the address it binds or resolves from (a NULL source: the
-// routing table's); a listener with no device listens on every port. Each
-// opened port's uscm event channel is drained by the device's progress
-// thread after each step and by each call before it returns (no thread of
-// the drop-in's own), which turn each uscm event into the program's
+// routing table's); a listener with no device listens on every port (and a
+// port added later: port_resync.h's thread, the drop-in's one thread of its
+// own besides gid_watch.h's). Each opened port's uscm event channel is
+// drained by the device's progress thread after each step and by each call
+// before it returns, which turn each uscm event into the program's
 // rdma_cm_event (its rdma_cm_id, listen_id, status, param.conn / param.ud
 // with a copy of the private data) on the id's own channel.
 //
@@ -53,6 +54,9 @@ int UseDevicesForTesting(const std::vector<uscm_device*>& devs,
 // A simulated device the next listing of the ports finds (a device added
 // later: ports.h AddPortForTesting). 0, or -1 with errno.
 int AddDeviceForTesting(uscm_device* dev, const std::vector<Addr16>& ips);
+// The same, found unopened: its open goes through ports.h
+// SetPortDevicesForTesting's open. 0, or -1 with errno.
+int AddUnopenedDeviceForTesting(const std::vector<Addr16>& ips);
 // Each port's uscm channel, in order.
 std::vector<uscm_event_channel*> PortChannelsForTesting();
 // Drops the ports of UseDevice(s)ForTesting (every id must be destroyed).
@@ -62,7 +66,7 @@ uscm_event_channel* BackendChannel();
 // Runs the progress hook the real ports get (after every step of their
 // progress thread) once, as `port`'s thread runs it (NULL: no port's); true
 // when it took the library's lock to move events.
-bool RunProgressHookForTesting(const Port* port = nullptr);
+bool RunProgressHookForTesting();
 
 // Synchronous calls wait by calling `drive(arg)` until their channel has an
 // event (tests: run the simulated fabric, then PumpEvents); NULL: block on
@@ -131,12 +135,6 @@ int PlaceForSource(rdma_cm_id* id, const uscm_addr& src, bool given, const char*
 // removed device's port (ucma_put_device); takes the library's lock, so never
 // under it. How many contexts were closed.
 int CloseRemovedDevices();
-// From a port's progress thread (the wildcard listeners' once-a-second
-// listing, ids.cc's hook), when a listing saw a device gone: the same, but
-// never for the device of `own` (a progress thread cannot join itself; NULL:
-// none), and only when no other close is under way (that one may be joining
-// this very thread); the notice is kept for the next when one was left.
-void CloseRemovedDevicesFromProgress(const Port* own);
 // The same when a listing saw a device gone since the last call
 // (devices.h TakeRemovalNotice), else one atomic exchange: after a call whose
 // lookup missed (rdma_bind_addr, rdma_resolve_addr), as librdmacm's

@@ -54,10 +54,14 @@ struct IdState {
   std::vector<Option> options;
   // rdma_bind_addr to a wildcard (port included): what a clone repeats.
   bool wildcard_bound = false;
-  // A wildcard listener (rdma_listen with no device): its backlog, and the
-  // ports added later where its listen was refused (not tried again).
+  // In wildcard_ids.cc's list of wildcard ids (while wildcard_bound, until
+  // unbound or destroyed): held on every port added later.
+  bool registered_wildcard = false;
+  // A wildcard listener (rdma_listen with no device): its backlog.
   bool wildcard_listening = false;
   int backlog = 0;
+  // The ports added later that refused the id's bind or listen (another
+  // process's address there): not tried again.
   std::vector<Port*> refused_ports;
   uscm_addr bound = {};
   std::mutex mu;
@@ -125,15 +129,23 @@ int BindOnOtherPortsLocked(Id* id, const char* call);
 // or nothing (a refusal leaves the id bound and listening nowhere, as the
 // kernel's rdma_listen returns it to ADDR_BOUND). 0, or -1 with errno.
 int ListenOnOtherPortsLocked(Id* id, int backlog);
-// Whether a wildcard listener exists (lock-free: the progress hook's check).
-bool AnyWildcardListener();
-// Every wildcard listener on every live port it does not listen on yet (a
-// port the listing found after its rdma_listen), as the kernel's cma_add_one
-// puts each wildcard listener on a new device (cma_listen_on_dev). A port
-// that refuses the bind or the listen (another process's address there) is
-// left out, and not tried again for that id (USCM_DEBUG says why); the
-// listener stays on the others. With USCM_DEBUG, one line per port added.
-void ListenOnNewPortsLocked();
+// Whether an id is bound to a wildcard (listening or not): the uscm-ports
+// thread's work (port_resync.h).
+bool AnyWildcardIdLocked();
+// The id is no longer bound to a wildcard (unbound, destroyed, its channel
+// closed): no port added later gets it; the last one stops the uscm-ports
+// thread.
+void ForgetWildcardIdLocked(Id* id);
+// Every wildcard-bound id on every open live port it is not on yet (a port
+// the listing found after its bind or listen; port_resync.h opens it
+// first), as the kernel holds a wildcard bind's port on a device added
+// later (the bind list is the host's) and puts each wildcard listener on it
+// (cma_add_one: cma_listen_on_dev): a bind there, and a listen for a
+// listener. A port that refuses the bind or the listen (another process's
+// address there) is left out, and not tried again for that id (USCM_DEBUG
+// says why); the id stays on the others. With USCM_DEBUG, one line per port
+// added.
+void ClaimNewPortsLocked();
 // The uscm id the wildcard bind made on `port` (now the caller's), or NULL.
 uscm_cm_id* TakeOtherPortLocked(Id* id, Port* port);
 // Whether an id lives on `port` (its own uscm id there, not a wildcard's

@@ -44,9 +44,6 @@ int64_t CoarseNowNs() {
 
 // A miss lists the devices again at most this often (SyncPortsLocked).
 constexpr int64_t kMinListIntervalNs = 100 * 1000 * 1000;
-// While a wildcard listener exists, the ports are listed this often
-// (ListenerResyncDue).
-constexpr int64_t kListenerResyncNs = 1000 * 1000 * 1000;
 
 struct Table {
   bool listed = false;
@@ -62,8 +59,6 @@ struct Table {
   bool unfollowed = false;
   static constexpr uint64_t kNeverAsked = ~uint64_t{0};
   static constexpr int64_t kNeverSynced = std::numeric_limits<int64_t>::min();
-  // ListenerResyncDue: the next second's start (read without the lock).
-  std::atomic<int64_t> listener_due_ns{0};
   // AddPortForTesting's ports, which the next listing of a simulated table finds.
   std::vector<Port> added_later;
 };
@@ -204,47 +199,97 @@ Addr16 KeyOf(const uscm_addr& addr) {
 
 namespace {
 
-// The ports of the devices listed now, against the table: an ACTIVE port
-// (of those `choice` allows) not in it yet is added with its addresses read,
-// one of a device no longer listed is marked gone. ibv_query_port once per
-// allowed port not yet in the table; nothing for the ports already in it.
-// Whether the table changed.
-bool ListPortsLocked(Table& t, const PortChoice& choice) {
-  bool changed = false;
-  for (Port& p : t.ports) {
-    if (!p.testing && !p.gone && DeviceGone(p.verbs)) p.gone = changed = true;
-  }
-  // Only the devices `choice` allows are opened (librdmacm opens a device
+// The ACTIVE ports (of those the listing's choice allows) of the devices
+// listed now that were not in the table when the listing began, each with
+// its addresses read: ibv_query_port once per allowed port not in the table,
+// nothing for those in it. Takes no lock of the library's (devices.h has its
+// own).
+void ListPortsUnlocked(PortListing* l) {
+  // Only the devices the choice allows are opened (librdmacm opens a device
   // when a call needs it: ucma_init_device).
   for (ibv_context* verbs :
-       OpenListedDevices([&](const char* ca) { return DeviceChosen(choice, ca); })) {
+       OpenListedDevices([&](const char* ca) { return DeviceChosen(l->choice, ca); })) {
     ibv_device_attr dattr;
     if (QueryDeviceOnce(verbs, &dattr) != 0) continue;
     const char* ca = ibv_get_device_name(verbs->device);
     for (int port = 1; port <= dattr.phys_port_cnt; ++port) {
-      if (!PortChosen(choice, ca, port)) continue;
-      const bool listed = std::any_of(t.ports.begin(), t.ports.end(), [&](const Port& p) {
-        return p.verbs == verbs && p.port_num == port;
-      });
+      if (!PortChosen(l->choice, ca, port)) continue;
+      const std::pair<ibv_context*, uint8_t> key(verbs, static_cast<uint8_t>(port));
       ibv_port_attr pattr;
-      if (listed || t.query_port(verbs, static_cast<uint8_t>(port), &pattr) != 0 ||
-          pattr.state != IBV_PORT_ACTIVE) {
+      if (std::find(l->known.begin(), l->known.end(), key) != l->known.end() ||
+          l->query_port(verbs, key.second, &pattr) != 0 || pattr.state != IBV_PORT_ACTIVE) {
         continue;
       }
       Port p;
       p.ca = ca;
-      p.port_num = static_cast<uint8_t>(port);
+      p.port_num = key.second;
       p.verbs = verbs;
       p.ethernet = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
       p.gid_count = pattr.gid_tbl_len;
       p.generation = TheHooks().generation(p);  // before the read: a change during it moves it
       TheHooks().read(&p);
-      t.ports.push_back(std::move(p));
-      changed = true;
+      l->found.push_back(std::move(p));
     }
   }
+}
+
+// What a listing needs from the table (ports.h BeginPortListingLocked), with
+// no spacing: the first listing's.
+void BeginLocked(Table& t, PortListing* l) {
+  l->simulated = t.simulated;
+  l->query_port = t.query_port;
+  for (const Port& p : t.ports) l->known.emplace_back(p.verbs, p.port_num);
+}
+
+}  // namespace
+
+bool BeginPortListingLocked(PortListing* l, bool spaced) {
+  Table& t = TheTable();
+  if (t.simulated && t.added_later.empty()) return false;
+  const int64_t now = t.now_ns();
+  if (spaced && t.synced_ns != Table::kNeverSynced && now - t.synced_ns < kMinListIntervalNs) {
+    return false;
+  }
+  t.synced_ns = now;
+  ++t.syncs;
+  BeginLocked(t, l);
+  if (t.simulated) return true;
+  std::string why;
+  l->choice_ok = ParsePortChoice(getenv("USCM_DEVICE"), &l->choice, &why);
+  return true;
+}
+
+void ListPorts(PortListing* l) {
+  if (l->simulated || !l->choice_ok) return;
+  SyncDevices("port lookup");  // none left (ENODEV): every port is marked gone
+  ListPortsUnlocked(l);
+}
+
+bool FinishPortListingLocked(PortListing* l) {
+  Table& t = TheTable();
+  if (l->simulated) {
+    const bool changed = !t.added_later.empty();
+    for (Port& p : t.added_later) t.ports.push_back(std::move(p));
+    t.added_later.clear();
+    return changed;
+  }
+  bool changed = false;
+  for (Port& p : t.ports) {
+    if (!p.testing && !p.gone && DeviceGone(p.verbs)) p.gone = changed = true;
+  }
+  for (Port& p : l->found) {
+    const bool listed = std::any_of(t.ports.begin(), t.ports.end(), [&](const Port& q) {
+      return q.verbs == p.verbs && q.port_num == p.port_num;
+    });
+    if (listed) continue;  // a call's miss listed it meanwhile
+    t.ports.push_back(std::move(p));
+    changed = true;
+  }
+  l->found.clear();
   return changed;
 }
+
+namespace {
 
 // A lookup's miss (PortOfAddressLocked): the devices and their ports listed
 // again, as librdmacm lists the devices again when the kernel names one it
@@ -253,22 +298,11 @@ bool ListPortsLocked(Table& t, const PortChoice& choice) {
 // that misses in a loop (a foreign source, a routing table's source on no
 // RDMA port) pays a listing per 100 ms, not per call. Whether the table
 // changed.
-bool SyncPortsLocked(Table& t) {
-  if (t.simulated && t.added_later.empty()) return false;
-  const int64_t now = t.now_ns();
-  if (t.synced_ns != Table::kNeverSynced && now - t.synced_ns < kMinListIntervalNs) return false;
-  t.synced_ns = now;
-  ++t.syncs;
-  if (t.simulated) {
-    for (Port& p : t.added_later) t.ports.push_back(std::move(p));
-    t.added_later.clear();
-    return true;
-  }
-  SyncDevices("port lookup");  // none left (ENODEV): every port is marked gone
-  PortChoice choice;
-  std::string why;
-  if (!ParsePortChoice(getenv("USCM_DEVICE"), &choice, &why)) return false;
-  return ListPortsLocked(t, choice);
+bool SyncPortsLocked() {
+  PortListing listing;
+  if (!BeginPortListingLocked(&listing, /*spaced=*/true)) return false;
+  ListPorts(&listing);
+  return FinishPortListingLocked(&listing);
 }
 
 }  // namespace
@@ -281,7 +315,11 @@ int EnsurePortsLocked(const char* call) {
   std::string why;
   const char* env = getenv("USCM_DEVICE");
   if (!ParsePortChoice(env, &choice, &why)) return Fail(EINVAL, call, why.c_str());
-  ListPortsLocked(t, choice);
+  PortListing listing;
+  BeginLocked(t, &listing);
+  listing.choice = choice;
+  ListPortsUnlocked(&listing);
+  FinishPortListingLocked(&listing);
   if (LivePortsLocked().empty()) {
     return Fail(ENODEV, call,
                 choice.ca.empty() ? "no ACTIVE port on any RDMA device"
@@ -293,24 +331,27 @@ int EnsurePortsLocked(const char* call) {
   return 0;
 }
 
-Port* PortOfAddressLocked(const uscm_addr& addr) {
+void RefreshPortAddressesLocked() {
   AddressHooks& h = TheHooks();
   Table& t = TheTable();
   // Taken before the generations: a change while they are asked moves it
   // past what is kept, and the next call asks again.
   const uint64_t changes = h.changes();
-  if (changes != t.asked_at || t.unfollowed) {
-    bool unfollowed = false;
-    for (Port* port : LivePortsLocked()) {  // a gone port's addresses are not looked up
-      Port& p = *port;
-      const uint64_t g = h.generation(p);
-      ++h.generations_asked;
-      if (g == kGidsNotFollowed) unfollowed = true;
-      if (g == kGidsNotFollowed || g != p.generation) RereadLocked(&p, g);
-    }
-    t.asked_at = changes;
-    t.unfollowed = unfollowed;
+  if (changes == t.asked_at && !t.unfollowed) return;
+  bool unfollowed = false;
+  for (Port* port : LivePortsLocked()) {  // a gone port's addresses are not looked up
+    Port& p = *port;
+    const uint64_t g = h.generation(p);
+    ++h.generations_asked;
+    if (g == kGidsNotFollowed) unfollowed = true;
+    if (g == kGidsNotFollowed || g != p.generation) RereadLocked(&p, g);
   }
+  t.asked_at = changes;
+  t.unfollowed = unfollowed;
+}
+
+Port* PortOfAddressLocked(const uscm_addr& addr) {
+  RefreshPortAddressesLocked();
   if (Port* p = FindLocked(addr)) return p;
   bool reread = false;
   for (Port* port : LivePortsLocked()) {
@@ -323,19 +364,8 @@ Port* PortOfAddressLocked(const uscm_addr& addr) {
   if (reread) {
     if (Port* p = FindLocked(addr)) return p;
   }
-  return SyncPortsLocked(TheTable()) ? FindLocked(addr) : nullptr;
+  return SyncPortsLocked() ? FindLocked(addr) : nullptr;
 }
-
-bool ListenerResyncDue() {
-  Table& t = TheTable();
-  const int64_t now = t.now_ns();
-  int64_t due = t.listener_due_ns.load(std::memory_order_relaxed);
-  if (now < due) return false;
-  return t.listener_due_ns.compare_exchange_strong(due, now + kListenerResyncNs,
-                                                   std::memory_order_relaxed);
-}
-
-bool ResyncPortsLocked() { return SyncPortsLocked(TheTable()); }
 
 std::vector<Port*> PortsOfLocked(ibv_context* verbs) {
   std::vector<Port*> out;
@@ -421,11 +451,11 @@ static void PrintCmCounters() {
   }
 }
 
-int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
-  if (port->channel != nullptr) return 0;
+int OpenPortDevice(ibv_context* verbs, uint8_t port_num, bool testing, const char* call,
+                   OpenedPort* out) {
   // On the library's own context of the device (devices.h: open for the
   // process): no device list and context of its own for the MTU and GIDs.
-  uscm_device* dev = TheDeviceHooks().open(port->verbs, port->port_num);
+  uscm_device* dev = TheDeviceHooks().open(verbs, port_num);
   if (dev == nullptr) return Fail(errno, call, uscm_last_error());
   // Unpolled: the progress hook and every call drain it (ids.cc), so its
   // eventfd would only be written and read once per burst for no reader.
@@ -433,16 +463,35 @@ int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
   if (channel == nullptr) {
     int err = errno;
     std::string why = uscm_last_error();
-    TheDeviceHooks().close(dev);
+    if (!testing) TheDeviceHooks().close(dev);
     return Fail(err, call, why.c_str());
   }
-  port->dev = dev;
-  port->channel = channel;
+  *out = {dev, channel, testing};
+  return 0;
+}
+
+bool InstallOpenedPortLocked(Port* port, const OpenedPort& opened, void (*on_open)(Port*)) {
+  if (port->channel != nullptr) return false;
+  port->dev = opened.dev;
+  port->channel = opened.channel;
   if (on_open != nullptr) on_open(port);
   if (const char* v = getenv("USCM_CM_COUNTERS"); v != nullptr && *v != 0 && strcmp(v, "0") != 0) {
     static const bool registered = atexit(PrintCmCounters) == 0;
     (void)registered;
   }
+  return true;
+}
+
+void CloseOpenedPort(const OpenedPort& opened) {
+  uscm_destroy_event_channel(opened.channel);
+  if (!opened.testing) TheDeviceHooks().close(opened.dev);
+}
+
+int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
+  if (port->channel != nullptr) return 0;
+  OpenedPort opened;
+  if (OpenPortDevice(port->verbs, port->port_num, port->testing, call, &opened) != 0) return -1;
+  InstallOpenedPortLocked(port, opened, on_open);
   return 0;
 }
 
@@ -471,7 +520,11 @@ int UsePortsForTesting(const std::vector<uscm_device*>& devs,
   return 0;
 }
 
-uscm_event_channel* AddPortForTesting(uscm_device* dev, const std::vector<Addr16>& ips) {
+namespace {
+
+// A simulated port the next listing finds (AddPortForTesting), with no
+// device yet; NULL with errno EINVAL when the ports are not simulated.
+Port* AddLaterForTesting(const std::vector<Addr16>& ips) {
   Table& t = TheTable();
   if (!t.simulated) {
     Fail(EINVAL, "test ports", "no simulated ports (UsePortsForTesting)");
@@ -482,25 +535,41 @@ uscm_event_channel* AddPortForTesting(uscm_device* dev, const std::vector<Addr16
   p.ca = "sim" + std::to_string(p.port_num - 1);
   p.ips = ips;
   p.testing = true;
-  p.dev = dev;
-  p.channel = uscm_create_event_channel_unpolled_on(dev);
-  if (p.channel == nullptr) {
+  t.added_later.push_back(std::move(p));
+  return &t.added_later.back();
+}
+
+}  // namespace
+
+uscm_event_channel* AddPortForTesting(uscm_device* dev, const std::vector<Addr16>& ips) {
+  uscm_event_channel* channel = uscm_create_event_channel_unpolled_on(dev);
+  if (channel == nullptr) {
     Fail(errno, "test ports", uscm_last_error());
     return nullptr;
   }
-  uscm_event_channel* channel = p.channel;
-  t.added_later.push_back(std::move(p));
+  Port* p = AddLaterForTesting(ips);
+  if (p == nullptr) {
+    uscm_destroy_event_channel(channel);
+    return nullptr;
+  }
+  p->dev = dev;
+  p->channel = channel;
   return channel;
+}
+
+int AddUnopenedPortForTesting(const std::vector<Addr16>& ips) {
+  return AddLaterForTesting(ips) == nullptr ? -1 : 0;
 }
 
 void ResetPortsForTesting() {
   Table& t = TheTable();
   for (Port& p : t.ports) {
-    if (p.testing) uscm_destroy_event_channel(p.channel);
+    if (p.testing && p.channel != nullptr) uscm_destroy_event_channel(p.channel);
   }
-  for (Port& p : t.added_later) uscm_destroy_event_channel(p.channel);
+  for (Port& p : t.added_later) {
+    if (p.channel != nullptr) uscm_destroy_event_channel(p.channel);
+  }
   t.added_later.clear();
-  t.listener_due_ns = 0;
   t.ports.clear();
   t.listed = false;
   t.simulated = false;

@@ -21,9 +21,11 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/c/uscm_cma.h"
+#include "api/librdmacm/port_choice.h"
 
 namespace uscm::librdmacm {
 
@@ -48,6 +50,13 @@ struct Port {
   // Once opened (OpenPortLocked):
   uscm_device* dev = nullptr;
   uscm_event_channel* channel = nullptr;
+  // The resync worker's open of it failed (ids.cc): the worker does not try
+  // it again (a program's call that needs the port still does).
+  bool resync_open_failed = false;
+  // The uscm-ports thread opens it without the lock (port_resync.h): its
+  // device is not closed meanwhile (ids.h CloseRemovedDevices waits for the
+  // next step's).
+  bool resync_opening = false;
 };
 
 // Lists the ports the first time (later calls reuse the list), opening the
@@ -92,18 +101,6 @@ std::vector<Port*> LivePortsLocked();
 // told too (uscm_device_reread_addresses: what its binds accept, and on
 // RoCE the source GID of its CM MADs).
 Port* PortOfAddressLocked(const uscm_addr& addr);
-// The wildcard listeners' re-sync (ids.cc's progress hook): the kernel puts
-// every wildcard listener on a device added later (cma_add_one:
-// cma_listen_on_dev), with no call of the program to notice it; the drop-in
-// has no device-added event to wait on, so while a wildcard listener exists
-// its ports are listed again once a second. ListenerResyncDue: whether a
-// second passed since it last answered true (the table's clock: an atomic
-// load and the coarse clock, no lock; one caller wins each second).
-bool ListenerResyncDue();
-// Lists the devices and their ports again, as a lookup's miss does (and
-// spaced with the misses': none within 100 ms of the last). Whether the
-// table changed (a port added or gone).
-bool ResyncPortsLocked();
 // The listed ports of the device `verbs` (gone ones included).
 std::vector<Port*> PortsOfLocked(ibv_context* verbs);
 // A gone port whose device is about to be closed (no id on it): its uscm
@@ -112,6 +109,38 @@ std::vector<Port*> PortsOfLocked(ibv_context* verbs);
 // joins its progress thread, whose hook takes that lock); the port stays in
 // the table (pointers to it stay valid) with no context, device or address.
 void ReleasePortLocked(Port* port, uscm_device** dev, uscm_event_channel** channel);
+// The first half of PortOfAddressLocked: each port's addresses read again
+// when their generation moved (an opened port's uscm device told), with no
+// lookup. The uscm-ports thread's steps run it (port_resync.h), so a port
+// opened before its addresses were set (a step right after a device's
+// uevent, before the kernel filled its GID table) is served with them in a
+// program that makes no lookup (a server that only listens).
+void RefreshPortAddressesLocked();
+// A miss's listing of the devices and their ports (PortOfAddressLocked: under
+// the lock throughout, the program's own call pays for it, as librdmacm's) in
+// three steps, for a caller that must not hold the library's lock while it
+// lists (port_resync.h's thread: the kernel puts every wildcard id on a
+// device added later, cma_add_one, with no call of the program to notice
+// it). BeginPortListingLocked takes what the listing needs from the table
+// (false: none due: `spaced` and within 100 ms of the last listing; not
+// `spaced`: a uevent said a device was added, uevents.h);
+// ListPorts reads the devices, an ibv_query_port and the addresses of each
+// port not in the table, with no lock of the library's held (sysfs reads,
+// netlink); FinishPortListingLocked adds the ports found that no call added
+// meanwhile and marks a removed device's gone. Whether the table changed.
+struct PortListing {
+  bool simulated = false;  // UsePortsForTesting's table: only AddPortForTesting's are found
+  bool choice_ok = false;  // USCM_DEVICE parsed
+  PortChoice choice;
+  // The ports in the table when the listing began, (device, port).
+  std::vector<std::pair<ibv_context*, uint8_t>> known;
+  int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*) = nullptr;
+  std::vector<Port> found;  // ListPorts: ACTIVE, allowed, not in `known`
+};
+bool BeginPortListingLocked(PortListing* listing, bool spaced);
+void ListPorts(PortListing* listing);
+bool FinishPortListingLocked(PortListing* listing);
+
 // Whether an IPv4 / IPv6 `addr` is one of the host's interface addresses
 // (getifaddrs; loopback interfaces left out): what tells an address of a
 // netdev with no RDMA port (the kernel's rdma_bind_addr: ENODEV, from
@@ -122,9 +151,25 @@ bool HostHoldsAddress(const uscm_addr& addr);
 // Tests: the answer of HostHoldsAddress (nullptr: getifaddrs).
 void SetHostAddressesForTesting(bool (*holds)(const uscm_addr& addr));
 // Opens `port` once: its uscm device and event channel, then `on_open(port)`
-// (ids.cc: the progress hook). 0, or -1 with errno.
+// (ids.cc: the progress hook). 0, or -1 with errno. Under the lock
+// throughout (a program's call that needs the port waits for it anyway).
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*));
-
+// The same in two steps, for a caller that must not hold the library's lock
+// while the port opens (the open may start the port's uscmd and wait up to
+// 10 s for it: router_on_demand.h): OpenPortDevice opens the uscm device and
+// channel of port `port_num` of `verbs` with no lock held (0, or -1 with
+// errno); InstallOpenedPortLocked makes them `port`'s and calls
+// `on_open(port)`, or, when a call opened the port meanwhile, returns false
+// and the caller closes them (CloseOpenedPort, without the lock).
+struct OpenedPort {
+  uscm_device* dev = nullptr;
+  uscm_event_channel* channel = nullptr;
+  bool testing = false;  // a simulated device: the test's to close
+};
+int OpenPortDevice(ibv_context* verbs, uint8_t port_num, bool testing, const char* call,
+                   OpenedPort* out);
+bool InstallOpenedPortLocked(Port* port, const OpenedPort& opened, void (*on_open)(Port*));
+void CloseOpenedPort(const OpenedPort& opened);
 // The key `addr` is looked up by (IPv4 mapped; AF_IB: the GID).
 Addr16 KeyOf(const uscm_addr& addr);
 
@@ -145,11 +190,16 @@ void SetPortAddressesForTesting(uint64_t (*generation)(const Port&), void (*read
 uscm_event_channel* AddPortForTesting(uscm_device* dev, const std::vector<Addr16>& ips);
 // Tests: what opens a listed port's uscm device on its context
 // (c_api::OpenDeviceOn) and what closes it (uscm_device_close), e.g. a
-// simulated device for a fake context; nullptr restores each.
+// simulated device for a fake context; nullptr restores each. A simulated
+// port added unopened (AddUnopenedPortForTesting) is opened through it too.
 void SetPortDevicesForTesting(uscm_device* (*open)(ibv_context* verbs, int port_num),
                               int (*close)(uscm_device* dev));
 // The uscm device of a port ReleasePortLocked handed out, closed as opened.
 int ClosePortDevice(uscm_device* dev);
+// Tests: the same, listed unopened (no device yet): the open goes through
+// SetPortDevicesForTesting's open, as a real port's through uscm_device_open.
+// 0, or -1 with errno EINVAL when the ports are not simulated.
+int AddUnopenedPortForTesting(const std::vector<Addr16>& ips);
 // How many times a port's addresses were read again (not counting listing).
 uint64_t PortAddressRereads();
 // Tests: ibv_query_port as the listing calls it and the clock a miss's

@@ -11,35 +11,41 @@
 #include <string.h>
 
 #include <algorithm>
-#include <atomic>
 #include <string>
 #include <vector>
 
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids_internal.h"
+#include "api/librdmacm/port_resync.h"
 #include "api/librdmacm/ports.h"
 
 namespace uscm::librdmacm::internal {
 namespace {
 
-// The wildcard listeners (ListenOnNewPortsLocked), under the library's lock;
-// their count is read without it.
-std::vector<Id*>& WildcardListeners() {
+// Every id bound to a wildcard, listening or not (ClaimNewPortsLocked), under
+// the library's lock; the first one starts the uscm-ports thread, the last
+// one stops it (port_resync.h).
+std::vector<Id*>& WildcardIds() {
   static auto* ids = new std::vector<Id*>;
   return *ids;
 }
-std::atomic<int> g_wildcard_listeners{0};
+
+// Starts the thread when none runs: the first wildcard id, or one of a
+// fork's child, which has wildcard ids of its parent's and no thread.
+void RegisterWildcardLocked(Id* id) {
+  if (id->state->registered_wildcard) return;
+  id->state->registered_wildcard = true;
+  WildcardIds().push_back(id);
+  StartPortResyncLocked();
+}
 
 void ForgetListener(Id* id) {
   if (!id->state->wildcard_listening) return;
   id->state->wildcard_listening = false;
-  id->state->refused_ports.clear();
-  std::erase(WildcardListeners(), id);
-  g_wildcard_listeners.fetch_sub(1, std::memory_order_relaxed);
 }
 
-bool ListensOn(const Id* id, const Port* port) {
+bool HeldOn(const Id* id, const Port* port) {
   if (port == id->port) return true;
   const auto& others = id->state->other_ports;
   return std::any_of(others.begin(), others.end(),
@@ -47,7 +53,7 @@ bool ListensOn(const Id* id, const Port* port) {
 }
 
 // With USCM_DEBUG, as rdma_listen's line: the readiness line a script waits on.
-void SayListening(const Id* id, const Port* port) {
+void SayHeld(const Id* id, const Port* port) {
   if (!DebugEnabled()) return;
   const uscm_addr& a = id->state->bound;
   char host[INET6_ADDRSTRLEN] = "?";
@@ -56,16 +62,21 @@ void SayListening(const Id* id, const Port* port) {
   } else if (a.family == USCM_AF_INET6) {
     inet_ntop(AF_INET6, a.ip, host, sizeof(host));
   }
-  fprintf(stderr, "uscm librdmacm: rdma_listen: listening on %s port %u (%s:%u, a port added later)\n",
+  const bool listening = id->state->wildcard_listening;
+  fprintf(stderr, "uscm librdmacm: %s: %s %s port %u (%s:%u, a port added later)\n",
+          listening ? "rdma_listen" : "rdma_bind_addr", listening ? "listening on" : "bound to",
           host, a.port, port->ca.c_str(), port->port_num);
 }
 
-// The wildcard listener `id` on `port` too: 0, or -1 with errno.
-int ListenOnPortLocked(Id* id, Port* port) {
-  uscm_cm_id* uid = CloneOnLocked(id, port, "rdma_listen");  // opens the port, binds
+// The wildcard id `id` on `port` too: its bind, and its listen when it
+// listens. 0, or -1 with errno.
+int ClaimPortLocked(Id* id, Port* port) {
+  const bool listening = id->state->wildcard_listening;
+  const char* call = listening ? "rdma_listen" : "rdma_bind_addr";
+  uscm_cm_id* uid = CloneOnLocked(id, port, call);  // binds (the port is open)
   if (uid == nullptr) return -1;
-  if (uscm_listen(uid, id->state->backlog) != 0) {
-    UscmFailed("rdma_listen");  // errno, and USCM_DEBUG's line
+  if (listening && uscm_listen(uid, id->state->backlog) != 0) {
+    UscmFailed(call);  // errno, and USCM_DEBUG's line
     const int err = errno;
     uscm_destroy_id(uid);
     errno = err;
@@ -73,7 +84,7 @@ int ListenOnPortLocked(Id* id, Port* port) {
   }
   id->state->other_ports.push_back({port, uid});
   ByUscmId()[uid] = id;
-  SayListening(id, port);
+  SayHeld(id, port);
   return 0;
 }
 
@@ -81,6 +92,7 @@ int ListenOnPortLocked(Id* id, Port* port) {
 // it goes, and their claims with them; the next call that needs one makes a
 // fresh one on the default port with the id's options (MaterializeLocked).
 void UnbindLocked(Id* id, const char* call) {
+  ForgetWildcardIdLocked(id);
   DropOtherPortsLocked(id, call);
   if (id->state->uid != nullptr) {
     if (uscm_destroy_id(id->state->uid) != 0) UscmFailed(call);
@@ -117,6 +129,7 @@ void RebindLocked(Id* id, const char* call) {
 void RememberWildcard(Id* id) {
   FillAddrs(id);
   id->state->wildcard_bound = uscm_getname(id->state->uid, &id->state->bound) == 0;
+  if (id->state->wildcard_bound) RegisterWildcardLocked(id);
 }
 
 uscm_cm_id* CloneOnLocked(Id* id, Port* port, const char* call) {
@@ -168,6 +181,7 @@ int ListenOnOtherPortsLocked(Id* id, int backlog) {
   if (!id->state->wildcard_bound) {  // bound by the listen itself
     if (uscm_getname(id->state->uid, &id->state->bound) != 0) return 0;
     id->state->wildcard_bound = true;
+    RegisterWildcardLocked(id);
     if (BindOnOtherPortsLocked(id, "rdma_listen") != 0) return -1;
   }
   for (const IdState::OnPort& o : id->state->other_ports) {
@@ -183,23 +197,31 @@ int ListenOnOtherPortsLocked(Id* id, int backlog) {
   if (!id->state->wildcard_listening) {
     id->state->wildcard_listening = true;
     id->state->backlog = backlog;
-    WildcardListeners().push_back(id);
-    g_wildcard_listeners.fetch_add(1, std::memory_order_relaxed);
   }
   return 0;
 }
 
-bool AnyWildcardListener() { return g_wildcard_listeners.load(std::memory_order_relaxed) > 0; }
+bool AnyWildcardIdLocked() { return !WildcardIds().empty(); }
 
-void ListenOnNewPortsLocked() {
-  for (Id* id : WildcardListeners()) {
-    for (Port* port : PortsLocked()) {
+void ForgetWildcardIdLocked(Id* id) {
+  if (!id->state->registered_wildcard) return;
+  id->state->registered_wildcard = false;
+  id->state->refused_ports.clear();
+  std::erase(WildcardIds(), id);
+  if (WildcardIds().empty()) StopPortResyncLocked();
+}
+
+void ClaimNewPortsLocked() {
+  for (Id* id : WildcardIds()) {
+    for (Port* port : LivePortsLocked()) {
       std::vector<Port*>& refused = id->state->refused_ports;
-      if (port->gone || ListensOn(id, port) ||
+      // A port not open yet is left for the uscm-ports thread to open: an
+      // open here would hold the lock while it starts the port's uscmd.
+      if (port->channel == nullptr || HeldOn(id, port) ||
           std::find(refused.begin(), refused.end(), port) != refused.end()) {
         continue;
       }
-      if (ListenOnPortLocked(id, port) != 0) refused.push_back(port);
+      if (ClaimPortLocked(id, port) != 0) refused.push_back(port);
     }
   }
 }

@@ -9,13 +9,24 @@
 #include <rdma/rdma_cma.h>
 #include <string.h>
 
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <future>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids.h"
 #include "api/librdmacm/ids_testing.h"
+#include "api/librdmacm/port_resync.h"
 #include "api/librdmacm/ports.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "cm/router/local_router.h"
@@ -199,11 +210,70 @@ TEST_F(WildcardPortsTest, AnEphemeralWildcardSkipsAPortAnotherProcessHolds) {
   ASSERT_TRUE(other_ch_->DestroyId(theirs).ok());
 }
 
+// The uscm-ports thread (port_resync.h) runs while a wildcard-bound id
+// exists, listening or not, and is joined once the last one is destroyed; a
+// child of fork() has none of its parent's and starts its own.
+TEST_F(WildcardPortsTest, TheFirstWildcardIdStartsThePortThreadAndTheLastStopsIt) {
+  // No step during the test: a fork while the thread's step holds the
+  // library's lock would leave the child's lock held (port_resync.h), and
+  // under load the test can outlast a 1 s period.
+  SetPortResyncPeriodForTesting(3'600'000);
+  AllowPortResyncThreadForTesting(true);
+  EXPECT_FALSE(PortResyncRunning());
+  const uint64_t waits = PortResyncWaits();
+  rdma_cm_id* specific = NewId(false);
+  sockaddr_in one = Ipv4("10.0.0.1", 7011);
+  ASSERT_EQ(rdma_bind_addr(specific, reinterpret_cast<sockaddr*>(&one)), 0) << strerror(errno);
+  EXPECT_FALSE(PortResyncRunning()) << "an address of one port: no thread";
+  rdma_cm_id* bound = NewId(false);
+  ASSERT_EQ(Bind(bound, 7012), 0) << strerror(errno);
+  EXPECT_TRUE(PortResyncRunning()) << "a wildcard bind, not listening";
+  rdma_cm_id* listener = NewId(false);
+  ASSERT_EQ(Bind(listener, 7013), 0) << strerror(errno);
+  ASSERT_EQ(rdma_listen(listener, 4), 0) << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(bound), 0);
+  EXPECT_TRUE(PortResyncRunning()) << "the listener still needs it";
+
+  // Forked once the thread waits: under ASan (GCC 12's libsanitizer) a fork
+  // while another thread is in the sanitizer's allocator leaves its lock held
+  // in the child (seen: 1 run in 30, the child's own thread blocked in the
+  // allocator at its start), whatever the thread.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (PortResyncWaits() == waits && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_NE(PortResyncWaits(), waits) << "the thread never waited";
+  const pid_t child = fork();
+  if (child == 0) {
+    // No gtest assertion here: the exit code says what failed.
+    if (PortResyncRunning()) _exit(1);
+    rdma_cm_id* mine = NewId(false);
+    if (Bind(mine, 7014) != 0) _exit(2);
+    if (!PortResyncRunning()) _exit(3);
+    if (rdma_destroy_id(mine) != 0 || rdma_destroy_id(listener) != 0) _exit(4);
+    _exit(PortResyncRunning() ? 5 : 0);
+  }
+  ASSERT_GT(child, 0) << strerror(errno);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child's step " << WEXITSTATUS(status) << " (1: it saw its parent's thread)";
+
+  EXPECT_TRUE(PortResyncRunning()) << "the parent's, untouched";
+  EXPECT_EQ(rdma_destroy_id(listener), 0);
+  EXPECT_FALSE(PortResyncRunning()) << "stopped and joined with the last";
+  EXPECT_EQ(rdma_destroy_id(specific), 0);
+  AllowPortResyncThreadForTesting(false);
+  SetPortResyncPeriodForTesting(0);
+}
+
 // The drop-in starts with port 1 alone; port 2 (10.0.0.2) is a device added
-// after the program's wildcard listen, as `rdma link add` would: the kernel
-// puts every wildcard listener on the new device (cma_add_one:
-// cma_listen_on_dev). The drop-in's progress hook lists the ports again once
-// a second while a wildcard listener exists (the ports' clock is the test's).
+// after the program's wildcard bind or listen, as `rdma link add` would: the
+// kernel puts every wildcard listener on the new device (cma_add_one:
+// cma_listen_on_dev), and a wildcard bind holds its port there too (the bind
+// list, cma_ps, is the host's). The drop-in's uscm-ports thread lists the
+// ports again once a second while a wildcard id exists; here the test runs
+// its steps (RunPortResyncForTesting; the ports' clock is the test's).
 int64_t g_now_ns = 0;
 int64_t FakeNow() { return g_now_ns; }
 
@@ -226,17 +296,14 @@ TEST_F(WildcardPortAddedLaterTest, AWildcardListenerListensOnAPortAddedLater) {
   ASSERT_EQ(rdma_bind_addr(bound, reinterpret_cast<sockaddr*>(&one)), 0) << strerror(errno);
   ASSERT_EQ(rdma_listen(bound, 4), 0) << strerror(errno);
   EXPECT_EQ(Claims(1), 0u);
-  RunProgressHookForTesting();  // the second's listing: nothing new
+  RunPortResyncForTesting();  // nothing new
 
   ASSERT_EQ(AddDeviceForTesting(handles_[1], {V4("10.0.0.2")}), 0) << strerror(errno);
-  g_now_ns += 999'000'000;
-  RunProgressHookForTesting();
-  EXPECT_EQ(Claims(1), 0u) << "within the second: not listed yet";
-  g_now_ns += 1'000'000;
-  RunProgressHookForTesting();
+  EXPECT_EQ(Claims(1), 0u);
+  RunPortResyncForTesting();
   EXPECT_EQ(Claims(1), 2u) << "the wildcard listener's bind and listen on the new port";
   g_now_ns += 1'000'000'000;
-  RunProgressHookForTesting();
+  RunPortResyncForTesting();
   EXPECT_EQ(Claims(1), 2u) << "once";
   EXPECT_EQ(Claims(0), 4u) << "both listeners on port 1, as before";
 
@@ -252,12 +319,134 @@ TEST_F(WildcardPortAddedLaterTest, ANewPortThatRefusesTheListenIsLeftOut) {
   ASSERT_EQ(Bind(id, 7005), 0) << strerror(errno);
   ASSERT_EQ(rdma_listen(id, 4), 0) << strerror(errno);
   ASSERT_EQ(AddDeviceForTesting(handles_[1], {V4("10.0.0.2")}), 0) << strerror(errno);
-  RunProgressHookForTesting();
+  RunPortResyncForTesting();
   EXPECT_EQ(Claims(1), 1u) << "the other process's alone";
   EXPECT_EQ(Claims(0), 2u) << "still listening on port 1";
   EXPECT_EQ(rdma_destroy_id(id), 0);
   EXPECT_EQ(Claims(0), 0u);
   ASSERT_TRUE(other_ch_->DestroyId(theirs).ok());
+}
+
+// A wildcard bind that does not listen holds its port on a device added
+// later, as the kernel's host-wide bind list does: another process cannot
+// bind the port there, and the id's rdma_listen then listens there too.
+TEST_F(WildcardPortAddedLaterTest, AWildcardBindHoldsItsPortOnAPortAddedLater) {
+  rdma_cm_id* id = NewId(false);
+  ASSERT_EQ(Bind(id, 7008), 0) << strerror(errno);
+  ASSERT_EQ(AddDeviceForTesting(handles_[1], {V4("10.0.0.2")}), 0) << strerror(errno);
+  RunPortResyncForTesting();
+  EXPECT_EQ(Claims(1), 1u) << "the wildcard bind's claim on the new port";
+  CmId* theirs = *other_ch_->CreateId(nullptr, PortSpace::kTcp);
+  absl::Status s = theirs->BindAddr(*Address::Parse("10.0.0.2:7008"));
+  EXPECT_FALSE(s.ok()) << "another process bound 10.0.0.2:7008 under our 0.0.0.0:7008";
+  ASSERT_EQ(rdma_listen(id, 4), 0) << strerror(errno);
+  EXPECT_EQ(Claims(1), 2u) << "and its listen";
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  EXPECT_EQ(Claims(1), 0u);
+  EXPECT_TRUE(theirs->BindAddr(*Address::Parse("10.0.0.2:7008")).ok()) << "free once destroyed";
+  ASSERT_TRUE(other_ch_->DestroyId(theirs).ok());
+}
+
+// The new port's open (a uscmd start: up to 10 s) runs without the library's
+// lock: a call of the program completes while it is under way. The open is
+// a fake that waits until the test lets it go; the call's wait is bounded
+// (20 s) so that the old path, which held the lock, fails instead of hanging.
+std::mutex g_open_mu;
+std::condition_variable g_open_cv;
+bool g_open_entered = false;
+bool g_open_released = false;
+uscm_device* g_open_dev = nullptr;
+uscm_device* BlockingOpen(ibv_context*, int) {
+  std::unique_lock<std::mutex> lock(g_open_mu);
+  g_open_entered = true;
+  g_open_cv.notify_all();
+  g_open_cv.wait(lock, [] { return g_open_released; });
+  return g_open_dev;
+}
+
+TEST_F(WildcardPortAddedLaterTest, ACallCompletesWhileAPortAddedLaterOpens) {
+  g_open_entered = g_open_released = false;
+  g_open_dev = handles_[1];
+  SetPortDevicesForTesting(BlockingOpen, nullptr);
+  rdma_cm_id* listener = NewId(false);
+  ASSERT_EQ(Bind(listener, 7009), 0) << strerror(errno);
+  ASSERT_EQ(rdma_listen(listener, 4), 0) << strerror(errno);
+  ASSERT_EQ(AddUnopenedDeviceForTesting({V4("10.0.0.2")}), 0) << strerror(errno);
+  g_now_ns += 1'000'000'000;
+
+  std::thread resync([] { RunPortResyncForTesting(); });
+  bool entered;
+  {
+    std::unique_lock<std::mutex> lock(g_open_mu);
+    entered = g_open_cv.wait_for(lock, std::chrono::seconds(20), [] { return g_open_entered; });
+  }
+  std::future<int> call = std::async(std::launch::async, [this] {
+    rdma_cm_id* other = NewId(false);
+    sockaddr_in one = Ipv4("10.0.0.1", 7010);
+    const int rc = rdma_bind_addr(other, reinterpret_cast<sockaddr*>(&one));
+    rdma_destroy_id(other);
+    return rc;
+  });
+  const bool completed = call.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  {
+    std::lock_guard<std::mutex> lock(g_open_mu);
+    g_open_released = true;
+  }
+  g_open_cv.notify_all();
+  resync.join();
+  EXPECT_TRUE(entered) << "the step never opened the new port";
+  EXPECT_TRUE(completed) << "rdma_create_id / rdma_bind_addr waited for the new port's open";
+  EXPECT_EQ(call.get(), 0) << strerror(errno);
+  EXPECT_EQ(Claims(1), 2u) << "the listener on the new port once it opened";
+  EXPECT_EQ(rdma_destroy_id(listener), 0);
+  EXPECT_EQ(Claims(1), 0u);
+  SetPortDevicesForTesting(nullptr, nullptr);
+}
+
+// The uscm-ports thread lists the ports at once when a uevent says a verbs
+// device was added, not at its period's end (an hour here): the test's
+// socket stands in for the kernel's uevent socket. Another uevent (a netdev)
+// wakes it without a step; the verbs device's add makes one.
+using namespace std::string_literals;
+
+int g_uevent_fd = -1;  // the thread's end of the test's socket pair
+int TestUevents() { return g_uevent_fd; }
+
+TEST_F(WildcardPortAddedLaterTest, AUeventOfAVerbsDeviceListsThePortsAtOnce) {
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair), 0) << strerror(errno);
+  g_uevent_fd = pair[0];  // closed by the thread when it stops
+  SetUeventSourceForTesting(TestUevents);
+  SetPortResyncPeriodForTesting(3'600'000);
+  AllowPortResyncThreadForTesting(true);
+  rdma_cm_id* id = NewId(false);
+  ASSERT_EQ(Bind(id, 7015), 0) << strerror(errno);
+  ASSERT_EQ(rdma_listen(id, 4), 0) << strerror(errno);
+  ASSERT_TRUE(PortResyncRunning());
+  ASSERT_EQ(AddDeviceForTesting(handles_[1], {V4("10.0.0.2")}), 0) << strerror(errno);
+  const uint64_t steps = PortResyncSteps();
+  const std::string netdev =
+      "add@/devices/virtual/net/veth9\0ACTION=add\0DEVPATH=/devices/virtual/net/veth9\0"
+      "SUBSYSTEM=net\0"s;
+  ASSERT_EQ(send(pair[1], netdev.data(), netdev.size(), 0), static_cast<ssize_t>(netdev.size()));
+  const std::string uverbs =
+      "add@/devices/virtual/infiniband_verbs/uverbs1\0ACTION=add\0"
+      "DEVPATH=/devices/virtual/infiniband_verbs/uverbs1\0"
+      "SUBSYSTEM=infiniband_verbs\0"s;
+  ASSERT_EQ(send(pair[1], uverbs.data(), uverbs.size(), 0), static_cast<ssize_t>(uverbs.size()));
+  // Bounded (20 s), not timed: without the uevent the step comes in an hour.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (PortResyncSteps() == steps && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(PortResyncSteps(), steps + 1) << "one step, for the verbs device's add alone";
+  EXPECT_EQ(Claims(1), 2u) << "the listener's bind and listen on the new port";
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  EXPECT_FALSE(PortResyncRunning());
+  close(pair[1]);
+  AllowPortResyncThreadForTesting(false);
+  SetPortResyncPeriodForTesting(0);
+  SetUeventSourceForTesting(nullptr);
 }
 
 }  // namespace

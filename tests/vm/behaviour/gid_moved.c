@@ -4,9 +4,12 @@
  * index, adds it back). Each connection: RC QP from rdma_create_qp, the QP's
  * source GID index as ibv_query_qp reports it, one message sent and echoed.
  *
- *   gid_moved -s BIND_IPV4 PORT [N]     server: echoes one message on each of
+ *   gid_moved -s BIND_IPV4 PORT [N [HOLD_PORT]]
+ *                                       server: echoes one message on each of
  *                                       N connections (default 2; "listening"
- *                                       first)
+ *                                       first); with HOLD_PORT, another id bound
+ *                                       to 0.0.0.0:HOLD_PORT first, never
+ *                                       listening ("holding 0.0.0.0:HOLD_PORT")
  *   gid_moved -c SRC_IPV4 PEER_IPV4 PORT [SRC2_IPV4]
  *                                       client: connection 1 from SRC, prints
  *                                       "moved?" and waits for a line on stdin,
@@ -30,6 +33,10 @@
  *                                       group deletes SRC's device meanwhile, and
  *                                       `rdma link del` returns only once this
  *                                       process closed its context of it (rxe)
+ *   gid_moved -b IPV4 PORT              rdma_bind_addr of IPV4:PORT: "bind held:
+ *                                       ok" or the errno's name (69-dropin-device-
+ *                                       later.sh: a port the server holds on a
+ *                                       wildcard, on a device added since)
  * The client prints "connection N: sgid_index I" and "connection N: echo ok"
  * (or why not); it exits 0 when both echoes came back (-l: the one).
  *
@@ -116,7 +123,16 @@ static int the_echo_sent(struct ibv_cq* cq) {
   return 0;
 }
 
-static int server(struct sockaddr_in* addr, int connections) {
+static int server(struct sockaddr_in* addr, int connections, int hold_port) {
+  struct rdma_cm_id* hold = NULL;
+  if (hold_port != 0) {
+    char port[8];
+    snprintf(port, sizeof(port), "%d", hold_port);
+    struct sockaddr_in any = ipv4_arg("0.0.0.0", port);
+    hold = new_id();
+    must("rdma_bind_addr (hold)", rdma_bind_addr(hold, (struct sockaddr*)&any));
+    printf("holding 0.0.0.0:%d\n", hold_port);
+  }
   struct rdma_cm_id* listener = new_id();
   must("rdma_bind_addr", rdma_bind_addr(listener, (struct sockaddr*)addr));
   must("rdma_listen", rdma_listen(listener, connections));
@@ -144,6 +160,7 @@ static int server(struct sockaddr_in* addr, int connections) {
     rdma_destroy_id(child);
   }
   rdma_destroy_id(listener);
+  if (hold != NULL) rdma_destroy_id(hold);
   return failed;
 }
 
@@ -231,12 +248,14 @@ static int late_device(struct sockaddr_in* src, struct sockaddr_in* peer) {
 }
 
 int main(int argc, char** argv) {
-  const int is_server = (argc == 4 || argc == 5) && strcmp(argv[1], "-s") == 0;
+  const int is_server = argc >= 4 && argc <= 6 && strcmp(argv[1], "-s") == 0;
   const int is_late = argc == 5 && strcmp(argv[1], "-l") == 0;
-  if (!is_server && !is_late && !((argc == 5 || argc == 6) && strcmp(argv[1], "-c") == 0)) {
+  const int is_bind = argc == 4 && strcmp(argv[1], "-b") == 0;
+  if (!is_server && !is_late && !is_bind &&
+      !((argc == 5 || argc == 6) && strcmp(argv[1], "-c") == 0)) {
     fprintf(stderr,
-            "usage: gid_moved -s BIND_IPV4 PORT [N] | -c SRC_IPV4 PEER_IPV4 PORT [SRC2_IPV4]"
-            " | -l SRC_IPV4 PEER_IPV4 PORT\n");
+            "usage: gid_moved -s BIND_IPV4 PORT [N [HOLD_PORT]] | -c SRC_IPV4 PEER_IPV4 PORT"
+            " [SRC2_IPV4] | -l SRC_IPV4 PEER_IPV4 PORT | -b IPV4 PORT\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -245,7 +264,11 @@ int main(int argc, char** argv) {
   int rc;
   if (is_server) {
     struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
-    rc = server(&addr, argc == 5 ? atoi(argv[4]) : 2);
+    rc = server(&addr, argc >= 5 ? atoi(argv[4]) : 2, argc == 6 ? atoi(argv[5]) : 0);
+  } else if (is_bind) {
+    struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
+    try_bind("bind held", &addr);
+    rc = 0;
   } else if (is_late) {
     struct sockaddr_in src = ipv4_arg(argv[2], "0");
     struct sockaddr_in peer = ipv4_arg(argv[3], argv[4]);

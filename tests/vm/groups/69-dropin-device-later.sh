@@ -17,9 +17,17 @@
 # added, as the kernel's cma_add_one puts every wildcard listener on a new device: after
 # A, client B (gid_moved -l from S on rxe0) connects to C on rxe1 and its message comes
 # back. On uscm the server lists its ports again once a second while it listens
-# (docs/API.md); the check waits for its USCM_DEBUG line "listening on 0.0.0.0 port P
+# and at once on a device's uevent (docs/API.md); the check waits for its USCM_DEBUG line "listening on 0.0.0.0 port P
 # (rxe1:1, a port added later)" before B starts (on the kernel the listen is there when
 # `rdma link add` returns). B's outputs on the kernel and on uscm are compared too.
+# The server also holds 0.0.0.0:P+100 with an id that is bound and never listens: the
+# kernel's bind list is the host's (cma_ps), so the port is held on rxe1 once it is added
+# and client H (gid_moved -b C P+100) is refused there (EADDRNOTAVAIL, cma_check_port);
+# on uscm the server's uscm-ports thread binds it on rxe1's uscmd (USCM_DEBUG: "bound to
+# 0.0.0.0 port P+100 (rxe1:1, a port added later)", waited on before H starts). H's
+# outputs on the kernel and on uscm are compared. The uscm server lists its ports at once
+# on the kernel's uevent of rxe1's uverbs device (USCM_DEBUG: "uscm-ports: listing now: a
+# uevent says add@.../infiniband_verbs/uverbsN"), not at its next once-a-second listing.
 # Then rxe1 is deleted again while A, which opened it (rdma_get_devices, its connection)
 # and holds nothing on it any more, still runs: rxe has no disassociate_ucontext, so
 # `rdma link del` returns only once every context of rxe1 is closed. A lists the devices
@@ -71,7 +79,8 @@ phase() {
     run_a=(env USCM_DEBUG=1 timeout $((3 * T)) "$USCM_VM_BIN/tools/uscm" exec --)
   check "$mode-del-rxe1" rdma link del rxe1
   check "$mode-rxe1-gone" until_port no
-  "${run[@]}" "$B/gid_moved" -s 0.0.0.0 "$port" 2 > /tmp/$mode-server.log 2>&1 & server=$!
+  "${run[@]}" "$B/gid_moved" -s 0.0.0.0 "$port" 2 $((port + 100)) > /tmp/$mode-server.log 2>&1 &
+  server=$!
   check "$mode-server-listening" wait_for /tmp/$mode-server.log '^listening' $server
   rm -f /tmp/go; mkfifo /tmp/go
   "${run_a[@]}" "$B/gid_moved" -l $C $S "$port" < /tmp/go > /tmp/$mode-a.out 2> /tmp/$mode-a.err &
@@ -85,7 +94,13 @@ phase() {
   if [ "$mode" = uscm ]; then
     check "$mode-server-on-rxe1" wait_for /tmp/$mode-server.log \
       "listening on 0\.0\.0\.0 port $port \(rxe1:1, a port added later\)" $server
+    check "$mode-hold-on-rxe1" wait_for /tmp/$mode-server.log \
+      "bound to 0\.0\.0\.0 port $((port + 100)) \(rxe1:1, a port added later\)" $server
+    check_output "$mode-uevent-listing" \
+      'uscm-ports: listing now: a uevent says add@.*/infiniband_verbs/uverbs' cat /tmp/$mode-server.log
   fi
+  "${run[@]}" "$B/gid_moved" -b $C $((port + 100)) > /tmp/$mode-h.out 2> /tmp/$mode-h.err
+  check_output "$mode-hold-refused" '^bind held: EADDRNOTAVAIL$' cat /tmp/$mode-h.out
   echo go | "${run[@]}" "$B/gid_moved" -l $S $C "$port" > /tmp/$mode-b.out 2> /tmp/$mode-b.err
   check "$mode-b-echo" grep -q '^connection 1: echo ok' /tmp/$mode-b.out
   finish "$mode-server-exit" $server /tmp/$mode-server.log
@@ -126,4 +141,5 @@ same_as_kernel() {
 }
 same_as_kernel a
 same_as_kernel b
+same_as_kernel h
 group_end

@@ -1,0 +1,315 @@
+// The uscm-ports thread: the ports added while a wildcard id exists. See
+// port_resync.h.
+#include "api/librdmacm/port_resync.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/librdmacm/fail.h"
+#include "api/librdmacm/ids.h"
+#include "api/librdmacm/ids_internal.h"
+#include "api/librdmacm/ports.h"
+#include "api/librdmacm/uevents.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+using internal::g_mu;
+
+// The step's opens, as USCM_DEBUG names them.
+constexpr const char* kCall = "a port added later";
+
+// A live port not open yet, and its open (made without the lock).
+struct ToOpen {
+  Port* port;  // the table's deque keeps it valid
+  ibv_context* verbs;
+  uint8_t port_num;
+  bool testing;
+  bool ok = false;
+  OpenedPort opened;
+};
+
+// `spaced`: the once-a-second step (no listing within 100 ms of a miss's);
+// not: a uevent said a device was added.
+void Step(bool spaced) {
+  PortListing listing;
+  bool listing_due;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!internal::AnyWildcardIdLocked()) return;
+    listing_due = BeginPortListingLocked(&listing, spaced);
+  }
+  if (listing_due) ListPorts(&listing);
+  std::vector<ToOpen> to_open;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (listing_due) FinishPortListingLocked(&listing);
+    for (Port* p : LivePortsLocked()) {
+      if (p->channel == nullptr && !p->resync_open_failed) {
+        p->resync_opening = true;
+        to_open.push_back({p, p->verbs, p->port_num, p->testing, false, {}});
+      }
+    }
+  }
+  for (ToOpen& o : to_open) {
+    o.ok = OpenPortDevice(o.verbs, o.port_num, o.testing, kCall, &o.opened) == 0;
+  }
+  std::vector<OpenedPort> unused;  // a call opened the port meanwhile
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (const ToOpen& o : to_open) {
+      o.port->resync_opening = false;
+      if (!o.ok) {
+        o.port->resync_open_failed = true;
+      } else if (!InstallOpenedPortLocked(o.port, o.opened, internal::OnPortOpen)) {
+        unused.push_back(o.opened);
+      }
+    }
+    RefreshPortAddressesLocked();
+    internal::ClaimNewPortsLocked();
+  }
+  for (const OpenedPort& o : unused) CloseOpenedPort(o);
+  // A device the listing saw go: closed once nothing holds it (ids.h), from
+  // here as from a call (this is no port's progress thread, so it can join
+  // theirs). The program of a wildcard listener may make no call at all.
+  CloseRemovedDevicesIfNew();
+}
+
+std::atomic<int> g_period_ms{1000};  // SetPortResyncPeriodForTesting
+int (*g_open_uevents)() = OpenUeventSocket;
+std::atomic<uint64_t> g_steps{0};  // PortResyncSteps
+std::atomic<uint64_t> g_waits{0};  // PortResyncWaits
+
+int64_t NowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Reads every uevent queued on `fd`: whether one says a verbs device was
+// added (its DEVPATH in `devpath`).
+bool DrainUevents(int fd, std::string* devpath) {
+  bool added = false;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ENOBUFS) {  // events lost: one may have been an add
+      added = true;
+      *devpath = "(events lost)";
+      continue;
+    }
+    if (n <= 0) return added;
+    if (IsVerbsDeviceAdded(buf, static_cast<size_t>(n), devpath)) added = true;
+  }
+}
+
+// One thread's state: a thread stopped and taken out for joining keeps its
+// own, so a thread started meanwhile is not told to stop by it.
+struct Worker {
+  std::mutex mu;
+  int wake_fd = -1;  // an eventfd: written when `stop` is set
+  bool stop = false;
+  bool stepping = false;  // in Step: a join would wait for it (a port's open)
+  bool exited = false;    // past its last lock: join returns at once
+  pthread_t thread;
+};
+
+// Waits for a uevent of a verbs device's add or the period's end, whichever
+// comes first, then steps; other uevents (a netdev, a disk) only wake it.
+void* Run(void* arg) {
+  auto* w = static_cast<Worker*>(arg);
+  const int uevents = g_open_uevents();  // -1: the once-a-second listing alone
+  if (uevents < 0) {
+    Fail(errno, "port resync",
+         "no uevent socket: a device added is found by the once-a-second listing alone");
+  }
+  int64_t next = NowMs() + g_period_ms.load();
+  for (;;) {
+    pollfd fds[2] = {{w->wake_fd, POLLIN, 0}, {uevents, POLLIN, 0}};
+    const int64_t wait = std::max<int64_t>(0, next - NowMs());
+    g_waits.fetch_add(1, std::memory_order_release);
+    poll(fds, uevents >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(wait, 60'000)));
+    uint64_t junk;
+    if ((fds[0].revents & POLLIN) != 0) (void)!read(w->wake_fd, &junk, sizeof junk);
+    std::string devpath;
+    const bool added = uevents >= 0 && (fds[1].revents & POLLIN) != 0 &&
+                       DrainUevents(uevents, &devpath);
+    {
+      std::lock_guard<std::mutex> lock(w->mu);
+      if (w->stop) break;
+      if (!added && NowMs() < next) continue;
+      w->stepping = true;
+    }
+    if (added && DebugEnabled()) {
+      fprintf(stderr, "uscm librdmacm: uscm-ports: listing now: a uevent says add@%s\n",
+              devpath.c_str());
+    }
+    Step(/*spaced=*/!added);
+    g_steps.fetch_add(1, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(w->mu);
+    w->stepping = false;
+    next = NowMs() + g_period_ms.load();
+  }
+  if (uevents >= 0) close(uevents);
+  std::lock_guard<std::mutex> lock(w->mu);
+  w->exited = true;
+  return nullptr;
+}
+
+// The current thread (NULL: none), under `mu`. Replaced whole in a fork's
+// child (ForgetInChild): the parent's thread is not there, and another
+// thread of the parent may have held `mu` at the fork.
+struct Workers {
+  std::mutex mu;
+  Worker* current = nullptr;
+};
+
+std::atomic<bool> g_allow_simulated{false};  // AllowPortResyncThreadForTesting
+std::atomic<bool> g_no_thread{false};         // NoPortResyncThreadForTesting
+
+Workers*& TheWorkers() {
+  static Workers* workers = new Workers;
+  return workers;
+}
+
+void Join(Worker* w) {
+  pthread_join(w->thread, nullptr);
+  close(w->wake_fd);
+  delete w;
+}
+
+void Wake(Worker* w) {
+  const uint64_t one = 1;
+  (void)!write(w->wake_fd, &one, sizeof one);
+}
+
+// Takes the current thread out, telling it to stop; the caller joins it (no
+// lock held). `stopped_only`: only one told to stop already and not in a
+// step (its join is then its wake-up and return; one in a step is joined by
+// the next start or at exit).
+Worker* TakeCurrent(bool stopped_only) {
+  Workers& ws = *TheWorkers();
+  std::lock_guard<std::mutex> lock(ws.mu);
+  Worker* w = ws.current;
+  if (w == nullptr) return nullptr;
+  {
+    std::lock_guard<std::mutex> wl(w->mu);
+    if (stopped_only && (!w->stop || w->stepping)) return nullptr;
+    w->stop = true;
+  }
+  Wake(w);
+  ws.current = nullptr;
+  return w;
+}
+
+void JoinAtExit() {
+  if (Worker* w = TakeCurrent(/*stopped_only=*/false)) Join(w);
+}
+
+void ForgetInChild() { TheWorkers() = new Workers; }  // the parent's is leaked
+
+}  // namespace
+
+namespace internal {
+
+void StartPortResyncLocked() {
+  Workers& ws = *TheWorkers();
+  std::lock_guard<std::mutex> lock(ws.mu);
+  if (Worker* w = ws.current) {
+    std::unique_lock<std::mutex> wl(w->mu);
+    if (!w->exited) {  // running, or stopped but still in its loop: it goes on
+      w->stop = false;
+      return;
+    }
+    wl.unlock();
+    Join(w);  // past its last lock: it takes none of ours
+    ws.current = nullptr;
+  }
+  const std::vector<Port*> ports = PortsLocked();
+  if (g_no_thread.load()) return;
+  if (!ports.empty() && ports.front()->testing && !g_allow_simulated.load()) return;
+  static const bool hooks = [] {
+    atexit(JoinAtExit);
+    pthread_atfork(nullptr, nullptr, ForgetInChild);
+    return true;
+  }();
+  (void)hooks;
+  auto* w = new Worker;
+  w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (w->wake_fd < 0) {
+    const int err = errno;
+    delete w;
+    Fail(err, "port resync", "no eventfd: a port added later gets no wildcard id");
+    return;
+  }
+  if (int rc = pthread_create(&w->thread, nullptr, Run, w); rc != 0) {
+    close(w->wake_fd);
+    delete w;
+    Fail(rc, "port resync",
+         (std::string("no thread (") + strerror(rc) +
+          "): a port added later gets no wildcard id until the next wildcard id starts one")
+             .c_str());
+    return;
+  }
+  pthread_setname_np(w->thread, "uscm-ports");
+  ws.current = w;
+}
+
+void StopPortResyncLocked() {
+  Workers& ws = *TheWorkers();
+  std::lock_guard<std::mutex> lock(ws.mu);
+  if (Worker* w = ws.current) {
+    {
+      std::lock_guard<std::mutex> wl(w->mu);
+      w->stop = true;
+    }
+    Wake(w);
+  }
+}
+
+void JoinStoppedPortResync() {
+  if (Worker* w = TakeCurrent(/*stopped_only=*/true)) Join(w);
+}
+
+}  // namespace internal
+
+void RunPortResyncForTesting() { Step(/*spaced=*/true); }
+
+uint64_t PortResyncSteps() { return g_steps.load(std::memory_order_acquire); }
+
+uint64_t PortResyncWaits() { return g_waits.load(std::memory_order_acquire); }
+
+void SetPortResyncPeriodForTesting(int ms) { g_period_ms.store(ms > 0 ? ms : 1000); }
+
+void SetUeventSourceForTesting(int (*open)()) {
+  g_open_uevents = open != nullptr ? open : OpenUeventSocket;
+}
+
+bool PortResyncRunning() {
+  Workers& ws = *TheWorkers();
+  std::lock_guard<std::mutex> lock(ws.mu);
+  if (ws.current == nullptr) return false;
+  std::lock_guard<std::mutex> wl(ws.current->mu);
+  return !ws.current->stop;
+}
+
+void AllowPortResyncThreadForTesting(bool allow) { g_allow_simulated.store(allow); }
+
+void NoPortResyncThreadForTesting(bool none) { g_no_thread.store(none); }
+
+}  // namespace uscm::librdmacm

@@ -1,0 +1,34 @@
+// The kernel's device events, as udev reads them: a NETLINK_KOBJECT_UEVENT
+// socket in the kernel's group (1). The uscm-ports thread (port_resync.h)
+// lists the ports at once when one says that a verbs device was added,
+// instead of at its next once-a-second listing. Where the socket gets no
+// events (a network namespace the kernel does not broadcast uevents to: a
+// container's), the once-a-second listing is all there is, as before.
+//
+// A kernel uevent is one datagram: "ACTION@DEVPATH", then "KEY=VALUE"
+// fields, each NUL-terminated (lib/kobject_uevent.c). udev's own
+// re-broadcasts (group 2, "libudev" magic first) are not read.
+#ifndef USCM_API_LIBRDMACM_UEVENTS_H_
+#define USCM_API_LIBRDMACM_UEVENTS_H_
+
+#include <stddef.h>
+
+#include <string>
+
+namespace uscm::librdmacm {
+
+// A non-blocking, close-on-exec NETLINK_KOBJECT_UEVENT socket bound to the
+// kernel's group; -1 with errno when it cannot be made.
+int OpenUeventSocket();
+
+// Whether the uevent `msg` (`len` bytes) announces a device libibverbs lists
+// from now on: ACTION "add" and SUBSYSTEM "infiniband_verbs" (the uverbsN
+// device ib_uverbs adds once the RDMA device is registered; libibverbs
+// lists /sys/class/infiniband_verbs). `devpath` (may be NULL) is set to its
+// DEVPATH then. False for anything else, a truncated or malformed message
+// included.
+bool IsVerbsDeviceAdded(const char* msg, size_t len, std::string* devpath);
+
+}  // namespace uscm::librdmacm
+
+#endif  // USCM_API_LIBRDMACM_UEVENTS_H_
