@@ -372,6 +372,35 @@ TEST_F(SimulatedPortsTest, ARemovedDeviceIsClosedByTheListenersPortThread) {
   EXPECT_EQ(rdma_destroy_id(id_), 0);
 }
 
+// The uscm-ports thread opens a new port without the library's lock; a
+// removal noticed meanwhile (another thread's rdma_get_devices) must not close
+// the device under that open: it is left for the thread's own step, which
+// closes it once the open is installed.
+int g_closes_during_open = -1;
+uscm_device* OpenWhileDev1IsRemoved(ibv_context* verbs, int port) {
+  if (verbs == &g_ctx[1]) {
+    g_listed[1] = false;  // rdma link del dev1, seen by a call of another thread
+    int n = 0;
+    rdma_free_devices(rdma_get_devices(&n));
+    g_closes_during_open = g_closes;
+  }
+  return SimHostOfDevice(verbs, port);
+}
+
+TEST_F(SimulatedPortsTest, ADeviceIsNotClosedUnderThePortThreadsOpen) {
+  g_active[1][1] = false;  // dev1's port comes later
+  ASSERT_EQ(Bind("0.0.0.0", 7003), 0) << "on dev0's port";
+  ASSERT_EQ(rdma_listen(id_, 4), 0) << strerror(errno);
+  g_active[1][1] = true;
+  SetPortDevicesForTesting(OpenWhileDev1IsRemoved, CountPortDeviceClose);
+  RunPortResyncForTesting();  // lists dev1, opens its port, meanwhile dev1 goes
+  EXPECT_EQ(g_closes_during_open, 0) << "not under the open";
+  EXPECT_EQ(g_closes, 1) << "by the step, after the open";
+  EXPECT_EQ(g_closed_ctx, &g_ctx[1]);
+  EXPECT_EQ(g_port_devices_closed, 1) << "the port's uscm device the open made";
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+}
+
 // As librdmacm (ucma_init lists, ucma_init_device opens): no device is
 // opened by listing or by rdma_create_id, the port listing opens only the
 // devices USCM_DEVICE allows, rdma_get_devices opens the rest and hands out
