@@ -68,9 +68,10 @@ absl::flat_hash_map<rdma_cm_id*, Id*>& ByPublic() {
 // queue nothing, so g_mu is taken only when a port channel's lock-free count
 // says an event waits; one queued after the check is moved by its call or by
 // the next step (at least once a second, cm/runtime.cc). The ports added
-// later are the uscm-ports thread's (port_resync.h), not this hook's: it
-// ran the listing and a new port's open (up to 10 s, a uscmd start) on a
-// progress thread holding g_mu, and every call waited.
+// later, and the close of removed devices, are the uscm-ports thread's
+// (port_resync.h), not this hook's: it ran the listing and a new port's open
+// (up to 10 s, a uscmd start) on a progress thread holding g_mu, and every
+// call waited; and a progress thread cannot join itself.
 std::atomic<uint64_t> g_hook_pumps{0};  // RunProgressHookForTesting
 void PumpAfterProgress(void*) {
   if (!AnyOpenChannelQueued()) return;
