@@ -34,11 +34,7 @@ int CloseRemovedLocked(bool* skipped) {
   *skipped = false;
   const std::vector<ibv_context*> gone = GoneOpenContexts();
   if (gone.empty()) return 0;
-  struct Opened {
-    uscm_device* dev = nullptr;
-    uscm_event_channel* channel = nullptr;
-  };
-  std::vector<Opened> opened;
+  std::vector<OpenedPort> opened;
   std::vector<ibv_context*> unused;
   {
     std::lock_guard<std::mutex> lock(internal::g_mu);
@@ -64,8 +60,7 @@ int CloseRemovedLocked(bool* skipped) {
       }
       for (Port* p : ports) {
         internal::DropPortLocked(p, "device removed");
-        Opened o;
-        ReleasePortLocked(p, &o.dev, &o.channel);
+        const OpenedPort o = ReleasePortLocked(p);
         if (o.channel != nullptr) RemoveOpenChannel(o.channel);
         if (o.dev != nullptr || o.channel != nullptr) opened.push_back(o);
       }
@@ -74,9 +69,8 @@ int CloseRemovedLocked(bool* skipped) {
   }
   // Without the library's lock: closing a uscm device joins its progress
   // thread, whose hook takes that lock.
-  for (const Opened& o : opened) {
-    if (o.channel != nullptr) uscm_destroy_event_channel(o.channel);
-    if (o.dev != nullptr && ClosePortDevice(o.dev) != 0) {
+  for (const OpenedPort& o : opened) {
+    if (CloseOpenedPort(o) != 0) {
       Fail(errno, "device removed", uscm_last_error());  // USCM_DEBUG: it stays open
     }
   }

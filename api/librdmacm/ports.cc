@@ -375,15 +375,15 @@ std::vector<Port*> PortsOfLocked(ibv_context* verbs) {
   return out;
 }
 
-void ReleasePortLocked(Port* port, uscm_device** dev, uscm_event_channel** channel) {
-  *dev = port->dev;
-  *channel = port->channel;
+OpenedPort ReleasePortLocked(Port* port) {
+  const OpenedPort opened{port->dev, port->channel, port->testing};
   port->dev = nullptr;
   port->channel = nullptr;
   port->verbs = nullptr;  // about to be closed: the pointer may come back for another device
   port->gone = true;
   port->ips.clear();
   port->gids.clear();
+  return opened;
 }
 
 namespace {
@@ -421,7 +421,6 @@ void SetPortDevicesForTesting(uscm_device* (*open)(ibv_context* verbs, int port_
   TheDeviceHooks().close = close != nullptr ? close : uscm_device_close;
 }
 
-int ClosePortDevice(uscm_device* dev) { return TheDeviceHooks().close(dev); }
 
 uint64_t PortAddressRereads() { return TheHooks().rereads; }
 
@@ -482,9 +481,10 @@ bool InstallOpenedPortLocked(Port* port, const OpenedPort& opened, void (*on_ope
   return true;
 }
 
-void CloseOpenedPort(const OpenedPort& opened) {
-  uscm_destroy_event_channel(opened.channel);
-  if (!opened.testing) TheDeviceHooks().close(opened.dev);
+int CloseOpenedPort(const OpenedPort& opened) {
+  if (opened.channel != nullptr) uscm_destroy_event_channel(opened.channel);
+  if (opened.dev == nullptr || opened.testing) return 0;
+  return TheDeviceHooks().close(opened.dev);
 }
 
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {

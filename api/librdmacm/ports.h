@@ -104,11 +104,13 @@ Port* PortOfAddressLocked(const uscm_addr& addr);
 // The listed ports of the device `verbs` (gone ones included).
 std::vector<Port*> PortsOfLocked(ibv_context* verbs);
 // A gone port whose device is about to be closed (no id on it): its uscm
-// device and channel, if it was opened, are handed to the caller, which
-// destroys them once the library's lock is released (closing the device
-// joins its progress thread, whose hook takes that lock); the port stays in
-// the table (pointers to it stay valid) with no context, device or address.
-void ReleasePortLocked(Port* port, uscm_device** dev, uscm_event_channel** channel);
+// device and channel, if it was opened (both null if not), are handed to the
+// caller, which closes them once the library's lock is released
+// (CloseOpenedPort: closing the device joins its progress thread, whose hook
+// takes that lock); the port stays in the table (pointers to it stay valid)
+// with no context, device or address.
+struct OpenedPort;
+OpenedPort ReleasePortLocked(Port* port);
 // The first half of PortOfAddressLocked: each port's addresses read again
 // when their generation moved (an opened port's uscm device told), with no
 // lookup. The uscm-ports thread's steps run it (port_resync.h), so a port
@@ -169,7 +171,9 @@ struct OpenedPort {
 int OpenPortDevice(ibv_context* verbs, uint8_t port_num, bool testing, const char* call,
                    OpenedPort* out);
 bool InstallOpenedPortLocked(Port* port, const OpenedPort& opened, void (*on_open)(Port*));
-void CloseOpenedPort(const OpenedPort& opened);
+// Destroys the channel and closes the device (a simulated one is the
+// test's); either may be null. 0, or -1 with errno when the close failed.
+int CloseOpenedPort(const OpenedPort& opened);
 // The key `addr` is looked up by (IPv4 mapped; AF_IB: the GID).
 Addr16 KeyOf(const uscm_addr& addr);
 
@@ -194,8 +198,6 @@ uscm_event_channel* AddPortForTesting(uscm_device* dev, const std::vector<Addr16
 // port added unopened (AddUnopenedPortForTesting) is opened through it too.
 void SetPortDevicesForTesting(uscm_device* (*open)(ibv_context* verbs, int port_num),
                               int (*close)(uscm_device* dev));
-// The uscm device of a port ReleasePortLocked handed out, closed as opened.
-int ClosePortDevice(uscm_device* dev);
 // Tests: the same, listed unopened (no device yet): the open goes through
 // SetPortDevicesForTesting's open, as a real port's through uscm_device_open.
 // 0, or -1 with errno EINVAL when the ports are not simulated.
