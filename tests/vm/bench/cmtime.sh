@@ -63,7 +63,8 @@
 #                          client on rxe1 (-b 192.168.77.2) through a uscmd of its own, as
 #                          the kernel half's client, so each uscmd routes one end's MADs;
 #                          one (the default) both ends on rxe0 through one uscmd, which
-#                          routes every MAD twice
+#                          routes every MAD twice; direct: client on rxe1, no uscmd at all
+#                          (`uscm exec --no-uscmd`: each process owns its port's umad)
 . "$(dirname "$0")/../lib.sh"
 vm_boot --timeout 1500 --smp "${CMTIME_SMP:-2}" --env "CMTIME_PAIR=${CMTIME_PAIR:-one}" --env "CMTIME_ROUTE_FLOOR=${CMTIME_ROUTE_FLOOR:-0}" --env "CMTIME_N=${1:-1000}" --env "CMTIME_MEASURE=${CMTIME_MEASURE:-}" --env "CMTIME_CALLS=${CMTIME_CALLS:-futex}" --env "CMTIME_TRACE=${CMTIME_TRACE:-}" \
   --env "CMTIME_BINS=${CMTIME_BINS:-}" --env "CMTIME_KERNEL=${CMTIME_KERNEL:-1}" \
@@ -333,20 +334,23 @@ for BIN in ${CMTIME_BINS:-$USCM_VM_BIN}; do
   PAIRS=(${CMTIME_PAIR:-one}); PAIR=${PAIRS[i - 1]:-${PAIRS[-1]}}
   echo "drop-in run $i: $BIN; load: $(cat /proc/loadavg); hogs: ${CMTIME_HOG:-0}; pair: $PAIR"
   CAPTURE=(); [ "${CMTIME_CAPTURE:-0}" = 1 ] && CAPTURE=(--capture "$OUT/wire$i.pcap")
-  $(measure uscmd) "$BIN/tools/uscmd" --ca rxe0 --port 1 "${CAPTURE[@]}" > $OUT/uscmd.log 2>&1 & UPID=$!
-  wait_for $OUT/uscmd.log '^uscmd: rxe0 port 1' || fail bench-uscm "uscmd did not start"
-  CDEV=rxe0 CB=$A UPID1=
+  CDEV=rxe0 CB=$A UPID= UPID1= NOUSCMD=()
+  if [ "$PAIR" = direct ]; then CDEV=rxe1 CB=$B NOUSCMD=(--no-uscmd); else
+    $(measure uscmd) "$BIN/tools/uscmd" --ca rxe0 --port 1 "${CAPTURE[@]}" > $OUT/uscmd.log 2>&1 & UPID=$!
+    wait_for $OUT/uscmd.log '^uscmd: rxe0 port 1' || fail bench-uscm "uscmd did not start"
+  fi
   if [ "$PAIR" = two ]; then
     CDEV=rxe1 CB=$B
     $(measure uscmd-b) "$BIN/tools/uscmd" --ca rxe1 --port 1 > $OUT/uscmd-b.log 2>&1 & UPID1=$!
     wait_for $OUT/uscmd-b.log '^uscmd: rxe1 port 1' || fail bench-uscm "rxe1's uscmd did not start"
   fi
   record_start; hog_start
-  run_pair uscm$i uscm 7472 env USCM_DEBUG=1 "$USCM" exec --device rxe0 -- \
+  run_pair uscm$i uscm 7472 env USCM_DEBUG=1 "$USCM" exec "${NOUSCMD[@]}" --device rxe0 -- \
       $(measure server) cmtime -b $A -p 7472 -c "$N" ::: \
-    env USCM_CM_COUNTERS=1 "$USCM" exec --device $CDEV -- $(measure client) cmtime -s $A -b $CB -p 7472 -c "$N" &&
+    env USCM_CM_COUNTERS=1 "$USCM" exec "${NOUSCMD[@]}" --device $CDEV -- $(measure client) cmtime -s $A -b $CB -p 7472 -c "$N" &&
     pass bench-uscm$i || fail bench-uscm$i "see above"
-  hog_end; record_end; stop_tree "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log
+  hog_end; record_end
+  if [ -n "$UPID" ]; then stop_tree "$UPID"; sed 's/^/  uscmd| /' $OUT/uscmd.log; fi
   if [ -n "$UPID1" ]; then stop_tree "$UPID1"; sed 's/^/  uscmd-b| /' $OUT/uscmd-b.log; fi
   show_measure
   show_capture "$OUT/wire$i.pcap"
