@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "api/c/router_on_demand.h"
+#include "api/c/c_api_internal.h"
 #include "api/c/uscm_device_on.h"
 #include "cm/router/router_transport.h"
 #include "mad/umad_transport.h"
@@ -37,7 +38,7 @@ struct OpenedDevice {
   std::unique_ptr<uscm::Device> device;  // destroyed before its transport
 };
 
-std::mutex g_mu;
+std::mutex g_opened_mu;  // Opened()
 absl::flat_hash_map<uscm_device*, std::unique_ptr<OpenedDevice>>& Opened() {
   static auto* m = new absl::flat_hash_map<uscm_device*, std::unique_ptr<OpenedDevice>>();
   return *m;
@@ -294,9 +295,21 @@ uscm_device* OpenDevice(const char* ca_name, int port_num, ibv_context* verbs) {
     return Failed(EIO, absl::StrCat("device_open: progress thread: ", s.message()));
   }
   uscm_device* handle = uscm_device_wrap(opened->device.get());
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_opened_mu);
   Opened()[handle] = std::move(opened);
   return handle;
+}
+
+// The opened devices' lock (this file's), then the handle tables' (the C
+// API's, c_api_internal.h); neither is taken under the other.
+void LockHandlesForFork() {
+  g_opened_mu.lock();
+  uscm::c_api::g_mu.lock();
+}
+
+void UnlockHandlesAfterFork() {
+  uscm::c_api::g_mu.unlock();
+  g_opened_mu.unlock();
 }
 
 uscm_device* OpenDeviceOn(ibv_context* verbs, int port_num) {
@@ -322,7 +335,7 @@ extern "C" int uscm_device_add_neighbor(struct uscm_device* dev, const struct us
   memcpy(a.ip.data(), ip->ip, 16);
   uscm::mad::Gid g;
   memcpy(g.raw.data(), gid, 16);
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_opened_mu);
   auto it = Opened().find(dev);
   if (dev == nullptr || it == Opened().end()) {
     return uscm_fail_with(EINVAL,
@@ -335,7 +348,7 @@ extern "C" int uscm_device_add_neighbor(struct uscm_device* dev, const struct us
 
 extern "C" int uscm_device_set_progress_hook(struct uscm_device* dev, void (*hook)(void*),
                                              void* arg) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_opened_mu);
   auto it = Opened().find(dev);
   if (dev == nullptr || it == Opened().end()) {
     return uscm_fail_with(EINVAL,
@@ -348,7 +361,7 @@ extern "C" int uscm_device_set_progress_hook(struct uscm_device* dev, void (*hoo
 extern "C" int uscm_device_reread_addresses(struct uscm_device* dev) {
   OpenedDevice* opened = nullptr;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    std::lock_guard<std::mutex> lock(g_opened_mu);
     auto it = Opened().find(dev);
     if (dev == nullptr || it == Opened().end()) {
       return uscm_fail_with(EINVAL,
@@ -374,7 +387,7 @@ extern "C" int uscm_device_reread_addresses(struct uscm_device* dev) {
 extern "C" int uscm_device_close(struct uscm_device* dev) {
   std::unique_ptr<OpenedDevice> opened;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    std::lock_guard<std::mutex> lock(g_opened_mu);
     auto it = Opened().find(dev);
     if (dev == nullptr || it == Opened().end()) {
       return uscm_fail_with(EINVAL, "device_close: unknown device (NULL, already closed, or "

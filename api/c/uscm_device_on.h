@@ -19,6 +19,14 @@ uscm_device* OpenDeviceOn(ibv_context* verbs, int port_num);
 // Both: `verbs` nullptr opens and closes a context of `ca_name` when needed.
 uscm_device* OpenDevice(const char* ca_name, int port_num, ibv_context* verbs);
 
+// The C API's handle lock (it guards the id and QP handle tables and the
+// opened devices), for a library's pthread_atfork handlers that hold their
+// own locks across a fork (the drop-in's: api/librdmacm/fork_locks.h): taken
+// after them, as the library takes it under its own, and given back in the
+// parent and the child.
+void LockHandlesForFork();
+void UnlockHandlesAfterFork();
+
 }  // namespace uscm::c_api
 
 #endif  // USCM_API_C_USCM_DEVICE_ON_H_

@@ -14,6 +14,7 @@
 #include "api/c/uscm_device.h"
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
+#include "api/librdmacm/fork_locks.h"
 #include "api/librdmacm/gid_watch.h"
 #include "api/librdmacm/ids.h"
 #include "api/librdmacm/ids_internal.h"
@@ -84,6 +85,8 @@ int CloseRemovedLocked(bool* skipped) {
 }
 
 }  // namespace
+
+std::mutex& RemovedDevicesLock() { return g_closing; }
 
 int CloseRemovedDevices() {
   std::lock_guard<std::mutex> one(g_closing);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "api/librdmacm/fail.h"
+#include "api/librdmacm/fork_locks.h"
 
 namespace uscm::librdmacm {
 
@@ -117,6 +118,8 @@ int NoLiveDevice(const Devices& d, const char* call) {
 }
 
 }  // namespace
+
+std::mutex& DeviceTableLock() { return TheDevices().mu; }
 
 int EnsureDevices(const char* call) {
   Devices& d = TheDevices();
@@ -298,6 +301,8 @@ DeviceAttrs& TheDeviceAttrs() {
 }
 
 }  // namespace
+
+std::mutex& DeviceAttrsLock() { return TheDeviceAttrs().mu; }
 
 int QueryDeviceOnce(ibv_context* verbs, ibv_device_attr* attr) {
   DeviceAttrs& a = TheDeviceAttrs();

@@ -19,6 +19,7 @@
 #include "api/librdmacm/batch_wait.h"
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
+#include "api/librdmacm/fork_locks.h"
 
 namespace uscm::librdmacm {
 namespace {
@@ -177,6 +178,8 @@ int SyncFdLocked(Channel* ch) {
 }
 
 }  // namespace
+
+std::mutex& EventPoolLock() { return ThePool().mu; }
 
 int QueueEvent(rdma_event_channel* channel, const rdma_cm_event& event, const void* private_data,
                size_t private_data_len) {

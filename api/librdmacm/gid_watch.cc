@@ -23,6 +23,7 @@
 
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
+#include "api/librdmacm/fork_locks.h"
 
 namespace uscm::librdmacm {
 namespace {
@@ -246,6 +247,8 @@ AddressWatch* StartAddressWatch() {
 }
 
 }  // namespace
+
+std::mutex& GidWatchesLock() { return TheWatches().mu; }
 
 uint64_t IpAddressGeneration() {
   TheWatches();  // the fork count

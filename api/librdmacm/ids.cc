@@ -493,6 +493,8 @@ int PlaceForSource(rdma_cm_id* pub, const uscm_addr& src, bool given, const char
   return id == nullptr ? 0 : PlaceAtSourceLocked(id, src, given, call);
 }
 
+std::mutex& LibraryLockForTesting() { return g_mu; }
+
 void SetDriverForTesting(void (*drive)(void*), void* arg) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_driver = drive;

@@ -36,6 +36,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <functional>
+#include <mutex>
 #include <vector>
 
 #include "api/c/uscm_cma.h"
@@ -67,6 +68,10 @@ uscm_event_channel* BackendChannel();
 // progress thread) once, as `port`'s thread runs it (NULL: no port's); true
 // when it took the library's lock to move events.
 bool RunProgressHookForTesting();
+
+// The library's lock (ids_internal.h g_mu), for a test that holds it as a
+// port's progress hook or the uscm-ports thread does (fork_locks.h).
+std::mutex& LibraryLockForTesting();
 
 // Synchronous calls wait by calling `drive(arg)` until their channel has an
 // event (tests: run the simulated fabric, then PumpEvents); NULL: block on

@@ -58,6 +58,8 @@ bool AnyOpenChannelQueued() {
   return any;
 }
 
+void ForgetOpenChannelReadersInChild() { g_readers.store(0, std::memory_order_relaxed); }
+
 void ClearOpenChannelsForTesting() {
   for (auto& c : g_channels) c.store(nullptr, std::memory_order_relaxed);
   g_count.store(0, std::memory_order_release);

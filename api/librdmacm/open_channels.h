@@ -21,6 +21,9 @@ void AddOpenChannel(uscm_event_channel* channel);
 void RemoveOpenChannel(uscm_event_channel* channel);
 // True when an added channel may hold an event. Lock-free.
 bool AnyOpenChannelQueued();
+// In a child of fork(): the checks the parent's threads had under way are
+// not the child's (RemoveOpenChannel would wait for them for ever).
+void ForgetOpenChannelReadersInChild();
 // Tests: forget the added channels (no port may step any more).
 void ClearOpenChannelsForTesting();
 

@@ -30,11 +30,9 @@
 // thread (only the forking thread is copied): it forgets the parent's, and
 // its next wildcard id starts one of its own (the ids it inherited are put on
 // new ports from then on).
-// As with the ports' progress threads (whose hook takes the library's lock
-// to move events), a fork() made while the thread is in the locked part of a
-// step leaves the child's copy of the lock held: the child's calls wait for
-// ever. The locked parts are short (the table's read and extension, the
-// claims); the listing and the opens hold no lock of the library's.
+// A fork() made while the thread is in the locked part of a step (the
+// table's read and extension, the claims: short) waits for it to end
+// (fork_locks.h); the listing and the opens hold no lock of the library's.
 #ifndef USCM_API_LIBRDMACM_PORT_RESYNC_H_
 #define USCM_API_LIBRDMACM_PORT_RESYNC_H_
 

@@ -21,6 +21,7 @@
 #include "api/c/uscm_device_on.h"
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
+#include "api/librdmacm/fork_locks.h"
 #include "api/librdmacm/gid_watch.h"
 #include "api/librdmacm/port_choice.h"
 #include "mad/gid.h"
@@ -454,7 +455,11 @@ int OpenPortDevice(ibv_context* verbs, uint8_t port_num, bool testing, const cha
                    OpenedPort* out) {
   // On the library's own context of the device (devices.h: open for the
   // process): no device list and context of its own for the MTU and GIDs.
-  uscm_device* dev = TheDeviceHooks().open(verbs, port_num);
+  uscm_device* dev;
+  {
+    const OwnFork own;  // a uscmd start forks and execs: no lock to take
+    dev = TheDeviceHooks().open(verbs, port_num);
+  }
   if (dev == nullptr) return Fail(errno, call, uscm_last_error());
   // Unpolled: the progress hook and every call drain it (ids.cc), so its
   // eventfd would only be written and read once per burst for no reader.

@@ -20,6 +20,7 @@
 
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/fail.h"
+#include "api/librdmacm/fork_locks.h"
 #include "api/librdmacm/ids.h"
 #include "api/librdmacm/ud_ah.h"
 
@@ -99,6 +100,8 @@ int MoveToInit(rdma_cm_id* id, ibv_qp* qp, const char* call) {
 }
 
 }  // namespace
+
+std::mutex& QpTableLock() { return g_qp_mu; }
 
 // uscm_set_qp finds the QP's source GID index by querying the port and the
 // entries of its GID table on every call: 4 ioctls per QP on rxe (cmtime's

@@ -9,6 +9,7 @@
 
 #include "api/librdmacm/devices.h"
 #include "absl/status/statusor.h"
+#include "api/librdmacm/fork_locks.h"
 #include "api/librdmacm/gid_watch.h"
 #include "verbs/gid_table.h"
 
@@ -130,6 +131,8 @@ int LookupGidIndex(ibv_context* verbs, uint8_t port_num, const ibv_gid* gid, boo
 }
 
 }  // namespace
+
+std::mutex& GidCacheLock() { return TheGidCache().mu; }
 
 void SetPortGidsReaderForTesting(PortGidsReader reader) {
   GidCache& c = TheGidCache();

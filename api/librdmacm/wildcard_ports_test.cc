@@ -214,9 +214,9 @@ TEST_F(WildcardPortsTest, AnEphemeralWildcardSkipsAPortAnotherProcessHolds) {
 // exists, listening or not, and is joined once the last one is destroyed; a
 // child of fork() has none of its parent's and starts its own.
 TEST_F(WildcardPortsTest, TheFirstWildcardIdStartsThePortThreadAndTheLastStopsIt) {
-  // No step during the test: a fork while the thread's step holds the
-  // library's lock would leave the child's lock held (port_resync.h), and
-  // under load the test can outlast a 1 s period.
+  // No step during the test: under load it can outlast a 1 s period, and a
+  // step's listing and opens run without the lock (a fork then copies the
+  // step half done; fork_locks.h covers the locked parts only).
   SetPortResyncPeriodForTesting(3'600'000);
   AllowPortResyncThreadForTesting(true);
   EXPECT_FALSE(PortResyncRunning());
