@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -321,6 +322,37 @@ TEST_F(SimulatedPortsTest, ARemovedDeviceIsClosedWithItsLastId) {
   EXPECT_EQ(g_port_devices_closed, 1) << "the port's uscm device, before the context";
   EXPECT_EQ(g_closes, 1) << "closed with its last id";
   EXPECT_EQ(g_closed_ctx, &g_ctx[0]);
+}
+
+// USCM_CM_COUNTERS=1's exit line per port (ports.h CmCountersLinesLocked,
+// read under the library's lock): a removed device's port closed before the
+// exit (with its last id) keeps the counters it had when it was released.
+TEST_F(SimulatedPortsTest, TheCmCountersOfARemovedDevicesPortStayForTheExitLines) {
+  ASSERT_EQ(setenv("USCM_CM_COUNTERS", "1", 1), 0);
+  auto lines = [] {
+    std::lock_guard<std::mutex> lock(LibraryLockForTesting());
+    return CmCountersLinesLocked();
+  };
+  ASSERT_EQ(Bind("10.0.0.1", 7004), 0) << "dev0:1's address";
+  const std::string open = lines();
+  EXPECT_NE(open.find(" dev0 port 1 CM sent/received/retransmitted/duplicates:"),
+            std::string::npos) << open;
+  EXPECT_EQ(open.find("(device removed)"), std::string::npos) << open;
+
+  g_listed[0] = false;  // rdma link del dev0
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  rdma_cm_event* e = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_DEVICE_REMOVAL);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  EXPECT_EQ(g_port_devices_closed, 1) << "dev0's port closed with its last id";
+  const std::string after = lines();
+  EXPECT_NE(after.find(" dev0 port 1 CM sent/received/retransmitted/duplicates:"),
+            std::string::npos) << after;
+  EXPECT_NE(after.find("(device removed)"), std::string::npos) << after;
+  ASSERT_EQ(unsetenv("USCM_CM_COUNTERS"), 0);
 }
 
 // A wildcard listener listens on every device (the kernel's

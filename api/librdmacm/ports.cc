@@ -12,6 +12,7 @@
 #include <atomic>
 #include <deque>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/fork_locks.h"
 #include "api/librdmacm/gid_watch.h"
+#include "api/librdmacm/ids_internal.h"
 #include "api/librdmacm/port_choice.h"
 #include "mad/gid.h"
 #include "verbs/gid_table.h"
@@ -41,6 +43,17 @@ int64_t CoarseNowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+bool CountersWanted() {
+  const char* v = getenv("USCM_CM_COUNTERS");
+  return v != nullptr && *v != 0 && strcmp(v, "0") != 0;
+}
+
+// The CM counters of an opened port's uscm device ("" when they cannot be read).
+std::string CountersOf(uscm_device* dev) {
+  char text[1024];
+  return uscm_device_cm_counters_text(dev, text, sizeof text) == 0 ? text : "";
 }
 
 // A miss lists the devices again at most this often (SyncPortsLocked).
@@ -378,6 +391,9 @@ std::vector<Port*> PortsOfLocked(ibv_context* verbs) {
 
 OpenedPort ReleasePortLocked(Port* port) {
   const OpenedPort opened{port->dev, port->channel, port->testing};
+  if (port->dev != nullptr && !port->testing && CountersWanted()) {
+    port->counters_at_release = CountersOf(port->dev);  // USCM_CM_COUNTERS prints them at exit
+  }
   port->dev = nullptr;
   port->channel = nullptr;
   port->verbs = nullptr;  // about to be closed: the pointer may come back for another device
@@ -434,21 +450,47 @@ void SetPortQueryForTesting(int (*query)(ibv_context*, uint8_t, ibv_port_attr*),
 uint64_t PortListSyncs() { return TheTable().syncs; }
 uint64_t PortGenerationsAsked() { return TheHooks().generations_asked; }
 
+namespace {
+
 // USCM_CM_COUNTERS=1, at exit: each opened port's CM counters (retries,
 // duplicates, MADs that came in a state that ignores them), one line on
 // stderr after the program's stdout is flushed (a line of its own: not under
-// USCM_DEBUG, whose users parse the program's output). Read without the
-// library's lock (the process is exiting); the device's own lock is taken.
-static void PrintCmCounters() {
+// USCM_DEBUG, whose users parse the program's output). Under the library's
+// lock, as every reader of the table: a thread still at work at exit (a
+// progress hook, the uscm-ports thread, an rdma_destroy_id closing a removed
+// device) may be changing it, and a port's device is closed only after
+// ReleasePortLocked took it out under that lock, so the printer never reads
+// a device being closed (the counters of one closed before are kept then).
+// The lock is waited for at most 2 s (a call opening a port holds it up to
+// 10 s): then the line says why there are no counters.
+void PrintCmCounters() {
   fflush(stdout);
-  for (Port& p : TheTable().ports) {
-    if (p.dev == nullptr || p.testing) continue;
-    char text[1024];
-    if (uscm_device_cm_counters_text(p.dev, text, sizeof text) == 0) {
-      fprintf(stderr, "uscm librdmacm: pid %d %s port %d CM %s\n", static_cast<int>(getpid()),
-              p.ca.c_str(), p.port_num, text);
+  std::unique_lock<std::mutex> lock(internal::g_mu, std::defer_lock);
+  for (int waited_ms = 0; !lock.try_lock(); ++waited_ms) {
+    if (waited_ms == 2000) {
+      fprintf(stderr, "uscm librdmacm: pid %d CM counters not read: the library is busy at exit\n",
+              static_cast<int>(getpid()));
+      return;
     }
+    usleep(1000);
   }
+  fputs(CmCountersLinesLocked().c_str(), stderr);
+}
+
+}  // namespace
+
+std::string CmCountersLinesLocked() {
+  std::string out;
+  for (const Port& p : TheTable().ports) {
+    if (p.testing) continue;
+    const std::string text = p.dev != nullptr ? CountersOf(p.dev) : p.counters_at_release;
+    if (text.empty()) continue;
+    char head[128];
+    snprintf(head, sizeof head, "uscm librdmacm: pid %d %s port %d CM ", static_cast<int>(getpid()),
+             p.ca.c_str(), p.port_num);
+    out += head + text + (p.dev == nullptr ? " (device removed)\n" : "\n");
+  }
+  return out;
 }
 
 int OpenPortDevice(ibv_context* verbs, uint8_t port_num, bool testing, const char* call,
@@ -479,7 +521,7 @@ bool InstallOpenedPortLocked(Port* port, const OpenedPort& opened, void (*on_ope
   port->dev = opened.dev;
   port->channel = opened.channel;
   if (on_open != nullptr) on_open(port);
-  if (const char* v = getenv("USCM_CM_COUNTERS"); v != nullptr && *v != 0 && strcmp(v, "0") != 0) {
+  if (CountersWanted()) {
     static const bool registered = atexit(PrintCmCounters) == 0;
     (void)registered;
   }

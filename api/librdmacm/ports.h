@@ -53,6 +53,9 @@ struct Port {
   // The resync worker's open of it failed (ids.cc): the worker does not try
   // it again (a program's call that needs the port still does).
   bool resync_open_failed = false;
+  // USCM_CM_COUNTERS: the CM counters of its uscm device when a removed
+  // device's port was released (ReleasePortLocked), printed at exit.
+  std::string counters_at_release;
   // The uscm-ports thread opens it without the lock (port_resync.h): its
   // device is not closed meanwhile (ids.h CloseRemovedDevices waits for the
   // next step's).
@@ -111,6 +114,10 @@ std::vector<Port*> PortsOfLocked(ibv_context* verbs);
 // with no context, device or address.
 struct OpenedPort;
 OpenedPort ReleasePortLocked(Port* port);
+// USCM_CM_COUNTERS=1's lines, printed at exit (under the lock, waiting for
+// it at most 2 s): one per opened port with its CM counters, and one per port
+// of a device removed before exit with its counters at its release.
+std::string CmCountersLinesLocked();
 // The first half of PortOfAddressLocked: each port's addresses read again
 // when their generation moved (an opened port's uscm device told), with no
 // lookup. The uscm-ports thread's steps run it (port_resync.h), so a port
