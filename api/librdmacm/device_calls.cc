@@ -67,6 +67,7 @@ int CloseRemovedLocked(bool* skipped) {
       }
       unused.push_back(verbs);
     }
+    internal::PortThreadNeedChangedLocked();  // no live port left: nothing to watch
   }
   // Without the library's lock: closing a uscm device joins its progress
   // thread, whose hook takes that lock.

@@ -6,9 +6,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <mutex>
@@ -18,6 +21,7 @@
 #include "api/c/uscm_cma.h"
 #include "api/c/uscm_sim_c.h"
 #include "api/librdmacm/devices.h"
+#include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/gid_watch.h"
 #include "api/librdmacm/ids.h"
 #include "api/librdmacm/port_resync.h"
@@ -322,6 +326,80 @@ TEST_F(SimulatedPortsTest, ARemovedDeviceIsClosedWithItsLastId) {
   EXPECT_EQ(g_port_devices_closed, 1) << "the port's uscm device, before the context";
   EXPECT_EQ(g_closes, 1) << "closed with its last id";
   EXPECT_EQ(g_closed_ctx, &g_ctx[0]);
+}
+
+// The kernel sends DEVICE_REMOVAL to every id on a device when it goes
+// (cma_process_remove), with no call of the program. While a port is open the
+// uscm-ports thread (port_resync.h) lists the devices when the uevent says a
+// verbs device was removed (the test's socket stands in for the kernel's
+// uevent socket, the thread's period is an hour): an asynchronous id and a
+// synchronous one on the device each get DEVICE_REMOVAL, status 0, once,
+// while the program makes no call.
+int g_uevent_fd = -1;  // the thread's end of the test's socket pair
+int TestUevents() { return g_uevent_fd; }
+
+// Waits (bounded, not timed) until `ch` has an event, then takes it.
+rdma_cm_event* NextWithin20s(rdma_event_channel* ch) {
+  pollfd p = {ch->fd, POLLIN, 0};
+  if (poll(&p, 1, 20'000) != 1) return nullptr;
+  rdma_cm_event* e = nullptr;
+  return rdma_get_cm_event(ch, &e) == 0 ? e : nullptr;
+}
+
+TEST_F(SimulatedPortsTest, DeviceRemovalComesWhenTheDeviceGoes) {
+  using namespace std::string_literals;
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair), 0) << strerror(errno);
+  g_uevent_fd = pair[0];  // closed by the thread when it stops
+  SetUeventSourceForTesting(TestUevents);
+  SetPortResyncPeriodForTesting(3'600'000);
+  NoPortResyncThreadForTesting(false);
+  ASSERT_EQ(Bind("10.0.0.1", 7005), 0) << "dev0:1's address";
+  EXPECT_TRUE(PortResyncRunning()) << "a port is open: its device's removal is watched";
+  rdma_cm_id* sync = nullptr;
+  ASSERT_EQ(rdma_create_id(nullptr, &sync, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(7006);
+  inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
+  ASSERT_EQ(rdma_bind_addr(sync, reinterpret_cast<sockaddr*>(&a)), 0) << strerror(errno);
+  EXPECT_EQ(sync->port_num, 1);
+
+  g_listed[0] = false;  // rdma link del dev0
+  const std::string removed =
+      "remove@/devices/virtual/infiniband_verbs/uverbs0\0ACTION=remove\0"
+      "DEVPATH=/devices/virtual/infiniband_verbs/uverbs0\0SUBSYSTEM=infiniband_verbs\0"s;
+  ASSERT_EQ(send(pair[1], removed.data(), removed.size(), 0),
+            static_cast<ssize_t>(removed.size()));
+  rdma_cm_event* e = NextWithin20s(ch_);
+  ASSERT_NE(e, nullptr) << "no DEVICE_REMOVAL within 20 s: none until the program's next call";
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_DEVICE_REMOVAL) << rdma_event_str(e->event);
+  EXPECT_EQ(e->id, id_);
+  EXPECT_EQ(e->status, 0);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  // The synchronous id's, on its own channel: its next call that waits for
+  // an event reads it, as librdmacm's ucma_complete.
+  e = NextWithin20s(sync->channel);
+  ASSERT_NE(e, nullptr) << "the synchronous id got none";
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_DEVICE_REMOVAL) << rdma_event_str(e->event);
+  EXPECT_EQ(e->id, sync);
+  EXPECT_EQ(e->status, 0);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  EXPECT_EQ(g_closes, 0) << "the ids live on dev0";
+
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  errno = 0;
+  EXPECT_EQ(rdma_get_cm_event(ch_, &e), -1) << "once";
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_EQ(QueuedEvents(sync->channel), 0) << "once";
+  EXPECT_EQ(rdma_destroy_id(sync), 0);
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  EXPECT_EQ(g_closes, 1) << "closed with its last id";
+  EXPECT_FALSE(PortResyncRunning()) << "no live port open, no wildcard id: stopped";
+  close(pair[1]);
+  SetUeventSourceForTesting(nullptr);
+  SetPortResyncPeriodForTesting(0);
 }
 
 // USCM_CM_COUNTERS=1's exit line per port (ports.h CmCountersLinesLocked,

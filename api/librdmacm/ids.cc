@@ -434,6 +434,7 @@ int UscmFailed(const char* call) {
 void OnPortOpen(Port* port) {
   AddOpenChannel(port->channel);
   uscm_device_set_progress_hook(port->dev, PumpAfterProgress, nullptr);
+  PortThreadNeedChangedLocked();  // its device's removal is watched from now on
 }
 
 // As librdmacm's ucma_query_addr copies them from the kernel's answer, for

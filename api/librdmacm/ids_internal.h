@@ -132,6 +132,13 @@ int ListenOnOtherPortsLocked(Id* id, int backlog);
 // Whether an id is bound to a wildcard (listening or not): the uscm-ports
 // thread's work (port_resync.h).
 bool AnyWildcardIdLocked();
+// The uscm-ports thread runs while a wildcard id exists (its once-a-second
+// listing, the claims on new ports) or a live port is open (the uevent of
+// its device's removal: DEVICE_REMOVAL at once, as the kernel's
+// cma_process_remove): started, told whether its period runs, or stopped,
+// after a wildcard id came or went, a port opened or a removed device's
+// ports were released.
+void PortThreadNeedChangedLocked();
 // The id is no longer bound to a wildcard (unbound, destroyed, its channel
 // closed): no port added later gets it; the last one stops the uscm-ports
 // thread.
@@ -152,8 +159,10 @@ uscm_cm_id* TakeOtherPortLocked(Id* id, Port* port);
 // bind or listen).
 bool IdOnPortLocked(const Port* port);
 // DEVICE_REMOVAL (status 0, as the kernel's cma_process_remove sends it) to
-// every asynchronous id that lives on `port`, once per id; the ids stay
-// valid and served until the program destroys them. How many were sent.
+// every id that lives on `port`, once per id, a synchronous id's on its own
+// channel (its next call that waits for an event gets it, as librdmacm's
+// ucma_complete reads the next event); the ids stay valid and served until
+// the program destroys them. How many were sent.
 int SendDeviceRemovalLocked(const Port* port);
 // A removed device's `port`, where no id lives: the wildcard ids' binds and
 // listens there are destroyed (the kernel's cma_process_remove destroys a

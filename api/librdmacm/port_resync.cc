@@ -43,22 +43,32 @@ struct ToOpen {
   OpenedPort opened;
 };
 
-// `spaced`: the once-a-second step (no listing within 100 ms of a miss's);
-// not: a uevent said a device was added.
-void Step(bool spaced) {
+// What makes a step.
+enum class StepFor {
+  kPeriod,   // the once-a-second step (no listing within 100 ms of a miss's)
+  kAdded,    // a uevent said a verbs device was added
+  kRemoved,  // a uevent said a verbs device was removed
+};
+
+// The listing, and with a wildcard id the new ports' opens and claims; then
+// the close of the devices it saw go (and DEVICE_REMOVAL to the ids on them).
+// Without a wildcard id only a removal makes a step.
+void Step(StepFor why) {
   PortListing listing;
   bool listing_due;
+  bool wildcard;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    if (!internal::AnyWildcardIdLocked()) return;
-    listing_due = BeginPortListingLocked(&listing, spaced);
+    wildcard = internal::AnyWildcardIdLocked();
+    if (!wildcard && why != StepFor::kRemoved) return;
+    listing_due = BeginPortListingLocked(&listing, why == StepFor::kPeriod);
   }
   if (listing_due) ListPorts(&listing);
   std::vector<ToOpen> to_open;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (listing_due) FinishPortListingLocked(&listing);
-    for (Port* p : LivePortsLocked()) {
+    for (Port* p : wildcard ? LivePortsLocked() : std::vector<Port*>{}) {
       if (p->channel == nullptr && !p->resync_open_failed) {
         p->resync_opening = true;
         to_open.push_back({p, p->verbs, p->port_num, p->testing, false, {}});
@@ -79,17 +89,21 @@ void Step(bool spaced) {
         unused.push_back(o.opened);
       }
     }
-    RefreshPortAddressesLocked();
-    internal::ClaimNewPortsLocked();
+    if (wildcard) {
+      RefreshPortAddressesLocked();
+      internal::ClaimNewPortsLocked();
+    }
   }
   for (const OpenedPort& o : unused) CloseOpenedPort(o);
-  // A device the listing saw go: closed once nothing holds it (ids.h), from
-  // here as from a call (this is no port's progress thread, so it can join
-  // theirs). The program of a wildcard listener may make no call at all.
+  // A device the listing saw go: closed once nothing holds it, its ids sent
+  // DEVICE_REMOVAL (ids.h), from here as from a call (this is no port's
+  // progress thread, so it can join theirs). The program of a wildcard
+  // listener may make no call at all, nor one waiting for events.
   CloseRemovedDevicesIfNew();
 }
 
 std::atomic<int> g_period_ms{1000};  // SetPortResyncPeriodForTesting
+std::atomic<bool> g_periodic{false};  // a wildcard id exists: StartPortResyncLocked
 int (*g_open_uevents)() = OpenUeventSocket;
 std::atomic<uint64_t> g_steps{0};  // PortResyncSteps
 std::atomic<uint64_t> g_waits{0};  // PortResyncWaits
@@ -100,21 +114,31 @@ int64_t NowMs() {
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
-// Reads every uevent queued on `fd`: whether one says a verbs device was
-// added (its DEVPATH in `devpath`).
-bool DrainUevents(int fd, std::string* devpath) {
+// What the uevents queued on a socket said of verbs devices.
+struct Uevents {
   bool added = false;
+  bool removed = false;
+  std::string devpath;  // of the last one that said either
+};
+
+// Reads every uevent queued on `fd`.
+Uevents DrainUevents(int fd) {
+  Uevents seen;
   char buf[8192];
   for (;;) {
     const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == ENOBUFS) {  // events lost: one may have been an add
-      added = true;
-      *devpath = "(events lost)";
+    if (n < 0 && errno == ENOBUFS) {  // events lost: one may have been an add or a remove
+      seen.added = seen.removed = true;
+      seen.devpath = "(events lost)";
       continue;
     }
-    if (n <= 0) return added;
-    if (IsVerbsDeviceAdded(buf, static_cast<size_t>(n), devpath)) added = true;
+    if (n <= 0) return seen;
+    switch (ParseVerbsUevent(buf, static_cast<size_t>(n), &seen.devpath)) {
+      case VerbsUevent::kAdded: seen.added = true; break;
+      case VerbsUevent::kRemoved: seen.removed = true; break;
+      case VerbsUevent::kOther: break;
+    }
   }
 }
 
@@ -129,41 +153,47 @@ struct Worker {
   pthread_t thread;
 };
 
-// Waits for a uevent of a verbs device's add or the period's end, whichever
-// comes first, then steps; other uevents (a netdev, a disk) only wake it.
+// Waits for a uevent of a verbs device's add or removal or, while a wildcard
+// id exists (g_periodic), the period's end, whichever comes first, then
+// steps; other uevents (a netdev, a disk) and a wake-up only wake it.
 void* Run(void* arg) {
   auto* w = static_cast<Worker*>(arg);
   const int uevents = g_open_uevents();  // -1: the once-a-second listing alone
   if (uevents < 0) {
     Fail(errno, "port resync",
-         "no uevent socket: a device added is found by the once-a-second listing alone");
+         "no uevent socket: a device added is found by the once-a-second listing alone, "
+         "one removed at the program's next call");
   }
-  int64_t next = NowMs() + g_period_ms.load();
+  int64_t next = -1;  // the period's end; none while no wildcard id exists
   for (;;) {
+    if (!g_periodic.load()) {
+      next = -1;
+    } else if (next < 0) {
+      next = NowMs() + g_period_ms.load();
+    }
     pollfd fds[2] = {{w->wake_fd, POLLIN, 0}, {uevents, POLLIN, 0}};
-    const int64_t wait = std::max<int64_t>(0, next - NowMs());
+    const int64_t wait = next < 0 ? 60'000 : std::clamp<int64_t>(next - NowMs(), 0, 60'000);
     g_waits.fetch_add(1, std::memory_order_release);
-    poll(fds, uevents >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(wait, 60'000)));
+    poll(fds, uevents >= 0 ? 2 : 1, static_cast<int>(wait));
     uint64_t junk;
     if ((fds[0].revents & POLLIN) != 0) (void)!read(w->wake_fd, &junk, sizeof junk);
-    std::string devpath;
-    const bool added = uevents >= 0 && (fds[1].revents & POLLIN) != 0 &&
-                       DrainUevents(uevents, &devpath);
+    const Uevents seen =
+        uevents >= 0 && (fds[1].revents & POLLIN) != 0 ? DrainUevents(uevents) : Uevents{};
     {
       std::lock_guard<std::mutex> lock(w->mu);
       if (w->stop) break;
-      if (!added && NowMs() < next) continue;
+      if (!seen.added && !seen.removed && (next < 0 || NowMs() < next)) continue;
       w->stepping = true;
     }
-    if (added && DebugEnabled()) {
-      fprintf(stderr, "uscm librdmacm: uscm-ports: listing now: a uevent says add@%s\n",
-              devpath.c_str());
+    if ((seen.added || seen.removed) && DebugEnabled()) {
+      fprintf(stderr, "uscm librdmacm: uscm-ports: listing now: a uevent says %s@%s\n",
+              seen.removed ? "remove" : "add", seen.devpath.c_str());
     }
-    Step(/*spaced=*/!added);
+    Step(seen.removed ? StepFor::kRemoved : seen.added ? StepFor::kAdded : StepFor::kPeriod);
     g_steps.fetch_add(1, std::memory_order_release);
     std::lock_guard<std::mutex> lock(w->mu);
     w->stepping = false;
-    next = NowMs() + g_period_ms.load();
+    next = -1;  // the next period from now
   }
   if (uevents >= 0) close(uevents);
   std::lock_guard<std::mutex> lock(w->mu);
@@ -227,13 +257,15 @@ void ForgetInChild() { TheWorkers() = new Workers; }  // the parent's is leaked
 
 namespace internal {
 
-void StartPortResyncLocked() {
+void StartPortResyncLocked(bool periodic) {
   Workers& ws = *TheWorkers();
   std::lock_guard<std::mutex> lock(ws.mu);
+  const bool was_periodic = g_periodic.exchange(periodic);
   if (Worker* w = ws.current) {
     std::unique_lock<std::mutex> wl(w->mu);
     if (!w->exited) {  // running, or stopped but still in its loop: it goes on
       w->stop = false;
+      if (periodic && !was_periodic) Wake(w);  // its period starts now, not after a 60 s wait
       return;
     }
     wl.unlock();
@@ -288,7 +320,7 @@ void JoinStoppedPortResync() {
 
 }  // namespace internal
 
-void RunPortResyncForTesting() { Step(/*spaced=*/true); }
+void RunPortResyncForTesting() { Step(StepFor::kPeriod); }
 
 uint64_t PortResyncSteps() { return g_steps.load(std::memory_order_acquire); }
 

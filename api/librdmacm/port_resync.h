@@ -1,4 +1,5 @@
-// The ports added while a wildcard id exists. The kernel's rdma_cm puts every
+// The ports added while a wildcard id exists, and the devices removed while a
+// port is open. The kernel's rdma_cm puts every
 // wildcard id on a device added later with no call of the program
 // (cma_add_one: cma_listen_on_dev for the listeners; the bind list, cma_ps,
 // is the host's, so a wildcard bind holds its port there too). The drop-in
@@ -13,6 +14,17 @@
 // and its listen for a listener. Each step also reads the open ports'
 // addresses again when they changed (ports.h RefreshPortAddressesLocked).
 //
+// The kernel also sends DEVICE_REMOVAL to every id on a device when it goes
+// (cma_process_remove), with no call of the program. While a port of a
+// listed device is open (a program with any id on a port), the thread also
+// runs, with no period of its own when no wildcard id exists: when the
+// uevent says a verbs device was removed (ib_uverbs deletes its char device
+// first, then waits for the contexts still open), it lists the devices at
+// once and closes the removed ones nothing holds, and the ids on the others
+// get DEVICE_REMOVAL (ids.h CloseRemovedDevices). Where no uevent comes, a
+// removal is noticed at the program's next call that lists the devices, or
+// by the once-a-second listing while a wildcard id exists.
+//
 // The slow parts run without the library's lock, so no call of the program
 // waits for them: the listing (ibv_get_device_list, an ibv_query_port and the
 // addresses of each new port: ports.h ListPorts) and the new port's open
@@ -20,16 +32,18 @@
 // for it: ports.h OpenPortDevice); the lock is taken to read the table, to
 // add what was found, and for the claims (a bind and a listen per id).
 //
-// The thread is started by the first wildcard id and stopped by the last
-// (StartPortResyncLocked, StopPortResyncLocked, under the lock); it is joined
+// The thread is started by the first wildcard id or port open, and stopped
+// when no wildcard id and no open live port are left (StartPortResyncLocked,
+// StopPortResyncLocked, under the lock: ids_internal.h
+// PortThreadNeedChangedLocked); it is joined
 // without the lock: by rdma_destroy_id once it returned its lock
 // (JoinStoppedPortResync) unless a step is under way (a port's open: the
 // call would wait for it), else by the next start once it exited, or at
 // exit (an atexit handler stops and joins a running one; a step under way
 // finishes first: at most one port's open per port added). A child of fork() has no such
 // thread (only the forking thread is copied): it forgets the parent's, and
-// its next wildcard id starts one of its own (the ids it inherited are put on
-// new ports from then on).
+// its next wildcard id or port open starts one of its own (the ids it
+// inherited are put on new ports from then on).
 // A fork() made while the thread is in the locked part of a step (the
 // table's read and extension, the claims: short) waits for it to end
 // (fork_locks.h); the listing and the opens hold no lock of the library's.
@@ -40,12 +54,13 @@
 
 namespace uscm::librdmacm::internal {
 
-// Under the library's lock: a wildcard id appeared (the thread starts when
-// none runs; a stopped one not yet exited keeps running), the last one went
-// (the thread is told to stop; not joined here: it may be waiting for the
-// lock). On simulated ports (tests) no thread starts unless
+// Under the library's lock: the thread is needed (it starts when none runs;
+// a stopped one not yet exited keeps running), with its once-a-second
+// listing when `periodic` (a wildcard id exists; else it waits for uevents
+// alone), or no longer (it is told to stop; not joined here: it may be
+// waiting for the lock). On simulated ports (tests) no thread starts unless
 // AllowPortResyncThreadForTesting: tests step it with RunPortResyncForTesting.
-void StartPortResyncLocked();
+void StartPortResyncLocked(bool periodic);
 void StopPortResyncLocked();
 // Without the library's lock: joins the thread when StopPortResyncLocked
 // stopped it and it is not in a step.

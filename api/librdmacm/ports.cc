@@ -381,6 +381,12 @@ Port* PortOfAddressLocked(const uscm_addr& addr) {
   return SyncPortsLocked() ? FindLocked(addr) : nullptr;
 }
 
+bool AnyLivePortOpenLocked() {
+  const std::deque<Port>& ports = TheTable().ports;
+  return std::any_of(ports.begin(), ports.end(),
+                     [](const Port& p) { return !p.testing && !p.gone && p.dev != nullptr; });
+}
+
 std::vector<Port*> PortsOfLocked(ibv_context* verbs) {
   std::vector<Port*> out;
   for (Port& p : TheTable().ports) {

@@ -104,6 +104,8 @@ std::vector<Port*> LivePortsLocked();
 // told too (uscm_device_reread_addresses: what its binds accept, and on
 // RoCE the source GID of its CM MADs).
 Port* PortOfAddressLocked(const uscm_addr& addr);
+// Whether a listed port of a device not gone is open (not a simulated one).
+bool AnyLivePortOpenLocked();
 // The listed ports of the device `verbs` (gone ones included).
 std::vector<Port*> PortsOfLocked(ibv_context* verbs);
 // A gone port whose device is about to be closed (no id on it): its uscm

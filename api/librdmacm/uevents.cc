@@ -25,29 +25,35 @@ int OpenUeventSocket() {
   return fd;
 }
 
-bool IsVerbsDeviceAdded(const char* msg, size_t len, std::string* devpath) {
+VerbsUevent ParseVerbsUevent(const char* msg, size_t len, std::string* devpath) {
   // The fields: NUL-terminated strings; the last one must end in the message.
   std::string_view rest(msg, len);
-  if (rest.empty() || rest.back() != '\0') return false;
+  if (rest.empty() || rest.back() != '\0') return VerbsUevent::kOther;
   auto next = [&rest]() {
     const size_t end = rest.find('\0');
     std::string_view field = rest.substr(0, end);
     rest.remove_prefix(end + 1);
     return field;
   };
-  if (!next().starts_with("add@")) return false;
+  const std::string_view header = next();
+  const VerbsUevent kind = header.starts_with("add@")      ? VerbsUevent::kAdded
+                           : header.starts_with("remove@") ? VerbsUevent::kRemoved
+                                                           : VerbsUevent::kOther;
+  if (kind == VerbsUevent::kOther) return kind;
+  const std::string_view action = kind == VerbsUevent::kAdded ? "ACTION=add" : "ACTION=remove";
   bool verbs = false;
   std::string_view path;
-  bool added = false;
+  bool acted = false;
   while (!rest.empty()) {
     const std::string_view field = next();
-    if (field == "ACTION=add") added = true;
+    if (field == action) acted = true;
     if (field == "SUBSYSTEM=infiniband_verbs") verbs = true;
     if (field.starts_with("DEVPATH=")) path = field.substr(8);
   }
-  if (!added || !verbs || path.empty()) return false;
+  if (!acted || !verbs || path.empty()) return VerbsUevent::kOther;
   if (devpath != nullptr) *devpath = std::string(path);
-  return true;
+  return kind;
 }
+
 
 }  // namespace uscm::librdmacm

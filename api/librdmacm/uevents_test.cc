@@ -1,5 +1,5 @@
 // Which kernel uevents make the uscm-ports thread list the ports at once
-// (uevents.h IsVerbsDeviceAdded), from messages as the kernel sends them.
+// (uevents.h ParseVerbsUevent), from messages as the kernel sends them.
 #include "api/librdmacm/uevents.h"
 
 #include <errno.h>
@@ -30,17 +30,38 @@ const std::string kUverbsAdd =
 
 TEST(UeventsTest, AVerbsDeviceAddedIsSeen) {
   std::string devpath;
-  EXPECT_TRUE(IsVerbsDeviceAdded(kUverbsAdd.data(), kUverbsAdd.size(), &devpath));
+  EXPECT_EQ(ParseVerbsUevent(kUverbsAdd.data(), kUverbsAdd.size(), &devpath), VerbsUevent::kAdded);
   EXPECT_EQ(devpath, "/devices/virtual/infiniband_verbs/uverbs1");
-  EXPECT_TRUE(IsVerbsDeviceAdded(kUverbsAdd.data(), kUverbsAdd.size(), nullptr));
+  EXPECT_EQ(ParseVerbsUevent(kUverbsAdd.data(), kUverbsAdd.size(), nullptr), VerbsUevent::kAdded);
 }
 
-TEST(UeventsTest, OtherEventsAreNot) {
+// `rdma link del rxe1`: ib_uverbs deletes its char device first (then waits
+// for the contexts still open).
+TEST(UeventsTest, AVerbsDeviceRemovedIsSeen) {
   const std::string removed =
       "remove@/devices/virtual/infiniband_verbs/uverbs1\0"s
       "ACTION=remove\0"s
       "DEVPATH=/devices/virtual/infiniband_verbs/uverbs1\0"s
-      "SUBSYSTEM=infiniband_verbs\0"s;
+      "SUBSYSTEM=infiniband_verbs\0"s
+      "MAJOR=231\0"s
+      "MINOR=193\0"s
+      "DEVNAME=infiniband/uverbs1\0"s
+      "SEQNUM=2941\0"s;
+  std::string devpath;
+  EXPECT_EQ(ParseVerbsUevent(removed.data(), removed.size(), &devpath), VerbsUevent::kRemoved);
+  EXPECT_EQ(devpath, "/devices/virtual/infiniband_verbs/uverbs1");
+  // The header and the ACTION field must agree.
+  std::string mixed = removed;
+  mixed.replace(mixed.find("ACTION=remove"), 13, "ACTION=add\0\0\0");
+  EXPECT_EQ(ParseVerbsUevent(mixed.data(), mixed.size(), nullptr), VerbsUevent::kOther);
+}
+
+TEST(UeventsTest, OtherEventsAreNot) {
+  const std::string ib_removed =
+      "remove@/devices/virtual/net/veth1/infiniband/rxe1\0"s
+      "ACTION=remove\0"s
+      "DEVPATH=/devices/virtual/net/veth1/infiniband/rxe1\0"s
+      "SUBSYSTEM=infiniband\0"s;
   // The RDMA device itself: libibverbs does not list it before its uverbs.
   const std::string ib_device =
       "add@/devices/virtual/net/veth1/infiniband/rxe1\0"s
@@ -57,9 +78,10 @@ TEST(UeventsTest, OtherEventsAreNot) {
   // udev's re-broadcast (group 2), should one arrive.
   const std::string udev =
       "libudev\0"s "ACTION=add\0DEVPATH=/x/infiniband_verbs/uverbs1\0SUBSYSTEM=infiniband_verbs\0"s;
-  for (const std::string* m : {&removed, &ib_device, &netdev, &udev}) {
+  for (const std::string* m : {&ib_removed, &ib_device, &netdev, &udev}) {
     std::string devpath = "unset";
-    EXPECT_FALSE(IsVerbsDeviceAdded(m->data(), m->size(), &devpath)) << m->substr(0, 40);
+    EXPECT_EQ(ParseVerbsUevent(m->data(), m->size(), &devpath), VerbsUevent::kOther)
+        << m->substr(0, 40);
     EXPECT_EQ(devpath, "unset");
   }
 }
@@ -72,17 +94,19 @@ TEST(UeventsTest, ATruncatedMessageIsNot) {
   const size_t needed = kUverbsAdd.find("MAJOR=");
   for (size_t n = 0; n < whole; ++n) {
     const bool complete_fields = n >= needed && kUverbsAdd[n - 1] == '\0';
-    EXPECT_EQ(IsVerbsDeviceAdded(kUverbsAdd.data(), n, nullptr), complete_fields) << "cut at " << n;
+    EXPECT_EQ(ParseVerbsUevent(kUverbsAdd.data(), n, nullptr),
+              complete_fields ? VerbsUevent::kAdded : VerbsUevent::kOther)
+        << "cut at " << n;
   }
 }
 
 TEST(UeventsTest, AMessageWithoutItsFieldsIsNot) {
   const std::string header_only = "add@/devices/virtual/infiniband_verbs/uverbs1\0"s;
-  EXPECT_FALSE(IsVerbsDeviceAdded(header_only.data(), header_only.size(), nullptr));
+  EXPECT_EQ(ParseVerbsUevent(header_only.data(), header_only.size(), nullptr), VerbsUevent::kOther);
   const std::string no_devpath = "add@/x\0ACTION=add\0SUBSYSTEM=infiniband_verbs\0"s;
-  EXPECT_FALSE(IsVerbsDeviceAdded(no_devpath.data(), no_devpath.size(), nullptr));
+  EXPECT_EQ(ParseVerbsUevent(no_devpath.data(), no_devpath.size(), nullptr), VerbsUevent::kOther);
   const std::string no_nul = "add@/x";
-  EXPECT_FALSE(IsVerbsDeviceAdded(no_nul.data(), no_nul.size(), nullptr));
+  EXPECT_EQ(ParseVerbsUevent(no_nul.data(), no_nul.size(), nullptr), VerbsUevent::kOther);
 }
 
 // Where the host lets it (the initial network namespace), the socket opens;

@@ -37,7 +37,7 @@ void RegisterWildcardLocked(Id* id) {
   if (id->state->registered_wildcard) return;
   id->state->registered_wildcard = true;
   WildcardIds().push_back(id);
-  StartPortResyncLocked();
+  PortThreadNeedChangedLocked();
 }
 
 void ForgetListener(Id* id) {
@@ -208,7 +208,16 @@ void ForgetWildcardIdLocked(Id* id) {
   id->state->registered_wildcard = false;
   id->state->refused_ports.clear();
   std::erase(WildcardIds(), id);
-  if (WildcardIds().empty()) StopPortResyncLocked();
+  PortThreadNeedChangedLocked();
+}
+
+void PortThreadNeedChangedLocked() {
+  const bool wildcard = !WildcardIds().empty();
+  if (wildcard || AnyLivePortOpenLocked()) {
+    StartPortResyncLocked(/*periodic=*/wildcard);
+  } else {
+    StopPortResyncLocked();
+  }
 }
 
 void ClaimNewPortsLocked() {
@@ -248,8 +257,8 @@ int SendDeviceRemovalLocked(const Port* port) {
   int sent = 0;
   for (const auto& [uid, id] : ByUscmId()) {
     if (id->port != port || id->state->uid != uid || id->state->removal_sent ||
-        id->state->sync || id->state->closed) {
-      continue;  // a synchronous id's calls read their own events only
+        id->state->closed) {
+      continue;
     }
     id->state->removal_sent = true;
     rdma_cm_event ev = {};
