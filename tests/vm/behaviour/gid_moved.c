@@ -37,6 +37,15 @@
  *                                       ok" or the errno's name (69-dropin-device-
  *                                       later.sh: a port the server holds on a
  *                                       wildcard, on a device added since)
+ *   gid_moved -r IPV4 PORT              an id bound to IPV4:PORT ("bound: ok" or
+ *                                       the errno's name), then the next event on
+ *                                       its channel with no other call ("event:
+ *                                       RDMA_CM_EVENT_DEVICE_REMOVAL status 0":
+ *                                       69-dropin-device-later.sh deletes IPV4's
+ *                                       device meanwhile; the kernel sends it at
+ *                                       once, cma_process_remove), the id
+ *                                       destroyed ("destroyed"): only then does
+ *                                       `rdma link del` return (rxe)
  * The client prints "connection N: sgid_index I" and "connection N: echo ok"
  * (or why not); it exits 0 when both echoes came back (-l: the one).
  *
@@ -247,15 +256,37 @@ static int late_device(struct sockaddr_in* src, struct sockaddr_in* peer) {
   return rc;
 }
 
+/* -r: the id's device goes while the process waits for its next event. */
+static int removed_device(struct sockaddr_in* addr) {
+  struct rdma_cm_id* id = new_id();
+  if (rdma_bind_addr(id, (struct sockaddr*)addr) != 0) {
+    printf("bound: %s\n", strerrorname_np(errno));
+    return 1;
+  }
+  printf("bound: ok\n");
+  struct rdma_cm_event* e = NULL;
+  if (rdma_get_cm_event(ch, &e) != 0) {
+    printf("event: %s\n", strerrorname_np(errno));
+    return 1;
+  }
+  printf("event: %s status %d\n", rdma_event_str(e->event), e->status);
+  const int rc = e->event == RDMA_CM_EVENT_DEVICE_REMOVAL && e->id == id ? 0 : 1;
+  rdma_ack_cm_event(e);
+  rdma_destroy_id(id);
+  printf("destroyed\n");
+  return rc;
+}
+
 int main(int argc, char** argv) {
   const int is_server = argc >= 4 && argc <= 6 && strcmp(argv[1], "-s") == 0;
   const int is_late = argc == 5 && strcmp(argv[1], "-l") == 0;
   const int is_bind = argc == 4 && strcmp(argv[1], "-b") == 0;
-  if (!is_server && !is_late && !is_bind &&
+  const int is_removal = argc == 4 && strcmp(argv[1], "-r") == 0;
+  if (!is_server && !is_late && !is_bind && !is_removal &&
       !((argc == 5 || argc == 6) && strcmp(argv[1], "-c") == 0)) {
     fprintf(stderr,
             "usage: gid_moved -s BIND_IPV4 PORT [N [HOLD_PORT]] | -c SRC_IPV4 PEER_IPV4 PORT"
-            " [SRC2_IPV4] | -l SRC_IPV4 PEER_IPV4 PORT | -b IPV4 PORT\n");
+            " [SRC2_IPV4] | -l SRC_IPV4 PEER_IPV4 PORT | -b IPV4 PORT | -r IPV4 PORT\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -269,6 +300,9 @@ int main(int argc, char** argv) {
     struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
     try_bind("bind held", &addr);
     rc = 0;
+  } else if (is_removal) {
+    struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
+    rc = removed_device(&addr);
   } else if (is_late) {
     struct sockaddr_in src = ipv4_arg(argv[2], "0");
     struct sockaddr_in peer = ipv4_arg(argv[3], argv[4]);

@@ -36,6 +36,19 @@
 # the drop-in (the library's context, the GID watch's context and thread, the port's
 # uscm device and progress thread): the del must return within T while A still runs
 # (a bounded wait on its exit status, not a sleep). rxe1 is added back after A exits.
+# Then R (gid_moved -r C P+200) binds an id on rxe1 and waits for its next event,
+# making no other call, and rxe1 is deleted. On uscm R's uscm-ports thread, which runs
+# while a port is open, lists the devices at once on the uevent of rxe1's uverbs
+# device's removal (USCM_DEBUG: "uscm-ports: listing now: a uevent says
+# remove@.../infiniband_verbs/uverbsN"), R's id gets DEVICE_REMOVAL, R destroys it, the
+# drop-in closes rxe1 and the del returns (before, the event came at the program's next
+# call: R and the del waited for ever). On the kernel with rxe the event cannot come
+# while R runs: the device's unregistration removes ib_uverbs' client (registered after
+# rdma_cm's in this boot) before rdma_cm's, and ib_uverbs waits there for every context
+# of the device (rxe has no disassociate_ucontext), R's librdmacm's among them (held for
+# the bound id); cma_process_remove would send DEVICE_REMOVAL only after. So on the
+# kernel the check is that R has no event once rxe1's uverbs device is gone, and the del
+# returns once R is killed; R's outputs are not compared.
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
 # targets: //tests/vm/behaviour:gid_moved
 . "$(dirname "$0")/../lib.sh"
@@ -73,7 +86,7 @@ until_unlisted() {
 
 # phase MODE PORT: rxe1 deleted, server on rxe0, A started, rxe1 added, A connects
 phase() {
-  local mode=$1 port=$2 run=(timeout "$T") run_a=(timeout $((3 * T))) server a
+  local mode=$1 port=$2 run=(timeout "$T") run_a=(timeout $((3 * T))) server a r
   # A lives through B and the removal too: three steps' bound, not one
   [ "$mode" = uscm ] && run=("${USCM[@]}") &&
     run_a=(env USCM_DEBUG=1 timeout $((3 * T)) "$USCM_VM_BIN/tools/uscm" exec --)
@@ -119,6 +132,27 @@ phase() {
   check "$mode-del-rc" wait_for /tmp/$mode-del.rc '^rc=0$'   # after A's exit at the latest
   check "$mode-add-rxe1-again" rdma link add rxe1 type rxe netdev veth1
   check "$mode-rxe1-active-again" until_port yes
+  # R's id on rxe1, R waiting for its next event, rxe1 deleted (see the top)
+  "${run[@]}" "$B/gid_moved" -r $C $((port + 200)) > /tmp/$mode-r.out 2> /tmp/$mode-r.err &
+  r=$!
+  check "$mode-r-bound" wait_for /tmp/$mode-r.out '^bound: ok' $r
+  rm -f /tmp/$mode-del-r.rc
+  (rdma link del rxe1 > /tmp/$mode-del-r.log 2>&1; echo "rc=$?" > /tmp/$mode-del-r.rc) &
+  if [ "$mode" = uscm ]; then
+    check "$mode-r-removal" wait_for /tmp/$mode-r.out \
+      '^event: RDMA_CM_EVENT_DEVICE_REMOVAL status 0$' $r
+    finish "$mode-r-exit" $r /tmp/$mode-r.out
+    check_output "$mode-r-destroyed" '^destroyed$' cat /tmp/$mode-r.out
+    check_output "$mode-uevent-removal" \
+      'uscm-ports: listing now: a uevent says remove@.*/infiniband_verbs/uverbs' cat /tmp/$mode-r.err
+  else
+    check "$mode-rxe1-unlisted-r" until_unlisted
+    check "$mode-r-no-event-while-it-holds-rxe1" bash -c "kill -0 $r && ! grep -q '^event' /tmp/$mode-r.out"
+    kill $r; wait $r 2>/dev/null
+  fi
+  check "$mode-del-r-returns" wait_for /tmp/$mode-del-r.rc '^rc=0$'
+  check "$mode-add-rxe1-after-r" rdma link add rxe1 type rxe netdev veth1
+  check "$mode-rxe1-active-after-r" until_port yes
 }
 
 check kernel-cm-loaded grep -qw rdma_ucm /proc/modules
