@@ -10,8 +10,6 @@
 #include <rdma/rdma_cma.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <mutex>
@@ -27,6 +25,7 @@
 #include "api/librdmacm/port_resync.h"
 #include "api/librdmacm/ports.h"
 #include "api/librdmacm/ud_ah.h"
+#include "api/librdmacm/uevents_testing.h"
 #include "gtest/gtest.h"
 
 namespace uscm::librdmacm {
@@ -335,9 +334,6 @@ TEST_F(SimulatedPortsTest, ARemovedDeviceIsClosedWithItsLastId) {
 // uevent socket, the thread's period is an hour): an asynchronous id and a
 // synchronous one on the device each get DEVICE_REMOVAL, status 0, once,
 // while the program makes no call.
-int g_uevent_fd = -1;  // the thread's end of the test's socket pair
-int TestUevents() { return g_uevent_fd; }
-
 // Waits (bounded, not timed) until `ch` has an event, then takes it.
 rdma_cm_event* NextWithin20s(rdma_event_channel* ch) {
   pollfd p = {ch->fd, POLLIN, 0};
@@ -348,11 +344,8 @@ rdma_cm_event* NextWithin20s(rdma_event_channel* ch) {
 
 TEST_F(SimulatedPortsTest, DeviceRemovalComesWhenTheDeviceGoes) {
   using namespace std::string_literals;
-  int pair[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair), 0) << strerror(errno);
-  g_uevent_fd = pair[0];  // closed by the thread when it stops
-  SetUeventSourceForTesting(TestUevents);
-  SetPortResyncPeriodForTesting(3'600'000);
+  const TestUevents uevents;
+  ASSERT_TRUE(uevents.ok()) << strerror(errno);
   NoPortResyncThreadForTesting(false);
   ASSERT_EQ(Bind("10.0.0.1", 7005), 0) << "dev0:1's address";
   EXPECT_TRUE(PortResyncRunning()) << "a port is open: its device's removal is watched";
@@ -369,8 +362,7 @@ TEST_F(SimulatedPortsTest, DeviceRemovalComesWhenTheDeviceGoes) {
   const std::string removed =
       "remove@/devices/virtual/infiniband_verbs/uverbs0\0ACTION=remove\0"
       "DEVPATH=/devices/virtual/infiniband_verbs/uverbs0\0SUBSYSTEM=infiniband_verbs\0"s;
-  ASSERT_EQ(send(pair[1], removed.data(), removed.size(), 0),
-            static_cast<ssize_t>(removed.size()));
+  ASSERT_TRUE(uevents.Send(removed)) << strerror(errno);
   rdma_cm_event* e = NextWithin20s(ch_);
   ASSERT_NE(e, nullptr) << "no DEVICE_REMOVAL within 20 s: none until the program's next call";
   EXPECT_EQ(e->event, RDMA_CM_EVENT_DEVICE_REMOVAL) << rdma_event_str(e->event);
@@ -397,9 +389,6 @@ TEST_F(SimulatedPortsTest, DeviceRemovalComesWhenTheDeviceGoes) {
   EXPECT_EQ(rdma_destroy_id(id_), 0);
   EXPECT_EQ(g_closes, 1) << "closed with its last id";
   EXPECT_FALSE(PortResyncRunning()) << "no live port open, no wildcard id: stopped";
-  close(pair[1]);
-  SetUeventSourceForTesting(nullptr);
-  SetPortResyncPeriodForTesting(0);
 }
 
 // USCM_CM_COUNTERS=1's exit line per port (ports.h CmCountersLinesLocked,

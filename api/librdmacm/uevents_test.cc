@@ -38,15 +38,9 @@ TEST(UeventsTest, AVerbsDeviceAddedIsSeen) {
 // `rdma link del rxe1`: ib_uverbs deletes its char device first (then waits
 // for the contexts still open).
 TEST(UeventsTest, AVerbsDeviceRemovedIsSeen) {
-  const std::string removed =
-      "remove@/devices/virtual/infiniband_verbs/uverbs1\0"s
-      "ACTION=remove\0"s
-      "DEVPATH=/devices/virtual/infiniband_verbs/uverbs1\0"s
-      "SUBSYSTEM=infiniband_verbs\0"s
-      "MAJOR=231\0"s
-      "MINOR=193\0"s
-      "DEVNAME=infiniband/uverbs1\0"s
-      "SEQNUM=2941\0"s;
+  std::string removed = kUverbsAdd;  // the same fields, ACTION remove
+  removed.replace(0, 3, "remove");
+  removed.replace(removed.find("ACTION=add"), 10, "ACTION=remove");
   std::string devpath;
   EXPECT_EQ(ParseVerbsUevent(removed.data(), removed.size(), &devpath), VerbsUevent::kRemoved);
   EXPECT_EQ(devpath, "/devices/virtual/infiniband_verbs/uverbs1");

@@ -28,6 +28,7 @@
 #include "api/librdmacm/ids_testing.h"
 #include "api/librdmacm/port_resync.h"
 #include "api/librdmacm/ports.h"
+#include "api/librdmacm/uevents_testing.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "cm/router/local_router.h"
 #include "gtest/gtest.h"
@@ -409,15 +410,9 @@ TEST_F(WildcardPortAddedLaterTest, ACallCompletesWhileAPortAddedLaterOpens) {
 // wakes it without a step; the verbs device's add makes one.
 using namespace std::string_literals;
 
-int g_uevent_fd = -1;  // the thread's end of the test's socket pair
-int TestUevents() { return g_uevent_fd; }
-
 TEST_F(WildcardPortAddedLaterTest, AUeventOfAVerbsDeviceListsThePortsAtOnce) {
-  int pair[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair), 0) << strerror(errno);
-  g_uevent_fd = pair[0];  // closed by the thread when it stops
-  SetUeventSourceForTesting(TestUevents);
-  SetPortResyncPeriodForTesting(3'600'000);
+  const TestUevents uevents;
+  ASSERT_TRUE(uevents.ok()) << strerror(errno);
   AllowPortResyncThreadForTesting(true);
   rdma_cm_id* id = NewId(false);
   ASSERT_EQ(Bind(id, 7015), 0) << strerror(errno);
@@ -428,12 +423,12 @@ TEST_F(WildcardPortAddedLaterTest, AUeventOfAVerbsDeviceListsThePortsAtOnce) {
   const std::string netdev =
       "add@/devices/virtual/net/veth9\0ACTION=add\0DEVPATH=/devices/virtual/net/veth9\0"
       "SUBSYSTEM=net\0"s;
-  ASSERT_EQ(send(pair[1], netdev.data(), netdev.size(), 0), static_cast<ssize_t>(netdev.size()));
+  ASSERT_TRUE(uevents.Send(netdev)) << strerror(errno);
   const std::string uverbs =
       "add@/devices/virtual/infiniband_verbs/uverbs1\0ACTION=add\0"
       "DEVPATH=/devices/virtual/infiniband_verbs/uverbs1\0"
       "SUBSYSTEM=infiniband_verbs\0"s;
-  ASSERT_EQ(send(pair[1], uverbs.data(), uverbs.size(), 0), static_cast<ssize_t>(uverbs.size()));
+  ASSERT_TRUE(uevents.Send(uverbs)) << strerror(errno);
   // Bounded (20 s), not timed: without the uevent the step comes in an hour.
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (PortResyncSteps() == steps && std::chrono::steady_clock::now() < end) {
@@ -443,10 +438,7 @@ TEST_F(WildcardPortAddedLaterTest, AUeventOfAVerbsDeviceListsThePortsAtOnce) {
   EXPECT_EQ(Claims(1), 2u) << "the listener's bind and listen on the new port";
   EXPECT_EQ(rdma_destroy_id(id), 0);
   EXPECT_FALSE(PortResyncRunning());
-  close(pair[1]);
   AllowPortResyncThreadForTesting(false);
-  SetPortResyncPeriodForTesting(0);
-  SetUeventSourceForTesting(nullptr);
 }
 
 }  // namespace
