@@ -135,10 +135,12 @@ int PlaceForSource(rdma_cm_id* id, const uscm_addr& src, bool given, const char*
 // GID watch's context and thread, the kept GID tables), then the context,
 // unless an rdma_get_devices array or a shared PD still holds it (closed at
 // its rdma_free_devices). A device an id lives on stays open (its ports
-// marked gone: served until destroyed, no new id). Runs at rdma_get_devices
-// and rdma_free_devices, as librdmacm's, and at rdma_destroy_id of an id on a
-// removed device's port (ucma_put_device); takes the library's lock, so never
-// under it. How many contexts were closed.
+// marked gone: served until destroyed, no new id; each id sent
+// DEVICE_REMOVAL once). Runs at rdma_get_devices and rdma_free_devices, as
+// librdmacm's, at rdma_destroy_id of an id on a removed device's port
+// (ucma_put_device), and in the uscm-ports thread's step (port_resync.h: at
+// once on a removal's uevent); takes the library's lock, so never under it.
+// How many contexts were closed.
 int CloseRemovedDevices();
 // The same when a listing saw a device gone since the last call
 // (devices.h TakeRemovalNotice), else one atomic exchange: after a call whose
