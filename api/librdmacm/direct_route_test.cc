@@ -76,6 +76,11 @@ TEST_F(DirectRouteTest, RoceRouteIsQueuedByTheCallWithLibrdmacmsFields) {
   EXPECT_EQ(p.packet_life_time, 18);
   EXPECT_EQ(p.pkey, htobe16(0xFFFF));
   EXPECT_EQ(ntohs(rdma_get_dst_port(id)), 7174);
+  // cma_get_roce_udp_flow_label: from the two ports (it was 0; the kernel's
+  // client put 141772 in its REQ in 68-dropin-fio, and the drop-in's none)
+  const uint32_t source_port = ntohs(rdma_get_src_port(id));
+  EXPECT_NE(source_port, 0u);
+  EXPECT_EQ(be32toh(p.flow_label), (source_port * 31 + 7174) & 0xFFFFF);
   EXPECT_EQ(GidText(id->route.addr.addr.ibaddr.dgid.raw), "::ffff:192.168.78.2");
 
   // uscm's id is ROUTE_RESOLVED: a second call is EINVAL (the kernel's
@@ -103,7 +108,16 @@ TEST_F(DirectRouteTest, FillsTheRouteAsThePumpDoes) {
   }
   ASSERT_EQ(ids[0]->route.num_paths, 1);
   ASSERT_EQ(ids[1]->route.num_paths, 1);
-  EXPECT_EQ(memcmp(ids[0]->route.path_rec, ids[1]->route.path_rec, sizeof(ibv_sa_path_rec)), 0);
+  // The same path but for the flow label, which comes from each id's own
+  // ephemeral port.
+  ibv_sa_path_rec paths[2];
+  for (int i = 0; i < 2; ++i) {
+    paths[i] = *ids[i]->route.path_rec;
+    EXPECT_EQ(be32toh(paths[i].flow_label),
+              (ntohs(rdma_get_src_port(ids[i])) * 31u + 7174) & 0xFFFFF);
+    paths[i].flow_label = 0;
+  }
+  EXPECT_EQ(memcmp(&paths[0], &paths[1], sizeof(ibv_sa_path_rec)), 0);
   EXPECT_EQ(memcmp(&ids[0]->route.addr.addr, &ids[1]->route.addr.addr, sizeof(rdma_ib_addr)), 0);
   EXPECT_EQ(memcmp(&ids[0]->route.addr.dst_storage, &ids[1]->route.addr.dst_storage,
                    sizeof(sockaddr_storage)),

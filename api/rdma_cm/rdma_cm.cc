@@ -281,7 +281,12 @@ cm::PathInfo RocePath(const Address& local, const Address& remote, uint8_t mtu, 
   p.local_ack_timeout = 19;
   p.packet_life_time = 18;
   p.mtu = mtu >= 1 && mtu <= 5 ? mtu : 3;
+  p.flow_label = RoceFlowLabel(local.port, remote.port);
   return p;
+}
+
+uint32_t RoceFlowLabel(uint16_t source_port, uint16_t destination_port) {
+  return (uint32_t{source_port} * 31 + destination_port) & 0xFFFFF;
 }
 
 absl::Status Device::AddNeighbor(const Address& ip, const mad::Gid& gid, uint16_t lid) {

@@ -511,8 +511,16 @@ mad::Gid RoceGidOf(const Address& ip);
 // The path between two IPs on a RoCE port without SA, as the kernel's
 // rdma_cm builds it (cma_resolve_iboe_route): GIDs of the IPs, permissive
 // LIDs, hop limit 64 (IPv6 link-local: 1), local ACK timeout 19, packet
-// lifetime 18, `mtu`; `tos` as traffic class.
+// lifetime 18, `mtu`; `tos` as traffic class; the flow label from the two
+// ports (RoceFlowLabel).
 cm::PathInfo RocePath(const Address& local, const Address& remote, uint8_t mtu, uint8_t tos);
+// The flow label of a RoCE v2 connection's path, as the kernel's
+// cma_get_roce_udp_flow_label: (source port * 31 + destination port) in 20
+// bits. It goes in the REQ, so the passive side's AV has it too, and rxe
+// derives the UDP source port of the connection's packets from it. (The
+// kernel takes an IPv6 source's sin6_flowinfo instead when it is not 0; uscm
+// keeps no flowinfo.)
+uint32_t RoceFlowLabel(uint16_t source_port, uint16_t destination_port);
 
 // One port: the node plus the id tables and the address table. IP
 // resolution: AddNeighbor(ip, gid, lid) plays the ARP / ND cache; on the

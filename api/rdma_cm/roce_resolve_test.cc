@@ -42,8 +42,19 @@ TEST_F(RoceResolveTest, Ipv4PathFromTheAddressesWithoutSa) {
   EXPECT_EQ(p.traffic_class, 0x20);
   EXPECT_EQ(p.mtu, 3);
   EXPECT_EQ(p.local_ack_timeout, 19);
+  const uint32_t source_port = id->GetLocalAddr().port;
+  EXPECT_NE(source_port, 0u);
+  EXPECT_EQ(p.flow_label, (source_port * 31 + 7174) & 0xFFFFF)
+      << "the kernel's cma_get_roce_udp_flow_label (0 before: the passive side's AV differed)";
   EXPECT_EQ(f_->sa().counters().requests, 0u) << "no SA on RoCE";
   ASSERT_TRUE(ch_->DestroyId(id).ok());
+}
+
+// The figure the kernel's rdma_cm set in 68-dropin-fio (pyverbs, kernel
+// client from port 38157 to 7481): its REQ's flow label, 141772.
+TEST(RoceFlowLabelTest, AsTheKernelsFromThePorts) {
+  EXPECT_EQ(RoceFlowLabel(38157, 7481), 141772u);
+  EXPECT_EQ(RoceFlowLabel(65535, 65535), (65535u * 32) & 0xFFFFF) << "20 bits";
 }
 
 TEST_F(RoceResolveTest, Ipv6GidIsTheAddress) {
