@@ -332,21 +332,23 @@ TEST_F(FiCmTest, AttachedQpMovesAtTheRightPoints) {
   EXPECT_THAT(qb.log, ElementsAre("INIT", "RTR", "RTS"));
   EXPECT_THAT(qa.log, ElementsAre("INIT"));  // the REP has not arrived yet
   Next(0, EqEvent::kConnected);
-  EXPECT_THAT(qa.log, ElementsAre("INIT", "RTR", "RTS"));
+  // Active: INIT again at the REP with the connection's access flags
+  // (librdmacm's ucma_modify_qp_rtr), then RTR, RTS.
+  EXPECT_THAT(qa.log, ElementsAre("INIT", "INIT", "RTR", "RTS"));
   Next(1, EqEvent::kConnected);
   // The attributes cross: each side's RTR rq_psn is the other's RTS sq_psn.
-  EXPECT_EQ(qa.attrs[1].dest_qpn, 0x400u);
+  EXPECT_EQ(qa.attrs[2].dest_qpn, 0x400u);
   EXPECT_EQ(qb.attrs[1].dest_qpn, 0x300u);
-  EXPECT_EQ(qa.attrs[1].rq_psn, qb.attrs[2].sq_psn);
-  EXPECT_EQ(qb.attrs[1].rq_psn, qa.attrs[2].sq_psn);
-  EXPECT_EQ(qa.attrs[1].av.dlid, f_->host(1).device->port().lid);
+  EXPECT_EQ(qa.attrs[2].rq_psn, qb.attrs[2].sq_psn);
+  EXPECT_EQ(qb.attrs[1].rq_psn, qa.attrs[3].sq_psn);
+  EXPECT_EQ(qa.attrs[2].av.dlid, f_->host(1).device->port().lid);
   EXPECT_EQ(qb.attrs[1].av.dlid, f_->host(0).device->port().lid);
   ASSERT_TRUE(acc->Shutdown(0).ok());
   EXPECT_THAT(qb.log, ElementsAre("INIT", "RTR", "RTS", "ERROR"));
   Next(0, EqEvent::kShutdown);
   // The DREQ receiver: ERROR on DISCONNECTED, and again from the disconnect
   // that sends the DREP (rdma_cm's; ERR -> ERR is legal on verbs).
-  EXPECT_THAT(qa.log, ElementsAre("INIT", "RTR", "RTS", "ERROR", "ERROR"));
+  EXPECT_THAT(qa.log, ElementsAre("INIT", "INIT", "RTR", "RTS", "ERROR", "ERROR"));
 }
 
 TEST_F(FiCmTest, RejectMovesTheActiveQpToError) {

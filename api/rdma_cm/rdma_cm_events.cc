@@ -305,7 +305,11 @@ void Device::OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e) {
   }
   // Until ESTABLISHED (posted by Rtu below) takes it.
   id->rep_private_data_ = Bytes(e.private_data.bytes());
-  for (cm::QpState st : {cm::QpState::kRtr, cm::QpState::kRts}) {
+  // INIT again first, as librdmacm's ucma_modify_qp_rtr: the connection's
+  // access flags (ib_cm's: REMOTE_WRITE, and REMOTE_READ | REMOTE_ATOMIC when
+  // the REP's initiator depth gives responder resources), not the ones set
+  // before the connection (pyverbs' QP in 68-dropin-fio lacked REMOTE_ATOMIC).
+  for (cm::QpState st : {cm::QpState::kInit, cm::QpState::kRtr, cm::QpState::kRts}) {
     absl::StatusOr<cm::QpAttributes> a = node_->cm().GetQpAttributes(id->conn_, st);
     if (a.ok() && st == cm::QpState::kRts && id->opts().ack_timeout) {
       a->timeout = *id->opts().ack_timeout;

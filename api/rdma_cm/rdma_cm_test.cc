@@ -141,6 +141,7 @@ class RecordingQp : public QpTransitioner {
   uint32_t qp_num() const override { return qpn_; }
   absl::Status Modify(const cm::QpAttributes& a) override {
     states.push_back(a.state);
+    if (a.state == cm::QpState::kInit) init_access.push_back(a.access_flags);
     return absl::OkStatus();
   }
   absl::Status ToError() override {
@@ -148,6 +149,7 @@ class RecordingQp : public QpTransitioner {
     return absl::OkStatus();
   }
   std::vector<cm::QpState> states;
+  std::vector<uint32_t> init_access;  // the access flags of each INIT
   int errors = 0;
 
  private:
@@ -170,13 +172,57 @@ TEST_F(RdmaCmTest, AttachedQpIsTransitionedAndBothSidesSeeEstablished) {
   EXPECT_EQ(est.conn.private_data[2], 3);
   EXPECT_EQ(est.conn.qp_num, 0x400u) << "the peer's QPN, as the kernel's cma_set_rep_event_data";
   Next(1, EventType::kEstablished);
-  EXPECT_THAT(qa.states, ElementsAre(cm::QpState::kInit, cm::QpState::kRtr, cm::QpState::kRts));
+  // The active QP: INIT at connect, INIT again at the REP (librdmacm's
+  // ucma_modify_qp_rtr), RTR, RTS.
+  EXPECT_THAT(qa.states, ElementsAre(cm::QpState::kInit, cm::QpState::kInit, cm::QpState::kRtr,
+                                     cm::QpState::kRts));
   EXPECT_THAT(qb.states, ElementsAre(cm::QpState::kInit, cm::QpState::kRtr, cm::QpState::kRts));
   ASSERT_TRUE(req.id->Disconnect().ok());
   Next(0, EventType::kDisconnected);
   EXPECT_EQ(qa.errors, 1);
   ASSERT_TRUE(ch(0).DestroyId(a).ok());  // DREP on destroy
   ASSERT_TRUE(ch(1).DestroyId(req.id).ok());
+  ASSERT_TRUE(ch(1).DestroyId(listener).ok());
+  ExpectEmpty();
+}
+
+// Each side's QP gets ib_cm's access flags for the connection (the kernel's
+// cm_init_qp_init_attr): REMOTE_WRITE, plus REMOTE_READ | REMOTE_ATOMIC when
+// the side has responder resources (the active side: the REP's initiator
+// depth). The active QP kept the flags set at connect, REMOTE_WRITE |
+// REMOTE_READ, whatever the REP said: pyverbs' client QP had access 6 on the
+// drop-in and 14 on the kernel (68-dropin-fio).
+TEST_F(RdmaCmTest, QpAccessFlagsAreTheConnectionsOnBothSides) {
+  constexpr uint32_t kWrite = cm::kAccessRemoteWrite;
+  constexpr uint32_t kAll = cm::kAccessRemoteWrite | cm::kAccessRemoteRead |
+                            cm::kAccessRemoteAtomic;
+  CmId* listener = Listener();
+  for (uint8_t depth : {1, 0}) {   // the passive side's initiator depth
+    SCOPED_TRACE(::testing::Message() << "passive initiator_depth " << int(depth));
+    CmId* a = Resolved();
+    RecordingQp qa(0x300 + depth), qb(0x400 + depth);
+    ASSERT_TRUE(a->SetQp(&qa).ok());
+    ConnParam cp;
+    cp.responder_resources = 1;
+    cp.initiator_depth = 1;
+    ASSERT_TRUE(a->Connect(cp).ok());
+    Event req = Next(1, EventType::kConnectRequest);
+    ASSERT_TRUE(req.id->SetQp(&qb).ok());
+    ConnParam ap;
+    ap.responder_resources = 1;
+    ap.initiator_depth = depth;
+    ASSERT_TRUE(req.id->Accept(ap).ok());
+    Next(0, EventType::kEstablished);
+    Next(1, EventType::kEstablished);
+    ASSERT_EQ(qa.init_access.size(), 2u);
+    EXPECT_EQ(qa.init_access.back(), depth > 0 ? kAll : kWrite) << "the active QP at the REP";
+    EXPECT_THAT(qb.init_access, ElementsAre(kAll)) << "the passive QP";
+    ASSERT_TRUE(a->Disconnect().ok());
+    Next(1, EventType::kDisconnected);
+    Next(0, EventType::kDisconnected);
+    ASSERT_TRUE(ch(1).DestroyId(req.id).ok());
+    ASSERT_TRUE(ch(0).DestroyId(a).ok());
+  }
   ASSERT_TRUE(ch(1).DestroyId(listener).ok());
   ExpectEmpty();
 }
