@@ -20,8 +20,9 @@ PACKAGES=(
   # VM lane (tests/vm): qemu + busybox initramfs + the guest's RDMA tools
   qemu-system-x86 busybox-static cpio kmod iproute2 ibverbs-providers rdmacm-utils xz-utils
   # the drop-in librdmacm's VM groups: ib_send_bw -R (rdma_cm connection setup);
-  # programs that link librdmacm (68-dropin-more): qperf, libfabric's fi_pingpong, UCX
-  perftest qperf libfabric-bin ucx-utils
+  # programs that link librdmacm (68-dropin-more): qperf, libfabric's fi_pingpong, UCX;
+  # (68-dropin-fio): fio's rdma ioengine (pulls librados / librbd), pyverbs
+  perftest qperf libfabric-bin ucx-utils fio python3-pyverbs
   # independent decoder for the wire cross-check, plotting, misc
   tshark python3 gnuplot-nox valgrind
   # tools/install.sh test: a C program built with `pkg-config --cflags --libs uscm`

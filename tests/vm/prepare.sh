@@ -30,6 +30,8 @@ declare -A NEED=(
   [qperf]=/usr/bin/qperf
   [libfabric-bin]=/usr/bin/fi_pingpong
   [ucx-utils]=/usr/bin/io_demo
+  [fio]=/usr/bin/fio
+  [python3-pyverbs]=/usr/lib/python3/dist-packages/pyverbs/__init__.py
   [xz-utils]=/usr/bin/xz
   [python3]=/usr/bin/python3
 )
