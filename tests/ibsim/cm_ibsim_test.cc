@@ -169,8 +169,9 @@ class CmIbsimTest : public ::testing::Test {
     EXPECT_GE(Num(r.client, "cm.received.rep"), 1);
     EXPECT_GE(Num(r.client, "cm.sent.rtu"), 1);
     EXPECT_GE(Num(r.server, "cm.received.rtu"), 1);
-    // The runtime moved each side's QP with attributes from the exchange.
-    EXPECT_EQ(Get(r.client, "qp.states"), "INIT,RTR,RTS");
+    // The runtime moved each side's QP with attributes from the exchange (the
+    // active one to INIT again at the REP, as librdmacm's ucma_modify_qp_rtr).
+    EXPECT_EQ(Get(r.client, "qp.states"), "INIT,INIT,RTR,RTS");
     EXPECT_EQ(Get(r.server, "qp.states"), "INIT,RTR,RTS");
     EXPECT_EQ(Get(r.client, "qp.rtr.dest_qpn"), "0x5e5e01");
     EXPECT_EQ(Get(r.server, "qp.rtr.dest_qpn"), "0xc1c101");
