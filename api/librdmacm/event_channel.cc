@@ -177,6 +177,33 @@ int SyncFdLocked(Channel* ch) {
   return 0;
 }
 
+// A getter's place in `waiters` while it is inside its read of the fd
+// (unlocked). pthread_cancel stops a thread there (read(2) is a cancellation
+// point) and unwinds it: libiscsi 1.19's iSER initiator cancels its CM thread,
+// blocked in rdma_get_cm_event, when it tears a connection down
+// (iser_free_iser_conn_res), as the kernel's librdmacm allows (its read of
+// the ucma fd holds nothing). Without this the count stayed up, so the fd
+// was never read clear again (SyncFdLocked) and stayed readable on an empty
+// queue: a poll loop on the channel spun, and every later blocking get read a
+// stale 1 first.
+class WaitCount {
+ public:
+  explicit WaitCount(Channel* ch) : ch_(ch) {}
+  WaitCount(const WaitCount&) = delete;
+  WaitCount& operator=(const WaitCount&) = delete;
+  ~WaitCount() {
+    if (done_) return;
+    std::lock_guard<std::mutex> lock(ch_->state->mu);  // unwinding a cancelled read
+    --ch_->state->waiters;
+    SyncFdLocked(ch_);
+  }
+  void Done() { done_ = true; }  // the read returned: the caller uncounts
+
+ private:
+  Channel* ch_;
+  bool done_ = false;
+};
+
 }  // namespace
 
 std::mutex& EventPoolLock() { return ThePool().mu; }
@@ -399,8 +426,13 @@ extern "C" int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
     void* hook_arg = uscm::librdmacm::g_wait_hook_arg.load();
     if (hook != nullptr) hook(hook_arg, false);
     eventfd_t one;
-    const int rc = eventfd_read(ch->pub.fd, &one);
-    const int err = errno;
+    int rc, err;
+    {
+      uscm::librdmacm::WaitCount counted(ch);  // the read is a cancellation point
+      rc = eventfd_read(ch->pub.fd, &one);
+      err = errno;
+      counted.Done();
+    }
     if (hook != nullptr) hook(hook_arg, true);
     lock.lock();
     --st.waiters;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <rdma/rdma_cma.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -391,6 +392,55 @@ TEST_F(EventChannelTest, ADrainBeforeTheWriteLandsLeavesTheFdClear) {
   EXPECT_EQ(next->status, 4);
   EXPECT_FALSE(Readable(channel_->fd));
   EXPECT_EQ(rdma_ack_cm_event(next), 0);
+}
+
+// libiscsi 1.19's iSER initiator tears a connection down with
+// pthread_cancel of its CM thread, blocked in rdma_get_cm_event (lib/iser.c
+// iser_free_iser_conn_res). The kernel's librdmacm holds nothing in that
+// read; here the cancelled getter must give back its place among the
+// waiters, or the fd is never read clear again: readable with nothing
+// queued, after the next event is taken.
+void* GetOneEvent(void* channel) {
+  rdma_cm_event* e = nullptr;
+  rdma_get_cm_event(static_cast<rdma_event_channel*>(channel), &e);
+  return e;  // not reached: cancelled in its read
+}
+
+TEST_F(EventChannelTest, ACancelledGetterLeavesTheFdAsTheQueueSays) {
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool waiting = false;
+  } gate;
+  SetWaitHookForTesting(
+      [](void* arg, bool woke) {
+        auto* g = static_cast<Gate*>(arg);
+        std::lock_guard<std::mutex> lock(g->mu);
+        if (!woke) g->waiting = true;
+        g->cv.notify_all();
+      },
+      &gate);
+  pthread_t getter;
+  ASSERT_EQ(pthread_create(&getter, nullptr, GetOneEvent, channel_), 0);
+  {
+    // At its read (or just before it: a pending cancel acts on entry).
+    std::unique_lock<std::mutex> lock(gate.mu);
+    ASSERT_TRUE(gate.cv.wait_for(lock, std::chrono::seconds(60), [&] { return gate.waiting; }));
+  }
+  ASSERT_EQ(pthread_cancel(getter), 0);
+  void* result = nullptr;
+  ASSERT_EQ(pthread_join(getter, &result), 0);
+  SetWaitHookForTesting(nullptr, nullptr);
+  EXPECT_EQ(result, PTHREAD_CANCELED);
+
+  EXPECT_FALSE(Readable(channel_->fd));
+  ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ESTABLISHED), nullptr, 0), 0);
+  EXPECT_TRUE(Readable(channel_->fd));
+  rdma_cm_event* e = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(channel_, &e), 0);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_FALSE(Readable(channel_->fd)) << "the fd is readable with the queue empty";
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
 }
 
 TEST_F(EventChannelTest, ArgumentErrors) {
