@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mad/agent_pump.h"
+#include "mad/signal_free_threads.h"
 
 namespace uscm::cm {
 
@@ -263,6 +264,7 @@ absl::StatusOr<int> RealNode::Poll(mad::Duration timeout) {
 absl::Status RealNode::StartProgressThread() {
   if (thread_.joinable()) return absl::AlreadyExistsError("progress thread already running");
   stop_ = false;
+  mad::SignalFreeThreads no_signals;  // for the thread's creation
   thread_ = std::thread([this] {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -5,13 +5,20 @@
 // deadline the node reports.
 #include "cm/runtime.h"
 
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -158,6 +165,54 @@ TEST(RealNodeTimerTest, AnEarlierDeadlineIsSet) {
   EXPECT_GT(f.node->timer_arms(), arms);
   EXPECT_GE(f.node->timer_fires(), 1u);
   f.deadline_ns = 0;
+}
+
+// The progress thread blocks every signal: the program's signals are the
+// program's. The kernel gives a process-directed signal (kill(2) of the pid)
+// to any thread that does not block it, and a program that blocks one in its
+// own threads and reads it from a signalfd cannot block it in a thread a
+// library started. tgt's tgtd does so with SIGUSR2 (its backing-store
+// threads kill(getpid(), SIGUSR2) for each finished I/O): on uscm's drop-in
+// librdmacm, tgtd died of SIGUSR2 at the first READ (68-dropin-iser). Without
+// the blocked mask this test's process dies the same way.
+TEST(RealNodeThreadTest, TheProgramsSignalsReachTheProgram) {
+  // As in tgtd when the library starts its threads: SIGUSR2 not blocked yet
+  // (the test runner may start the test with it blocked).
+  sigset_t usr2, old;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  ASSERT_EQ(pthread_sigmask(SIG_UNBLOCK, &usr2, &old), 0);
+  Fixture f;
+  ASSERT_TRUE(f.node->StartProgressThread().ok());
+  // Its first step: the thread runs with its own mask (glibc's pthread_create
+  // starts a thread with every signal blocked until it sets the mask it got).
+  f.transport.Wake();
+  ASSERT_TRUE(f.counter.WaitFor([](int steps, int) { return steps >= 1; }));
+  int others = 0, taking = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    if (task.path().filename() == std::to_string(gettid())) continue;
+    ++others;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("SigBlk:", 0) != 0) continue;
+      if ((std::stoull(line.substr(8), nullptr, 16) & (1ull << (SIGUSR2 - 1))) == 0) ++taking;
+    }
+  }
+  EXPECT_GE(others, 1) << "no progress thread";
+  EXPECT_EQ(taking, 0) << "threads that would take the program's SIGUSR2";
+
+  // tgtd's scheme, with the progress thread running.
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &usr2, nullptr), 0);
+  const int fd = signalfd(-1, &usr2, SFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(kill(getpid(), SIGUSR2), 0);
+  pollfd p = {fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 10000), 1) << "SIGUSR2 did not reach the signalfd";
+  signalfd_siginfo info = {};
+  EXPECT_EQ(read(fd, &info, sizeof info), static_cast<ssize_t>(sizeof info));
+  EXPECT_EQ(info.ssi_signo, static_cast<uint32_t>(SIGUSR2));
+  close(fd);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/fork_locks.h"
+#include "mad/signal_free_threads.h"
 
 namespace uscm::librdmacm {
 namespace {
@@ -98,7 +99,12 @@ void StartThread(void* (*fn)(void*), void* arg, const char* name, const char* wh
                  bool* joinable = nullptr) {
   following->store(true, std::memory_order_release);
   pthread_t t;
-  if (int rc = pthread_create(&t, nullptr, fn, arg); rc != 0) {
+  int rc;
+  {
+    mad::SignalFreeThreads no_signals;
+    rc = pthread_create(&t, nullptr, fn, arg);
+  }
+  if (rc != 0) {
     StopFollowing(*following);
     const std::string why = std::string("no thread to follow ") + what + " (" + strerror(rc) +
                             "): read at every lookup";

@@ -24,6 +24,7 @@
 #include "api/librdmacm/ids_internal.h"
 #include "api/librdmacm/ports.h"
 #include "api/librdmacm/uevents.h"
+#include "mad/signal_free_threads.h"
 
 namespace uscm::librdmacm {
 namespace {
@@ -289,7 +290,12 @@ void StartPortResyncLocked(bool periodic) {
     Fail(err, "port resync", "no eventfd: a port added later gets no wildcard id");
     return;
   }
-  if (int rc = pthread_create(&w->thread, nullptr, Run, w); rc != 0) {
+  int rc;
+  {
+    mad::SignalFreeThreads no_signals;
+    rc = pthread_create(&w->thread, nullptr, Run, w);
+  }
+  if (rc != 0) {
     close(w->wake_fd);
     delete w;
     Fail(rc, "port resync",

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/rdma_cm/call_errors.h"
 #include "api/rdma_cm/rdma_cm.h"
+#include "mad/signal_free_threads.h"
 #include "mad/status_errno.h"
 
 namespace uscm {
@@ -245,7 +246,10 @@ uint64_t Device::neighbour_reuses() const {
 
 void Device::QueueResolve(PendingResolve p) {
   pending_resolves_.push_back(std::move(p));
-  if (!resolver_.joinable()) resolver_ = std::thread([this] { ResolverLoop(); });
+  if (!resolver_.joinable()) {
+    mad::SignalFreeThreads no_signals;
+    resolver_ = std::thread([this] { ResolverLoop(); });
+  }
   resolver_cv_.notify_one();
 }
 
