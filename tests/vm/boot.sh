@@ -87,6 +87,7 @@ install -m 755 "$HERE/guest-init.sh" "$XFER/init"
   printf 'USCM_VM_MAC=%q\nUSCM_VM_IP=%q\n' "$MAC" "$IP"
   [ -z "$SYNC" ] || echo 'USCM_VM_SYNC=/sync'
   printf 'export USCM_VM_DIR=%q USCM_VM_NAME USCM_VM_IP USCM_VM_LINK\n' "$HERE"
+  printf 'export USCM_VM_TGT=%q\n' "${USCM_VM_TGT:-}"   # tgtd, tgtadm (prepare.sh)
   [ -z "$SYNC" ] || echo 'export USCM_VM_SYNC'
   for e in "${ENVS[@]+"${ENVS[@]}"}"; do printf 'export %q\n' "$e"; done
 } > "$XFER/env"

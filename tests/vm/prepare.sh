@@ -8,8 +8,12 @@
 #     TCG that skips ~4 s of in-guest decompression).
 #  3. A busybox initramfs whose /init (initramfs-init.sh) mounts the host's / read-only
 #     over virtio-9p under a tmpfs overlay and switches to it.
+#  4. Debian's tgt (the user-space iSCSI target tgtd, 68-dropin-iser), unpacked the same way
+#     into $USCM_VM_CACHE/tgt/ and never installed: the package's postinst starts tgtd
+#     (tgt.service, or /etc/init.d/tgt) as a daemon on the host wherever an init system
+#     runs; unpacked, tgtd runs only where a group starts it, in the guest.
 #
-# Prints shell assignments (USCM_VM_KVER, _KERNEL, _INITRD, _MODDIR) on stdout; progress
+# Prints shell assignments (USCM_VM_KVER, _KERNEL, _INITRD, _MODDIR, _TGT) on stdout; progress
 # goes to stderr. Needs root. Cache: USCM_VM_CACHE (default /var/cache/uscm-vm).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -32,6 +36,8 @@ declare -A NEED=(
   [ucx-utils]=/usr/bin/io_demo
   [fio]=/usr/bin/fio
   [python3-pyverbs]=/usr/lib/python3/dist-packages/pyverbs/__init__.py
+  [libiscsi-bin]=/usr/bin/iscsi-inq
+  [libaio1]=/usr/lib/x86_64-linux-gnu/libaio.so.1
   [xz-utils]=/usr/bin/xz
   [python3]=/usr/bin/python3
 )
@@ -55,7 +61,7 @@ kernel_package() {
 
 # -> KVER, KDIR. Unpacks the kernel once; a stale package list is refreshed once.
 fetch_kernel() {
-  local pkg tmp
+  local pkg
   pkg=${USCM_VM_KPKG:-$(kernel_package)}
   if [ -z "$pkg" ]; then apt_update; pkg=$(kernel_package); fi
   if [ -z "$pkg" ]; then   # offline: the newest kernel already cached
@@ -65,17 +71,36 @@ fetch_kernel() {
   fi
   KVER=${pkg#linux-image-}; KDIR=$CACHE/$KVER
   [ -f "$KDIR/.ready" ] && return
-  say "downloading and unpacking $pkg into $KDIR"
-  rm -rf "$KDIR"; mkdir -p "$KDIR"
-  tmp=$(mktemp -d "$CACHE/download.XXXXXX")
-  chown _apt "$tmp" 2>/dev/null || true
-  if ! (cd "$tmp" && apt-get download -qq "$pkg" >&2); then
-    apt_update; (cd "$tmp" && apt-get download -qq "$pkg" >&2)
-  fi
-  dpkg-deb -x "$tmp"/*.deb "$KDIR/root"
-  rm -rf "$tmp" "$KDIR/root/usr/share/doc"
+  unpack_deb "$pkg" "$KDIR"
   depmod -b "$KDIR/root" "$KVER"   # the package's postinst would have done this
   touch "$KDIR/.ready"
+}
+
+# unpack_deb PKG DIR: `apt-get download` PKG and unpack it into DIR/root (nothing run,
+# nothing installed); a stale package list is refreshed once.
+unpack_deb() {
+  local tmp
+  say "downloading and unpacking $1 into $2"
+  rm -rf "$2"; mkdir -p "$2"
+  tmp=$(mktemp -d "$CACHE/download.XXXXXX")
+  chown _apt "$tmp" 2>/dev/null || true
+  if ! (cd "$tmp" && apt-get download -qq "$1" >&2); then
+    apt_update; (cd "$tmp" && apt-get download -qq "$1" >&2)
+  fi
+  dpkg-deb -x "$tmp"/*.deb "$2/root"
+  rm -rf "$tmp" "$2/root/usr/share/doc"
+}
+
+# -> TGT: the directory of tgtd and tgtadm; empty when tgt could not be fetched (offline,
+# not cached): only 68-dropin-iser needs it, and says so.
+fetch_tgt() {
+  TGT=$CACHE/tgt/root/usr/sbin
+  [ -f "$CACHE/tgt/.ready" ] && return
+  if (unpack_deb tgt "$CACHE/tgt") && [ -x "$TGT/tgtd" ]; then
+    touch "$CACHE/tgt/.ready"
+  else
+    say "tgt not fetched: 68-dropin-iser cannot run"; TGT=""
+  fi
 }
 
 # -> KERNEL: vmlinux when it can be extracted (ELF with a PVH entry note), else the bzImage.
@@ -135,5 +160,6 @@ install_packages
 fetch_kernel
 extract_vmlinux
 build_initrd
-printf 'USCM_VM_KVER=%q\nUSCM_VM_KERNEL=%q\nUSCM_VM_INITRD=%q\nUSCM_VM_MODDIR=%q\n' \
-  "$KVER" "$KERNEL" "$INITRD" "$KDIR/root/lib/modules/$KVER"
+fetch_tgt
+printf 'USCM_VM_KVER=%q\nUSCM_VM_KERNEL=%q\nUSCM_VM_INITRD=%q\nUSCM_VM_MODDIR=%q\nUSCM_VM_TGT=%q\n' \
+  "$KVER" "$KERNEL" "$INITRD" "$KDIR/root/lib/modules/$KVER" "$TGT"
