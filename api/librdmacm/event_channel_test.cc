@@ -38,6 +38,25 @@ rdma_cm_event EventOf(rdma_cm_event_type type, int status = 0) {
   return e;
 }
 
+// For SetWaitHookForTesting: `waiting` once a getter found the queue empty
+// and goes to its read of the fd.
+struct WaitGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool waiting = false;
+
+  static void Hook(void* arg, bool woke) {
+    auto* g = static_cast<WaitGate*>(arg);
+    std::lock_guard<std::mutex> lock(g->mu);
+    if (!woke) g->waiting = true;
+    g->cv.notify_all();
+  }
+  bool AwaitWaiting() {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(60), [this] { return waiting; });
+  }
+};
+
 class EventChannelTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -320,19 +339,10 @@ TEST_F(EventChannelTest, DrainWhileAWokenGetterIsOutsideTheLock) {
 // client's largest: docs/API.md "The server's futexes and the extra
 // ioctls"), and here the hook's wait would run out.
 TEST_F(EventChannelTest, AGetterWokenByTheWriteFindsTheLockFree) {
-  struct Gate {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool waiting = false, got = false, got_in_hook = false;
+  struct Gate : WaitGate {
+    bool got = false, got_in_hook = false;
   } gate;
-  SetWaitHookForTesting(
-      [](void* arg, bool woke) {
-        auto* g = static_cast<Gate*>(arg);
-        std::lock_guard<std::mutex> lock(g->mu);
-        if (!woke) g->waiting = true;
-        g->cv.notify_all();
-      },
-      &gate);
+  SetWaitHookForTesting(&WaitGate::Hook, static_cast<WaitGate*>(&gate));
   SetAfterWakeHookForTesting(
       [](void* arg) {
         auto* g = static_cast<Gate*>(arg);
@@ -347,10 +357,7 @@ TEST_F(EventChannelTest, AGetterWokenByTheWriteFindsTheLockFree) {
     gate.got = true;
     gate.cv.notify_all();
   });
-  {
-    std::unique_lock<std::mutex> lock(gate.mu);
-    ASSERT_TRUE(gate.cv.wait_for(lock, std::chrono::seconds(60), [&] { return gate.waiting; }));
-  }
+  ASSERT_TRUE(gate.AwaitWaiting());
   ASSERT_EQ(QueueEvent(channel_, EventOf(RDMA_CM_EVENT_ESTABLISHED, 7), nullptr, 0), 0);
   getter.join();
   SetAfterWakeHookForTesting(nullptr, nullptr);
@@ -407,26 +414,12 @@ void* GetOneEvent(void* channel) {
 }
 
 TEST_F(EventChannelTest, ACancelledGetterLeavesTheFdAsTheQueueSays) {
-  struct Gate {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool waiting = false;
-  } gate;
-  SetWaitHookForTesting(
-      [](void* arg, bool woke) {
-        auto* g = static_cast<Gate*>(arg);
-        std::lock_guard<std::mutex> lock(g->mu);
-        if (!woke) g->waiting = true;
-        g->cv.notify_all();
-      },
-      &gate);
+  WaitGate gate;
+  SetWaitHookForTesting(&WaitGate::Hook, &gate);
   pthread_t getter;
   ASSERT_EQ(pthread_create(&getter, nullptr, GetOneEvent, channel_), 0);
-  {
-    // At its read (or just before it: a pending cancel acts on entry).
-    std::unique_lock<std::mutex> lock(gate.mu);
-    ASSERT_TRUE(gate.cv.wait_for(lock, std::chrono::seconds(60), [&] { return gate.waiting; }));
-  }
+  // At its read (or just before it: a pending cancel acts on entry).
+  ASSERT_TRUE(gate.AwaitWaiting());
   ASSERT_EQ(pthread_cancel(getter), 0);
   void* result = nullptr;
   ASSERT_EQ(pthread_join(getter, &result), 0);
