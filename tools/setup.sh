@@ -24,8 +24,9 @@ PACKAGES=(
   # (68-dropin-fio): fio's rdma ioengine (pulls librados / librbd), pyverbs
   perftest qperf libfabric-bin ucx-utils fio python3-pyverbs
   # iSER (68-dropin-iser): libiscsi's tools; tgtd's libaio (tgt itself is only unpacked
-  # by tests/vm/prepare.sh: installed, it would start tgtd as a daemon on this host)
-  libiscsi-bin libaio1
+  # by tests/vm/prepare.sh: installed, it would start tgtd as a daemon on this host);
+  # qemu-io and QEMU's libiscsi block driver (blocks written and read back over iSER)
+  libiscsi-bin libaio1 qemu-utils qemu-block-extra
   # independent decoder for the wire cross-check, plotting, misc
   tshark python3 gnuplot-nox valgrind
   # tools/install.sh test: a C program built with `pkg-config --cflags --libs uscm`

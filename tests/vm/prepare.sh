@@ -38,6 +38,8 @@ declare -A NEED=(
   [python3-pyverbs]=/usr/lib/python3/dist-packages/pyverbs/__init__.py
   [libiscsi-bin]=/usr/bin/iscsi-inq
   [libaio1]=/usr/lib/x86_64-linux-gnu/libaio.so.1
+  [qemu-utils]=/usr/bin/qemu-io
+  [qemu-block-extra]=/usr/lib/x86_64-linux-gnu/qemu/block-iscsi.so
   [xz-utils]=/usr/bin/xz
   [python3]=/usr/bin/python3
 )

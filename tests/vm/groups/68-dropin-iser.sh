@@ -18,11 +18,15 @@
 # product id); iscsi-readcapacity16's size (the LUN's file); iscsi-perf's 2 s of READs
 # (data-in: the target's RDMA WRITEs into the initiator's buffers, the LUN's blocks read
 # by tgtd's backing-store threads) to "finished.".
-# Not checked: blocks written and read back. libiscsi-bin 1.19's only tool that writes
-# blocks, iscsi-test-cu, logs in twice in one process, and libiscsi 1.19's iSER transport
-# leaves its connection struct uninitialised (iscsi_malloc; libiscsi b4ba920 "iser: fix
-# segfault at iser_reg_mr", in 1.20.0): its second connection crashed on the drop-in in
-# iser_reg_mr, and passed on the kernel CM only as the heap fell (docs/API.md).
+# Blocks written and read back: QEMU 7.2's qemu-io (qemu-utils; its iSCSI block driver,
+# qemu-block-extra's block-iscsi.so, is libiscsi's async API and takes iser:// as a
+# transport) writes 256 KiB of a pattern (0xa5 one way, 0x5a the other) at 64 KiB, reads
+# it back with the pattern checked (`read -P`: a byte that differs prints "Pattern
+# verification failed" and qemu-io exits 1); the target's VM then finds the pattern in the
+# LUN's file, and the rest of the file as it was. (libiscsi-bin 1.19's own
+# writer, iscsi-test-cu, logs in twice in one process, and libiscsi 1.19's iSER transport
+# leaves its connection struct uninitialised (libiscsi b4ba920, 1.20.0): its second
+# connection crashed on the drop-in and passed on the kernel CM only as the heap fell.)
 # Readiness: tgtd's management socket (tgtadm works), then its listener: the kernel's in
 # `rdma resource`, the drop-in's "listening on" line (USCM_DEBUG=1).
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
@@ -42,6 +46,7 @@ TGTADM=("$USCM_VM_TGT/tgtadm" --lld iser)
 start_tgt() {
   local product=$1 bytes=$2; shift 2
   head -c "$bytes" /dev/urandom > /tmp/lun.img
+  cp /tmp/lun.img /tmp/lun.orig
   "$@" "$USCM_VM_TGT/tgtd" -f --iser pool_sz_mb=128 > /tmp/tgtd.log 2>&1 &
   TGTD=$!
   configure_tgt() {
@@ -117,6 +122,33 @@ initiate() {
   has_lines "$name-reads" /tmp/perf.log '^finished\.$' 1
 }
 
+# PATTERN_AT, PATTERN_BYTES: where qemu-io writes its pattern (64 KiB in, 256 KiB)
+PATTERN_AT=65536
+PATTERN_BYTES=262144
+# write_read_back NAME PATTERN RUNNER...: qemu-io through RUNNER writes PATTERN over the
+# peer's LUN and reads it back, checked.
+write_read_back() {
+  local name=$1 pattern=$2; shift 2
+  local opts="driver=iser,transport=iser,portal=$PEER:$ISER_PORT,target=$IQN,lun=1"
+  opts+=",initiator-name=$INI"
+  local at=$PATTERN_AT n=$PATTERN_BYTES
+  run_to "$name-qemu-io" /tmp/qio.log "$@" qemu-io --image-opts "$opts" \
+    -c "write -P $pattern $at $n" -c "read -P $pattern $at $n"
+  has_lines "$name-written" /tmp/qio.log "^wrote $n/$n bytes at offset $at\$" 1
+  has_lines "$name-read-back" /tmp/qio.log "^read $n/$n bytes at offset $at\$" 1
+  has_lines "$name-pattern-read-back" /tmp/qio.log '^Pattern verification failed' 0
+}
+
+# lun_has NAME PATTERN: the target's LUN file has PATTERN where qemu-io wrote it, and its
+# original bytes everywhere else.
+lun_has() {
+  local expect=/tmp/lun.expect
+  { head -c "$PATTERN_AT" /tmp/lun.orig
+    head -c "$PATTERN_BYTES" /dev/zero | tr '\0' "\\$(printf '%03o' "$2")"
+    tail -c +$((PATTERN_AT + PATTERN_BYTES + 1)) /tmp/lun.orig; } > "$expect"
+  check "$1" cmp /tmp/lun.img "$expect"
+}
+
 # stop_tgt: tgtd ignores SIGTERM (tgtd.c) and its LUN is a scratch file: SIGKILL once
 # its initiator is done.
 stop_tgt() { kill -KILL "$TGTD" 2>/dev/null; wait "$TGTD" 2>/dev/null; }
@@ -130,10 +162,12 @@ if [ "$USCM_VM_ROLE" = a ]; then
   kernel_listening $ISER_PORT && sync.sh signal kernel-tgt-ready
   sync.sh wait dropin-initiator-done $T
   stop_tgt
+  lun_has kernel-lun-written 0xa5
 
   # 2. the drop-in's tgtd <- the kernel's initiator
   sync.sh wait dropin-tgt-ready $T
   initiate kernel-to-dropin dropin-tgtd 2097152 timeout "$T"
+  write_read_back kernel-to-dropin 0x5a timeout "$T"
   sync.sh signal kernel-initiator-done
   echo "$FAILED" | sync.sh put a-failed
   sync.sh wait b-done $T
@@ -143,6 +177,7 @@ else
   # 1.
   sync.sh wait kernel-tgt-ready $T
   initiate dropin-to-kernel kernel-tgtd 1048576 "${USCM[@]}"
+  write_read_back dropin-to-kernel 0xa5 "${USCM[@]}"
   sync.sh signal dropin-initiator-done
 
   # 2.
@@ -151,6 +186,7 @@ else
     sync.sh signal dropin-tgt-ready
   sync.sh wait kernel-initiator-done $T
   stop_tgt
+  lun_has dropin-lun-written 0x5a
 
   check_output uscmd-started-on-demand '^uscmd: rxe0 port 1' cat /tmp/uscmd-rxe0-1.log
   check a-side-passed bash -c "[ \"\$(sync.sh get a-failed $T)\" = 0 ]"
