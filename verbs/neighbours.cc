@@ -117,6 +117,7 @@ void SendProbeDatagram(const IpAddr& addr) {
     s->sin6_family = AF_INET6;
     s->sin6_port = htons(9);
     memcpy(&s->sin6_addr, addr.ip.data(), 16);
+    s->sin6_scope_id = addr.scope_id;  // a link-local next hop: its interface
     len = sizeof(*s);
   }
   (void)sendto(fd, "", 0, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&to), len);
@@ -200,6 +201,8 @@ absl::StatusOr<RouteToHost> NeighbourTable::Route(const IpAddr& dst,
   nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO);
   nla_put(msg, RTA_DST, static_cast<int>(AddrLen(dst.family)), dst.ip.data());
   if (src.has_value()) nla_put(msg, RTA_SRC, static_cast<int>(AddrLen(src->family)), src->ip.data());
+  const uint32_t oif = dst.scope_id != 0 ? dst.scope_id : src.has_value() ? src->scope_id : 0;
+  if (oif != 0) nla_put_u32(msg, RTA_OIF, oif);
   RouteAnswer answer;
   Exchange x{0, OnRoute, &answer};
   if (int err = Transact(sock_, msg, x); err != 0 || !answer.got) {
@@ -244,7 +247,13 @@ void NeighbourTable::StartResolution(int ifindex, const IpAddr& addr) {
     Exchange x;
     err = Transact(sock_, msg, x);
   }
-  if (err != 0) SendProbeDatagram(addr);  // EPERM without CAP_NET_ADMIN
+  if (err != 0) {  // EPERM without CAP_NET_ADMIN
+    IpAddr on = addr;
+    if (on.family == AF_INET6 && on.ip[0] == 0xFE && (on.ip[1] & 0xC0) == 0x80) {
+      on.scope_id = static_cast<uint32_t>(ifindex);
+    }
+    SendProbeDatagram(on);
+  }
 }
 
 absl::StatusOr<std::vector<uint8_t>> NeighbourTable::Resolve(const IpAddr& dst,

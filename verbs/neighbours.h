@@ -37,6 +37,10 @@ namespace uscm::verbs {
 struct IpAddr {
   int family = 0;                // AF_INET or AF_INET6
   std::array<uint8_t, 16> ip{};  // network order; IPv4 in the first 4 bytes
+  // IPv6 link-local: the interface it is on (sin6_scope_id), 0 otherwise.
+  // A route to a link-local destination is asked on that interface, as the
+  // kernel's addr6_resolve asks with flowi6_oif = the id's bound_dev_if.
+  uint32_t scope_id = 0;
   std::string ToString() const;
 };
 

@@ -125,6 +125,7 @@ absl::Status ToAddressIn(const uscm_addr* a, const char* call, Address* out) {
   out->pkey = a->pkey == 0 ? 0xFFFF : a->pkey;
   out->service_id = a->service_id;
   out->service_mask = a->service_mask == 0 ? ~uint64_t{0} : a->service_mask;
+  out->scope_id = a->family == USCM_AF_INET6 ? a->scope_id : 0;
   return absl::OkStatus();
 }
 
@@ -149,6 +150,7 @@ void FromAddress(const Address& in, uscm_addr* a) {
   a->pkey = in.pkey;
   a->service_id = in.service_id;
   a->service_mask = in.service_mask;
+  a->scope_id = in.scope_id;
 }
 
 // uscm_get_route's answer; `pkey` the peer's.

@@ -57,6 +57,9 @@ struct uscm_addr {
   uint16_t pkey;        /* AF_IB */
   uint64_t service_id;  /* AF_IB */
   uint64_t service_mask;
+  /* AF_INET6: sin6_scope_id, the interface index a link-local (fe80::/10)
+   * address belongs to; 0 for the others. */
+  uint32_t scope_id;
 };
 
 struct uscm_ah_attr {

@@ -60,7 +60,10 @@ uscm_device* Failed(int err, const std::string& message) {
 }
 
 // The port's IP addresses as its RoCE GID table shows them: IPv4 for every
-// ::ffff:a.b.c.d GID, IPv6 for every other GID but the fe80:: ones.
+// ::ffff:a.b.c.d GID, IPv6 for every other, link-local fe80:: ones included
+// (the kernel's roce_gid_mgmt puts the netdev's IPv6 addresses in the table,
+// its link-local one too, and rdma_cm binds and resolves them given the
+// interface: Address::scope_id).
 std::vector<uscm::Address> IpsOfGids(const std::vector<uscm::mad::Gid>& gids) {
   std::vector<uscm::Address> ips;
   for (const uscm::mad::Gid& g : gids) {
@@ -69,8 +72,6 @@ std::vector<uscm::Address> IpsOfGids(const std::vector<uscm::mad::Gid>& gids) {
     if (uscm::verbs::IsIpv4Mapped(g)) {
       a.family = uscm::Address::Family::kIpv4;
       for (int i = 12; i < 16; ++i) a.ip[i] = g.raw[i];
-    } else if (g.raw[0] == 0xFE && (g.raw[1] & 0xC0) == 0x80) {
-      continue;  // link-local: from the MAC, no address of the netdev
     } else {
       a.family = uscm::Address::Family::kIpv6;
       a.ip = g.raw;
@@ -117,6 +118,7 @@ class NeighbourResolver {
       memcpy(ip.ip.data(), &a.ip[12], 4);
     } else {
       ip.ip = a.ip;
+      ip.scope_id = a.scope_id;
     }
     return ip;
   }

@@ -24,6 +24,7 @@ int ToUscmAddr(const sockaddr* sa, uscm_addr* a) {
       a->family = USCM_AF_INET6;
       memcpy(a->ip, &in6->sin6_addr, 16);
       a->port = ntohs(in6->sin6_port);
+      a->scope_id = in6->sin6_scope_id;
       return 0;
     }
     case AF_IB: {
@@ -56,6 +57,7 @@ void ToSockaddr(const uscm_addr& a, sockaddr_storage* out) {
       in6->sin6_family = AF_INET6;
       in6->sin6_port = htons(a.port);
       memcpy(&in6->sin6_addr, a.ip, 16);
+      in6->sin6_scope_id = a.scope_id;
       break;
     }
     case USCM_AF_IB: {

@@ -85,6 +85,45 @@ TEST_F(DirectAddrTest, RoceAddrIsQueuedByTheCallWithTheKernelsFields) {
   EXPECT_EQ(rdma_destroy_id(id), 0);
 }
 
+// An IPv6 link-local address with its interface (sin6_scope_id), as
+// getaddrinfo("fe80::2%eth0") gives it.
+sockaddr_in6 LinkLocal(const char* ip, uint16_t port, uint32_t scope_id) {
+  sockaddr_in6 a = {};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(port);
+  inet_pton(AF_INET6, ip, &a.sin6_addr);
+  a.sin6_scope_id = scope_id;
+  return a;
+}
+
+// As the kernel's rdma_cm: a link-local bind must name its interface
+// (cma_check_linklocal: EINVAL), and the interface stays with both addresses
+// (the source takes the destination's when not bound: cma_bind_addr).
+TEST_F(DirectAddrTest, ALinkLocalAddressKeepsItsInterface) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  sockaddr_in6 no_scope = LinkLocal("fe80::1", 0, 0);
+  errno = 0;
+  EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&no_scope)), -1);
+  EXPECT_EQ(errno, EINVAL);
+  sockaddr_in6 here = LinkLocal("fe80::1", 0, 3);
+  ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&here)), 0) << strerror(errno);
+  EXPECT_EQ(id->port_num, 1);
+  EXPECT_EQ(reinterpret_cast<sockaddr_in6*>(rdma_get_local_addr(id))->sin6_scope_id, 3u);
+  sockaddr_in6 dst = LinkLocal("fe80::2", 7174, 3);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
+  EXPECT_EQ(rdma_ack_cm_event(Take(ch_, RDMA_CM_EVENT_ADDR_RESOLVED)), 0);
+  const auto* local = reinterpret_cast<sockaddr_in6*>(rdma_get_local_addr(id));
+  const auto* peer = reinterpret_cast<sockaddr_in6*>(rdma_get_peer_addr(id));
+  EXPECT_EQ(GidText(local->sin6_addr.s6_addr), "fe80::1");
+  EXPECT_EQ(local->sin6_scope_id, 3u);
+  EXPECT_EQ(GidText(peer->sin6_addr.s6_addr), "fe80::2");
+  EXPECT_EQ(peer->sin6_scope_id, 3u);
+  EXPECT_EQ(GidText(id->route.addr.addr.ibaddr.dgid.raw), "fe80::2");
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
 // The same id as the path through the C API's pump leaves it.
 // The kernel's resolve_prepare_src: a source (bound or given) of another
 // family than the destination's is EINVAL, before either path.

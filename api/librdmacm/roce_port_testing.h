@@ -1,5 +1,6 @@
 // The fixture of the direct-path tests (direct_addr_test, direct_route_test):
-// the drop-in's one port is a RoCE device (192.168.78.1) on host 0 of a
+// the drop-in's one port is a RoCE device (192.168.78.1, and fe80::1 as
+// rxe's GID 0 is the netdev's link-local address) on host 0 of a
 // simulated fabric, with no kernel tables (the destination's GID is its IP,
 // resolved within the call); each test has a non-blocking program channel
 // that must be empty at its end.
@@ -42,16 +43,17 @@ class RocePortTest : public ::testing::Test {
     fabric_ = std::move(*f).release();
     DeviceOptions o;
     o.roce = true;
-    o.local_ips = {*Address::Parse("192.168.78.1")};
+    o.local_ips = {*Address::Parse("fe80::1"), *Address::Parse("192.168.78.1")};
     auto dev = Device::CreateSimulated(fabric_->scheduler(), *fabric_->host(0).qp1,
                                        [] { return false; }, o);
     ASSERT_TRUE(dev.ok()) << dev.status();
     roce_ = std::move(*dev).release();
     dev_ = uscm_device_wrap(roce_);
-    Addr16 ip{};
+    Addr16 link_local{}, ip{};
+    inet_pton(AF_INET6, "fe80::1", link_local.data());
     ip[10] = ip[11] = 0xff;
     inet_pton(AF_INET, "192.168.78.1", &ip[12]);
-    ASSERT_EQ(UseDevicesForTesting({dev_}, {{ip}}), 0) << strerror(errno);
+    ASSERT_EQ(UseDevicesForTesting({dev_}, {{link_local, ip}}), 0) << strerror(errno);
   }
   static void TearDownTestSuite() {
     ResetBackendForTesting();

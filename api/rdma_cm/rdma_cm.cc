@@ -180,6 +180,7 @@ std::string Address::ToString() const {
     }
     case Family::kIpv6:
       inet_ntop(AF_INET6, ip.data(), buf, sizeof buf);
+      if (scope_id != 0) return absl::StrCat("[", buf, "%", scope_id, "]:", port);
       return absl::StrCat("[", buf, "]:", port);
     case Family::kIb:
       return absl::StrCat("ib:", gid.ToString(), "/lid ", lid, "/sid 0x",
@@ -188,6 +189,10 @@ std::string Address::ToString() const {
       break;
   }
   return "unspecified";
+}
+
+bool Address::is_link_local() const {
+  return family == Family::kIpv6 && ip[0] == 0xFE && (ip[1] & 0xC0) == 0x80;
 }
 
 bool Address::SameHost(const Address& o) const {
@@ -405,6 +410,15 @@ absl::Status CmId::Bind(const Address& addr, bool reserve) {
   // device of its own, and a listener on it takes any destination
   // (libfabric's verbs provider binds "localhost" while it picks a passive
   // endpoint's address).
+  // A link-local address names its interface (the kernel's
+  // cma_check_linklocal: EINVAL without sin6_scope_id).
+  if (addr.is_link_local() && addr.scope_id == 0) {
+    return mad::WithErrno(
+        absl::InvalidArgumentError(absl::StrCat(
+            "bind_addr: ", addr.ToString(),
+            " is link-local and names no interface (sin6_scope_id 0)")),
+        EINVAL);
+  }
   if (!addr.is_any() && !addr.is_loopback()) {
     bool mine = false;
     for (const Address& a : device_->options_.local_ips) mine |= a.SameHost(addr);

@@ -76,6 +76,9 @@ struct Address {
   // IP: 16 bytes in network order; IPv4 in the last 4 (as the CMA header).
   std::array<uint8_t, 16> ip{};
   uint16_t port = 0;  // IP port (host order)
+  // IPv6: the interface index of a link-local address (sin6_scope_id), as
+  // the kernel's rdma_cm needs it to bind one (cma_check_linklocal).
+  uint32_t scope_id = 0;
   // AF_IB: the port's GID (and LID, since the simulated and real SA accept
   // both), the ServiceID (+ mask, for listen) and the P_Key.
   mad::Gid gid;
@@ -96,6 +99,8 @@ struct Address {
   bool is_any() const;
   // 127.0.0.0/8 or ::1.
   bool is_loopback() const;
+  // IPv6 fe80::/10.
+  bool is_link_local() const;
   bool is_multicast() const;
   uint32_t ipv4() const;  // host order
   std::string ToString() const;

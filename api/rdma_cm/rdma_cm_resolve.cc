@@ -96,17 +96,25 @@ absl::Status CmId::ResolveAddrIn(const absl::optional<Address>& src, const Addre
         "resolve_addr: RDMA_PS_IB ids take AF_IB addresses (Address::Ib)");
   }
   if (!bound_) {
+    // The port's first address of the destination's family and scope: a
+    // link-local source for a link-local destination, on its interface (the
+    // kernel's cma_bind_addr copies the destination's sin6_scope_id), and a
+    // global one for the others.
     local_ = Address();
     for (const Address& a : device_->options_.local_ips) {
-      if (a.family == dst.family) {
+      if (a.family == dst.family && a.is_link_local() == dst.is_link_local()) {
         local_ = a;
+        local_.scope_id = dst.scope_id;
         break;
       }
     }
     if (local_.family == Address::Family::kUnspec) {
       return absl::InvalidArgumentError(absl::StrCat(
           "resolve_addr: ", port.ca_name, " has no ",
-          dst.family == Address::Family::kIpv4 ? "IPv4" : "IPv6", " address to send from"));
+          dst.family == Address::Family::kIpv4 ? "IPv4"
+          : dst.is_link_local()                ? "IPv6 link-local"
+                                               : "IPv6",
+          " address to send from"));
     }
     local_.port = 0;
     absl::Status s = device_->AllocPort(this);

@@ -4,6 +4,7 @@
 
 #include "api/rdma_cm/rdma_cm.h"
 #include "api/rdma_cm/one_device_fixture.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace uscm {
@@ -15,7 +16,9 @@ class RoceResolveTest : public testing::OneDeviceTest {
     DeviceOptions o;
     o.roce = true;
     o.roce_path_mtu = 3;  // 1024: a 1500-byte Ethernet MTU
-    o.local_ips = {*Address::Parse("192.168.78.1"), *Address::Parse("fd00::1")};
+    // As rxe's GID table lists them: the link-local address first (GID 0).
+    o.local_ips = {*Address::Parse("fe80::1"), *Address::Parse("192.168.78.1"),
+                   *Address::Parse("fd00::1")};
     ASSERT_NO_FATAL_FAILURE(Open(/*seed=*/5, o));
   }
 };
@@ -65,6 +68,54 @@ TEST_F(RoceResolveTest, Ipv6GidIsTheAddress) {
   ASSERT_TRUE(id->ResolveRoute().ok());
   Next(EventType::kRouteResolved);
   EXPECT_EQ(id->route()->local_gid.ToString(), "fd00::1");
+  ASSERT_TRUE(ch_->DestroyId(id).ok());
+}
+
+// A link-local address with its interface, as getaddrinfo("fe80::2%eth0")
+// gives it (sin6_scope_id).
+Address LinkLocal(const char* text, uint32_t scope_id) {
+  Address a = *Address::Parse(text);
+  a.scope_id = scope_id;
+  return a;
+}
+
+TEST_F(RoceResolveTest, ALinkLocalDestinationIsReachedFromTheLinkLocalAddress) {
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, LinkLocal("[fe80::2]:7174", 3)).ok());
+  Next(EventType::kAddrResolved);
+  const Address local = id->GetLocalAddr();
+  EXPECT_TRUE(local.is_link_local()) << local.ToString();
+  EXPECT_EQ(local.scope_id, 3u) << "the destination's interface, as the kernel's cma_bind_addr";
+  EXPECT_EQ(id->GetPeerAddr().gid.ToString(), "fe80::2");
+  ASSERT_TRUE(id->ResolveRoute().ok());
+  Next(EventType::kRouteResolved);
+  EXPECT_EQ(id->route()->local_gid.ToString(), "fe80::1");
+  EXPECT_EQ(id->route()->hop_limit, 1);
+  ASSERT_TRUE(ch_->DestroyId(id).ok());
+}
+
+TEST_F(RoceResolveTest, AGlobalDestinationIsNotReachedFromTheLinkLocalAddress) {
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("[fd00::9]:7174")).ok());
+  Next(EventType::kAddrResolved);
+  EXPECT_EQ(id->GetLocalAddr().ToString().rfind("[fd00::1]:", 0), 0u)
+      << id->GetLocalAddr().ToString();
+  ASSERT_TRUE(ch_->DestroyId(id).ok());
+}
+
+TEST_F(RoceResolveTest, ALinkLocalBindNamesItsInterface) {
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  absl::Status no_scope = id->BindAddr(*Address::Parse("[fe80::1]:7174"));
+  EXPECT_EQ(no_scope.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_scope.message()), ::testing::HasSubstr("names no interface"))
+      << "the kernel's cma_check_linklocal: EINVAL";
+  ASSERT_TRUE(id->BindAddr(LinkLocal("[fe80::1]:7174", 3)).ok());
+  EXPECT_EQ(id->GetLocalAddr().scope_id, 3u);
+  EXPECT_EQ(id->GetLocalAddr().ToString(), "[fe80::1%3]:7174");
+  CmId* other = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  EXPECT_THAT(std::string(other->BindAddr(LinkLocal("[fe80::7]:7175", 3)).message()),
+              ::testing::HasSubstr("is not an address of"));
+  ASSERT_TRUE(ch_->DestroyId(other).ok());
   ASSERT_TRUE(ch_->DestroyId(id).ok());
 }
 

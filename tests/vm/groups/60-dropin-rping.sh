@@ -19,10 +19,7 @@
 #   5. rdma_resolve_addr's failures as rping shows them, kernel (a) and drop-in (b), the same
 #      lines: a silent host on the link (ADDR_ERROR, -ETIMEDOUT once ARP gave up) and a
 #      destination without a route (the call fails: ENETUNREACH).
-#   6. rping over IPv6 (RoCE v2 with IPv6 GIDs: fd00:78::1 on a, fd00:78::2 on b, /64 on
-#      the link, no DAD), both directions as 1. and 2.: the drop-in finds the IPv6 GID's
-#      index and the peer's MAC by neighbour discovery. Readiness: each side's GID table
-#      shows its address before the other is told.
+#   IPv6 (step 6 here until 2026-11-27): 60-dropin-ipv6.
 # Every ping's data line is checked byte for byte (rping's pattern: "rdma-ping-N: "
 # then letters from 'A'+N, 63 characters). Readiness: the kernel listener shows in
 # `rdma resource show cm_id`; the drop-in says "listening on" with USCM_DEBUG=1.
@@ -35,25 +32,10 @@ LIB=$USCM_VM_BIN/api/librdmacm
 IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
 T=120   # seconds for any one step: TCG guests on a loaded 2-core host are slow
 N=10
-# 6.: the IPv6 addresses and their GIDs as sysfs prints them
-if [ "$USCM_VM_ROLE" = a ]; then IP6=fd00:78::1 PEER6=fd00:78::2; else IP6=fd00:78::2 PEER6=fd00:78::1; fi
-GID6=fd00:0078:0000:0000:0000:0000:0000:000${IP6##*:}
 
 # the drop-in's environment; an array, not a function, so that $! of "${DROPIN[@]}" CMD &
 # is the process that `kill` stops (timeout passes the signal on to rping)
 DROPIN=(env LD_LIBRARY_PATH="$LIB" USCM_DEBUG=1 timeout $T)
-# ipv6_address: IP6/64 on the link's netdev (the one with $IP), then until rxe0's GID
-# table has it (roce_gid_mgmt adds it from a workqueue)
-ipv6_address() {
-  local dev end=$((SECONDS + T))
-  dev=$(ip -o -4 addr show | awk -v ip="$IP" 'index($4, ip "/") == 1 { print $2 }')
-  ip -6 addr add "$IP6/64" dev "$dev" nodad || return 1
-  while ((SECONDS < end)); do
-    grep -qsx "$GID6" /sys/class/infiniband/rxe0/ports/1/gids/* && return 0
-    sleep 0.1
-  done
-  echo "no GID $GID6 on rxe0 after ${T}s" >&2; return 1
-}
 # resolve_errors [ENV...]: what rping says when rdma_resolve_addr fails (5.): its event
 # line and the call's error. Not its other lines: after the event its cm thread exits
 # the process while the main thread prints or destroys the channel, so "waiting for
@@ -98,18 +80,6 @@ if [ "$USCM_VM_ROLE" = a ]; then
   # 5.
   resolve_errors | sync.sh put kernel-resolve-errors
 
-  # 6. IPv6: the drop-in's client against the kernel's server, then the other way round
-  check ipv6-gid-a ipv6_address
-  sync.sh wait b-v6-ready $((3 * T))   # b's 4. and 5. come first (uscmd's idle exit)
-  timeout $T rping -s -a "$IP6" -p 7180 -v > /tmp/rping6-s.log 2>&1 & pid=$!
-  kernel_listening 7180 && sync.sh signal kernel-v6-server-ready
-  finish kernel-rping6-s-served-dropin "$pid" /tmp/rping6-s.log
-  check_pings kernel-v6-server-data /tmp/rping6-s.log 'server ping data: ' $N
-  sync.sh wait dropin-v6-server-ready $T
-  run_to kernel-rping6-c-to-dropin /tmp/rping6-c.log \
-    timeout $T rping -c -a "$PEER6" -I "$IP6" -p 7181 -v -C $N
-  check_pings kernel-v6-client-data /tmp/rping6-c.log 'ping data: ' $N
-  sync.sh signal kernel-v6-client-done
   # b checks this too: a's console lines can be lost (seen once), b's FAIL is not
   echo "$FAILED" | sync.sh put a-failed
   sync.sh wait b-done $T
@@ -192,17 +162,6 @@ else
     cat /tmp/uscmd-rxe0-1.log
   check_output uscmd-served-both 'clients ([2-9]|[1-9][0-9]+) accepted, 0 refused' \
     cat /tmp/uscmd-rxe0-1.log
-  # 6. (after 4.'s uscmd exited: a's server waits for this)
-  check ipv6-gid-b ipv6_address && sync.sh signal b-v6-ready
-  sync.sh wait kernel-v6-server-ready $T
-  run_to dropin-rping6-c-to-kernel /tmp/dropin6-c.log \
-    "${DROPIN[@]}" rping -c -a "$PEER6" -I "$IP6" -p 7180 -v -C $N
-  check_pings dropin-v6-client-data /tmp/dropin6-c.log 'ping data: ' $N
-  "${DROPIN[@]}" rping -s -a "$IP6" -p 7181 -v > /tmp/dropin6-s.log 2>&1 & pid=$!
-  wait_for /tmp/dropin6-s.log 'listening on' && sync.sh signal dropin-v6-server-ready
-  finish dropin-rping6-s-served-kernel "$pid" /tmp/dropin6-s.log
-  check_pings dropin-v6-server-data /tmp/dropin6-s.log 'server ping data: ' $N
-  sync.sh wait kernel-v6-client-done $T
   check a-side-passed bash -c "[ \"\$(sync.sh get a-failed $T)\" = 0 ]"
   sync.sh signal b-done
 fi
