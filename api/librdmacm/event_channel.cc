@@ -144,6 +144,7 @@ struct ChannelState {
 struct Channel {
   rdma_event_channel pub;
   ChannelState* state;
+  uint64_t fork_generation;  // fork_locks.h ForkGeneration() when it was made
 };
 
 static_assert(offsetof(Event, pub) == 0);
@@ -276,6 +277,10 @@ void SetWaitHookForTesting(void (*fn)(void* arg, bool woke), void* arg) {
   g_wait_hook.store(fn);
 }
 
+bool ChannelOfParent(rdma_event_channel* channel) {
+  return FromPublic(channel)->fork_generation != ForkGeneration();
+}
+
 uint64_t ChannelFdSyscalls(rdma_event_channel* channel) {
   Channel* ch = FromPublic(channel);
   std::lock_guard<std::mutex> lock(ch->state->mu);
@@ -373,6 +378,7 @@ rdma_event_channel* NewEventChannel() {
     return nullptr;
   }
   ch->state = state;
+  ch->fork_generation = ForkGeneration();
   return &ch->pub;
 }
 
@@ -402,6 +408,9 @@ extern "C" int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
   if (channel == nullptr) return Fail(EINVAL, "rdma_get_cm_event", "NULL channel");
   if (event == nullptr) return Fail(EINVAL, "rdma_get_cm_event", "NULL event");
   Channel* ch = FromPublic(channel);
+  if (ch->fork_generation != uscm::librdmacm::ForkGeneration()) {
+    return Fail(EACCES, "rdma_get_cm_event", uscm::librdmacm::kParentsChannel);
+  }
   ChannelState& st = *ch->state;
   uscm::librdmacm::BatchWhileWaiting batch;  // declared first: restored after the lock's release
   std::unique_lock<std::mutex> lock(st.mu);

@@ -46,6 +46,17 @@ int QueueEventWithAck(rdma_event_channel* channel, const rdma_cm_event& event,
                       const void* private_data, size_t private_data_len, void (*on_ack)(void*),
                       void* arg);
 
+// Whether `channel` was made by the parent process, before a fork() of which
+// this process is the child (fork_locks.h ForkGeneration): its
+// rdma_get_cm_event, an rdma_create_id or rdma_migrate_id onto it fail with
+// EACCES (kParentsChannel), as the kernel's ucma_write refuses the parent's
+// fd in a child, and nothing reads or writes its eventfd, which the parent's
+// copy shares. rdma_destroy_event_channel closes the child's copy only.
+bool ChannelOfParent(rdma_event_channel* channel);
+inline constexpr char kParentsChannel[] =
+    "an event channel of the parent process, made before fork(): a child makes its own (the "
+    "kernel refuses a child's use of the parent's rdma_cm fd)";
+
 // Events queued and not yet retrieved; -1 for a NULL channel.
 int QueuedEvents(rdma_event_channel* channel);
 

@@ -19,6 +19,7 @@ thread_local int t_own_forks = 0;  // OwnFork scopes on this thread
 // parent's or the child's handler after it).
 thread_local bool t_taken = false;
 std::atomic<uint64_t> g_prepares{0};
+std::atomic<uint64_t> g_generation{0};  // ForkGeneration
 
 // In fork_locks.h's order.
 std::array<std::mutex*, 8> Locks() {
@@ -46,6 +47,10 @@ void InChild() {
   // A parent's progress thread may have been checking the ports' channels;
   // the child has none of its threads.
   ForgetOpenChannelReadersInChild();
+  if (t_taken) {  // a program's fork: the library's locks are held (Prepare)
+    g_generation.fetch_add(1, std::memory_order_relaxed);
+    internal::LeaveToParentInChildLocked();
+  }
   Release();
 }
 
@@ -59,5 +64,6 @@ OwnFork::OwnFork() { ++t_own_forks; }
 OwnFork::~OwnFork() { --t_own_forks; }
 
 uint64_t ForkPrepares() { return g_prepares.load(std::memory_order_relaxed); }
+uint64_t ForkGeneration() { return g_generation.load(std::memory_order_relaxed); }
 
 }  // namespace uscm::librdmacm

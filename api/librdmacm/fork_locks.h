@@ -44,6 +44,14 @@ class OwnFork {
 // How many forks took the locks (tests).
 uint64_t ForkPrepares();
 
+// How many fork()s of the program this process is a child of (0 in the
+// program's first process; the library's own forks are not counted). An id or
+// event channel made at another generation is the parent's: in the child
+// every call on it fails with EACCES, as the kernel refuses a child's use of
+// its parent's rdma_cm fd (ucma_write: ib_safe_file_access), and none of
+// them touches what the parent still uses (docs/API.md "fork()").
+uint64_t ForkGeneration();
+
 }  // namespace uscm::librdmacm
 
 #endif  // USCM_API_LIBRDMACM_FORK_LOCKS_H_

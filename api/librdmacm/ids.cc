@@ -29,6 +29,7 @@
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/fail.h"
+#include "api/librdmacm/fork_locks.h"
 #include "api/librdmacm/ids_internal.h"
 #include "api/librdmacm/open_channels.h"
 #include "api/librdmacm/port_resync.h"
@@ -166,6 +167,9 @@ void CloseIdsOfChannel(rdma_event_channel* channel) {
   for (auto& [pub, id] : ByPublic()) {
     if (pub->channel != channel || id->state->closed) continue;
     id->state->closed = true;
+    // The parent's, in a child of fork(): its uscm ids are the parent's, as
+    // the kernel's ids stay with the parent's fd when the child closes its copy.
+    if (id->state->fork_generation != ForkGeneration()) continue;
     internal::ForgetWildcardIdLocked(id);
     internal::DropOtherPortsLocked(id, "rdma_destroy_event_channel");
     if (id->state->uid != nullptr) {
@@ -185,6 +189,7 @@ Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* contex
   auto* id = new Id{};
   id->state = new IdState;
   id->state->uid = uid;
+  id->state->fork_generation = ForkGeneration();
   id->port = port;
   if (uid != nullptr) ByUscmId()[uid] = id;
   id->pub.channel = channel;
@@ -304,7 +309,25 @@ std::mutex g_mu;
 
 Id* FindLocked(rdma_cm_id* pub) {
   auto it = ByPublic().find(pub);
-  return it == ByPublic().end() || it->second->state->closed ? nullptr : it->second;
+  if (it == ByPublic().end()) return nullptr;
+  const IdState& state = *it->second->state;
+  return state.closed || state.fork_generation != ForkGeneration() ? nullptr : it->second;
+}
+
+int NotAnIdLocked(const char* call, rdma_cm_id* pub) {
+  auto it = ByPublic().find(pub);
+  if (it != ByPublic().end() && it->second->state->fork_generation != ForkGeneration()) {
+    return Fail(EACCES, call,
+                "an id of the parent process, made before fork(): a child makes its own (the "
+                "kernel refuses a child's use of the parent's rdma_cm fd)");
+  }
+  return Fail(EINVAL, call, "not an id of rdma_create_id (or destroyed)");
+}
+
+void LeaveToParentInChildLocked() {
+  ByUscmId().clear();
+  ForgetWildcardIdsInChildLocked();
+  LeaveOpenedPortsToParentLocked();
 }
 
 void OnAck(void* arg) {
@@ -362,7 +385,7 @@ int WithId(const char* call, rdma_cm_id* pub, Op op, void (*after)(Id*) = nullpt
     std::lock_guard<std::mutex> lock(g_mu);
     if (EnsureBackendLocked(call) != 0) return -1;
     id = FindLocked(pub);
-    if (id == nullptr) return Fail(EINVAL, call, "not an id of rdma_create_id (or destroyed)");
+    if (id == nullptr) return internal::NotAnIdLocked(call, pub);
     if (MaterializeLocked(id, call) != 0) return -1;
     uid = id->state->uid;
   }
@@ -592,7 +615,7 @@ int SetOption(rdma_cm_id* pub, int level, int name, const void* value, size_t le
   std::lock_guard<std::mutex> lock(g_mu);
   if (EnsureBackendLocked("rdma_set_option") != 0) return -1;
   Id* id = FindLocked(pub);
-  if (id == nullptr) return Fail(EINVAL, "rdma_set_option", "not an id of rdma_create_id (or destroyed)");
+  if (id == nullptr) return internal::NotAnIdLocked("rdma_set_option", pub);
   // uscm checks the option (a bad one fails now, as librdmacm's): on the
   // default port when the id has none yet; a later address still moves it.
   if (MaterializeLocked(id, "rdma_set_option") != 0) return -1;
@@ -630,7 +653,7 @@ uscm_cm_id* UscmIdOf(rdma_cm_id* pub, const char* call) {
   std::lock_guard<std::mutex> lock(g_mu);
   Id* id = FindLocked(pub);
   if (id == nullptr) {
-    Fail(EINVAL, call, "not an id of rdma_create_id (or destroyed)");
+    internal::NotAnIdLocked(call, pub);
     return nullptr;
   }
   if (MaterializeLocked(id, call) != 0) return nullptr;
@@ -652,6 +675,9 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
   if (id == nullptr) return Fail(EINVAL, "rdma_create_id", "id is NULL");
   if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IPOIB && ps != RDMA_PS_IB) {
     return Fail(EINVAL, "rdma_create_id", "unknown port space");
+  }
+  if (channel != nullptr && ChannelOfParent(channel)) {
+    return Fail(EACCES, "rdma_create_id", kParentsChannel);
   }
   const bool sync = channel == nullptr;
   if (sync) {
@@ -676,12 +702,13 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   {
     std::lock_guard<std::mutex> lock(g_mu);  // no port needed: the id may have none
     id = FindLocked(pub);
-    if (id == nullptr && ByPublic().contains(pub)) {  // as librdmacm's write to the closed fd
+    auto known = ByPublic().find(pub);
+    if (id == nullptr && known != ByPublic().end() &&
+        known->second->state->fork_generation == ForkGeneration()) {
+      // As librdmacm's write to the closed fd.
       return Fail(EBADF, "rdma_destroy_id", "the id's event channel was destroyed");
     }
-    if (id == nullptr) {
-      return Fail(EINVAL, "rdma_destroy_id", "not an id of rdma_create_id (or destroyed)");
-    }
+    if (id == nullptr) return internal::NotAnIdLocked("rdma_destroy_id", pub);
   }
   if (pub->event != nullptr) {  // synchronous mode's last event
     rdma_ack_cm_event(pub->event);
@@ -762,8 +789,9 @@ int rdma_migrate_id(rdma_cm_id* pub, rdma_event_channel* channel) {
   {
     std::lock_guard<std::mutex> lock(g_mu);  // no port needed: the id may have none
     id = FindLocked(pub);
-    if (id == nullptr) {
-      return Fail(EINVAL, "rdma_migrate_id", "not an id of rdma_create_id (or destroyed)");
+    if (id == nullptr) return internal::NotAnIdLocked("rdma_migrate_id", pub);
+    if (channel != nullptr && ChannelOfParent(channel)) {
+      return Fail(EACCES, "rdma_migrate_id", kParentsChannel);
     }
     if (channel == nullptr && id->state->sync) {
       return Fail(EINVAL, "rdma_migrate_id", "the id is synchronous already");

@@ -72,6 +72,9 @@ struct IdState {
   bool closed = false;
   // DEVICE_REMOVAL was queued for it (its port's device was removed).
   bool removal_sent = false;
+  // fork_locks.h ForkGeneration() when it was made: another one's is the
+  // parent's (FindLocked answers NULL for it, NotAnIdLocked EACCES).
+  uint64_t fork_generation = 0;
 };
 
 // `pub` first: the program's rdma_cm_id* points at it (standard layout).
@@ -90,9 +93,19 @@ static_assert(offsetof(Id, pub) == 0);
 // of events (the pump and rdma_destroy_id's uscm_destroy_id never overlap).
 extern std::mutex g_mu;
 absl::flat_hash_map<uscm_cm_id*, Id*>& ByUscmId();
-// The live id behind a program's id (NULL: unknown, destroyed, or its
-// channel closed).
+// The live id behind a program's id (NULL: unknown, destroyed, its channel
+// closed, or the parent's in a child of fork()).
 Id* FindLocked(rdma_cm_id* pub);
+// Why FindLocked found no id: -1 with errno EACCES for the parent's id in a
+// child of fork(), else EINVAL (USCM_DEBUG names `call`).
+int NotAnIdLocked(const char* call, rdma_cm_id* pub);
+// In a child of fork(), the library's locks held (fork_locks.cc): the ids
+// made before the fork are the parent's, their uscm ids no longer looked up
+// (an event of the child's ports never names one) and the wildcard ones no
+// longer held on any port; each port the parent opened is left to it
+// (ports.h LeaveOpenedPortsToParentLocked), and the child's next call that
+// needs it opens it again.
+void LeaveToParentInChildLocked();
 // Moves every event queued on the open ports' uscm channels to the
 // programs' channels; the number moved, or -1 with errno.
 int PumpEventsLocked();
@@ -132,6 +145,9 @@ int ListenOnOtherPortsLocked(Id* id, int backlog);
 // Whether an id is bound to a wildcard (listening or not): the uscm-ports
 // thread's work (port_resync.h).
 bool AnyWildcardIdLocked();
+// In a child of fork(): the parent's wildcard ids are no longer held on the
+// ports the child opens (no thread is started or stopped).
+void ForgetWildcardIdsInChildLocked();
 // The uscm-ports thread runs while a wildcard id exists (its once-a-second
 // listing, the claims on new ports) or a live port is open (the uevent of
 // its device's removal: DEVICE_REMOVAL at once, as the kernel's

@@ -25,6 +25,7 @@
 #include "api/librdmacm/fork_locks.h"
 #include "api/librdmacm/gid_watch.h"
 #include "api/librdmacm/ids_internal.h"
+#include "api/librdmacm/open_channels.h"
 #include "api/librdmacm/port_choice.h"
 #include "mad/gid.h"
 #include "verbs/gid_table.h"
@@ -526,6 +527,8 @@ bool InstallOpenedPortLocked(Port* port, const OpenedPort& opened, void (*on_ope
   if (port->channel != nullptr) return false;
   port->dev = opened.dev;
   port->channel = opened.channel;
+  port->opened_by_library = true;
+  port->parents_open = false;
   if (on_open != nullptr) on_open(port);
   if (CountersWanted()) {
     static const bool registered = atexit(PrintCmCounters) == 0;
@@ -543,9 +546,41 @@ int CloseOpenedPort(const OpenedPort& opened) {
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {
   if (port->channel != nullptr) return 0;
   OpenedPort opened;
-  if (OpenPortDevice(port->verbs, port->port_num, port->testing, call, &opened) != 0) return -1;
+  if (OpenPortDevice(port->verbs, port->port_num, port->testing, call, &opened) != 0) {
+    if (!port->parents_open) return -1;
+    return Fail(errno, call,
+                ("this process is a child of fork() whose parent had opened " + port->ca +
+                 " port " + std::to_string(port->port_num) +
+                 ": the parent's open stays the parent's, and the child's own failed (above)")
+                    .c_str());
+  }
   InstallOpenedPortLocked(port, opened, on_open);
   return 0;
+}
+
+namespace {
+
+// The ports' devices and channels a fork's parent had opened: kept, never
+// closed, in its child (LeaveOpenedPortsToParentLocked).
+std::vector<OpenedPort>& ParentsPorts() {
+  static auto* kept = new std::vector<OpenedPort>;
+  return *kept;
+}
+
+}  // namespace
+
+void LeaveOpenedPortsToParentLocked() {
+  for (Port& p : TheTable().ports) {
+    p.resync_opening = false;  // the parent's thread opens it, in the parent
+    p.resync_open_failed = false;
+    if (!p.opened_by_library || p.channel == nullptr) continue;
+    RemoveOpenChannel(p.channel);  // no check reads it (the progress hook's are the parent's)
+    ParentsPorts().push_back({p.dev, p.channel, p.testing});
+    p.dev = nullptr;
+    p.channel = nullptr;
+    p.opened_by_library = false;
+    p.parents_open = true;
+  }
 }
 
 int UsePortsForTesting(const std::vector<uscm_device*>& devs,

@@ -50,6 +50,12 @@ struct Port {
   // Once opened (OpenPortLocked):
   uscm_device* dev = nullptr;
   uscm_event_channel* channel = nullptr;
+  // Opened by a call or the uscm-ports thread (InstallOpenedPortLocked), not
+  // a test's device given opened (UsePortsForTesting): a fork's child leaves
+  // it to the parent (LeaveOpenedPortsToParentLocked).
+  bool opened_by_library = false;
+  // The parent of this fork's child had opened it (and the child has not).
+  bool parents_open = false;
   // The resync worker's open of it failed (ids.cc): the worker does not try
   // it again (a program's call that needs the port still does).
   bool resync_open_failed = false;
@@ -183,6 +189,19 @@ bool InstallOpenedPortLocked(Port* port, const OpenedPort& opened, void (*on_ope
 // Destroys the channel and closes the device (a simulated one is the
 // test's); either may be null. 0, or -1 with errno when the close failed.
 int CloseOpenedPort(const OpenedPort& opened);
+// In a child of fork() (the library's locks held: fork_locks.cc): every
+// port the library opened is the parent's. Its uscm device is a connection
+// to the port's uscmd (or the port's umad file) that the child shares with
+// the parent, whose progress thread reads it; the child has no such thread.
+// The device and channel are kept as they are, never used, closed or
+// destroyed in the child (a close would join a thread the child does not
+// have, send on the parent's connection, or unregister the parent's umad
+// agent); the port is left unopened, so the child's next call that needs it
+// opens its own: a connection of its own to the port's uscmd, as a second
+// program's; with USCM_NO_USCMD the port's umad file is the parent's, and the
+// open fails as a second program's (EBUSY). A uscm-ports thread's open under
+// way is the parent's too.
+void LeaveOpenedPortsToParentLocked();
 // The key `addr` is looked up by (IPv4 mapped; AF_IB: the GID).
 Addr16 KeyOf(const uscm_addr& addr);
 

@@ -31,8 +31,8 @@ std::vector<Id*>& WildcardIds() {
   return *ids;
 }
 
-// Starts the thread when none runs: the first wildcard id, or one of a
-// fork's child, which has wildcard ids of its parent's and no thread.
+// Starts the thread when none runs: the first wildcard id, or the first of a
+// fork's child (the parent's ids and thread are not the child's).
 void RegisterWildcardLocked(Id* id) {
   if (id->state->registered_wildcard) return;
   id->state->registered_wildcard = true;
@@ -202,6 +202,11 @@ int ListenOnOtherPortsLocked(Id* id, int backlog) {
 }
 
 bool AnyWildcardIdLocked() { return !WildcardIds().empty(); }
+
+void ForgetWildcardIdsInChildLocked() {
+  for (Id* id : WildcardIds()) id->state->registered_wildcard = false;
+  WildcardIds().clear();
+}
 
 void ForgetWildcardIdLocked(Id* id) {
   if (!id->state->registered_wildcard) return;

@@ -213,7 +213,8 @@ TEST_F(WildcardPortsTest, AnEphemeralWildcardSkipsAPortAnotherProcessHolds) {
 
 // The uscm-ports thread (port_resync.h) runs while a wildcard-bound id
 // exists, listening or not, and is joined once the last one is destroyed; a
-// child of fork() has none of its parent's and starts its own.
+// child of fork() has none of its parent's threads or wildcard ids (the
+// parent's listener is refused there) and starts its own.
 TEST_F(WildcardPortsTest, TheFirstWildcardIdStartsThePortThreadAndTheLastStopsIt) {
   // No step during the test: under load it can outlast a 1 s period, and a
   // step's listing and opens run without the lock (a fork then copies the
@@ -248,10 +249,15 @@ TEST_F(WildcardPortsTest, TheFirstWildcardIdStartsThePortThreadAndTheLastStopsIt
   if (child == 0) {
     // No gtest assertion here: the exit code says what failed.
     if (PortResyncRunning()) _exit(1);
-    rdma_cm_id* mine = NewId(false);
+    // Its own channel and id (the parent's are the parent's: EACCES, as the
+    // kernel refuses the parent's rdma_cm fd in a child).
+    rdma_event_channel* own = NewEventChannel();
+    rdma_cm_id* mine = nullptr;
+    if (own == nullptr || rdma_create_id(own, &mine, nullptr, RDMA_PS_TCP) != 0) _exit(6);
     if (Bind(mine, 7014) != 0) _exit(2);
     if (!PortResyncRunning()) _exit(3);
-    if (rdma_destroy_id(mine) != 0 || rdma_destroy_id(listener) != 0) _exit(4);
+    if (rdma_destroy_id(listener) == 0 || errno != EACCES) _exit(7);
+    if (rdma_destroy_id(mine) != 0) _exit(4);
     _exit(PortResyncRunning() ? 5 : 0);
   }
   ASSERT_GT(child, 0) << strerror(errno);
