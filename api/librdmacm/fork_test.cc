@@ -51,8 +51,10 @@ bool ChildGets(uscm_sim* sim, rdma_event_channel* ch, rdma_cm_event_type want) {
   return ok;
 }
 
-// The child's own channel and id, on the port its parent opened: create,
-// bind, resolve the address and the route (an SA query on the fabric).
+// The child's own channel and id, on the simulated port (the test's device,
+// given opened: not left to the parent, the child's copy of the fabric runs
+// here): create, bind, resolve the address and the route (an SA query on the
+// fabric).
 int ChildCalls(uscm_sim* sim) {
   rdma_event_channel* ch = NewNonBlockingChannel();
   if (ch == nullptr) return 2;
