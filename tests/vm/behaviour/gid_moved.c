@@ -4,12 +4,14 @@
  * index, adds it back). Each connection: RC QP from rdma_create_qp, the QP's
  * source GID index as ibv_query_qp reports it, one message sent and echoed.
  *
- *   gid_moved -s BIND_IPV4 PORT [N [HOLD_PORT]]
+ *   gid_moved -s BIND_IPV4 PORT [N [HOLD_PORT [QUIET]]]
  *                                       server: echoes one message on each of
  *                                       N connections (default 2; "listening"
- *                                       first); with HOLD_PORT, another id bound
- *                                       to 0.0.0.0:HOLD_PORT first, never
- *                                       listening ("holding 0.0.0.0:HOLD_PORT")
+ *                                       first); with HOLD_PORT (not 0), another
+ *                                       id bound to 0.0.0.0:HOLD_PORT first,
+ *                                       never listening ("holding 0.0.0.0:
+ *                                       HOLD_PORT"); the first QUIET connections
+ *                                       carry no message ("accepted N")
  *   gid_moved -c SRC_IPV4 PEER_IPV4 PORT [SRC2_IPV4]
  *                                       client: connection 1 from SRC, prints
  *                                       "moved?" and waits for a line on stdin,
@@ -46,6 +48,24 @@
  *                                       once, cma_process_remove), the id
  *                                       destroyed ("destroyed"): only then does
  *                                       `rdma link del` return (rxe)
+ *   gid_moved -f SRC_IPV4 PEER_IPV4 PORT
+ *                                       fork: the parent resolves an id's address
+ *                                       from SRC (its port opened) and forks; the
+ *                                       child calls rdma_create_id on the parent's
+ *                                       channel and rdma_resolve_route on the
+ *                                       parent's id ("child: ...: ok" or the
+ *                                       errno's name: the kernel refuses a
+ *                                       child's use of the parent's rdma_cm fd,
+ *                                       EACCES), then makes connection 1 on a
+ *                                       channel of its own, with no message (its
+ *                                       verbs are on the parent's device context,
+ *                                       whose uverbs fd the kernel refuses to a
+ *                                       child's writes too: rxe's sends fail);
+ *                                       the parent prints the child's exit
+ *                                       status, resolves its id's route and
+ *                                       makes connection 2 with its echo (issue
+ *                                       13: 67-dropin-behaviour, server
+ *                                       -s ... 2 0 1)
  * The client prints "connection N: sgid_index I" and "connection N: echo ok"
  * (or why not); it exits 0 when both echoes came back (-l: the one).
  *
@@ -63,7 +83,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -132,7 +154,7 @@ static int the_echo_sent(struct ibv_cq* cq) {
   return 0;
 }
 
-static int server(struct sockaddr_in* addr, int connections, int hold_port) {
+static int server(struct sockaddr_in* addr, int connections, int hold_port, int quiet) {
   struct rdma_cm_id* hold = NULL;
   if (hold_port != 0) {
     char port[8];
@@ -155,8 +177,10 @@ static int server(struct sockaddr_in* addr, int connections, int hold_port) {
     struct ibv_mr* mr = qp_with_a_receive(child, &buf, "  ");
     must("  rdma_accept", rdma_accept(child, &conn_param));
     rdma_ack_cm_event(expect(RDMA_CM_EVENT_ESTABLISHED));
-    const int echoed = echo_back(child, buf, mr) == 0;
-    if (echoed) {
+    const int echoed = n > quiet && echo_back(child, buf, mr) == 0;
+    if (n <= quiet) {
+      printf("accepted %d\n", n);
+    } else if (echoed) {
       printf("served %d: %s\n", n, buf);
     } else {
       failed = 1;
@@ -173,20 +197,40 @@ static int server(struct sockaddr_in* addr, int connections, int hold_port) {
   return failed;
 }
 
-/* Connection `n` from `src` to `peer`: connect, the QP's source GID index,
- * one message there and back, disconnect; every resource destroyed (the GID
- * entry the QP held is free once the QP is gone). 0 when the echo came back. */
-static int connect_once(int n, struct sockaddr_in* src, struct sockaddr_in* peer) {
+/* A new id from `src`, connected to `peer` with an RC QP whose receive is
+ * posted on `*buf` (the buffer's MR returned). */
+static struct ibv_mr* connected(struct rdma_cm_id** out, struct sockaddr_in* src,
+                                struct sockaddr_in* peer, char** buf) {
   struct rdma_cm_id* id = new_id();
   must("rdma_resolve_addr", rdma_resolve_addr(id, (struct sockaddr*)src,
                                               (struct sockaddr*)peer, 2000));
   rdma_ack_cm_event(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
   must("rdma_resolve_route", rdma_resolve_route(id, 2000));
   rdma_ack_cm_event(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
-  char* buf;
-  struct ibv_mr* mr = qp_with_a_receive(id, &buf, "");
+  struct ibv_mr* mr = qp_with_a_receive(id, buf, "");
   must("rdma_connect", rdma_connect(id, &conn_param));
   rdma_ack_cm_event(expect(RDMA_CM_EVENT_ESTABLISHED));
+  *out = id;
+  return mr;
+}
+
+/* Disconnects connected()'s `id` and destroys what it made. */
+static void disconnect_and_destroy(struct rdma_cm_id* id, struct ibv_mr* mr, char* buf) {
+  must("rdma_disconnect", rdma_disconnect(id));
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_DISCONNECTED));
+  rdma_dereg_mr(mr);
+  free(buf);
+  rdma_destroy_qp(id);
+  rdma_destroy_id(id);
+}
+
+/* Connection `n` from `src` to `peer`: connect, the QP's source GID index,
+ * one message there and back, disconnect; every resource destroyed (the GID
+ * entry the QP held is free once the QP is gone). 0 when the echo came back. */
+static int connect_once(int n, struct sockaddr_in* src, struct sockaddr_in* peer) {
+  struct rdma_cm_id* id;
+  char* buf;
+  struct ibv_mr* mr = connected(&id, src, peer, &buf);
   struct ibv_qp_attr qa;
   struct ibv_qp_init_attr init;
   memset(&qa, 0, sizeof(qa));
@@ -199,14 +243,9 @@ static int connect_once(int n, struct sockaddr_in* src, struct sockaddr_in* peer
                complete(id->send_cq, "send") != 0 || complete(id->recv_cq, "receive") != 0 ||
                strcmp(buf, out) != 0;
   printf("connection %d: %s\n", n, failed ? "no echo" : "echo ok");
-  must("rdma_disconnect", rdma_disconnect(id));
-  rdma_ack_cm_event(expect(RDMA_CM_EVENT_DISCONNECTED));
   rdma_dereg_mr(out_mr);
-  rdma_dereg_mr(mr);
   free(out);
-  free(buf);
-  rdma_destroy_qp(id);
-  rdma_destroy_id(id);
+  disconnect_and_destroy(id, mr, buf);
   return failed;
 }
 
@@ -277,16 +316,54 @@ static int removed_device(struct sockaddr_in* addr) {
   return rc;
 }
 
+/* -f: a child of fork() on the port its parent opened (see the top). */
+static int forked_child(struct sockaddr_in* src, struct sockaddr_in* peer) {
+  struct rdma_cm_id* mine = new_id();
+  must("parent rdma_resolve_addr",
+       rdma_resolve_addr(mine, (struct sockaddr*)src, (struct sockaddr*)peer, 2000));
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
+  fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    struct rdma_cm_id* other = NULL;
+    const int created = rdma_create_id(ch, &other, NULL, RDMA_PS_TCP);
+    printf("child: rdma_create_id on the parent's channel: %s\n",
+           created == 0 ? "ok" : strerrorname_np(errno));
+    const int resolved = rdma_resolve_route(mine, 2000);
+    printf("child: rdma_resolve_route of the parent's id: %s\n",
+           resolved == 0 ? "ok" : strerrorname_np(errno));
+    ch = rdma_create_event_channel();
+    if (ch == NULL) _exit(1);
+    struct rdma_cm_id* id;
+    char* buf;
+    struct ibv_mr* mr = connected(&id, src, peer, &buf);
+    printf("connection 1: established\n");
+    disconnect_and_destroy(id, mr, buf);
+    fflush(stdout);
+    _exit(0);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return 1;
+  printf("child exit status %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  must("parent rdma_resolve_route", rdma_resolve_route(mine, 2000));
+  rdma_ack_cm_event(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  rdma_destroy_id(mine);
+  return connect_once(2, src, peer) != 0 || status != 0;
+}
+
 int main(int argc, char** argv) {
-  const int is_server = argc >= 4 && argc <= 6 && strcmp(argv[1], "-s") == 0;
+  const int is_server = argc >= 4 && argc <= 7 && strcmp(argv[1], "-s") == 0;
   const int is_late = argc == 5 && strcmp(argv[1], "-l") == 0;
   const int is_bind = argc == 4 && strcmp(argv[1], "-b") == 0;
   const int is_removal = argc == 4 && strcmp(argv[1], "-r") == 0;
-  if (!is_server && !is_late && !is_bind && !is_removal &&
+  const int is_fork = argc == 5 && strcmp(argv[1], "-f") == 0;
+  if (!is_server && !is_late && !is_bind && !is_removal && !is_fork &&
       !((argc == 5 || argc == 6) && strcmp(argv[1], "-c") == 0)) {
     fprintf(stderr,
-            "usage: gid_moved -s BIND_IPV4 PORT [N [HOLD_PORT]] | -c SRC_IPV4 PEER_IPV4 PORT"
-            " [SRC2_IPV4] | -l SRC_IPV4 PEER_IPV4 PORT | -b IPV4 PORT | -r IPV4 PORT\n");
+            "usage: gid_moved -s BIND_IPV4 PORT [N [HOLD_PORT [QUIET]]] | -c SRC_IPV4 PEER_IPV4 PORT"
+            " [SRC2_IPV4] | -l SRC_IPV4 PEER_IPV4 PORT | -b IPV4 PORT | -r IPV4 PORT"
+            " | -f SRC_IPV4 PEER_IPV4 PORT\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -295,7 +372,8 @@ int main(int argc, char** argv) {
   int rc;
   if (is_server) {
     struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
-    rc = server(&addr, argc >= 5 ? atoi(argv[4]) : 2, argc == 6 ? atoi(argv[5]) : 0);
+    rc = server(&addr, argc >= 5 ? atoi(argv[4]) : 2, argc >= 6 ? atoi(argv[5]) : 0,
+                argc == 7 ? atoi(argv[6]) : 0);
   } else if (is_bind) {
     struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
     try_bind("bind held", &addr);
@@ -303,6 +381,10 @@ int main(int argc, char** argv) {
   } else if (is_removal) {
     struct sockaddr_in addr = ipv4_arg(argv[2], argv[3]);
     rc = removed_device(&addr);
+  } else if (is_fork) {
+    struct sockaddr_in src = ipv4_arg(argv[2], "0");
+    struct sockaddr_in peer = ipv4_arg(argv[3], argv[4]);
+    rc = forked_child(&src, &peer);
   } else if (is_late) {
     struct sockaddr_in src = ipv4_arg(argv[2], "0");
     struct sockaddr_in peer = ipv4_arg(argv[3], argv[4]);

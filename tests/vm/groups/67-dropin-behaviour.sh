@@ -15,9 +15,14 @@
 #             accepted connection: the ECE each side sees
 #   device_facts (b server, a client) id->verbs from rdma_get_devices, one PD per device,
 #             SRQ, create_qp_ex, ACK_TIMEOUT as the RTS timeout, rdma_notify
+#   gid_moved -f (b server of 2 connections, a client) fork(): the parent resolves (its
+#             port opened; on uscm through the uscmd the library starts, USCM_USCMD), the
+#             child's calls on the parent's channel and id (EACCES), the child's own
+#             connection, then the parent's with an echo (issue 13)
 # targets: //api/librdmacm:librdmacm.so.1 //tests/vm/behaviour:mc_join
 # targets: //tests/vm/behaviour:reject //tests/vm/behaviour:set_option //tests/vm/behaviour:ece
 # targets: //tests/vm/behaviour:port_bind //tests/vm/behaviour:device_facts
+# targets: //tests/vm/behaviour:gid_moved //tools:uscmd
 . "$(dirname "$0")/../lib.sh"
 vm_pair --cm-a --cm-b --timeout 400
 
@@ -57,6 +62,11 @@ phase() {
     sync.sh wait $mode-facts-listening $T
     "${run[@]}" "$B/device_facts" -c "$PEER" $((port + 20)) > /tmp/$mode-facts-c.out \
       2> /tmp/$mode-facts-c.err
+    sync.sh wait $mode-fork-listening $T
+    # through the port's uscmd, started by the library (the child's own connection to it)
+    [ "$mode" = uscm ] && run=(env USCM_USCMD="$USCM_VM_BIN/tools/uscmd" "${run[@]}")
+    "${run[@]}" "$B/gid_moved" -f "$IP" "$PEER" $((port + 30)) > /tmp/$mode-fork-c.out \
+      2> /tmp/$mode-fork-c.err
   else
     "${run[@]}" "$B/reject" -s "$IP" "$port" > /tmp/$mode-reject-s.out 2> /tmp/$mode-reject-s.err &
     pid=$!
@@ -70,6 +80,11 @@ phase() {
       2> /tmp/$mode-facts-s.err &
     pid=$!
     wait_for /tmp/$mode-facts-s.out '^listening' && sync.sh signal $mode-facts-listening
+    wait "$pid"
+    "${run[@]}" "$B/gid_moved" -s "$IP" $((port + 30)) 2 0 1 > /tmp/$mode-fork-s.out \
+      2> /tmp/$mode-fork-s.err &
+    pid=$!
+    wait_for /tmp/$mode-fork-s.out '^listening' && sync.sh signal $mode-fork-listening
     wait "$pid"
   fi
 }
@@ -99,12 +114,14 @@ if [ "$USCM_VM_ROLE" = a ]; then
   same reject-client-same reject-c
   same ece-client-same ece-c
   same device_facts-client-same facts-c
+  same fork-client-same fork-c
   echo "$FAILED" | sync.sh put a-failed
   sync.sh wait b-done $T
 else
   same reject-server-same reject-s
   same ece-server-same ece-s
   same device_facts-server-same facts-s
+  same fork-server-same fork-s
   check a-side-passed bash -c "[ \"\$(sync.sh get a-failed $T)\" = 0 ]"
   sync.sh signal b-done
 fi
