@@ -369,5 +369,47 @@ TEST_F(ForkOnRouterPortTest, AChildConnectsOnAPortItsParentOpenedAndLeavesThePar
   rdma_destroy_event_channel(ch);
 }
 
+// A child whose own open of the port fails (here its router connection is
+// refused; with USCM_NO_USCMD the parent's umad file is EBUSY) gets that
+// error from the call that needed the port, at once, and the parent's open
+// is not used instead; the parent's connection to the router stays its own.
+// Without the change (checked) the child's bind ran on its copy of the
+// parent's device and succeeded (the child's step 2).
+TEST_F(ForkOnRouterPortTest, AChildWhoseOwnOpenFailsGetsTheErrorNotTheParentsPort) {
+  rdma_event_channel* ch = NewNonBlockingChannel();
+  ASSERT_NE(ch, nullptr);
+  rdma_cm_id* mine = nullptr;
+  {
+    const ServingThread serving(this);
+    ASSERT_EQ(rdma_create_id(ch, &mine, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    sockaddr_in src = Ipv4("10.0.0.1", 7603);
+    ASSERT_EQ(rdma_bind_addr(mine, reinterpret_cast<sockaddr*>(&src)), 0) << strerror(errno);
+  }
+  const pid_t child = fork();
+  if (child == 0) {
+    TheRouterPort().path += ".nowhere";  // the child's open is refused
+    rdma_event_channel* own = NewNonBlockingChannel();
+    rdma_cm_id* id = nullptr;
+    if (own == nullptr || rdma_create_id(own, &id, nullptr, RDMA_PS_TCP) != 0) _exit(1);
+    sockaddr_in src = Ipv4("10.0.0.1", 7604);
+    if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&src)) == 0) _exit(2);
+    if (errno != ECONNREFUSED) _exit(3);
+    _exit(TheRouterPort().opened.size() == 1 ? 0 : 4);
+  }
+  ASSERT_GT(child, 0) << strerror(errno);
+  const int status = WaitBounded(
+      child, std::chrono::seconds(60),
+      [](void* test) { static_cast<ForkOnRouterPortTest*>(test)->Serve(); }, this);
+  EXPECT_EQ(status, 0) << "the child's step (-1: still running after 60 s)";
+  const ServingThread serving(this);  // the parent's bind and its release talk to the router
+  rdma_cm_id* again = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &again, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  sockaddr_in src = Ipv4("10.0.0.1", 7605);
+  EXPECT_EQ(rdma_bind_addr(again, reinterpret_cast<sockaddr*>(&src)), 0) << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(again), 0) << strerror(errno);
+  EXPECT_EQ(rdma_destroy_id(mine), 0) << strerror(errno);
+  rdma_destroy_event_channel(ch);
+}
+
 }  // namespace
 }  // namespace uscm::librdmacm
