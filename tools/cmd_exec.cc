@@ -248,6 +248,9 @@ int RunExec(int argc, char** argv) {
         launch.ca = p.ca;
         launch.port = p.port;
         launch.idle_exit_s = idle_exit_s;
+        launch.on_slow = [](const std::string& m) {
+          std::fprintf(stderr, "uscm exec: %s\n", m.c_str());
+        };
         if (absl::StatusOr<router::RouterLaunched> r = router::EnsureRouter(launch); !r.ok()) {
           std::fprintf(stderr,
                        "uscm exec: %s\nuscm exec: not running %s without a router on %s port %d "

@@ -10,12 +10,14 @@
 // the passed socket (LISTEN_FDS) instead of binding one.
 #include <signal.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -66,6 +68,35 @@ std::string BoundPath(int fd) {
   return std::string(addr.sun_path, strnlen(addr.sun_path, sizeof addr.sun_path));
 }
 
+// Milliseconds since this process was forked (/proc/self/stat's starttime,
+// in clock ticks since boot, against CLOCK_BOOTTIME); -1 if unknown.
+long MillisSinceFork() {
+  std::ifstream in("/proc/self/stat");
+  std::string s;
+  std::getline(in, s);
+  const size_t paren = s.rfind(')');
+  if (paren == std::string::npos) return -1;
+  // Fields 3 to 22 (proc(5)); starttime is the 20th after the name.
+  const char* p = s.c_str() + paren + 2;
+  for (int field = 3; field < 22 && *p != '\0'; ++field) {
+    p = std::strchr(p, ' ');
+    if (p == nullptr) return -1;
+    ++p;
+  }
+  const unsigned long long ticks = std::strtoull(p, nullptr, 10);
+  timespec now{};
+  clock_gettime(CLOCK_BOOTTIME, &now);
+  const long hz = sysconf(_SC_CLK_TCK);
+  if (hz <= 0) return -1;
+  return static_cast<long>(now.tv_sec * 1000 + now.tv_nsec / 1000000 - ticks * 1000 / hz);
+}
+
+long MillisSince(const timespec& t0) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+}
+
 void OnSignal(int) {
   if (g_server != nullptr) g_server->Stop();  // an atomic store and an eventfd write
 }
@@ -73,6 +104,11 @@ void OnSignal(int) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Where a start goes (docs/ROUTER.md "On demand"): to main (exec, the
+  // dynamic loader), the umad port, the socket.
+  const long to_main_ms = MillisSinceFork();
+  timespec main_at{};
+  clock_gettime(CLOCK_MONOTONIC, &main_at);
   uscm::mad::UmadOptions umad;
   std::string socket_path;
   std::string capture_path;
@@ -141,6 +177,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "uscmd: %s\n", std::string(wire.status().message()).c_str());
     return 1;
   }
+  const long umad_ms = MillisSince(main_at);
   const uscm::mad::LocalPort& port = (*wire)->port();
   if (*activated >= 0) {
     socket_path = BoundPath(*activated);  // systemd's ListenSequentialPacket= path
@@ -183,6 +220,10 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   std::printf("uscmd: %s port %d (LID %u) on %s%s\n", port.ca_name.c_str(), port.port_num,
               port.lid, socket_path.c_str(), *activated >= 0 ? " (socket activation)" : "");
+  const long up_ms = MillisSince(main_at);
+  std::printf("uscmd: serving %ld ms after its fork: %ld ms to main (exec, libraries), umad port "
+              "%ld ms, socket %ld ms\n",
+              to_main_ms + up_ms, to_main_ms, umad_ms, up_ms - umad_ms);
   std::fflush(stdout);
   absl::Status s = (*server)->Run();
   g_server = nullptr;

@@ -71,6 +71,7 @@ void StartRouterOnDemand(const std::string& ca, int port) {
   launch.ca = ca;
   launch.port = port;
   launch.idle_exit_s = kIdleExitSeconds;
+  launch.on_slow = [&](const std::string& m) { Debug(ca, port, m); };
   absl::StatusOr<router::RouterLaunched> r = router::EnsureRouter(launch);
   if (!r.ok()) {
     Debug(ca, port, std::string(r.status().message()) + ": the port is opened directly");

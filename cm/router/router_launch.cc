@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,14 +40,40 @@ std::string LastLine(const std::string& file) {
   return last;
 }
 
-// Whether `pid` is gone: reaped (ESRCH) or a zombie waiting for its new parent.
-bool Exited(pid_t pid) {
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+// What shows that a started uscmd is getting on: /proc/<pid>/stat's state,
+// page faults and CPU time, and its log's size.
+struct Progress {
+  char state = '?';
+  unsigned long long minflt = 0, majflt = 0, utime = 0, stime = 0;
+  off_t log_size = -1;
+
+  // Runnable or in disk wait: waiting for a CPU or for its pages.
+  bool Busy() const { return state == 'R' || state == 'D'; }
+  bool operator==(const Progress&) const = default;
+};
+
+// `pid`'s progress, or nothing when it is gone: reaped (ESRCH) or a zombie
+// waiting for its new parent.
+std::optional<Progress> ProgressOf(pid_t pid, const std::string& log) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return std::nullopt;
+  std::ifstream proc_stat(absl::StrCat("/proc/", pid, "/stat"));
   std::string s;
-  std::getline(stat, s);
+  std::getline(proc_stat, s);
+  Progress p;
   const size_t paren = s.rfind(')');
-  return paren != std::string::npos && paren + 2 < s.size() && s[paren + 2] == 'Z';
+  if (paren != std::string::npos && paren + 2 < s.size()) {
+    // Fields 3 on (proc(5)): state ppid pgrp session tty_nr tpgid flags
+    // minflt cminflt majflt cmajflt utime stime.
+    std::istringstream fields(s.substr(paren + 2));
+    long skip;
+    unsigned long long cminflt, cmajflt;
+    fields >> p.state >> skip >> skip >> skip >> skip >> skip >> skip >> p.minflt >> cminflt >>
+        p.majflt >> cmajflt >> p.utime >> p.stime;
+  }
+  if (p.state == 'Z') return std::nullopt;
+  struct stat st;
+  if (stat(log.c_str(), &st) == 0) p.log_size = st.st_size;
+  return p;
 }
 
 // The exclusive start lock on `<socket>.lock`, held until destruction. Any
@@ -141,6 +169,50 @@ pid_t SpawnDetached(const std::vector<std::string>& args, const std::string& log
   return daemon;
 }
 
+// Waits for the uscmd `pid` started for `launch` to answer on `socket`, by
+// the rules in router_launch.h.
+absl::StatusOr<RouterLaunched> AwaitStarted(const RouterLaunch& launch, pid_t pid,
+                                            const std::string& socket, const std::string& log) {
+  const std::string what = absl::StrCat("uscmd for ", launch.ca, " port ", launch.port);
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last_progress = start;
+  std::optional<Progress> last;
+  bool told = false;
+  while (!RouterServesAt(socket)) {
+    const std::optional<Progress> p = ProgressOf(pid, log);
+    if (!p.has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, " did not start: ", LastLine(log), " (", log, ")"));
+    }
+    const Clock::time_point now = Clock::now();
+    if (p->Busy() || p != last) last_progress = now;
+    last = p;
+    absl::Status hung;
+    if (now - last_progress >= ToClock(launch.stall_within)) {
+      hung = absl::DeadlineExceededError(absl::StrCat(
+          what, " made no progress for ", launch.stall_within.ToString(), " (state ",
+          std::string(1, p->state), ") and did not answer on ", socket, ": stopped (see ", log,
+          ")"));
+    } else if (now - start >= ToClock(launch.ready_within)) {
+      hung = absl::DeadlineExceededError(absl::StrCat(what, " did not answer on ", socket,
+                                                      " within ", launch.ready_within.ToString(),
+                                                      ": stopped (see ", log, ")"));
+    }
+    if (!hung.ok()) {
+      kill(pid, SIGTERM);
+      return hung;
+    }
+    if (!told && launch.on_slow && now - start >= ToClock(launch.slow_after)) {
+      told = true;
+      launch.on_slow(absl::StrCat(what, " has not answered after ", launch.slow_after.ToString(),
+                                  " but is still starting (a busy machine?): waiting up to ",
+                                  launch.ready_within.ToString(), " (", log, ")"));
+    }
+    std::this_thread::sleep_for(kPollEvery);
+  }
+  return RouterLaunched::kStarted;
+}
+
 }  // namespace
 
 std::string DefaultRouterLog(const std::string& ca_name, int port_num) {
@@ -167,21 +239,7 @@ absl::StatusOr<RouterLaunched> EnsureRouter(const RouterLaunch& launch) {
   if (pid < 0) {
     return absl::InternalError(absl::StrCat("cannot start ", launch.uscmd, ": ", strerror(errno)));
   }
-  const auto deadline = Clock::now() + ToClock(launch.ready_within);
-  while (Clock::now() < deadline) {
-    if (RouterServesAt(socket)) return RouterLaunched::kStarted;
-    if (Exited(pid)) {
-      return absl::FailedPreconditionError(absl::StrCat("uscmd for ", launch.ca, " port ",
-                                                        launch.port, " did not start: ",
-                                                        LastLine(log), " (", log, ")"));
-    }
-    std::this_thread::sleep_for(kPollEvery);
-  }
-  kill(pid, SIGTERM);
-  return absl::DeadlineExceededError(absl::StrCat("uscmd for ", launch.ca, " port ", launch.port,
-                                                  " did not answer on ", socket, " within ",
-                                                  launch.ready_within.ToString(), " (see ", log,
-                                                  ")"));
+  return AwaitStarted(launch, pid, socket, log);
 }
 
 }  // namespace uscm::router

@@ -14,9 +14,19 @@
 // stdin /dev/null, stdout and stderr to its log, no other descriptor of the
 // program, signals unblocked. It exits by itself `idle_exit_s` after its last
 // client (uscmd --idle-exit).
+//
+// How long the starter waits: a busy machine must not fail the program, and a
+// uscmd that hangs must not hold it for ever. The started uscmd is watched
+// every 10 ms: answering on its socket is success; having exited is an error
+// with its log's last line; it "makes progress" while its CPU time, its page
+// faults or its log change, or while it is runnable or in disk wait (waiting
+// for a CPU or for its binary's pages: a loaded host). No progress for
+// `stall_within` is a hang, and `ready_within` bounds the whole wait;
+// either ends it with SIGTERM to the uscmd and DeadlineExceeded.
 #ifndef USCM_CM_ROUTER_ROUTER_LAUNCH_H_
 #define USCM_CM_ROUTER_ROUTER_LAUNCH_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -32,8 +42,14 @@ struct RouterLaunch {
   std::string socket_path;
   std::string log_path;
   int idle_exit_s = 30;
-  // How long the started uscmd has to answer on its socket.
-  mad::Duration ready_within = mad::Duration::Seconds(10);
+  // A started uscmd that makes no progress (above) for this long hangs.
+  mad::Duration stall_within = mad::Duration::Seconds(10);
+  // The most the started uscmd has to answer on its socket, progress or not.
+  mad::Duration ready_within = mad::Duration::Seconds(120);
+  // Called once, `slow_after` into the wait, when the uscmd has not answered
+  // yet but makes progress (what to tell the user; empty: nothing).
+  mad::Duration slow_after = mad::Duration::Seconds(10);
+  std::function<void(const std::string& message)> on_slow;
 };
 
 enum class RouterLaunched {
@@ -44,8 +60,9 @@ enum class RouterLaunched {
 // Makes sure a router answers on the port's socket. Errors name the log:
 // FailedPrecondition when the uscmd exited before answering (its last log
 // line: no permission on umad, the kernel's ib_cm owns the CM class, ...),
-// DeadlineExceeded when it did not answer within ready_within (it is then
-// sent SIGTERM), Internal when the lock or the fork failed.
+// DeadlineExceeded when it made no progress for stall_within or did not
+// answer within ready_within (it is then sent SIGTERM), Internal when the
+// lock or the fork failed.
 absl::StatusOr<RouterLaunched> EnsureRouter(const RouterLaunch& launch);
 
 // Where a router started on demand logs: /tmp/uscmd-<ca>-<port>.log.

@@ -1,7 +1,9 @@
 // EnsureRouter (router_launch.h): N processes that find no router start one
 // between them and are all served; the started router is detached from its
 // starter (session, descriptors, stdio) and outlives it; a uscmd that cannot
-// run is an error naming its log. The router is sim_uscmd_for_testing: the
+// run is an error naming its log; how long a start is waited for (a slow
+// uscmd that makes progress is waited for, one that hangs or spins is
+// stopped, one that exits is reported with its log's last line). The router is sim_uscmd_for_testing: the
 // real router::Server over a simulated port, with uscmd's command line.
 #include "cm/router/router_launch.h"
 
@@ -68,6 +70,31 @@ class RouterLaunchTest : public ::testing::Test {
       if (pid > 0) kill(pid, SIGKILL);
     }
     std::filesystem::remove_all(dir_);
+  }
+
+  // A fake uscmd: a shell script in the test's directory.
+  std::string Script(const std::string& name, const std::string& body) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+    EXPECT_EQ(chmod(path.c_str(), 0755), 0);
+    return path;
+  }
+
+  // Whether the process whose pid the script wrote to `file` has gone
+  // (reaped, or a zombie of its new parent), within 10 s.
+  static bool GoneWithin10s(const std::string& file) {
+    const std::vector<std::string> lines = Lines(file);
+    if (lines.empty()) return false;
+    const std::string stat = absl::StrCat("/proc/", lines[0], "/stat");
+    for (int i = 0; i < 1000; ++i) {
+      std::ifstream in(stat);
+      std::string s;
+      if (!std::getline(in, s)) return true;
+      const size_t paren = s.rfind(')');
+      if (paren != std::string::npos && s.substr(paren + 2, 1) == "Z") return true;
+      usleep(10000);
+    }
+    return false;
   }
 
   pid_t OnlyStartedPid() {
@@ -167,6 +194,66 @@ TEST_F(RouterLaunchTest, UscmdThatExitsIsAnErrorWithItsLogLine) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
   EXPECT_NE(r.status().message().find("cannot be run"), std::string::npos) << r.status();
   EXPECT_NE(r.status().message().find(launch_.log_path), std::string::npos) << r.status();
+}
+
+// Slow but getting on (a busy host): a line in its log every 100 ms for 2 s,
+// twice the stall window, before it serves. Waited for, and the user told.
+TEST_F(RouterLaunchTest, ASlowUscmdThatMakesProgressIsWaitedFor) {
+  launch_.uscmd = Script("slow-uscmd", "i=0\nwhile [ $i -lt 20 ]; do echo step $i; sleep 0.1; "
+                                       "i=$((i+1)); done\nexec " + SimUscmd() + " \"$@\"");
+  launch_.stall_within = mad::Duration::Seconds(1);
+  launch_.slow_after = mad::Duration::Millis(200);
+  std::vector<std::string> told;
+  launch_.on_slow = [&](const std::string& m) { told.push_back(m); };
+  absl::StatusOr<RouterLaunched> r = EnsureRouter(launch_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, RouterLaunched::kStarted);
+  EXPECT_TRUE(RouterServesAt(launch_.socket_path));
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_NE(told[0].find("still starting"), std::string::npos) << told[0];
+  EXPECT_NE(told[0].find(launch_.log_path), std::string::npos) << told[0];
+}
+
+// Asleep for good after its first line: stopped once the stall window has
+// passed without progress, long before the hard bound.
+TEST_F(RouterLaunchTest, AUscmdThatHangsIsStoppedAfterTheStallWindow) {
+  const std::string pid_file = dir_ + "/pid";
+  launch_.uscmd = Script("hung-uscmd", "echo $$ > " + pid_file +
+                                           "\necho 'uscmd: opening'\nexec sleep 600");
+  launch_.stall_within = mad::Duration::Millis(300);
+  launch_.ready_within = mad::Duration::Seconds(600);
+  absl::StatusOr<RouterLaunched> r = EnsureRouter(launch_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_NE(r.status().message().find("made no progress for 300ms"), std::string::npos)
+      << r.status();
+  EXPECT_TRUE(GoneWithin10s(pid_file)) << "the hung uscmd was not stopped";
+}
+
+// Busy for ever (always runnable, CPU time growing): stopped at the hard bound.
+TEST_F(RouterLaunchTest, AUscmdThatSpinsIsStoppedAtTheHardBound) {
+  const std::string pid_file = dir_ + "/pid";
+  launch_.uscmd = Script("spinning-uscmd", "echo $$ > " + pid_file + "\nwhile :; do :; done");
+  launch_.stall_within = mad::Duration::Millis(300);
+  launch_.ready_within = mad::Duration::Seconds(1);
+  absl::StatusOr<RouterLaunched> r = EnsureRouter(launch_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_NE(r.status().message().find("within 1s"), std::string::npos) << r.status();
+  EXPECT_TRUE(GoneWithin10s(pid_file)) << "the spinning uscmd was not stopped";
+}
+
+TEST_F(RouterLaunchTest, AUscmdThatExitsReportsItsLastLogLine) {
+  launch_.uscmd = Script("failing-uscmd",
+                         "echo 'uscmd: rxe9 port 1'\n"
+                         "echo 'uscmd: cannot open the umad device: Permission denied' >&2\n"
+                         "exit 1");
+  absl::StatusOr<RouterLaunched> r = EnsureRouter(launch_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find("cannot open the umad device: Permission denied"),
+            std::string::npos)
+      << r.status();
 }
 
 // The start lock sits in a directory anyone may write: a symlink planted at

@@ -87,4 +87,6 @@ same_index second-connection-sgid-is-x-new-index \
   "$(sed -n 's/^connection 2: sgid_index //p' /tmp/client.log)" "$NEW"
 check second-connection-echo grep -q '^connection 2: echo ok' /tmp/client.log
 finish server-exit $server /tmp/server.log
+# how long each port's uscmd took to start (uscm exec waits while it makes progress)
+grep -h 'after its fork' /tmp/uscmd-rxe*-1.log | sed 's/^/  = /'
 group_end
