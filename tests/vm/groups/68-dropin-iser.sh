@@ -177,8 +177,8 @@ login_waits() {
 # its initiator is done.
 # TGTD is RUNNER's `timeout`: tgtd is its child.
 stop_tgt() {
-  kill -KILL $(pgrep -P "$TGTD") "$TGTD" 2>/dev/null; wait "$TGTD" 2>/dev/null
   login_waits
+  kill -KILL $(pgrep -P "$TGTD") "$TGTD" 2>/dev/null; wait "$TGTD" 2>/dev/null
 }
 
 if [ "$USCM_VM_ROLE" = a ]; then
