@@ -94,6 +94,7 @@ ram_md5 | sync.sh put "$me-src-md5"
 
 # the destination: completed, paused (-S), the source's RAM byte for byte
 sync.sh wait "$peer-src-md5" "$T"
+rm -f /tmp/ram.img   # the source's, written above
 rc=0
 "${QMP[@]}" "$DST" "wait-migrate=$T" query-status "pmemsave=$PMEMSAVE" > /tmp/qmp-dst.out 2>&1 || rc=$?
 if [ "$rc" = 0 ]; then pass "$me-dst-from-$peer"; else
