@@ -27,6 +27,8 @@ PACKAGES=(
   # by tests/vm/prepare.sh: installed, it would start tgtd as a daemon on this host);
   # qemu-io and QEMU's libiscsi block driver (blocks written and read back over iSER)
   libiscsi-bin libaio1 qemu-utils qemu-block-extra
+  # DAPL (68-dropin-dapl): dtestcm and libdapl2's ofa-v2-cma-roe provider
+  dapl2-utils
   # independent decoder for the wire cross-check, plotting, misc
   tshark python3 gnuplot-nox valgrind
   # tools/install.sh test: a C program built with `pkg-config --cflags --libs uscm`

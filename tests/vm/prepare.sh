@@ -40,6 +40,7 @@ declare -A NEED=(
   [libaio1]=/usr/lib/x86_64-linux-gnu/libaio.so.1
   [qemu-utils]=/usr/bin/qemu-io
   [qemu-block-extra]=/usr/lib/x86_64-linux-gnu/qemu/block-iscsi.so
+  [dapl2-utils]=/usr/bin/dtestcm
   [xz-utils]=/usr/bin/xz
   [python3]=/usr/bin/python3
 )
