@@ -15,6 +15,19 @@ ipv4_gid() { printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' ${1//./ 
 # no_kernel_cm NAME: PASS when none of ib_cm, rdma_cm, rdma_ucm is loaded
 no_kernel_cm() { check "$1" bash -c '! lsmod | grep -Ewq "^(ib_cm|rdma_cm|rdma_ucm)"'; }
 
+# dropin_roles: the pair's two sides, checked: VM a the kernel CM (me=kernel, RUN bounded
+# by T), VM b the drop-in (me=dropin, RUN=USCM); peer is the other's name
+# shellcheck disable=SC2034  # me, peer, RUN: for the group that calls it
+dropin_roles() {
+  if [ "$USCM_VM_ROLE" = a ]; then
+    me=kernel peer=dropin RUN=(timeout "$T")
+    check kernel-cm-loaded-a grep -qw rdma_ucm /proc/modules
+  else
+    me=dropin peer=kernel RUN=("${USCM[@]}")
+    no_kernel_cm no-kernel-cm-b
+  fi
+}
+
 # show LOG: the end of a program's log, indented, for a FAIL; after a crash also the
 # backtraces of the core files (the VM's /tmp is its own: cores are written there)
 show() {

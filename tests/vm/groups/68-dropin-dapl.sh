@@ -18,6 +18,7 @@
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
 . "$(dirname "$0")/../lib.sh"
 vm_pair --cm-a --timeout 400
+# shellcheck source=tests/vm/dropin.sh
 . "$VM_DIR/dropin.sh"
 
 nic=$(ip -o -4 addr show | awk -v ip="$USCM_VM_IP" '$4 ~ "^"ip"/" {print $2}')
@@ -26,13 +27,7 @@ echo "$P u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 \"$nic 0\" \"\"" > 
 export DAT_OVERRIDE=/tmp/dat.conf
 CONNS=10
 
-if [ "$USCM_VM_ROLE" = a ]; then
-  me=kernel peer=dropin RUN=(timeout "$T")
-  check kernel-cm-loaded-a grep -qw rdma_ucm /proc/modules
-else
-  me=dropin peer=kernel RUN=("${USCM[@]}")
-  no_kernel_cm no-kernel-cm-b
-fi
+dropin_roles
 
 # tcp_listening PID: until dtestcm's server (PID) listens on its TCP port 15828
 tcp_listening() {

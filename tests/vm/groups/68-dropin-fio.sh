@@ -30,6 +30,7 @@
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
 . "$(dirname "$0")/../lib.sh"
 vm_pair --cm-a --timeout 400
+# shellcheck source=tests/vm/dropin.sh
 . "$VM_DIR/dropin.sh"
 
 IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
@@ -63,13 +64,7 @@ same() {
 
 # Each VM runs its server and, once the other VM's server listens, its client at the same
 # time: the two directions of a step overlap (VM a: the kernel CM, VM b: the drop-in).
-if [ "$USCM_VM_ROLE" = a ]; then
-  me=kernel peer=dropin RUN=(timeout "$T")
-  check kernel-cm-loaded-a grep -qw rdma_ucm /proc/modules
-else
-  me=dropin peer=kernel RUN=("${USCM[@]}")
-  no_kernel_cm no-kernel-cm-b
-fi
+dropin_roles
 # listening NAME PORT LOG PID: this VM's server is ready (the kernel's listener in
 # `rdma resource`; the drop-in's USCM_DEBUG line, as the drop-in's ids are not the kernel's)
 listening() {
