@@ -3,10 +3,10 @@
 # libdaplofa.so.2, links librdmacm) on uscm's drop-in librdmacm.so.1 through `uscm exec`
 # (VM b, no kernel CM) against the kernel CM (VM a) (docs/API.md "Other programs:
 # DAPL"): `dtestcm -s -c 10` on the kernel CM <- `dtestcm -h PEER -c 10` on the drop-in.
-# Not here, open: the drop-in's server <- the kernel's client. Its one run failed: the
-# kernel's client dumped core; under gdb (no crash) its second connection's event had
-# private data of zeros where dtestcm's server sends 2 ("ERR CONN event pdata ... s/be
-# 2"), the first's right. Not diagnosed.
+# Not here, open: the drop-in's server <- the kernel's client. DAPL's accept moves the
+# EP's QP to the request's id by assigning id->qp, which librdmacm's rdma_accept uses
+# (QPN, RTR/RTS) and the drop-in's does not: the kernel rejects the 2nd REP as a stale
+# connection (same QPN) and its client dumps core (docs/API.md "Other programs: DAPL").
 # dtestcm opens the interface adapter named in dat.conf (DAT_OVERRIDE: one line naming
 # this VM's netdev), creates a PSP (rdma_listen on port 45248) and times 10 RC
 # connections: dat_ep_connect / dat_cr_accept with private data, ESTABLISHED, then
