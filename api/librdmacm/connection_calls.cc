@@ -16,6 +16,20 @@
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids.h"
 
+namespace {
+
+// librdmacm's rdma_connect and rdma_accept take the QP from id->qp (its QPN,
+// srq, the QP they move to RTR / RTS). A QP the program put there itself,
+// not through rdma_create_qp on this id, is handed to uscm first: DAPL's
+// accept moves its EP's QP to the CONNECT_REQUEST's id by assigning id->qp
+// (openib_cma dapls_ib_accept_connection), with conn_param.qp_num unset.
+int AdoptAssignedQp(rdma_cm_id* id, uscm_cm_id* uid) {
+  if (id->qp == nullptr || uid->qp != nullptr) return 0;
+  return uscm::librdmacm::HandQpToUscm(id, uid, id->qp);
+}
+
+}  // namespace
+
 extern "C" {
 
 int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, int timeout_ms) {
@@ -132,6 +146,7 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
 
 int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
   if (uscm::librdmacm::ForId("rdma_connect", id, [&](uscm_cm_id* uid) {
+        if (AdoptAssignedQp(id, uid) != 0) return -1;
         if (conn_param == nullptr) return uscm_connect(uid, nullptr);
         uscm_conn_param p = uscm::librdmacm::ToUscmParam(*conn_param);
         return uscm_connect(uid, &p);
@@ -172,6 +187,7 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
     p.responder_resources = resp;
   }
   if (ForId("rdma_accept", id, [&](uscm_cm_id* uid) {
+        if (AdoptAssignedQp(id, uid) != 0) return -1;
         uscm_conn_param u = ToUscmParam(p);
         return uscm_accept(uid, &u);
       }) != 0) {

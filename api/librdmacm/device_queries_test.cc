@@ -79,7 +79,10 @@ class DeviceQueriesTest : public IdsTest {
   static constexpr verbs::VerbsOps kOps = {&RecordingModify, &NoMcast, &NoMcast};
 
   // One connection as cmtime's server makes it, on `verbs`; torn down after.
-  void AcceptOne(rdma_cm_id* listener, uint16_t port, uint32_t qpn, ibv_context* verbs) {
+  // `assigned`: as DAPL's accept, the QP is put in id->qp by the program (moved
+  // from another id) and rdma_accept's conn_param has no qp_num.
+  void AcceptOne(rdma_cm_id* listener, uint16_t port, uint32_t qpn, ibv_context* verbs,
+                 bool assigned = false) {
     uscm_cm_id* peer = PeerConnect(port, qpn, "req");
     rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
     ASSERT_NE(e, nullptr);
@@ -91,8 +94,13 @@ class DeviceQueriesTest : public IdsTest {
     qp.context = verbs;
     qp.qp_type = IBV_QPT_RC;
     qp.qp_num = qpn + 1;
-    ASSERT_EQ(HandQpToUscm(id, UscmIdOf(id, "test"), &qp), 0) << uscm_last_error();
+    if (assigned) {
+      id->qp = &qp;
+    } else {
+      ASSERT_EQ(HandQpToUscm(id, UscmIdOf(id, "test"), &qp), 0) << uscm_last_error();
+    }
     for (ibv_qp_state state : {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS}) {
+      if (assigned) break;
       ibv_qp_attr attr = {};
       attr.qp_state = state;
       int mask = 0;
@@ -104,14 +112,16 @@ class DeviceQueriesTest : public IdsTest {
     rdma_conn_param param = {};
     param.initiator_depth = RDMA_MAX_INIT_DEPTH;  // capped at the device's 4
     param.responder_resources = RDMA_MAX_RESP_RES;
-    param.qp_num = qpn + 1;
+    param.qp_num = assigned ? 0 : qpn + 1;
     ASSERT_EQ(rdma_accept(id, &param), 0) << strerror(errno);
+    id->qp = nullptr;  // a stand-in: rdma_disconnect would move id->qp to ERROR
     EXPECT_EQ(rdma_ack_cm_event(e), 0);
     id->verbs = nullptr;  // the simulated port's again (no shared PD to release)
     EXPECT_EQ(listener->port_num, 1);
 
     uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_RESPONSE);
     ASSERT_NE(pe, nullptr);
+    EXPECT_EQ(pe->param.conn.qp_num, qpn + 1) << "the REP's QPN";
     uscm_ack_cm_event(pe);
     ASSERT_EQ(uscm_establish(peer), 0) << uscm_last_error();
     EXPECT_EQ(rdma_ack_cm_event(Next(RDMA_CM_EVENT_ESTABLISHED)), 0);  // the QP is detached
@@ -127,6 +137,19 @@ class DeviceQueriesTest : public IdsTest {
     EXPECT_EQ(uscm_destroy_id(peer), 0) << uscm_last_error();
   }
 };
+
+// DAPL's accept (openib_cma dapls_ib_accept_connection) moves the EP's QP to
+// the CONNECT_REQUEST's id by assigning id->qp; librdmacm's rdma_accept takes
+// the QPN from id->qp and moves that QP to RTR and RTS. Before, the drop-in's
+// REPs carried conn_param's qp_num (0), and a kernel CM rejected the second
+// as a stale connection (VM 68-dropin-dapl, docs/API.md).
+TEST_F(DeviceQueriesTest, AQpTheProgramPutInIdQpIsTheConnections) {
+  ibv_context stand_in = {};
+  rdma_cm_id* listener = Listen(7491, nullptr);
+  for (uint32_t i = 0; i < 2; ++i) AcceptOne(listener, 7491, 0x60 + 2 * i, &stand_in, true);
+  EXPECT_EQ(g_rtr_sgid_index.size(), 2u) << "uscm moved the two QPs to RTR";
+  EXPECT_EQ(rdma_destroy_id(listener), 0) << strerror(errno);
+}
 
 TEST_F(DeviceQueriesTest, ThreeConnectionsReadTheDeviceAndTheGidTableOnce) {
   ibv_context stand_in = {};
