@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # DAPL (uDAPL 2.1.10, Debian 12's dapl2-utils; libdapl2's ofa-v2-cma-roe provider,
 # libdaplofa.so.2, links librdmacm) on uscm's drop-in librdmacm.so.1 through `uscm exec`
-# (VM b, no kernel CM) against the kernel CM (VM a) (docs/API.md "Other programs:
-# DAPL"): `dtestcm -s -c 10` on the kernel CM <- `dtestcm -h PEER -c 10` on the drop-in.
-# Not here, open: the drop-in's server <- the kernel's client. DAPL's accept moves the
-# EP's QP to the request's id by assigning id->qp, which librdmacm's rdma_accept uses
-# (QPN, RTR/RTS) and the drop-in's does not: the kernel rejects the 2nd REP as a stale
-# connection (same QPN) and its client dumps core (docs/API.md "Other programs: DAPL").
+# (VM b, no kernel CM) against the kernel CM (VM a), both roles (docs/API.md "Other
+# programs: DAPL"):
+#   1. `dtestcm -s -c 10` on the kernel CM <- `dtestcm -h PEER -c 10` on the drop-in;
+#   2. the server on the drop-in <- the client on the kernel CM. DAPL's accept moves the
+#      EP's QP to the request's id by assigning id->qp (AdoptAssignedQp in
+#      api/librdmacm/connection_calls.cc); before, the kernel rejected the drop-in's
+#      2nd REP as a stale connection (QPN 0 in each) and its client dumped core.
 # dtestcm opens the interface adapter named in dat.conf (DAT_OVERRIDE: one line naming
 # this VM's netdev), creates a PSP (rdma_listen on port 45248) and times 10 RC
 # connections: dat_ep_connect / dat_cr_accept with private data, ESTABLISHED, then
@@ -56,8 +57,8 @@ connect() {
 }
 
 PEER=$USCM_VM_PEER_IP
-# the kernel's server <- the drop-in's client
-if [ "$me" = kernel ]; then serve 1; else connect 1; fi
+# 1. the kernel's server <- the drop-in's client; 2. the reverse
+if [ "$me" = kernel ]; then serve 1; connect 2; else connect 1; serve 2; fi
 
 if [ "$USCM_VM_ROLE" = a ]; then
   echo "$FAILED" | sync.sh put a-failed
