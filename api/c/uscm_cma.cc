@@ -126,6 +126,7 @@ absl::Status ToAddressIn(const uscm_addr* a, const char* call, Address* out) {
   out->service_id = a->service_id;
   out->service_mask = a->service_mask == 0 ? ~uint64_t{0} : a->service_mask;
   out->scope_id = a->family == USCM_AF_INET6 ? a->scope_id : 0;
+  out->flowinfo = a->family == USCM_AF_INET6 ? a->flowinfo : 0;
   return absl::OkStatus();
 }
 
@@ -151,6 +152,7 @@ void FromAddress(const Address& in, uscm_addr* a) {
   a->service_id = in.service_id;
   a->service_mask = in.service_mask;
   a->scope_id = in.scope_id;
+  a->flowinfo = in.flowinfo;
 }
 
 // uscm_get_route's answer; `pkey` the peer's.

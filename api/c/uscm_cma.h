@@ -60,6 +60,9 @@ struct uscm_addr {
   /* AF_INET6: sin6_scope_id, the interface index a link-local (fe80::/10)
    * address belongs to; 0 for the others. */
   uint32_t scope_id;
+  /* AF_INET6: sin6_flowinfo in host order; its low 20 bits, when not 0, are
+   * a RoCE connection's flow label (the kernel's cma_get_roce_udp_flow_label). */
+  uint32_t flowinfo;
 };
 
 struct uscm_ah_attr {

@@ -25,6 +25,7 @@ int ToUscmAddr(const sockaddr* sa, uscm_addr* a) {
       memcpy(a->ip, &in6->sin6_addr, 16);
       a->port = ntohs(in6->sin6_port);
       a->scope_id = in6->sin6_scope_id;
+      a->flowinfo = ntohl(in6->sin6_flowinfo);
       return 0;
     }
     case AF_IB: {
@@ -58,6 +59,7 @@ void ToSockaddr(const uscm_addr& a, sockaddr_storage* out) {
       in6->sin6_port = htons(a.port);
       memcpy(&in6->sin6_addr, a.ip, 16);
       in6->sin6_scope_id = a.scope_id;
+      in6->sin6_flowinfo = htonl(a.flowinfo);
       break;
     }
     case USCM_AF_IB: {

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "api/c/uscm_cma.h"
+#include "api/librdmacm/convert.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids.h"
 #include "api/librdmacm/ids_testing.h"  // Ipv4
@@ -120,6 +121,16 @@ TEST_F(DirectAddrTest, ALinkLocalAddressKeepsItsInterface) {
   EXPECT_EQ(local->sin6_scope_id, 3u);
   EXPECT_EQ(GidText(peer->sin6_addr.s6_addr), "fe80::2");
   EXPECT_EQ(peer->sin6_scope_id, 3u);
+  // sin6_flowinfo is kept too (the flow label of an IPv6 source): both ways
+  // through the conversion, in network order.
+  sockaddr_in6 with_flow = LinkLocal("fe80::1", 0, 3);
+  with_flow.sin6_flowinfo = htonl(0x54321);
+  uscm_addr converted;
+  ASSERT_EQ(ToUscmAddr(reinterpret_cast<sockaddr*>(&with_flow), &converted), 0);
+  EXPECT_EQ(converted.flowinfo, 0x54321u);
+  sockaddr_storage back;
+  ToSockaddr(converted, &back);
+  EXPECT_EQ(ntohl(reinterpret_cast<sockaddr_in6*>(&back)->sin6_flowinfo), 0x54321u);
   EXPECT_EQ(GidText(id->route.addr.addr.ibaddr.dgid.raw), "fe80::2");
   EXPECT_EQ(rdma_destroy_id(id), 0);
 }

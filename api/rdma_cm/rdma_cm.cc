@@ -286,8 +286,13 @@ cm::PathInfo RocePath(const Address& local, const Address& remote, uint8_t mtu, 
   p.local_ack_timeout = 19;
   p.packet_life_time = 18;
   p.mtu = mtu >= 1 && mtu <= 5 ? mtu : 3;
-  p.flow_label = RoceFlowLabel(local.port, remote.port);
+  p.flow_label = RoceFlowLabel(local, remote);
   return p;
+}
+
+uint32_t RoceFlowLabel(const Address& local, const Address& remote) {
+  const uint32_t given = local.family == Address::Family::kIpv6 ? local.flowinfo & 0xFFFFF : 0;
+  return given != 0 ? given : RoceFlowLabel(local.port, remote.port);
 }
 
 uint32_t RoceFlowLabel(uint16_t source_port, uint16_t destination_port) {

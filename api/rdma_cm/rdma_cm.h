@@ -79,6 +79,9 @@ struct Address {
   // IPv6: the interface index of a link-local address (sin6_scope_id), as
   // the kernel's rdma_cm needs it to bind one (cma_check_linklocal).
   uint32_t scope_id = 0;
+  // IPv6: sin6_flowinfo (host order). A source's low 20 bits, when not 0,
+  // are the RoCE flow label (RoceFlowLabel).
+  uint32_t flowinfo = 0;
   // AF_IB: the port's GID (and LID, since the simulated and real SA accept
   // both), the ServiceID (+ mask, for listen) and the P_Key.
   mad::Gid gid;
@@ -522,10 +525,11 @@ cm::PathInfo RocePath(const Address& local, const Address& remote, uint8_t mtu, 
 // The flow label of a RoCE v2 connection's path, as the kernel's
 // cma_get_roce_udp_flow_label: (source port * 31 + destination port) in 20
 // bits. It goes in the REQ, so the passive side's AV has it too, and rxe
-// derives the UDP source port of the connection's packets from it. (The
-// kernel takes an IPv6 source's sin6_flowinfo instead when it is not 0; uscm
-// keeps no flowinfo.)
+// derives the UDP source port of the connection's packets from it. An IPv6
+// source's flow label (Address::flowinfo, 20 bits) when not 0, as the
+// kernel's takes sin6_flowinfo.
 uint32_t RoceFlowLabel(uint16_t source_port, uint16_t destination_port);
+uint32_t RoceFlowLabel(const Address& local, const Address& remote);
 
 // One port: the node plus the id tables and the address table. IP
 // resolution: AddNeighbor(ip, gid, lid) plays the ARP / ND cache; on the

@@ -119,6 +119,28 @@ TEST_F(RoceResolveTest, ALinkLocalBindNamesItsInterface) {
   ASSERT_TRUE(ch_->DestroyId(id).ok());
 }
 
+// The kernel's cma_get_roce_udp_flow_label: an IPv6 source's sin6_flowinfo,
+// its 20 bits, when not 0, instead of the ports' hash.
+TEST_F(RoceResolveTest, AnIpv6SourcesFlowInfoIsTheFlowLabel) {
+  CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+  Address here = *Address::Parse("[fd00::1]:0");
+  here.flowinfo = 0x123456;  // beyond 20 bits: the kernel masks it
+  ASSERT_TRUE(id->BindAddr(here).ok());
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("[fd00::2]:7174")).ok());
+  Next(EventType::kAddrResolved);
+  ASSERT_TRUE(id->ResolveRoute().ok());
+  Next(EventType::kRouteResolved);
+  EXPECT_EQ(id->route()->flow_label, 0x23456u);
+  ASSERT_TRUE(ch_->DestroyId(id).ok());
+}
+
+TEST(RoceFlowLabelTest, AZeroFlowInfoLeavesThePortsHash) {
+  Address local = *Address::Parse("[fd00::1]:38157");
+  EXPECT_EQ(RoceFlowLabel(local, *Address::Parse("[fd00::2]:7481")), 141772u);
+  local.flowinfo = 0x100000;  // only bits above the label's 20
+  EXPECT_EQ(RoceFlowLabel(local, *Address::Parse("[fd00::2]:7481")), 141772u);
+}
+
 TEST(RocePathTest, LinkLocalIpv6StaysOnTheLink) {
   cm::PathInfo p = RocePath(*Address::Parse("fe80::1"), *Address::Parse("fe80::2"), 9, 0);
   EXPECT_EQ(p.hop_limit, 1);
