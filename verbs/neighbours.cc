@@ -126,6 +126,10 @@ void SendProbeDatagram(const IpAddr& addr) {
 
 }  // namespace
 
+bool IpAddr::is_link_local() const {
+  return family == AF_INET6 && ip[0] == 0xFE && (ip[1] & 0xC0) == 0x80;
+}
+
 std::string IpAddr::ToString() const {
   char text[INET6_ADDRSTRLEN] = "?";
   inet_ntop(family == AF_INET6 ? AF_INET6 : AF_INET, ip.data(), text, sizeof(text));
@@ -249,9 +253,7 @@ void NeighbourTable::StartResolution(int ifindex, const IpAddr& addr) {
   }
   if (err != 0) {  // EPERM without CAP_NET_ADMIN
     IpAddr on = addr;
-    if (on.family == AF_INET6 && on.ip[0] == 0xFE && (on.ip[1] & 0xC0) == 0x80) {
-      on.scope_id = static_cast<uint32_t>(ifindex);
-    }
+    if (on.is_link_local()) on.scope_id = static_cast<uint32_t>(ifindex);
     SendProbeDatagram(on);
   }
 }

@@ -41,6 +41,7 @@ struct IpAddr {
   // A route to a link-local destination is asked on that interface, as the
   // kernel's addr6_resolve asks with flowi6_oif = the id's bound_dev_if.
   uint32_t scope_id = 0;
+  bool is_link_local() const;  // fe80::/10
   std::string ToString() const;
 };
 

@@ -39,6 +39,7 @@
 namespace uscm::librdmacm {
 
 using internal::AttachDevice;
+using internal::ByPublic;
 using internal::ByUscmId;
 using internal::CloneOnLocked;
 using internal::FillAddrs;
@@ -55,11 +56,6 @@ namespace {
 
 void (*g_driver)(void*) = nullptr;  // SetDriverForTesting
 void* g_driver_arg = nullptr;
-
-absl::flat_hash_map<rdma_cm_id*, Id*>& ByPublic() {
-  static auto* m = new absl::flat_hash_map<rdma_cm_id*, Id*>;
-  return *m;
-}
 
 // The device's progress thread, after each step (uscm_device_set_progress_hook):
 // the events of the MADs and timers it handled reach the program's channels
@@ -169,7 +165,7 @@ void CloseIdsOfChannel(rdma_event_channel* channel) {
     id->state->closed = true;
     // The parent's, in a child of fork(): its uscm ids are the parent's, as
     // the kernel's ids stay with the parent's fd when the child closes its copy.
-    if (id->state->fork_generation != ForkGeneration()) continue;
+    if (!id->state->OfThisProcess()) continue;
     internal::ForgetWildcardIdLocked(id);
     internal::DropOtherPortsLocked(id, "rdma_destroy_event_channel");
     if (id->state->uid != nullptr) {
@@ -189,7 +185,6 @@ Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* contex
   auto* id = new Id{};
   id->state = new IdState;
   id->state->uid = uid;
-  id->state->fork_generation = ForkGeneration();
   id->port = port;
   if (uid != nullptr) ByUscmId()[uid] = id;
   id->pub.channel = channel;
@@ -311,23 +306,7 @@ Id* FindLocked(rdma_cm_id* pub) {
   auto it = ByPublic().find(pub);
   if (it == ByPublic().end()) return nullptr;
   const IdState& state = *it->second->state;
-  return state.closed || state.fork_generation != ForkGeneration() ? nullptr : it->second;
-}
-
-int NotAnIdLocked(const char* call, rdma_cm_id* pub) {
-  auto it = ByPublic().find(pub);
-  if (it != ByPublic().end() && it->second->state->fork_generation != ForkGeneration()) {
-    return Fail(EACCES, call,
-                "an id of the parent process, made before fork(): a child makes its own (the "
-                "kernel refuses a child's use of the parent's rdma_cm fd)");
-  }
-  return Fail(EINVAL, call, "not an id of rdma_create_id (or destroyed)");
-}
-
-void LeaveToParentInChildLocked() {
-  ByUscmId().clear();
-  ForgetWildcardIdsInChildLocked();
-  LeaveOpenedPortsToParentLocked();
+  return state.closed || !state.OfThisProcess() ? nullptr : it->second;
 }
 
 void OnAck(void* arg) {
@@ -443,6 +422,11 @@ bool OwnEvent(const rdma_cm_event& e, const void* id) { return e.id == id; }
 
 namespace internal {
 
+absl::flat_hash_map<rdma_cm_id*, Id*>& ByPublic() {
+  static auto* m = new absl::flat_hash_map<rdma_cm_id*, Id*>;
+  return *m;
+}
+
 absl::flat_hash_map<uscm_cm_id*, Id*>& ByUscmId() {
   static auto* m = new absl::flat_hash_map<uscm_cm_id*, Id*>;
   return *m;
@@ -525,52 +509,10 @@ void SetDriverForTesting(void (*drive)(void*), void* arg) {
   g_driver_arg = arg;
 }
 
-int UseDeviceForTesting(uscm_device* dev) { return UseDevicesForTesting({dev}, {}); }
-
-int UseDevicesForTesting(const std::vector<uscm_device*>& devs,
-                         const std::vector<std::vector<Addr16>>& ips) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (UsePortsForTesting(devs, ips) != 0) return -1;
-  for (Port* port : PortsLocked()) AddOpenChannel(port->channel);  // as OnPortOpen
-  return 0;
-}
-
-int AddDeviceForTesting(uscm_device* dev, const std::vector<Addr16>& ips) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  uscm_event_channel* channel = AddPortForTesting(dev, ips);
-  if (channel == nullptr) return -1;
-  AddOpenChannel(channel);  // as OnPortOpen
-  return 0;
-}
-
-int AddUnopenedDeviceForTesting(const std::vector<Addr16>& ips) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return AddUnopenedPortForTesting(ips);
-}
-
-void ResetBackendForTesting() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  ClearOpenChannelsForTesting();
-  ResetPortsForTesting();
-}
-
 bool RunProgressHookForTesting() {
   const uint64_t before = g_hook_pumps.load();
   PumpAfterProgress(nullptr);
   return g_hook_pumps.load() != before;
-}
-
-uscm_event_channel* BackendChannel() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  std::vector<Port*> ports = PortsLocked();
-  return ports.empty() ? nullptr : ports.front()->channel;
-}
-
-std::vector<uscm_event_channel*> PortChannelsForTesting() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  std::vector<uscm_event_channel*> out;
-  for (Port* port : PortsLocked()) out.push_back(port->channel);
-  return out;
 }
 
 int PumpEvents() {
@@ -703,8 +645,7 @@ int rdma_destroy_id(rdma_cm_id* pub) {
     std::lock_guard<std::mutex> lock(g_mu);  // no port needed: the id may have none
     id = FindLocked(pub);
     auto known = ByPublic().find(pub);
-    if (id == nullptr && known != ByPublic().end() &&
-        known->second->state->fork_generation == ForkGeneration()) {
+    if (id == nullptr && known != ByPublic().end() && known->second->state->OfThisProcess()) {
       // As librdmacm's write to the closed fd.
       return Fail(EBADF, "rdma_destroy_id", "the id's event channel was destroyed");
     }

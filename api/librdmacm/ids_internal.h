@@ -15,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "api/c/uscm_cma.h"
+#include "api/librdmacm/fork_locks.h"
 #include "api/librdmacm/ports.h"
 
 namespace uscm::librdmacm::internal {
@@ -74,7 +75,9 @@ struct IdState {
   bool removal_sent = false;
   // fork_locks.h ForkGeneration() when it was made: another one's is the
   // parent's (FindLocked answers NULL for it, NotAnIdLocked EACCES).
-  uint64_t fork_generation = 0;
+  uint64_t fork_generation = ForkGeneration();
+  // Made by this process, not by its parent before a fork().
+  bool OfThisProcess() const { return fork_generation == ForkGeneration(); }
 };
 
 // `pub` first: the program's rdma_cm_id* points at it (standard layout).
@@ -92,20 +95,13 @@ static_assert(offsetof(Id, pub) == 0);
 // The library's lock: the ports (ports.h), the id tables and the translation
 // of events (the pump and rdma_destroy_id's uscm_destroy_id never overlap).
 extern std::mutex g_mu;
+// Every id of rdma_create_id not yet destroyed, by the program's pointer
+// (the parent's too, in a child of fork()).
+absl::flat_hash_map<rdma_cm_id*, Id*>& ByPublic();
 absl::flat_hash_map<uscm_cm_id*, Id*>& ByUscmId();
 // The live id behind a program's id (NULL: unknown, destroyed, its channel
 // closed, or the parent's in a child of fork()).
 Id* FindLocked(rdma_cm_id* pub);
-// Why FindLocked found no id: -1 with errno EACCES for the parent's id in a
-// child of fork(), else EINVAL (USCM_DEBUG names `call`).
-int NotAnIdLocked(const char* call, rdma_cm_id* pub);
-// In a child of fork(), the library's locks held (fork_locks.cc): the ids
-// made before the fork are the parent's, their uscm ids no longer looked up
-// (an event of the child's ports never names one) and the wildcard ones no
-// longer held on any port; each port the parent opened is left to it
-// (ports.h LeaveOpenedPortsToParentLocked), and the child's next call that
-// needs it opens it again.
-void LeaveToParentInChildLocked();
 // Moves every event queued on the open ports' uscm channels to the
 // programs' channels; the number moved, or -1 with errno.
 int PumpEventsLocked();
@@ -126,6 +122,18 @@ void FillAddrsFrom(Id* id, const uscm_addr* local, const uscm_addr* peer);
 void AttachDevice(Id* id);
 // id->route.path_rec (one path, as librdmacm's ucma_query_route fills it).
 void FillRouteFrom(Id* id, const uscm_path& p);
+
+// fork_ids.cc
+// Why FindLocked found no id: -1 with errno EACCES for the parent's id in a
+// child of fork(), else EINVAL (USCM_DEBUG names `call`).
+int NotAnIdLocked(const char* call, rdma_cm_id* pub);
+// In a child of fork(), the library's locks held (fork_locks.cc): the ids
+// made before the fork are the parent's, their uscm ids no longer looked up
+// (an event of the child's ports never names one) and the wildcard ones no
+// longer held on any port; each port the parent opened is left to it
+// (ports.h LeaveOpenedPortsToParentLocked), and the child's next call that
+// needs it opens it again.
+void LeaveToParentInChildLocked();
 
 // wildcard_ids.cc
 // After a bind to a wildcard: the address kept for the clones.
