@@ -454,6 +454,121 @@ TEST_F(SimulatedPortsTest, AWildcardListenersListenOnARemovedDeviceIsDropped) {
   EXPECT_EQ(g_closes, 1) << "dev0 is not removed";
 }
 
+// A wildcard listener's own uscm id (the one its calls use) lives on the
+// first port, dev0's; librdmacm's wildcard listener has no device (id->verbs,
+// pd, port_num: none) and the kernel's cma_process_remove destroys only its
+// listen on a removed device and sends it no event. When dev0 goes the
+// listener moves to dev1, where it listens already, and dev0 is closed (rxe's
+// `rdma link del` waits for that); no event on its channel, and a client
+// still reaches it on dev1.
+TEST_F(SimulatedPortsTest, AWildcardListenerWhoseOwnPortIsRemovedMovesToAnother) {
+  ASSERT_EQ(Bind("0.0.0.0", 7008), 0);
+  ASSERT_EQ(rdma_listen(id_, 4), 0) << strerror(errno);
+  EXPECT_EQ(id_->verbs, nullptr) << "as librdmacm's wildcard: no device";
+  EXPECT_EQ(id_->pd, nullptr);
+  EXPECT_EQ(id_->port_num, 0);
+
+  g_listed[0] = false;  // rdma link del dev0, the listener's own port's
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(g_port_devices_closed, 1) << "dev0's port's uscm device";
+  EXPECT_EQ(g_closes, 1) << "dev0 closed: the listener does not hold it";
+  EXPECT_EQ(g_closed_ctx, &g_ctx[0]);
+  ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  rdma_cm_event* e = nullptr;
+  errno = 0;
+  if (rdma_get_cm_event(ch_, &e) == 0) {
+    ADD_FAILURE() << "no event for a wildcard listener; got " << rdma_event_str(e->event);
+    rdma_ack_cm_event(e);
+  } else {
+    EXPECT_EQ(errno, EAGAIN);
+  }
+
+  // A client on host 0 (the fabric's, no longer the drop-in's) to dev1's
+  // host, 10.0.0.2:7008.
+  uscm_event_channel* cch = uscm_create_event_channel_on(uscm_sim_device(g_sim, 0));
+  ASSERT_NE(cch, nullptr);
+  uscm_cm_id* client = nullptr;
+  ASSERT_EQ(uscm_create_id(cch, &client, nullptr, USCM_PS_TCP), 0) << uscm_last_error();
+  auto next = [&](uscm_cm_event_type want) {
+    uscm_cm_event* ue = nullptr;
+    EXPECT_EQ(uscm_sim_run_until_event(g_sim, cch, 120000), 0);
+    EXPECT_EQ(uscm_get_cm_event(cch, &ue), 0) << uscm_last_error();
+    if (ue == nullptr) return false;
+    const bool ok = ue->event == want;
+    EXPECT_TRUE(ok) << uscm_event_str(ue->event) << " status " << ue->status;
+    uscm_ack_cm_event(ue);
+    return ok;
+  };
+  uscm_addr dst;
+  ASSERT_EQ(uscm_parse_addr("10.0.0.2:7008", &dst), 0);
+  ASSERT_EQ(uscm_resolve_addr(client, nullptr, &dst, 2000), 0) << uscm_last_error();
+  ASSERT_TRUE(next(USCM_CM_EVENT_ADDR_RESOLVED));
+  ASSERT_EQ(uscm_resolve_route(client, 2000), 0) << uscm_last_error();
+  ASSERT_TRUE(next(USCM_CM_EVENT_ROUTE_RESOLVED));
+  uscm_conn_param cp = {};
+  cp.qp_num = 0x123;
+  ASSERT_EQ(uscm_connect(client, &cp), 0) << uscm_last_error();
+  std::vector<uscm_event_channel*> ports = PortChannelsForTesting();
+  for (int step = 0; step < 100 && QueuedEvents(ch_) == 0; ++step) {
+    for (uscm_event_channel* c : ports) {
+      if (c != nullptr) uscm_sim_run_until_event(g_sim, c, 50);
+    }
+    PumpEvents();
+  }
+  ASSERT_EQ(rdma_get_cm_event(ch_, &e), 0) << "no CONNECT_REQUEST: " << strerror(errno);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_CONNECT_REQUEST) << rdma_event_str(e->event);
+  EXPECT_EQ(e->listen_id, id_);
+  rdma_cm_id* conn = e->id;
+  EXPECT_EQ(conn->verbs, &g_ctx[1]) << "accepted on dev1";
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  EXPECT_EQ(rdma_reject(conn, nullptr, 0), 0) << strerror(errno);
+  EXPECT_TRUE(next(USCM_CM_EVENT_REJECTED));
+  EXPECT_EQ(rdma_destroy_id(conn), 0);
+  EXPECT_EQ(uscm_destroy_id(client), 0);
+  uscm_destroy_event_channel(cch);
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  EXPECT_EQ(g_closes, 1) << "dev1 is not removed";
+}
+
+// The same listener with no other port (dev1's is down): on no port once
+// dev0 goes (the kernel's wildcard listener stays, on no device), dev0
+// closed, no event; dev0 added back gets the listen again, as the kernel's
+// cma_add_one puts every wildcard listener on a new device.
+bool Port7009HeldOnHost0() {
+  uscm_event_channel* ch = uscm_create_event_channel_on(uscm_sim_device(g_sim, 0));
+  uscm_cm_id* probe = nullptr;
+  uscm_addr a;
+  const bool held = ch != nullptr && uscm_create_id(ch, &probe, nullptr, USCM_PS_TCP) == 0 &&
+                    uscm_parse_addr("0.0.0.0:7009", &a) == 0 && uscm_bind_addr(probe, &a) != 0;
+  if (probe != nullptr) uscm_destroy_id(probe);
+  if (ch != nullptr) uscm_destroy_event_channel(ch);
+  return held;
+}
+
+TEST_F(SimulatedPortsTest, AWildcardListenerOnItsOnlyRemovedPortListensOnItAddedBack) {
+  g_active[1][1] = false;
+  ASSERT_EQ(Bind("0.0.0.0", 7009), 0);
+  ASSERT_EQ(rdma_listen(id_, 4), 0) << strerror(errno);
+  EXPECT_TRUE(Port7009HeldOnHost0());
+
+  g_listed[0] = false;  // rdma link del dev0
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(g_closes, 1) << "dev0 closed";
+  EXPECT_FALSE(Port7009HeldOnHost0()) << "its listen there destroyed";
+  ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  rdma_cm_event* e = nullptr;
+  if (rdma_get_cm_event(ch_, &e) == 0) {
+    ADD_FAILURE() << "no event for a wildcard listener; got " << rdma_event_str(e->event);
+    rdma_ack_cm_event(e);
+  }
+
+  g_listed[0] = true;  // rdma link add dev0
+  RunPortResyncForTesting();  // the uscm-ports thread's listing
+  EXPECT_TRUE(Port7009HeldOnHost0()) << "listening on dev0 again";
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  EXPECT_FALSE(Port7009HeldOnHost0());
+}
+
 // A wildcard listener's program that makes no call (waiting for events): the
 // uscm-ports thread's once-a-second listing (port_resync.h) sees dev1 go and
 // closes it; the ports' progress hooks do not (a progress thread cannot join

@@ -188,6 +188,17 @@ bool IdOnPortLocked(const Port* port);
 // ucma_complete reads the next event); the ids stay valid and served until
 // the program destroys them. How many were sent.
 int SendDeviceRemovalLocked(const Port* port);
+// A removed device's `port`: each wildcard-bound id whose own uscm id lives
+// there (no device of the program's: id->verbs, pd and port_num are NULL,
+// as librdmacm's for a wildcard, whose kernel id is on no device) takes its
+// bind or listen on a port of another device as its own, or none when it
+// has no other (ClaimNewPortsLocked gives it the next port added), and the
+// uscm id there is destroyed: the kernel's cma_process_remove destroys only
+// the listener's listen on the device and sends the wildcard id no event,
+// so the id no longer keeps the device open (its DEVICE_REMOVAL was
+// SendDeviceRemovalLocked's, and rxe's `rdma link del` waited for the
+// program).
+void MoveWildcardIdsOffLocked(Port* port, const char* call);
 // A removed device's `port`, where no id lives: the wildcard ids' binds and
 // listens there are destroyed (the kernel's cma_process_remove destroys a
 // wildcard listener's listen on the device, and the wildcard id stays).

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "api/c/uscm_cma.h"
+#include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids_internal.h"
 #include "api/librdmacm/port_resync.h"
@@ -68,6 +69,18 @@ void SayHeld(const Id* id, const Port* port) {
           host, a.port, port->ca.c_str(), port->port_num);
 }
 
+// With USCM_DEBUG: the wildcard id whose own port's device was removed, and
+// where it went (MoveWildcardIdsOffLocked).
+void SayMoved(const Id* id, const Port* from) {
+  if (!DebugEnabled()) return;
+  const Port* to = id->port;
+  const std::string where =
+      to == nullptr ? "no port until one is added" : to->ca + ":" + std::to_string(to->port_num);
+  fprintf(stderr,
+          "uscm librdmacm: device removed: the wildcard id of port %u leaves %s:%u for %s\n",
+          id->state->bound.port, from->ca.c_str(), from->port_num, where.c_str());
+}
+
 // The wildcard id `id` on `port` too: its bind, and its listen when it
 // listens. 0, or -1 with errno.
 int ClaimPortLocked(Id* id, Port* port) {
@@ -82,10 +95,26 @@ int ClaimPortLocked(Id* id, Port* port) {
     errno = err;
     return -1;
   }
-  id->state->other_ports.push_back({port, uid});
+  // No uscm id of its own: its own port's device was removed
+  // (MoveWildcardIdsOffLocked), and this port is its own now.
+  if (id->state->uid == nullptr) {
+    id->state->uid = uid;
+    id->port = port;
+  } else {
+    id->state->other_ports.push_back({port, uid});
+  }
   ByUscmId()[uid] = id;
   SayHeld(id, port);
   return 0;
+}
+
+// A port of a device not removed among the wildcard id's other ports, or
+// NULL.
+const IdState::OnPort* LiveOtherPort(const Id* id, const Port* removed) {
+  for (const IdState::OnPort& o : id->state->other_ports) {
+    if (o.port->verbs != removed->verbs && !o.port->gone && !DeviceGone(o.port->verbs)) return &o;
+  }
+  return nullptr;
 }
 
 // The kernel leaves an id whose bind failed unbound (IDLE): every uscm id of
@@ -273,6 +302,25 @@ int SendDeviceRemovalLocked(const Port* port) {
     ++sent;
   }
   return sent;
+}
+
+void MoveWildcardIdsOffLocked(Port* port, const char* call) {
+  for (Id* id : WildcardIds()) {
+    if (id->port != port || id->pub.port_num != 0 || id->state->uid == nullptr) continue;
+    uscm_cm_id* gone = id->state->uid;
+    if (const IdState::OnPort* o = LiveOtherPort(id, port)) {
+      id->state->uid = o->uid;
+      id->port = o->port;
+      std::erase_if(id->state->other_ports,
+                    [&](const IdState::OnPort& x) { return x.uid == id->state->uid; });
+    } else {  // on no port until one is added (ClaimPortLocked)
+      id->state->uid = nullptr;
+      id->port = nullptr;
+    }
+    if (uscm_destroy_id(gone) != 0) UscmFailed(call);
+    ByUscmId().erase(gone);
+    SayMoved(id, port);
+  }
 }
 
 void DropPortLocked(Port* port, const char* call) {
