@@ -232,33 +232,46 @@ int RunExec(int argc, char** argv) {
     // first opens it (api/c/router_on_demand.h), this uscmd unless the user
     // named one (a build tree has none beside the library).
     setenv("USCM_USCMD", uscmd.c_str(), 0);
+    // Every chosen port's uscmd is started first and all are waited for
+    // together (router_launch.h EnsureRouters): two ports take about as
+    // long as the slower start, not the sum.
+    std::vector<std::string> sockets;
+    std::vector<router::RouterLaunch> launches;
     for (const ActivePort& p : ActivePorts()) {
       if (!librdmacm::PortChosen(choice, p.ca.c_str(), p.port)) continue;
-      const std::string socket = router::DefaultRouterSocket(p.ca, p.port);
-      if (!router::RouterServesAt(socket)) {
-        if (access(uscmd.c_str(), X_OK) != 0) {
-          std::fprintf(stderr,
-                       "uscm exec: no uscmd next to uscm (%s) for %s port %d; reinstall uscm, "
-                       "or pass --no-uscmd to let the program own the port\n",
-                       uscmd.c_str(), p.ca.c_str(), p.port);
-          return kExitFailure;
-        }
-        router::RouterLaunch launch;
-        launch.uscmd = uscmd;
-        launch.ca = p.ca;
-        launch.port = p.port;
-        launch.idle_exit_s = idle_exit_s;
-        launch.on_slow = [](const std::string& m) {
-          std::fprintf(stderr, "uscm exec: %s\n", m.c_str());
-        };
-        if (absl::StatusOr<router::RouterLaunched> r = router::EnsureRouter(launch); !r.ok()) {
-          std::fprintf(stderr,
-                       "uscm exec: %s\nuscm exec: not running %s without a router on %s port %d "
-                       "(pass --no-uscmd to let the program own the port)\n",
-                       std::string(r.status().message()).c_str(), argv[i], p.ca.c_str(), p.port);
-          return kExitFailure;
-        }
+      sockets.push_back(router::DefaultRouterSocket(p.ca, p.port));
+      if (router::RouterServesAt(sockets.back())) continue;
+      if (access(uscmd.c_str(), X_OK) != 0) {
+        std::fprintf(stderr,
+                     "uscm exec: no uscmd next to uscm (%s) for %s port %d; reinstall uscm, "
+                     "or pass --no-uscmd to let the program own the port\n",
+                     uscmd.c_str(), p.ca.c_str(), p.port);
+        return kExitFailure;
       }
+      router::RouterLaunch launch;
+      launch.uscmd = uscmd;
+      launch.ca = p.ca;
+      launch.port = p.port;
+      launch.idle_exit_s = idle_exit_s;
+      launch.on_slow = [](const std::string& m) {
+        std::fprintf(stderr, "uscm exec: %s\n", m.c_str());
+      };
+      launches.push_back(std::move(launch));
+    }
+    const std::vector<absl::StatusOr<router::RouterLaunched>> started =
+        router::EnsureRouters(launches);
+    bool all_started = true;
+    for (size_t k = 0; k < launches.size(); ++k) {
+      if (started[k].ok()) continue;
+      all_started = false;
+      std::fprintf(stderr,
+                   "uscm exec: %s\nuscm exec: not running %s without a router on %s port %d "
+                   "(pass --no-uscmd to let the program own the port)\n",
+                   std::string(started[k].status().message()).c_str(), argv[i],
+                   launches[k].ca.c_str(), launches[k].port);
+    }
+    if (!all_started) return kExitFailure;
+    for (const std::string& socket : sockets) {
       // Between the check and here an idle router may have exited: then the
       // program would own the port, so this is an error too.
       if (!HoldRouter(socket)) {

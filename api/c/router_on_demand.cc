@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "cm/router/router_launch.h"
@@ -52,32 +54,45 @@ std::string UscmdBesideLibrary(const std::string& library_path) {
   return access(uscmd.c_str(), X_OK) == 0 ? uscmd.string() : "";
 }
 
-void StartRouterOnDemand(const std::string& ca, int port) {
+void StartRouterOnDemand(const std::string& ca, int port) { StartRoutersOnDemand({{ca, port}}); }
+
+void StartRoutersOnDemand(const std::vector<std::pair<std::string, int>>& ports) {
+  if (ports.empty()) return;
   if (Set("USCM_NO_USCMD")) {
-    Debug(ca, port, "USCM_NO_USCMD set: no uscmd started");
+    for (const auto& [ca, port] : ports) Debug(ca, port, "USCM_NO_USCMD set: no uscmd started");
     return;
   }
-  router::RouterLaunch launch;
   // secure_getenv: a set-user-ID program must not run a uscmd its caller names.
   const char* given = secure_getenv("USCM_USCMD");
   const std::string own = OwnPath();
-  launch.uscmd = given != nullptr && given[0] != '\0' ? given : UscmdBesideLibrary(own);
-  if (launch.uscmd.empty()) {
-    Debug(ca, port,
-          "no uscmd installed beside " + (own.empty() ? std::string("this library") : own) +
-              " (set USCM_USCMD): the port is opened directly");
+  const std::string uscmd = given != nullptr && given[0] != '\0' ? given : UscmdBesideLibrary(own);
+  if (uscmd.empty()) {
+    for (const auto& [ca, port] : ports) {
+      Debug(ca, port,
+            "no uscmd installed beside " + (own.empty() ? std::string("this library") : own) +
+                " (set USCM_USCMD): the port is opened directly");
+    }
     return;
   }
-  launch.ca = ca;
-  launch.port = port;
-  launch.idle_exit_s = kIdleExitSeconds;
-  launch.on_slow = [&](const std::string& m) { Debug(ca, port, m); };
-  absl::StatusOr<router::RouterLaunched> r = router::EnsureRouter(launch);
-  if (!r.ok()) {
-    Debug(ca, port, std::string(r.status().message()) + ": the port is opened directly");
-  } else if (*r == router::RouterLaunched::kStarted) {
-    Debug(ca, port,
-          "started " + launch.uscmd + " (log " + router::DefaultRouterLog(ca, port) + ")");
+  std::vector<router::RouterLaunch> launches;
+  for (const auto& [ca, port] : ports) {
+    router::RouterLaunch launch;
+    launch.uscmd = uscmd;
+    launch.ca = ca;
+    launch.port = port;
+    launch.idle_exit_s = kIdleExitSeconds;
+    launch.on_slow = [ca, port](const std::string& m) { Debug(ca, port, m); };
+    launches.push_back(std::move(launch));
+  }
+  // Every port's uscmd started before any is waited for (router_launch.h).
+  const std::vector<absl::StatusOr<router::RouterLaunched>> r = router::EnsureRouters(launches);
+  for (size_t i = 0; i < ports.size(); ++i) {
+    const auto& [ca, port] = ports[i];
+    if (!r[i].ok()) {
+      Debug(ca, port, std::string(r[i].status().message()) + ": the port is opened directly");
+    } else if (*r[i] == router::RouterLaunched::kStarted) {
+      Debug(ca, port, "started " + uscmd + " (log " + router::DefaultRouterLog(ca, port) + ")");
+    }
   }
 }
 

@@ -16,10 +16,17 @@
 #define USCM_API_C_ROUTER_ON_DEMAND_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace uscm::c_api {
 
 void StartRouterOnDemand(const std::string& ca, int port);
+// The same for several ports at once, for a call that needs them all (the
+// drop-in's wildcard rdma_bind_addr): every port's uscmd is started before
+// any is waited for (router_launch.h EnsureRouters), each port's failure
+// said (USCM_DEBUG) on its own.
+void StartRoutersOnDemand(const std::vector<std::pair<std::string, int>>& ports);
 
 // The uscmd installed next to the library at `library_path`, or "" when the
 // path is not a shared library in lib/ or lib/uscm/ of a tree with bin/uscmd.

@@ -99,8 +99,21 @@ int FakeDeallocPd(ibv_pd*) {
 }
 uscm_sim* g_sim = nullptr;
 int g_port_devices_closed = 0;
+int g_port_devices_opened = 0;
 uscm_device* SimHostOfDevice(ibv_context* verbs, int) {  // devN on simulated host N
+  ++g_port_devices_opened;
   return uscm_sim_device(g_sim, IndexOf(verbs));
+}
+
+// The routers the library asked to start before opening ports
+// (SetPortRouterStartForTesting), and how many ports had opened then.
+std::vector<std::vector<std::string>> g_router_starts;
+int g_opened_at_router_start = -1;
+void RecordRouterStart(const std::vector<const Port*>& ports) {
+  std::vector<std::string> names;
+  for (const Port* p : ports) names.push_back(p->ca + ":" + std::to_string(p->port_num));
+  g_router_starts.push_back(names);
+  g_opened_at_router_start = g_port_devices_opened;
 }
 int CountPortDeviceClose(uscm_device*) {
   ++g_port_devices_closed;
@@ -267,7 +280,10 @@ class SimulatedPortsTest : public DeviceSyncTest {
     g_sim = uscm_sim_create(5);
     ASSERT_NE(g_sim, nullptr);
     SetPortDevicesForTesting(SimHostOfDevice, CountPortDeviceClose);
-    g_port_devices_closed = 0;
+    g_port_devices_closed = g_port_devices_opened = 0;
+    g_router_starts.clear();
+    g_opened_at_router_start = -1;
+    SetPortRouterStartForTesting(RecordRouterStart);
     g_listed[0] = g_listed[1] = true;
     g_active[0][1] = g_active[1][1] = true;
     ch_ = rdma_create_event_channel();
@@ -276,6 +292,7 @@ class SimulatedPortsTest : public DeviceSyncTest {
   }
   void TearDown() override {
     if (ch_ != nullptr) rdma_destroy_event_channel(ch_);
+    SetPortRouterStartForTesting(nullptr);
     SetPortDevicesForTesting(nullptr, nullptr);
     uscm_sim_destroy(g_sim);
     g_sim = nullptr;
@@ -354,6 +371,31 @@ TEST_F(SimulatedPortsTest, ALostPortAndItsRemovalAreOneDeviceRemoval) {
   EXPECT_EQ(rdma_destroy_id(id_), 0);
   id_ = nullptr;
   EXPECT_EQ(g_closes, 1) << "closed with its last id";
+}
+
+// A wildcard bind opens every port: their routers (uscmds) are asked to start
+// together, before the first port opens (issue 13), not one per open. A bind
+// of one port's address asks nothing of the kind (its open starts its own
+// router), nor does a wildcard bind that has one port left to open.
+TEST_F(SimulatedPortsTest, AWildcardBindStartsEveryPortsRouterBeforeOpeningAny) {
+  ASSERT_EQ(Bind("0.0.0.0", 7010), 0);
+  EXPECT_EQ(g_router_starts, (std::vector<std::vector<std::string>>{{"dev0:1", "dev1:1"}}));
+  EXPECT_EQ(g_opened_at_router_start, 0) << "ports opened before their routers were started";
+  EXPECT_EQ(g_port_devices_opened, 2);
+}
+
+TEST_F(SimulatedPortsTest, OnlyACallThatOpensSeveralPortsStartsTheirRoutersTogether) {
+  ASSERT_EQ(Bind("10.0.0.1", 7011), 0) << "dev0:1's address";
+  EXPECT_EQ(g_port_devices_opened, 1);
+  rdma_cm_id* wild = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &wild, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  sockaddr_in any = {};
+  any.sin_family = AF_INET;
+  any.sin_port = htons(7012);
+  ASSERT_EQ(rdma_bind_addr(wild, reinterpret_cast<sockaddr*>(&any)), 0) << strerror(errno);
+  EXPECT_EQ(g_port_devices_opened, 2);
+  EXPECT_TRUE(g_router_starts.empty()) << g_router_starts.size() << " starts";
+  EXPECT_EQ(rdma_destroy_id(wild), 0);
 }
 
 // The kernel sends DEVICE_REMOVAL to every id on a device when it goes

@@ -710,7 +710,13 @@ int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
     Id* i = FindLocked(id);
     if (i != nullptr && PlaceAtSourceLocked(i, a, true, "rdma_bind_addr") != 0) return -1;
   }
-  if (!wildcard) CloseRemovedDevicesIfNew();  // the lookup may have listed them
+  if (!wildcard) {
+    CloseRemovedDevicesIfNew();  // the lookup may have listed them
+  } else {
+    // It opens every port below: their uscmds start at once, not one per open.
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (EnsureBackendLocked("rdma_bind_addr") == 0) StartRoutersOfUnopenedPortsLocked();
+  }
   void (*after)(Id*) = wildcard ? &internal::RememberWildcard : &AttachAndFill;
   // A wildcard holds its port on every port (wildcard_ids.cc), all or
   // nothing; an ephemeral one another process holds on some port is given

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/c/router_on_demand.h"
 #include "api/c/uscm_device.h"
 #include "api/c/uscm_device_on.h"
 #include "api/librdmacm/devices.h"
@@ -138,9 +139,19 @@ uint64_t AddressGeneration(const Port& p) {
   return p.ethernet ? GidTableGeneration(p.verbs) : IpAddressGeneration();
 }
 
+// The uscmds of real ports (router_on_demand.h); a simulated port has none.
+void StartRoutersOf(const std::vector<const Port*>& ports) {
+  std::vector<std::pair<std::string, int>> real;
+  for (const Port* p : ports) {
+    if (!p->testing) real.emplace_back(p->ca, p->port_num);
+  }
+  c_api::StartRoutersOnDemand(real);
+}
+
 struct DeviceHooks {
   uscm_device* (*open)(ibv_context*, int) = c_api::OpenDeviceOn;
   int (*close)(uscm_device*) = uscm_device_close;
+  void (*start_routers)(const std::vector<const Port*>&) = StartRoutersOf;
 };
 
 DeviceHooks& TheDeviceHooks() {
@@ -541,6 +552,20 @@ int CloseOpenedPort(const OpenedPort& opened) {
   if (opened.channel != nullptr) uscm_destroy_event_channel(opened.channel);
   if (opened.dev == nullptr || opened.testing) return 0;
   return TheDeviceHooks().close(opened.dev);
+}
+
+void StartRoutersOfUnopenedPortsLocked() {
+  std::vector<const Port*> unopened;
+  for (const Port* port : LivePortsLocked()) {
+    if (port->channel == nullptr) unopened.push_back(port);
+  }
+  if (unopened.size() < 2) return;  // the open starts its own, as fast
+  const OwnFork own;  // a uscmd start forks and execs: no lock to take
+  TheDeviceHooks().start_routers(unopened);
+}
+
+void SetPortRouterStartForTesting(void (*start)(const std::vector<const Port*>& ports)) {
+  TheDeviceHooks().start_routers = start != nullptr ? start : StartRoutersOf;
 }
 
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*)) {

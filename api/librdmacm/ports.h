@@ -171,6 +171,15 @@ void SetHostAddressesForTesting(bool (*holds)(const uscm_addr& addr));
 // (ids.cc: the progress hook). 0, or -1 with errno. Under the lock
 // throughout (a program's call that needs the port waits for it anyway).
 int OpenPortLocked(Port* port, const char* call, void (*on_open)(Port*));
+// Before a call that needs every port (a wildcard rdma_bind_addr) opens them
+// one after another: starts the uscmds of the live ports not open yet, when
+// two or more, all at once (router_on_demand.h StartRoutersOnDemand: each
+// started before any is waited for), so each open then finds its router
+// serving, and the starts take about the slowest one's time, not the sum.
+// Under the lock, as the opens that follow.
+void StartRoutersOfUnopenedPortsLocked();
+// Tests: what starts the routers (nullptr: the ports' uscmds).
+void SetPortRouterStartForTesting(void (*start)(const std::vector<const Port*>& ports));
 // The same in two steps, for a caller that must not hold the library's lock
 // while the port opens (the open may start the port's uscmd and wait up to
 // 10 s for it: router_on_demand.h): OpenPortDevice opens the uscm device and

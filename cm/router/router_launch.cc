@@ -12,10 +12,12 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -80,7 +82,7 @@ std::optional<Progress> ProgressOf(pid_t pid, const std::string& log) {
 // user may take it (a read-only descriptor is enough for flock).
 class StartLock {
  public:
-  static absl::StatusOr<StartLock> Take(const std::string& path, Clock::duration within) {
+  static absl::StatusOr<StartLock> Open(const std::string& path) {
     // O_NOFOLLOW and a regular file only: the lock lives in a directory
     // anyone may write (/tmp), and a root program must not chmod what a
     // planted symlink points at.
@@ -96,21 +98,19 @@ class StartLock {
     // So that another user's program can open it too (umask aside); only
     // our own file.
     if (st.st_uid == geteuid()) (void)fchmod(fd, 0666);
-    const auto deadline = Clock::now() + within;
-    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK || Clock::now() >= deadline) {
-        const int err = errno;
-        close(fd);
-        return absl::InternalError(absl::StrCat("cannot lock ", path, ": ", strerror(err)));
-      }
-      std::this_thread::sleep_for(kPollEvery);
-    }
     return StartLock(fd);
   }
   StartLock(StartLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  StartLock& operator=(StartLock&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
   ~StartLock() {
     if (fd_ >= 0) close(fd_);  // releases the lock
   }
+  // Takes the lock if nobody holds it: true, or false with errno
+  // (EWOULDBLOCK: another process holds it).
+  bool TryLock() { return flock(fd_, LOCK_EX | LOCK_NB) == 0; }
 
  private:
   explicit StartLock(int fd) : fd_(fd) {}
@@ -169,49 +169,123 @@ pid_t SpawnDetached(const std::vector<std::string>& args, const std::string& log
   return daemon;
 }
 
-// Waits for the uscmd `pid` started for `launch` to answer on `socket`, by
-// the rules in router_launch.h.
-absl::StatusOr<RouterLaunched> AwaitStarted(const RouterLaunch& launch, pid_t pid,
-                                            const std::string& socket, const std::string& log) {
-  const std::string what = absl::StrCat("uscmd for ", launch.ca, " port ", launch.port);
-  const Clock::time_point start = Clock::now();
-  Clock::time_point last_progress = start;
-  std::optional<Progress> last;
-  bool told = false;
-  while (!RouterServesAt(socket)) {
-    const std::optional<Progress> p = ProgressOf(pid, log);
+// One port's start, stepped every kPollEvery by EnsureRouters until it has
+// its result: kLocking (another process holds the start lock) until the lock
+// is ours, then kWaiting for the uscmd it started, by the rules in
+// router_launch.h.
+class Start {
+ public:
+  explicit Start(const RouterLaunch& launch)
+      : launch_(launch),
+        socket_(launch.socket_path.empty() ? DefaultRouterSocket(launch.ca, launch.port)
+                                           : launch.socket_path),
+        log_(launch.log_path.empty() ? DefaultRouterLog(launch.ca, launch.port)
+                                     : launch.log_path),
+        what_(absl::StrCat("uscmd for ", launch.ca, " port ", launch.port)) {
+    if (RouterServesAt(socket_)) {
+      result_ = RouterLaunched::kAlreadyServing;
+      return;
+    }
+    absl::StatusOr<StartLock> lock = StartLock::Open(socket_ + ".lock");
+    if (!lock.ok()) {
+      result_ = lock.status();
+      return;
+    }
+    lock_ = std::move(*lock);
+    // Whoever holds the lock may take up to ready_within to get its uscmd up.
+    lock_deadline_ = Clock::now() + ToClock(launch.ready_within) + std::chrono::seconds(5);
+  }
+
+  bool Done() const { return result_.has_value(); }
+  absl::StatusOr<RouterLaunched> TakeResult() { return std::move(*result_); }
+
+  // Moves the start on by one look; sets the result when it has one.
+  void Step() {
+    if (Done()) return;
+    if (pid_ < 0) {
+      TryToSpawn();
+    } else {
+      Look();
+    }
+    if (Done()) lock_.reset();  // another program may start or find it now
+  }
+
+ private:
+  void TryToSpawn() {
+    if (!lock_->TryLock()) {
+      const int err = errno;
+      if (err != EWOULDBLOCK || Clock::now() >= lock_deadline_) {
+        result_ = absl::InternalError(
+            absl::StrCat("cannot lock ", socket_, ".lock: ", strerror(err)));
+      }
+      return;
+    }
+    // Another program may have started it while this one waited for the lock.
+    if (RouterServesAt(socket_)) {
+      result_ = RouterLaunched::kAlreadyServing;
+      return;
+    }
+    pid_ = SpawnDetached({launch_.uscmd, "--ca", launch_.ca, "--port",
+                          std::to_string(launch_.port), "--socket", socket_,
+                          absl::StrCat("--idle-exit=", launch_.idle_exit_s)},
+                         log_);
+    if (pid_ < 0) {
+      result_ = absl::InternalError(
+          absl::StrCat("cannot start ", launch_.uscmd, ": ", strerror(errno)));
+      return;
+    }
+    started_ = last_progress_ = Clock::now();
+  }
+
+  void Look() {
+    if (RouterServesAt(socket_)) {
+      result_ = RouterLaunched::kStarted;
+      return;
+    }
+    const std::optional<Progress> p = ProgressOf(pid_, log_);
     if (!p.has_value()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, " did not start: ", LastLine(log), " (", log, ")"));
+      result_ = absl::FailedPreconditionError(
+          absl::StrCat(what_, " did not start: ", LastLine(log_), " (", log_, ")"));
+      return;
     }
     const Clock::time_point now = Clock::now();
-    if (p->Busy() || p != last) last_progress = now;
-    last = p;
+    if (p->Busy() || p != last_) last_progress_ = now;
+    last_ = p;
     absl::Status hung;
-    if (now - last_progress >= ToClock(launch.stall_within)) {
+    if (now - last_progress_ >= ToClock(launch_.stall_within)) {
       hung = absl::DeadlineExceededError(absl::StrCat(
-          what, " made no progress for ", launch.stall_within.ToString(), " (state ",
-          std::string(1, p->state), ") and did not answer on ", socket, ": stopped (see ", log,
+          what_, " made no progress for ", launch_.stall_within.ToString(), " (state ",
+          std::string(1, p->state), ") and did not answer on ", socket_, ": stopped (see ", log_,
           ")"));
-    } else if (now - start >= ToClock(launch.ready_within)) {
-      hung = absl::DeadlineExceededError(absl::StrCat(what, " did not answer on ", socket,
-                                                      " within ", launch.ready_within.ToString(),
-                                                      ": stopped (see ", log, ")"));
+    } else if (now - started_ >= ToClock(launch_.ready_within)) {
+      hung = absl::DeadlineExceededError(absl::StrCat(what_, " did not answer on ", socket_,
+                                                      " within ", launch_.ready_within.ToString(),
+                                                      ": stopped (see ", log_, ")"));
     }
     if (!hung.ok()) {
-      kill(pid, SIGTERM);
-      return hung;
+      kill(pid_, SIGTERM);
+      result_ = hung;
+      return;
     }
-    if (!told && launch.on_slow && now - start >= ToClock(launch.slow_after)) {
-      told = true;
-      launch.on_slow(absl::StrCat(what, " has not answered after ", launch.slow_after.ToString(),
-                                  " but is still starting (a busy machine?): waiting up to ",
-                                  launch.ready_within.ToString(), " (", log, ")"));
+    if (!told_ && launch_.on_slow && now - started_ >= ToClock(launch_.slow_after)) {
+      told_ = true;
+      launch_.on_slow(absl::StrCat(what_, " has not answered after ",
+                                   launch_.slow_after.ToString(),
+                                   " but is still starting (a busy machine?): waiting up to ",
+                                   launch_.ready_within.ToString(), " (", log_, ")"));
     }
-    std::this_thread::sleep_for(kPollEvery);
   }
-  return RouterLaunched::kStarted;
-}
+
+  const RouterLaunch& launch_;
+  const std::string socket_, log_, what_;
+  std::optional<absl::StatusOr<RouterLaunched>> result_;
+  std::optional<StartLock> lock_;
+  Clock::time_point lock_deadline_;
+  pid_t pid_ = -1;
+  Clock::time_point started_, last_progress_;
+  std::optional<Progress> last_;
+  bool told_ = false;
+};
 
 }  // namespace
 
@@ -219,27 +293,28 @@ std::string DefaultRouterLog(const std::string& ca_name, int port_num) {
   return absl::StrCat("/tmp/uscmd-", ca_name, "-", port_num, ".log");
 }
 
-absl::StatusOr<RouterLaunched> EnsureRouter(const RouterLaunch& launch) {
-  const std::string socket = launch.socket_path.empty()
-                                 ? DefaultRouterSocket(launch.ca, launch.port)
-                                 : launch.socket_path;
-  const std::string log =
-      launch.log_path.empty() ? DefaultRouterLog(launch.ca, launch.port) : launch.log_path;
-  if (RouterServesAt(socket)) return RouterLaunched::kAlreadyServing;
-  // Whoever holds the lock may take up to ready_within to get its uscmd up.
-  const Clock::duration wait = ToClock(launch.ready_within) + std::chrono::seconds(5);
-  absl::StatusOr<StartLock> lock = StartLock::Take(socket + ".lock", wait);
-  if (!lock.ok()) return lock.status();
-  // Another program may have started it while this one waited for the lock.
-  if (RouterServesAt(socket)) return RouterLaunched::kAlreadyServing;
-  const pid_t pid = SpawnDetached(
-      {launch.uscmd, "--ca", launch.ca, "--port", std::to_string(launch.port), "--socket", socket,
-       absl::StrCat("--idle-exit=", launch.idle_exit_s)},
-      log);
-  if (pid < 0) {
-    return absl::InternalError(absl::StrCat("cannot start ", launch.uscmd, ": ", strerror(errno)));
+std::vector<absl::StatusOr<RouterLaunched>> EnsureRouters(
+    const std::vector<RouterLaunch>& launches) {
+  // Every start is stepped in turn, so all the uscmds are forked (or their
+  // locks tried) before any is waited for, and their waits overlap.
+  std::vector<std::unique_ptr<Start>> starts;
+  for (const RouterLaunch& launch : launches) starts.push_back(std::make_unique<Start>(launch));
+  for (;;) {
+    bool all_done = true;
+    for (const std::unique_ptr<Start>& s : starts) {
+      s->Step();
+      all_done = all_done && s->Done();
+    }
+    if (all_done) break;
+    std::this_thread::sleep_for(kPollEvery);
   }
-  return AwaitStarted(launch, pid, socket, log);
+  std::vector<absl::StatusOr<RouterLaunched>> results;
+  for (const std::unique_ptr<Start>& s : starts) results.push_back(s->TakeResult());
+  return results;
+}
+
+absl::StatusOr<RouterLaunched> EnsureRouter(const RouterLaunch& launch) {
+  return std::move(EnsureRouters({launch})[0]);
 }
 
 }  // namespace uscm::router

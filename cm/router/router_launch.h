@@ -5,6 +5,7 @@
 //
 //   RouterLaunch l{.uscmd = "/opt/uscm/bin/uscmd", .ca = "rxe0", .port = 1};
 //   absl::StatusOr<RouterLaunched> r = EnsureRouter(l);  // then RouterTransport::Connect
+//   EnsureRouters({l0, l1});  // every port's uscmd started, then all waited for
 //
 // Concurrent starts do not race: the start runs under an exclusive flock(2) on
 // `<socket>.lock`, and whoever gets the lock checks the socket again, so N
@@ -28,6 +29,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "mad/time.h"
@@ -64,6 +66,14 @@ enum class RouterLaunched {
 // answer within ready_within (it is then sent SIGTERM), Internal when the
 // lock or the fork failed.
 absl::StatusOr<RouterLaunched> EnsureRouter(const RouterLaunch& launch);
+
+// EnsureRouter for several ports at once: every port's uscmd is started
+// (each under its own lock) before any is waited for, and the waits overlap,
+// each by its own launch's rules, so two ports take about as long as the
+// slower one rather than the sum. One result per launch, in order; a port
+// whose start fails does not stop the others'.
+std::vector<absl::StatusOr<RouterLaunched>> EnsureRouters(
+    const std::vector<RouterLaunch>& launches);
 
 // Where a router started on demand logs: /tmp/uscmd-<ca>-<port>.log.
 std::string DefaultRouterLog(const std::string& ca_name, int port_num);

@@ -256,6 +256,115 @@ TEST_F(RouterLaunchTest, AUscmdThatExitsReportsItsLastLogLine) {
       << r.status();
 }
 
+// EnsureRouters: two ports' launches, sockets and logs of their own.
+class RouterLaunchesTest : public RouterLaunchTest {
+ protected:
+  void SetUp() override {
+    RouterLaunchTest::SetUp();
+    for (int i = 0; i < 2; ++i) {
+      RouterLaunch l = launch_;
+      l.ca = absl::StrCat("sim", i);
+      l.socket_path = absl::StrCat(dir_, "/uscmd", i, ".sock");
+      l.log_path = absl::StrCat(dir_, "/uscmd", i, ".log");
+      // A start waited for alone would be stopped at this bound.
+      l.ready_within = mad::Duration::Seconds(3);
+      launches_.push_back(l);
+    }
+  }
+  // A uscmd for port `i` that marks itself started, waits until the other
+  // port's uscmd has started too, then does `then`.
+  std::string AfterTheOther(int i, const std::string& then) {
+    return Script(absl::StrCat("uscmd", i),
+                  absl::StrCat("touch ", dir_, "/started", i, "\nwhile [ ! -e ", dir_, "/started",
+                               1 - i, " ]; do sleep 0.02; done\n", then));
+  }
+  std::vector<RouterLaunch> launches_;
+};
+
+// Each port's uscmd serves only once the other port's has been started: both
+// must be started before either is waited for (one after the other, the
+// first is stopped at its 3 s bound, the second never started by then).
+TEST_F(RouterLaunchesTest, EveryPortsUscmdIsStartedBeforeAnyIsWaitedFor) {
+  for (int i = 0; i < 2; ++i) {
+    launches_[i].uscmd = AfterTheOther(i, "exec " + SimUscmd() + " \"$@\"");
+  }
+  const std::vector<absl::StatusOr<RouterLaunched>> r = EnsureRouters(launches_);
+  ASSERT_EQ(r.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(r[i].ok()) << i << ": " << r[i].status();
+    EXPECT_EQ(*r[i], RouterLaunched::kStarted) << i;
+    EXPECT_TRUE(RouterServesAt(launches_[i].socket_path)) << i;
+  }
+  EXPECT_EQ(Lines(starts_).size(), 2u) << "router processes started";
+}
+
+// Port 0's uscmd fails (its log's last line) once port 1's has started, and
+// port 1's serves: each result is its own port's, in the launches' order.
+TEST_F(RouterLaunchesTest, OneFailingPortDoesNotHideTheOthersReadiness) {
+  launches_[0].uscmd = AfterTheOther(
+      0, "echo 'uscmd: cannot open the umad device: Permission denied' >&2\nexit 1");
+  launches_[1].uscmd = AfterTheOther(1, "exec " + SimUscmd() + " \"$@\"");
+  const std::vector<absl::StatusOr<RouterLaunched>> r = EnsureRouters(launches_);
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(r[0].status().code(), absl::StatusCode::kFailedPrecondition) << r[0].status();
+  EXPECT_NE(r[0].status().message().find("uscmd for sim0 port 1 did not start: uscmd: cannot "
+                                         "open the umad device: Permission denied"),
+            std::string::npos)
+      << r[0].status();
+  ASSERT_TRUE(r[1].ok()) << r[1].status();
+  EXPECT_EQ(*r[1], RouterLaunched::kStarted);
+  EXPECT_TRUE(RouterServesAt(launches_[1].socket_path));
+}
+
+// Each start keeps its own bounds while they wait together: port 0's uscmd
+// hangs and is stopped after its 300 ms stall window, port 1's spins and is
+// stopped at its 1 s hard bound, and a slow one that makes progress for 2 s
+// (past both) is waited for.
+TEST_F(RouterLaunchesTest, EachStartKeepsItsOwnBounds) {
+  launches_.push_back(launches_[1]);
+  launches_[2].ca = "sim2";
+  launches_[2].socket_path = dir_ + "/uscmd2.sock";
+  launches_[2].log_path = dir_ + "/uscmd2.log";
+  const std::string hung_pid = dir_ + "/hung.pid", spinning_pid = dir_ + "/spinning.pid";
+  launches_[0].uscmd =
+      Script("hung-uscmd", "echo $$ > " + hung_pid + "\necho 'uscmd: opening'\nexec sleep 600");
+  launches_[0].stall_within = mad::Duration::Millis(300);
+  launches_[0].ready_within = mad::Duration::Seconds(600);
+  launches_[1].uscmd = Script("spinning-uscmd", "echo $$ > " + spinning_pid + "\nwhile :; do :; done");
+  launches_[1].stall_within = mad::Duration::Millis(300);
+  launches_[1].ready_within = mad::Duration::Seconds(1);
+  launches_[2].uscmd = Script("slow-uscmd", "i=0\nwhile [ $i -lt 20 ]; do echo step $i; sleep 0.1; "
+                                            "i=$((i+1)); done\nexec " + SimUscmd() + " \"$@\"");
+  launches_[2].stall_within = mad::Duration::Seconds(1);
+  launches_[2].ready_within = mad::Duration::Seconds(30);
+  const std::vector<absl::StatusOr<RouterLaunched>> r = EnsureRouters(launches_);
+  ASSERT_EQ(r.size(), 3u);
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_NE(r[0].status().message().find("sim0 port 1 made no progress for 300ms"),
+            std::string::npos)
+      << r[0].status();
+  ASSERT_FALSE(r[1].ok());
+  EXPECT_NE(r[1].status().message().find("sim1 port 1 did not answer on " +
+                                         launches_[1].socket_path + " within 1s"),
+            std::string::npos)
+      << r[1].status();
+  ASSERT_TRUE(r[2].ok()) << r[2].status();
+  EXPECT_EQ(*r[2], RouterLaunched::kStarted);
+  EXPECT_TRUE(GoneWithin10s(hung_pid)) << "the hung uscmd was not stopped";
+  EXPECT_TRUE(GoneWithin10s(spinning_pid)) << "the spinning uscmd was not stopped";
+}
+
+// A port whose router already serves is used as it is; the other's is started.
+TEST_F(RouterLaunchesTest, AServingRouterIsUsedAsItIsBesideAStart) {
+  ASSERT_EQ(EnsureRouter(launches_[0]).value(), RouterLaunched::kStarted);
+  const std::vector<absl::StatusOr<RouterLaunched>> r = EnsureRouters(launches_);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].value(), RouterLaunched::kAlreadyServing);
+  EXPECT_EQ(r[1].value(), RouterLaunched::kStarted);
+  EXPECT_EQ(Lines(starts_).size(), 2u);
+}
+
 // The start lock sits in a directory anyone may write: a symlink planted at
 // its path is refused, and what it points at keeps its mode.
 TEST_F(RouterLaunchTest, ASymlinkAtTheLockPathIsRefusedAndItsTargetUntouched) {
