@@ -3,10 +3,12 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,12 +56,48 @@ std::string UscmdBesideLibrary(const std::string& library_path) {
   return access(uscmd.c_str(), X_OK) == 0 ? uscmd.string() : "";
 }
 
-void StartRouterOnDemand(const std::string& ca, int port) { StartRoutersOnDemand({{ca, port}}); }
+namespace {
 
-void StartRoutersOnDemand(const std::vector<std::pair<std::string, int>>& ports) {
-  if (ports.empty()) return;
+using Clock = std::chrono::steady_clock;
+
+// Ports whose uscmd a start of several (StartRoutersOnDemand) failed to start,
+// and when: the port's own open right after (StartRouterOnDemand) does not
+// start it a second time (a uscmd that hangs would cost its stall window
+// twice). Taken once; a failure older than kFailureKept is forgotten.
+constexpr auto kFailureKept = std::chrono::seconds(60);
+struct FailedStart {
+  std::string ca;
+  int port;
+  Clock::time_point at;
+};
+std::mutex g_failed_mu;
+std::vector<FailedStart>& FailedStarts() {
+  static auto* failed = new std::vector<FailedStart>;
+  return *failed;
+}
+
+bool TakeFailedStart(const std::string& ca, int port) {
+  std::lock_guard<std::mutex> lock(g_failed_mu);
+  std::vector<FailedStart>& failed = FailedStarts();
+  const Clock::time_point now = Clock::now();
+  bool found = false;
+  for (auto it = failed.begin(); it != failed.end();) {
+    const bool mine = it->ca == ca && it->port == port;
+    if (mine || now - it->at > kFailureKept) {
+      found = found || (mine && now - it->at <= kFailureKept);
+      it = failed.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return found;
+}
+
+// Starts the ports' routers together. `several`: the start of a call that
+// then opens each port, whose own start says why none was started.
+void StartRouters(const std::vector<std::pair<std::string, int>>& ports, bool several) {
   if (Set("USCM_NO_USCMD")) {
-    for (const auto& [ca, port] : ports) Debug(ca, port, "USCM_NO_USCMD set: no uscmd started");
+    if (!several) Debug(ports[0].first, ports[0].second, "USCM_NO_USCMD set: no uscmd started");
     return;
   }
   // secure_getenv: a set-user-ID program must not run a uscmd its caller names.
@@ -67,8 +105,8 @@ void StartRoutersOnDemand(const std::vector<std::pair<std::string, int>>& ports)
   const std::string own = OwnPath();
   const std::string uscmd = given != nullptr && given[0] != '\0' ? given : UscmdBesideLibrary(own);
   if (uscmd.empty()) {
-    for (const auto& [ca, port] : ports) {
-      Debug(ca, port,
+    if (!several) {
+      Debug(ports[0].first, ports[0].second,
             "no uscmd installed beside " + (own.empty() ? std::string("this library") : own) +
                 " (set USCM_USCMD): the port is opened directly");
     }
@@ -90,10 +128,28 @@ void StartRoutersOnDemand(const std::vector<std::pair<std::string, int>>& ports)
     const auto& [ca, port] = ports[i];
     if (!r[i].ok()) {
       Debug(ca, port, std::string(r[i].status().message()) + ": the port is opened directly");
+      if (several) {
+        std::lock_guard<std::mutex> lock(g_failed_mu);
+        FailedStarts().push_back({ca, port, Clock::now()});
+      }
     } else if (*r[i] == router::RouterLaunched::kStarted) {
       Debug(ca, port, "started " + uscmd + " (log " + router::DefaultRouterLog(ca, port) + ")");
     }
   }
+}
+
+}  // namespace
+
+void StartRouterOnDemand(const std::string& ca, int port) {
+  if (TakeFailedStart(ca, port)) {
+    Debug(ca, port, "its uscmd did not start just before (above): the port is opened directly");
+    return;
+  }
+  StartRouters({{ca, port}}, /*several=*/false);
+}
+
+void StartRoutersOnDemand(const std::vector<std::pair<std::string, int>>& ports) {
+  if (!ports.empty()) StartRouters(ports, /*several=*/true);
 }
 
 }  // namespace uscm::c_api

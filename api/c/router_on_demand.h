@@ -25,7 +25,10 @@ void StartRouterOnDemand(const std::string& ca, int port);
 // The same for several ports at once, for a call that needs them all (the
 // drop-in's wildcard rdma_bind_addr): every port's uscmd is started before
 // any is waited for (router_launch.h EnsureRouters), each port's failure
-// said (USCM_DEBUG) on its own.
+// said (USCM_DEBUG) on its own. Says nothing when no uscmd is to be started
+// (USCM_NO_USCMD, none installed): each port's StartRouterOnDemand says it.
+// A port whose start failed here is not started again by the next
+// StartRouterOnDemand of it (within 60 s): the caller's open of the port.
 void StartRoutersOnDemand(const std::vector<std::pair<std::string, int>>& ports);
 
 // The uscmd installed next to the library at `library_path`, or "" when the
