@@ -170,9 +170,9 @@ pid_t SpawnDetached(const std::vector<std::string>& args, const std::string& log
 }
 
 // One port's start, stepped every kPollEvery by EnsureRouters until it has
-// its result: kLocking (another process holds the start lock) until the lock
-// is ours, then kWaiting for the uscmd it started, by the rules in
-// router_launch.h.
+// its result: first trying the start lock (another process may hold it, and
+// be starting the port's uscmd), then, the lock taken and still no router,
+// watching the uscmd it forked by the rules in router_launch.h.
 class Start {
  public:
   explicit Start(const RouterLaunch& launch)
