@@ -66,6 +66,7 @@ absl::StatusOr<ConnId> CmEndpoint::Connect(TimePoint now, const ConnectParams& p
   c.state = CmState::kReqSent;
   c.service_id = p.service_id;
   c.peer = AddressForPath(p.primary, p.pkey);
+  c.peer.sgid_index = p.sgid_index;
   c.local_qpn = p.qpn;
   c.local_psn = p.starting_psn;
   c.local_qkey = p.qkey;

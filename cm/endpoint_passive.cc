@@ -168,6 +168,7 @@ void CmEndpoint::HandleReq(TimePoint now, const mad::MadAddress& from,
   }
   CmEvent e = MakeEvent(CmEventType::kConnectRequest, cc);
   e.req = InfoFromReq(r);
+  e.req.sgid_index = from.sgid_index;
   e.private_data = r.private_data;
   e.remote_ece = r.ece;
   Emit(std::move(e));

@@ -132,6 +132,11 @@ struct ConnectParams {
   absl::optional<Ece> ece;
   std::vector<uint8_t> private_data;     // <= 92
   RetryPolicy retry;
+  // The local GID table index the REQ and the connection's other MADs leave
+  // from (MadAddress::sgid_index; not in the REQ). RoCE: the entry of the
+  // id's own address on its netdev, which picks the VLAN the frames carry
+  // (the kernel's cm_init_av_by_path with the id's sgid_attr).
+  uint8_t sgid_index = 0;
 };
 
 struct AcceptParams {
@@ -190,6 +195,11 @@ struct ReqInfo {
   uint8_t max_cm_retries = 0;
   PathInfo primary;
   absl::optional<PathInfo> alternate;
+  // Not in the REQ: the index of the local GID it came in on (its receipt's
+  // MadAddress::sgid_index). On RoCE the entry names the netdev (a VLAN's,
+  // whose link-local address the base netdev has too), as the kernel's
+  // rdma_cm takes the connection's netdev from the REQ's GID entry.
+  uint8_t sgid_index = 0;
 };
 
 enum class CmEventType : uint8_t {

@@ -87,6 +87,31 @@ TEST(UserCallsTest, DestroyInReqSentSendsRejTimeoutWithGuid) {
   EXPECT_EQ(*p.b.State(pb), CmState::kIdle);
 }
 
+// RoCE over a VLAN: the active side's MADs leave from the GID entry the
+// caller names (the id's own, on its netdev), not index 0; the passive side
+// learns the entry the REQ came in on and answers from it.
+TEST(UserCallsTest, TheSourceGidIndexGoesWithTheConnectionsMads) {
+  Pair p;
+  ASSERT_TRUE(p.b.Listen(testing::kService, ~uint64_t{0}, 8, false).ok());
+  ConnectParams cp = MakeConnect();
+  cp.sgid_index = 2;
+  auto id = p.a.Connect(p.now, cp);
+  ASSERT_TRUE(id.ok());
+  auto tx = DrainTx(p.a);
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_EQ(tx[0].to.sgid_index, 2) << "the REQ";
+  mad::MadAddress received_on = p.addr_a;
+  received_on.sgid_index = 3;
+  p.b.HandleMad(p.now, received_on, tx[0].mad);
+  auto ev = DrainEvents(p.b);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].req.sgid_index, 3) << "the entry the REQ came in on";
+  ASSERT_TRUE(p.b.Accept(p.now, ev[0].conn, MakeAccept()).ok());
+  EXPECT_EQ(DrainTx(p.b).at(0).to.sgid_index, 3) << "the REP";
+  ASSERT_TRUE(p.a.Destroy(p.now, *id).ok());
+  EXPECT_EQ(DrainTx(p.a).at(0).to.sgid_index, 2) << "the REJ of a destroyed id";
+}
+
 TEST(UserCallsTest, BacklogOverflowRejectsWithNoResourcesOrDrops) {
   for (BacklogPolicy policy : {BacklogPolicy::kReject, BacklogPolicy::kDrop}) {
     CmConfig cb = testing::TestConfig();

@@ -1,6 +1,7 @@
 #include "verbs/gid_table.h"
 
 #include <errno.h>
+#include <net/if.h>
 #include <string.h>
 
 #include <cstdlib>
@@ -21,8 +22,10 @@ ibv_context* FakeContext() {
   return &ctx;
 }
 
-ibv_gid_entry Entry(uint32_t port, uint32_t index, const char* gid, uint32_t type) {
+ibv_gid_entry Entry(uint32_t port, uint32_t index, const char* gid, uint32_t type,
+                    uint32_t ifindex = 0) {
   ibv_gid_entry e{};
+  e.ndev_ifindex = ifindex;
   e.port_num = port;
   e.gid_index = index;
   e.gid_type = type;
@@ -57,17 +60,20 @@ ssize_t Unsupported(ibv_context*, ibv_gid_entry*, size_t) {
 }
 
 // A sysfs tree under the test's directory with port 1 of `ca`: index i's GID
-// and, when given, its type.
+// and, when given, its type and its netdev's name.
 std::string FakeSysfs(const std::string& ca, const std::vector<const char*>& gids,
-                      const std::vector<const char*>& types) {
+                      const std::vector<const char*>& types,
+                      const std::vector<const char*>& ndevs = {}) {
   const std::filesystem::path root =
       std::filesystem::path(getenv("TEST_TMPDIR")) / ("sysfs-" + ca);
   const auto port = root / "class/infiniband" / ca / "ports/1";
   std::filesystem::create_directories(port / "gids");
   std::filesystem::create_directories(port / "gid_attrs/types");
+  std::filesystem::create_directories(port / "gid_attrs/ndevs");
   for (size_t i = 0; i < gids.size(); ++i) {
     std::ofstream(port / "gids" / std::to_string(i)) << gids[i] << "\n";
     if (i < types.size()) std::ofstream(port / "gid_attrs/types" / std::to_string(i)) << types[i] << "\n";
+    if (i < ndevs.size()) std::ofstream(port / "gid_attrs/ndevs" / std::to_string(i)) << ndevs[i] << "\n";
   }
   return root.string();
 }
@@ -126,6 +132,45 @@ TEST(ReadPortGidTableTest, WithoutAContextSysfsAnswersAndNoQueryIsMade) {
   EXPECT_EQ(g_queries, 0);
   ASSERT_EQ(t->size(), 1u);
   EXPECT_EQ((*t)[0].gid, G("::ffff:192.168.77.2"));
+}
+
+// A VLAN on the rxe's netdev (eth0.100 on eth0): the link-local GID of the one
+// MAC twice, an entry per netdev, told apart by the entry's ifindex.
+ssize_t VlanPort(ibv_context*, ibv_gid_entry* entries, size_t max_entries) {
+  const ibv_gid_entry all[] = {
+      Entry(1, 0, "fe80::5054:ff:fe55:1", IBV_GID_TYPE_ROCE_V2, 2),
+      Entry(1, 1, "::ffff:192.168.78.1", IBV_GID_TYPE_ROCE_V2, 2),
+      Entry(1, 2, "fe80::5054:ff:fe55:1", IBV_GID_TYPE_ROCE_V2, 3),
+  };
+  const size_t n = sizeof(all) / sizeof(all[0]);
+  if (max_entries < n) return -EINVAL;
+  memcpy(entries, all, sizeof(all));
+  return static_cast<ssize_t>(n);
+}
+
+TEST(ReadPortGidTableTest, EachEntryKeepsItsNetdev) {
+  absl::StatusOr<std::vector<GidTableEntry>> t =
+      ReadPortGidTable(FakeContext(), "rxe0", 1, 16, "/nonexistent", VlanPort);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 3u);
+  EXPECT_EQ((*t)[0].gid, (*t)[2].gid);
+  EXPECT_EQ((*t)[0].ifindex, 2);
+  EXPECT_EQ((*t)[1].ifindex, 2);
+  EXPECT_EQ((*t)[2].ifindex, 3);
+}
+
+TEST(ReadPortGidTableTest, SysfsGivesTheNetdevByName) {
+  // "lo" is in every network namespace, the test's sandbox included.
+  const std::string sysfs =
+      FakeSysfs("rxe7", {"fe80:0000:0000:0000:5054:00ff:fe55:0001", "fe80:0000:0000:0000:5054:00ff:fe55:0001"},
+                {"RoCE v2", "RoCE v2"}, {"lo", "no-such-netdev"});
+  absl::StatusOr<std::vector<GidTableEntry>> t =
+      ReadPortGidTable(nullptr, "rxe7", 1, 0, sysfs);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_EQ((*t)[0].ifindex, static_cast<int>(if_nametoindex("lo")));
+  EXPECT_NE((*t)[0].ifindex, 0);
+  EXPECT_EQ((*t)[1].ifindex, 0) << "a netdev not in this namespace is not known";
 }
 
 TEST(ReadPortGidTableTest, NoTableAnywhereIsNotFound) {

@@ -146,6 +146,7 @@ class NeighbourResolver {
 // RoCE; 3 (1024) when libibverbs cannot tell.
 struct RocePort {
   std::vector<uscm::mad::Gid> v2_gids;
+  std::vector<int> ifindexes;  // v2_gids[i]'s netdev (0: not known)
   uint8_t active_mtu = 3;
 };
 
@@ -181,6 +182,7 @@ absl::StatusOr<RocePort> ReadRocePort(const std::string& ca, int port, ibv_conte
   out.v2_gids.reserve(table->size());
   for (const uscm::verbs::GidTableEntry& e : *table) {
     out.v2_gids.push_back(e.not_v2 ? uscm::mad::Gid{} : e.gid);
+    out.ifindexes.push_back(e.ifindex);
   }
   return out;
 }
@@ -249,6 +251,7 @@ uscm_device* OpenDevice(const char* ca_name, int port_num, ibv_context* verbs) {
     // Multicast without SA (api/rdma_cm/roce_multicast.h): the GID table and the
     // netdev's IP memberships.
     options.roce_gids = gids;
+    options.roce_gid_ifindexes = std::move(read->ifindexes);
     options.ip_multicast = std::make_shared<uscm::cm::NetdevIpMulticast>();
   }
   uscm::mad::UmadOptions o;
@@ -381,7 +384,8 @@ extern "C" int uscm_device_reread_addresses(struct uscm_device* dev) {
     return uscm_fail_with(ENODEV,
                           absl::StrCat("device_reread_addresses: ", read.status().message()).c_str());
   }
-  opened->device->SetPortAddresses(IpsOfGids(read->v2_gids), read->v2_gids);
+  opened->device->SetPortAddresses(IpsOfGids(read->v2_gids), read->v2_gids,
+                                   std::move(read->ifindexes));
   opened->roce->SetGids(std::move(read->v2_gids));
   return 0;
 }

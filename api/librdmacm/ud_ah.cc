@@ -31,15 +31,29 @@ bool GidOfAddress(const sockaddr* addr, ibv_gid* out) {
   return false;
 }
 
-int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid) {
-  int found = -1;
+int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid, int ifindex) {
+  // Best first: the netdev's v2 entry, its other entry, any v2 entry, any entry.
+  int found[4] = {-1, -1, -1, -1};
   for (size_t i = 0; i < table.size(); ++i) {
     if (memcmp(table[i].gid.raw, gid.raw, 16) != 0) continue;
-    if (table[i].roce_v2) return static_cast<int>(i);
-    if (found < 0) found = static_cast<int>(i);
+    const int rank = (ifindex != 0 && table[i].ifindex == ifindex ? 0 : 2) + (table[i].roce_v2 ? 0 : 1);
+    if (found[rank] < 0) found[rank] = static_cast<int>(i);
   }
-  return found;
+  for (int i : found) {
+    if (i >= 0) return i;
+  }
+  return -1;
 }
+
+namespace {
+
+// An IPv6 address's interface (sin6_scope_id: a link-local one's); 0 for IPv4.
+int ScopeOf(const sockaddr* addr) {
+  if (addr == nullptr || addr->sa_family != AF_INET6) return 0;
+  return static_cast<int>(reinterpret_cast<const sockaddr_in6*>(addr)->sin6_scope_id);
+}
+
+}  // namespace
 
 namespace {
 
@@ -70,6 +84,7 @@ PortGids ReadPortGids(ibv_context* verbs, uint8_t port_num) {
   for (size_t i = 0; i < table->size(); ++i) {
     memcpy(out.table[i].gid.raw, (*table)[i].gid.raw.data(), 16);
     out.table[i].roce_v2 = !(*table)[i].not_v2;
+    out.table[i].ifindex = (*table)[i].ifindex;
   }
   return out;
 }
@@ -109,8 +124,8 @@ GidCache& TheGidCache() {
 // the read did not see is seen at the next lookup. Not followed (no context
 // of our own, kGidsNotFollowed): read at every lookup. A port's link layer
 // never changes.
-int LookupGidIndex(ibv_context* verbs, uint8_t port_num, const ibv_gid* gid, bool* ethernet,
-                   int* active_mtu = nullptr) {
+int LookupGidIndex(ibv_context* verbs, uint8_t port_num, const ibv_gid* gid, int ifindex,
+                   bool* ethernet, int* active_mtu = nullptr) {
   GidCache& c = TheGidCache();
   std::lock_guard<std::mutex> lock(c.mu);
   const auto key = std::make_pair(verbs, port_num);
@@ -125,7 +140,7 @@ int LookupGidIndex(ibv_context* verbs, uint8_t port_num, const ibv_gid* gid, boo
   const PortGids& port = it->second.gids;
   *ethernet = port.ethernet;
   if (active_mtu != nullptr) *active_mtu = port.active_mtu;
-  const int index = gid == nullptr ? -1 : GidIndexIn(port.table, *gid);
+  const int index = gid == nullptr ? -1 : GidIndexIn(port.table, *gid, ifindex);
   if (!port.read) c.ports.erase(it);  // a failed query is asked again next time
   return index;
 }
@@ -166,7 +181,7 @@ bool KeptSourceGid(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ui
   if (!GidOfAddress(src, &wanted)) return false;
   bool ethernet = false;
   int mtu = 0;
-  const int index = LookupGidIndex(verbs, port_num, &wanted, &ethernet, &mtu);
+  const int index = LookupGidIndex(verbs, port_num, &wanted, ScopeOf(src), &ethernet, &mtu);
   if (!ethernet || index < 0 || index > 255 || mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
     return false;
   }
@@ -180,7 +195,8 @@ void CompleteAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_a
   ibv_gid wanted;
   const bool has_gid = GidOfAddress(src, &wanted);
   bool ethernet = false;
-  const int index = LookupGidIndex(verbs, port_num, has_gid ? &wanted : nullptr, &ethernet);
+  const int index =
+      LookupGidIndex(verbs, port_num, has_gid ? &wanted : nullptr, ScopeOf(src), &ethernet);
   if (!ethernet) return;
   ah->is_global = 1;
   if (index >= 0) ah->grh.sgid_index = static_cast<uint8_t>(index);

@@ -22,6 +22,7 @@ namespace uscm::librdmacm {
 struct GidEntry {
   ibv_gid gid;
   bool roce_v2 = false;
+  int ifindex = 0;  // the entry's netdev (verbs::GidTableEntry); 0: not known
 };
 
 // The GID of an IP address as the kernel puts it in a RoCE GID table:
@@ -30,8 +31,12 @@ struct GidEntry {
 bool GidOfAddress(const sockaddr* addr, ibv_gid* out);
 
 // Index of `gid` in `table`, its RoCE v2 entry when the port lists it twice
-// (v1 and v2, as the kernel's rdma_cm uses v2); -1 when absent.
-int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid);
+// (v1 and v2, as the kernel's rdma_cm uses v2); -1 when absent. `ifindex`
+// not 0 (a link-local address's sin6_scope_id): the entry of that netdev
+// when the port has one, as the kernel's rdma_find_gid_by_port with the id's
+// bound netdev, since one fe80:: address is on a netdev and its VLANs alike;
+// else the first as without it.
+int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid, int ifindex = 0);
 
 // Completes `ah` for an id on (verbs, port_num) whose source address is
 // `src`: port_num always; on an Ethernet port is_global = 1 and

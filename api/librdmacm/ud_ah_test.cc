@@ -64,6 +64,54 @@ TEST(UdAhTest, IndexOfAV1OnlyEntry) {
   EXPECT_EQ(GidIndexIn(table, Gid("::ffff:192.168.78.2")), 1);
 }
 
+// A VLAN (ifindex 3) on the rxe's netdev (ifindex 2): the fe80:: address of
+// their one MAC has an entry per netdev; rxe sends from an entry's netdev,
+// tagged for the VLAN's.
+const std::vector<GidEntry>& VlanTable() {
+  static const auto* table = new std::vector<GidEntry>{
+      {Gid("fe80::5054:ff:fe55:2"), true, 2},
+      {Gid("::ffff:192.168.78.2"), true, 2},
+      {Gid("fe80::5054:ff:fe55:2"), true, 3},
+      {Gid("::ffff:192.168.100.2"), true, 3},
+  };
+  return *table;
+}
+
+TEST(UdAhTest, TheInterfaceChoosesAmongEntriesOfOneAddress) {
+  EXPECT_EQ(GidIndexIn(VlanTable(), Gid("fe80::5054:ff:fe55:2"), 3), 2);
+  EXPECT_EQ(GidIndexIn(VlanTable(), Gid("fe80::5054:ff:fe55:2"), 2), 0);
+  EXPECT_EQ(GidIndexIn(VlanTable(), Gid("fe80::5054:ff:fe55:2")), 0) << "no interface: the first";
+  EXPECT_EQ(GidIndexIn(VlanTable(), Gid("fe80::5054:ff:fe55:2"), 9), 0)
+      << "no entry of that netdev: the first";
+  EXPECT_EQ(GidIndexIn(VlanTable(), Gid("::ffff:192.168.100.2"), 2), 3)
+      << "an address on one netdev only";
+}
+
+TEST(UdAhTest, AQpOnAVlansLinkLocalAddressSendsFromTheVlansEntry) {
+  SetPortGidsReaderForTesting([](ibv_context*, uint8_t) {
+    PortGids p;
+    p.ethernet = true;
+    p.active_mtu = IBV_MTU_1024;
+    p.table = VlanTable();
+    return p;
+  });
+  sockaddr_in6 src{};
+  src.sin6_family = AF_INET6;
+  inet_pton(AF_INET6, "fe80::5054:ff:fe55:2", &src.sin6_addr);
+  src.sin6_scope_id = 3;  // "fe80::5054:ff:fe55:2%eth0.100"
+  uint8_t index = 0;
+  int mtu = 0;
+  ASSERT_TRUE(KeptSourceGid(nullptr, 1, reinterpret_cast<sockaddr*>(&src), &index, &mtu));
+  EXPECT_EQ(index, 2);
+  ibv_ah_attr ah{};
+  CompleteAh(nullptr, 1, reinterpret_cast<sockaddr*>(&src), &ah);
+  EXPECT_EQ(ah.grh.sgid_index, 2) << "a UD id's AH";
+  src.sin6_scope_id = 2;  // "%eth0"
+  ASSERT_TRUE(KeptSourceGid(nullptr, 1, reinterpret_cast<sockaddr*>(&src), &index, &mtu));
+  EXPECT_EQ(index, 0);
+  SetPortGidsReaderForTesting(nullptr);
+}
+
 TEST(UdAhTest, WithoutADeviceOnlyThePortIsSet) {
   ibv_ah_attr ah{};
   CompleteAh(nullptr, 1, nullptr, &ah);

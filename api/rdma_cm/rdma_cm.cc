@@ -272,6 +272,20 @@ mad::Gid RoceGidOf(const Address& ip) {
   return g;
 }
 
+int RoceSourceGidIndex(const DeviceOptions& o, const Address& local) {
+  const mad::Gid gid = RoceGidOf(local);
+  int first = -1;
+  for (size_t i = 0; i < o.roce_gids.size(); ++i) {
+    if (o.roce_gids[i] != gid) continue;
+    if (local.scope_id != 0 && i < o.roce_gid_ifindexes.size() &&
+        o.roce_gid_ifindexes[i] == static_cast<int>(local.scope_id)) {
+      return static_cast<int>(i);
+    }
+    if (first < 0) first = static_cast<int>(i);
+  }
+  return first;
+}
+
 cm::PathInfo RocePath(const Address& local, const Address& remote, uint8_t mtu, uint8_t tos) {
   cm::PathInfo p;
   p.local_lid = mad::kPermissiveLid;
@@ -314,10 +328,12 @@ absl::Status Device::AddLocalAddress(const Address& ip) {
   return absl::OkStatus();
 }
 
-void Device::SetPortAddresses(std::vector<Address> local_ips, std::vector<mad::Gid> roce_gids) {
+void Device::SetPortAddresses(std::vector<Address> local_ips, std::vector<mad::Gid> roce_gids,
+                              std::vector<int> roce_gid_ifindexes) {
   std::lock_guard<std::mutex> lock(node_->mutex());
   options_.local_ips = std::move(local_ips);
   options_.roce_gids = std::move(roce_gids);
+  options_.roce_gid_ifindexes = std::move(roce_gid_ifindexes);
 }
 
 absl::StatusOr<int> Device::Poll(mad::Duration timeout) {

@@ -488,6 +488,11 @@ struct DeviceOptions {
   // (RoCE v2 entries; the source GID index of a group's AH) and the netdev's
   // IP group memberships (null: none taken, as on the simulated fabric).
   std::vector<mad::Gid> roce_gids;
+  // roce_gids[i]'s netdev (ifindex; 0 or no element: not known). One address
+  // can have an entry per netdev: a VLAN's (eth0.100 on eth0) link-local
+  // fe80:: is the base netdev's, told apart by the address's scope_id
+  // (RoceSourceGidIndex).
+  std::vector<int> roce_gid_ifindexes;
   std::shared_ptr<cm::IpMulticast> ip_multicast;
   // Ephemeral ports (bind to port 0, resolve_addr without a source), as the
   // kernel's cma_alloc_any_port: from a start in [low, high] drawn from the
@@ -516,6 +521,13 @@ mad::ListenAddress ListenAddressOf(const Address& a, bool af_only);
 
 // The GID of an IP address on a RoCE v2 port (IPv4-mapped for IPv4).
 mad::Gid RoceGidOf(const Address& ip);
+// The index in `o.roce_gids` of `local`'s GID that its MADs and QP leave from
+// (-1: not there): the entry of the netdev `local.scope_id` names when the
+// address has one there, else the first, as the kernel's rdma_cm takes the
+// GID entry of the address and the id's bound netdev (cma_validate_port,
+// rdma_find_gid_by_port with the ndev); rxe sends on the entry's netdev,
+// tagged with a VLAN's id.
+int RoceSourceGidIndex(const DeviceOptions& o, const Address& local);
 // The path between two IPs on a RoCE port without SA, as the kernel's
 // rdma_cm builds it (cma_resolve_iboe_route): GIDs of the IPs, permissive
 // LIDs, hop limit 64 (IPv6 link-local: 1), local ACK timeout 19, packet
@@ -552,7 +564,8 @@ class Device final : public cm::NodeObserver {
   // and, on RoCE, roce_gids), for a port whose netdev gained or lost one:
   // later binds and resolutions see them (ids already bound keep theirs, as
   // the kernel's).
-  void SetPortAddresses(std::vector<Address> local_ips, std::vector<mad::Gid> roce_gids);
+  void SetPortAddresses(std::vector<Address> local_ips, std::vector<mad::Gid> roce_gids,
+                        std::vector<int> roce_gid_ifindexes = {});
 
   // Real driver only (FailedPrecondition otherwise).
   absl::StatusOr<int> Poll(mad::Duration timeout);

@@ -121,6 +121,11 @@ absl::Status CmId::Connect(const ConnParam& param) {
     if (opts().max_cm_retries) p.max_cm_retries = *opts().max_cm_retries;
     p.ece = local_ece_;
     p.retry = retry;
+    // RoCE: the REQ leaves from the id's own GID entry, on its netdev (a
+    // VLAN's address is only in the VLAN's entry; the link-local one in both).
+    if (const DeviceOptions& o = device_->options_; o.roce) {
+      p.sgid_index = static_cast<uint8_t>(std::max(0, RoceSourceGidIndex(o, local_)));
+    }
     if (qp_ != nullptr) {
       cm::QpAttributes init;
       init.state = cm::QpState::kInit;
@@ -477,10 +482,7 @@ absl::Status CmId::JoinRoceLocked(const Address& group, void* context, McJoinFla
   if (!mgid.ok()) return mgid.status();
   // The AH's source GID: the id's own IP in the port's GID table.
   const mad::Gid sgid = RoceGidOf(local_);
-  int sgid_index = o.roce_gids.empty() ? 0 : -1;
-  for (size_t i = 0; i < o.roce_gids.size() && sgid_index < 0; ++i) {
-    if (o.roce_gids[i] == sgid) sgid_index = static_cast<int>(i);
-  }
+  const int sgid_index = o.roce_gids.empty() ? 0 : RoceSourceGidIndex(o, local_);
   if (sgid_index < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "join_multicast: the id's address ", local_.ToString(), " (GID ", sgid.ToString(),

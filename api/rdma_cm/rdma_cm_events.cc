@@ -349,6 +349,14 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
       peer.ip = h->src_addr;
       peer.port = h->src_port;
       local.port = listener->local_.port;
+      // A link-local destination is on the netdev of the GID entry the REQ
+      // came in on (a VLAN's or the base netdev's: one fe80:: address), as
+      // the kernel's new id takes the REQ's netdev (cma_get_net_dev,
+      // bound_dev_if); its QP then sends from that entry.
+      const std::vector<int>& netdevs = options_.roce_gid_ifindexes;
+      if (local.is_link_local() && e.req.sgid_index < netdevs.size()) {
+        local.scope_id = static_cast<uint32_t>(netdevs[e.req.sgid_index]);
+      }
     }
     // As the kernel: a header we cannot use, or a destination no listener
     // on the port is bound to, gets REJ 28 without private data. A listener

@@ -1,0 +1,185 @@
+// RoCE over a VLAN: a netdev and its VLAN (eth0.100 on eth0) each have their
+// entries in the port's GID table, the link-local fe80:: of their one MAC in
+// both. The id's address and its interface (scope_id) name the entry its MADs
+// leave from, as the kernel's rdma_cm finds the GID entry of the address and
+// the bound netdev; rxe sends on that entry's netdev, tagged for a VLAN.
+#include <memory>
+#include <vector>
+
+#include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
+#include "gtest/gtest.h"
+#include "mad/sim/fabric.h"
+#include "mad/sim/scheduler.h"
+#include "mad/sim/topology.h"
+#include "mad/transport.h"
+#include "sa/sim_sa.h"
+
+namespace uscm {
+namespace {
+
+// rxe's table with a VLAN: eth0 is ifindex 2, eth0.100 ifindex 3.
+DeviceOptions VlanPort() {
+  DeviceOptions o;
+  o.roce = true;
+  o.roce_path_mtu = 3;
+  o.roce_gids = {*mad::Gid::Parse("fe80::1"), *mad::Gid::Parse("::ffff:192.168.78.1"),
+                 *mad::Gid::Parse("fe80::1"), *mad::Gid::Parse("::ffff:192.168.100.1")};
+  o.roce_gid_ifindexes = {2, 2, 3, 3};
+  o.local_ips = {*Address::Parse("fe80::1"), *Address::Parse("192.168.78.1"),
+                 *Address::Parse("192.168.100.1")};
+  return o;
+}
+
+Address LinkLocal(const char* text, uint32_t scope_id) {
+  Address a = *Address::Parse(text);
+  a.scope_id = scope_id;
+  return a;
+}
+
+TEST(RoceSourceGidIndexTest, TheInterfaceNamesTheEntryOfALinkLocalAddress) {
+  const DeviceOptions o = VlanPort();
+  EXPECT_EQ(RoceSourceGidIndex(o, LinkLocal("fe80::1", 3)), 2) << "eth0.100's entry";
+  EXPECT_EQ(RoceSourceGidIndex(o, LinkLocal("fe80::1", 2)), 0) << "eth0's";
+  EXPECT_EQ(RoceSourceGidIndex(o, *Address::Parse("fe80::1")), 0) << "no interface: the first";
+  EXPECT_EQ(RoceSourceGidIndex(o, LinkLocal("fe80::1", 9)), 0) << "not this port's netdev";
+  EXPECT_EQ(RoceSourceGidIndex(o, *Address::Parse("192.168.100.1")), 3);
+  EXPECT_EQ(RoceSourceGidIndex(o, *Address::Parse("10.0.0.1")), -1);
+  DeviceOptions unknown = o;
+  unknown.roce_gid_ifindexes.clear();  // netdevs not known: the first, as before
+  EXPECT_EQ(RoceSourceGidIndex(unknown, LinkLocal("fe80::1", 3)), 0);
+}
+
+// The transport under the device, recording the source GID index of each send.
+class RecordingTransport : public mad::ForwardingTransport {
+ public:
+  using ForwardingTransport::ForwardingTransport;
+  absl::Status Send(const mad::MadAddress& to, std::span<const uint8_t> mad) override {
+    sgid_indexes.push_back(to.sgid_index);
+    return ForwardingTransport::Send(to, mad);
+  }
+  std::vector<uint8_t> sgid_indexes;
+};
+
+class RoceVlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto f = testing::SimFabric::Create(/*seed=*/7);
+    ASSERT_TRUE(f.ok()) << f.status();
+    f_ = std::move(*f);
+    recording_ = std::make_unique<RecordingTransport>(*f_->host(0).qp1);
+    auto dev = Device::CreateSimulated(f_->scheduler(), *recording_, [] { return false; }, VlanPort());
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    dev_ = std::move(*dev);
+    auto ch = dev_->CreateEventChannel();
+    ASSERT_TRUE(ch.ok()) << ch.status();
+    ch_ = std::move(*ch);
+  }
+  void TearDown() override {
+    ch_.reset();
+    dev_.reset();
+  }
+  // Resolves `dst` (from `src`: given, or the id's choice) and the route,
+  // then connects: the REQ's source GID index.
+  int ReqSourceIndex(const Address& dst, absl::optional<Address> src = absl::nullopt) {
+    CmId* id = *ch_->CreateId(nullptr, PortSpace::kTcp);
+    EXPECT_TRUE(id->ResolveAddr(src, dst).ok());
+    EXPECT_EQ((*ch_->GetEvent())->event, EventType::kAddrResolved);
+    EXPECT_TRUE(id->ResolveRoute().ok());
+    EXPECT_EQ((*ch_->GetEvent())->event, EventType::kRouteResolved);
+    recording_->sgid_indexes.clear();
+    ConnParam p;
+    p.qp_num = 0x123;
+    EXPECT_TRUE(id->Connect(p).ok());
+    f_->RunFor(mad::Duration::Millis(1));
+    EXPECT_FALSE(recording_->sgid_indexes.empty()) << "no REQ sent";
+    return recording_->sgid_indexes.empty() ? -1 : recording_->sgid_indexes[0];
+  }
+
+  std::unique_ptr<testing::SimFabric> f_;
+  std::unique_ptr<RecordingTransport> recording_;
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<EventChannel> ch_;
+};
+
+TEST_F(RoceVlanTest, AReqToAVlansLinkLocalAddressLeavesFromTheVlansEntry) {
+  EXPECT_EQ(ReqSourceIndex(LinkLocal("[fe80::2]:7174", 3)), 2);
+  EXPECT_EQ(ReqSourceIndex(LinkLocal("[fe80::2]:7175", 2)), 0);
+}
+
+TEST_F(RoceVlanTest, AReqToAVlansIpv4AddressLeavesFromItsEntry) {
+  // Before, index 0 (fe80::, eth0), which the transport's RoceAddressing
+  // turned into the first IPv4 GID: eth0's 192.168.78.1, untagged.
+  EXPECT_EQ(ReqSourceIndex(*Address::Parse("192.168.100.2:7174"), *Address::Parse("192.168.100.1")),
+            3);
+}
+
+// The transport of a port whose every MAD comes in on GID entry `index` (the
+// kernel's umad reports the entry of the packet's destination GID and VLAN).
+class ReceivedOn : public mad::ForwardingTransport {
+ public:
+  ReceivedOn(mad::Transport& inner, uint8_t index) : ForwardingTransport(inner), index_(index) {}
+  size_t Drain(absl::FunctionRef<void(const mad::ReceivedMad&)> sink, size_t max) override {
+    return ForwardingTransport::Drain(
+        [&](const mad::ReceivedMad& r) {
+          mad::ReceivedMad on = r;
+          on.from.sgid_index = index_;
+          sink(on);
+        },
+        max);
+  }
+
+ private:
+  uint8_t index_;
+};
+
+// The passive side: a REQ for the VLAN's link-local address that came in on
+// the VLAN's entry (index 2) makes an id whose address names eth0.100 (3),
+// so its QP sends from that entry too (librdmacm: the id's sin6_scope_id).
+TEST(RoceVlanPassiveTest, AConnectRequestOnTheVlansEntryIsOnTheVlansInterface) {
+  sim::Scheduler sched(11);
+  auto fabric = sim::Fabric::Create(sched, sim::TwoHostsOneSwitch());
+  ASSERT_TRUE(fabric.ok()) << fabric.status();
+  auto sa = sa::SimSa::Create(**fabric);
+  ASSERT_TRUE(sa.ok()) << sa.status();
+  auto qp_a = (*fabric)->Open("host1");
+  auto qp_b = (*fabric)->Open("host2");
+  ASSERT_TRUE(qp_a.ok() && qp_b.ok());
+  sim::SimTransport* raw_a = qp_a->get();
+  sim::SimTransport* raw_b = qp_b->get();
+  ReceivedOn on_vlan(*raw_b, 2);
+  DeviceOptions oa;  // the active side: InfiniBand addressing on the simulated fabric
+  oa.local_ips = {*Address::Parse("fe80::2")};
+  auto a = Device::CreateSimulated(sched, *raw_a, [raw_a] { return raw_a->pending() > 0; }, oa);
+  DeviceOptions ob = VlanPort();
+  auto b = Device::CreateSimulated(sched, on_vlan, [raw_b] { return raw_b->pending() > 0; }, ob);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->AddNeighbor(*Address::Parse("fe80::1"), (*b)->port().gid, (*b)->port().lid).ok());
+  auto cha = (*a)->CreateEventChannel();
+  auto chb = (*b)->CreateEventChannel();
+  ASSERT_TRUE(cha.ok() && chb.ok());
+
+  CmId* listener = *(*chb)->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(listener->BindAddr(LinkLocal("[fe80::1]:7174", 3)).ok());
+  ASSERT_TRUE(listener->Listen(4).ok());
+  CmId* id = *(*cha)->CreateId(nullptr, PortSpace::kTcp);
+  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, LinkLocal("[fe80::1]:7174", 5)).ok());
+  ASSERT_TRUE(sched.RunUntil([&] { return (*cha)->queued() > 0; }, sched.Now() + mad::Duration::Seconds(5)).ok());
+  EXPECT_EQ((*(*cha)->GetEvent())->event, EventType::kAddrResolved);
+  ASSERT_TRUE(id->ResolveRoute().ok());
+  ASSERT_TRUE(sched.RunUntil([&] { return (*cha)->queued() > 0; }, sched.Now() + mad::Duration::Seconds(5)).ok());
+  EXPECT_EQ((*(*cha)->GetEvent())->event, EventType::kRouteResolved);
+  ConnParam p;
+  p.qp_num = 0x123;
+  ASSERT_TRUE(id->Connect(p).ok());
+  ASSERT_TRUE(sched.RunUntil([&] { return (*chb)->queued() > 0; }, sched.Now() + mad::Duration::Seconds(5)).ok());
+  absl::StatusOr<Event*> e = (*chb)->GetEvent();
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_EQ((*e)->event, EventType::kConnectRequest);
+  const Address local = (*e)->id->GetLocalAddr();
+  EXPECT_TRUE(local.is_link_local()) << local.ToString();
+  EXPECT_EQ(local.scope_id, 3u) << "eth0.100, the netdev of GID entry 2";
+}
+
+}  // namespace
+}  // namespace uscm
