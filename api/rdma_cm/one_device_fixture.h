@@ -19,14 +19,17 @@ class OneDeviceTest : public ::testing::Test {
     auto f = SimFabric::Create(seed);
     ASSERT_TRUE(f.ok()) << f.status();
     f_ = std::move(*f);
-    auto dev = Device::CreateSimulated(f_->scheduler(), *f_->host(0).qp1, [] { return false; },
-                                       options);
+    auto dev = Device::CreateSimulated(f_->scheduler(), Under(*f_->host(0).qp1),
+                                       [] { return false; }, options);
     ASSERT_TRUE(dev.ok()) << dev.status();
     dev_ = std::move(*dev);
     auto ch = dev_->CreateEventChannel();
     ASSERT_TRUE(ch.ok()) << ch.status();
     ch_ = std::move(*ch);
   }
+  // The transport the device sends through: host 1's QP1, or a test's
+  // wrapper of it (kept by the derived fixture).
+  virtual mad::Transport& Under(mad::Transport& qp1) { return qp1; }
   // Before the derived fixture's members go: the device's threads may call
   // back into them (DeviceOptions::resolve_neighbour).
   void TearDown() override {

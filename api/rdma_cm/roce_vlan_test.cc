@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "api/rdma_cm/one_device_fixture.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "api/rdma_cm/rdma_cm_testing.h"
 #include "gtest/gtest.h"
@@ -61,23 +62,12 @@ class RecordingTransport : public mad::ForwardingTransport {
   std::vector<uint8_t> sgid_indexes;
 };
 
-class RoceVlanTest : public ::testing::Test {
+class RoceVlanTest : public testing::OneDeviceTest {
  protected:
-  void SetUp() override {
-    auto f = testing::SimFabric::Create(/*seed=*/7);
-    ASSERT_TRUE(f.ok()) << f.status();
-    f_ = std::move(*f);
-    recording_ = std::make_unique<RecordingTransport>(*f_->host(0).qp1);
-    auto dev = Device::CreateSimulated(f_->scheduler(), *recording_, [] { return false; }, VlanPort());
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    dev_ = std::move(*dev);
-    auto ch = dev_->CreateEventChannel();
-    ASSERT_TRUE(ch.ok()) << ch.status();
-    ch_ = std::move(*ch);
-  }
-  void TearDown() override {
-    ch_.reset();
-    dev_.reset();
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Open(/*seed=*/7, VlanPort())); }
+  mad::Transport& Under(mad::Transport& qp1) override {
+    recording_ = std::make_unique<RecordingTransport>(qp1);
+    return *recording_;
   }
   // Resolves `dst` (from `src`: given, or the id's choice) and the route,
   // then connects: the REQ's source GID index.
@@ -96,10 +86,7 @@ class RoceVlanTest : public ::testing::Test {
     return recording_->sgid_indexes.empty() ? -1 : recording_->sgid_indexes[0];
   }
 
-  std::unique_ptr<testing::SimFabric> f_;
   std::unique_ptr<RecordingTransport> recording_;
-  std::unique_ptr<Device> dev_;
-  std::unique_ptr<EventChannel> ch_;
 };
 
 TEST_F(RoceVlanTest, AReqToAVlansLinkLocalAddressLeavesFromTheVlansEntry) {
