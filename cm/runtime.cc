@@ -238,6 +238,12 @@ bool RealNode::ReadTimerFd(const epoll_event* evs, int n) {
 
 void RealNode::TimerFiredLocked() { armed_ns_ = kUnknownArm; }
 
+void RealNode::UnwatchLostTransportLocked() {
+  if (transport_fd_dropped_ || !transport_fd_watched_ || transport_status().ok()) return;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, transport_.fd(), nullptr);
+  transport_fd_dropped_ = true;
+}
+
 absl::StatusOr<int> RealNode::Poll(mad::Duration timeout) {
   if (thread_.joinable()) {
     return absl::FailedPreconditionError("Poll: a progress thread drives this device");
@@ -257,6 +263,7 @@ absl::StatusOr<int> RealNode::Poll(mad::Duration timeout) {
   std::lock_guard<std::mutex> lock(mu_);
   if (fired) TimerFiredLocked();
   StepLocked();
+  UnwatchLostTransportLocked();
   RearmTimer();
   return n < 0 ? 0 : n;
 }
@@ -283,6 +290,7 @@ absl::Status RealNode::StartProgressThread() {
         std::lock_guard<std::mutex> lock(mu_);
         if (fired) TimerFiredLocked();
         StepLocked();
+        UnwatchLostTransportLocked();
         RearmTimer();
       }
       if (void (*fn)(void*) = after_step_.load(); fn != nullptr) fn(after_step_arg_.load());

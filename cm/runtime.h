@@ -127,6 +127,16 @@ class Node {
   // The loss, once (the first call after it happened; lock held): the
   // observer's OnProgress asks for it. Later calls return nullopt.
   absl::optional<absl::Status> TakeTransportLossLocked();
+  // Tests: the transport is lost for good from now on, as if link_status
+  // said `why`; the next step (run at once) hands the loss on.
+  void LoseTransportForTesting(absl::Status why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lost_.ok()) {
+      lost_ = std::move(why);
+      ++counters_.transport_lost;
+    }
+    Rearm();
+  }
 
  protected:
   void StepLocked();
@@ -202,6 +212,8 @@ class RealNode final : public Node {
   int fd() const { return epoll_fd_; }
   // False when the transport fd could not join the epoll set (see above).
   bool transport_fd_watched() const { return transport_fd_watched_; }
+  // True once the lost transport's fd left the epoll set (UnwatchLostTransportLocked).
+  bool transport_fd_dropped() const { return transport_fd_dropped_; }
   static constexpr mad::Duration kUnwatchedFdTick = mad::Duration::Millis(1);
   // timerfd_settime calls (only when the deadline changed) and wakes by the
   // timerfd: what the runtime's tests and benches count.
@@ -217,6 +229,10 @@ class RealNode final : public Node {
   bool ReadTimerFd(const epoll_event* evs, int n);
   // The timerfd fired, so it holds no deadline any more (lock held).
   void TimerFiredLocked();
+  // Once the transport is lost (Node::transport_status), its fd leaves the
+  // epoll set (lock held): a umad file whose device was removed is reported
+  // ready (EPOLLERR) for ever, and the thread spun on it.
+  void UnwatchLostTransportLocked();
 
   int epoll_fd_ = -1;
   int timer_fd_ = -1;
@@ -225,6 +241,8 @@ class RealNode final : public Node {
   std::atomic<uint64_t> timer_arms_{0};
   std::atomic<uint64_t> timer_fires_{0};
   bool transport_fd_watched_ = true;
+  // Written by the thread that steps (the progress thread, or Poll's caller).
+  bool transport_fd_dropped_ = false;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<void (*)(void*)> after_step_{nullptr};

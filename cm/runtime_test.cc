@@ -44,6 +44,7 @@ class WakeTransport final : public mad::Transport {
     return absl::OkStatus();
   }
   size_t Drain(absl::FunctionRef<void(const mad::ReceivedMad&)>, size_t) override {
+    if (dead_) return 0;  // as a dead umad file: reads fail, the fd stays ready
     uint64_t v;
     (void)!read(efd_, &v, sizeof v);
     return 0;
@@ -51,9 +52,18 @@ class WakeTransport final : public mad::Transport {
   int fd() const override { return efd_; }
   const mad::TransportCaps& caps() const override { return caps_; }
   const mad::LocalPort& port() const override { return port_; }
+  absl::Status link_status() const override {
+    return dead_ ? absl::UnavailableError("wake0 is gone") : absl::OkStatus();
+  }
+  // From now on the fd is ready for ever and the transport lost.
+  void Die() {
+    dead_ = true;
+    Wake();
+  }
 
  private:
   int efd_;
+  bool dead_ = false;
   mad::TransportCaps caps_;
   mad::LocalPort port_;
 };
@@ -213,6 +223,26 @@ TEST(RealNodeThreadTest, TheProgramsSignalsReachTheProgram) {
   EXPECT_EQ(info.ssi_signo, static_cast<uint32_t>(SIGUSR2));
   close(fd);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+// A umad file whose device was removed reads EIO, and epoll reports it ready
+// for ever (the kernel's ib_umad_poll: EPOLLERR once the port's agents are
+// dead): once the transport says it is lost, its fd leaves the epoll set.
+// Before, every wait returned at once: uscmd and a program's progress thread
+// spun on the dead file after `rdma link del`.
+TEST(RealNodeLossTest, ALostTransportsFdLeavesTheEpollSet) {
+  Fixture f;
+  f.transport.Wake();
+  ASSERT_EQ(f.node->Poll(mad::Duration::Zero()).value_or(-1), 1);
+  EXPECT_EQ(f.node->Poll(mad::Duration::Zero()).value_or(-1), 0);  // drained
+  f.transport.Die();
+  ASSERT_EQ(f.node->Poll(mad::Duration::Zero()).value_or(-1), 1);  // the step that sees it
+  EXPECT_EQ(f.node->counters().transport_lost, 1u);
+  EXPECT_TRUE(f.node->transport_fd_dropped());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(f.node->Poll(mad::Duration::Zero()).value_or(-1), 0) << "still woken by the dead fd";
+  }
+  EXPECT_TRUE(f.node->transport_fd_watched());  // it was pollable: no tick instead
 }
 
 }  // namespace

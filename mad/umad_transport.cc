@@ -444,6 +444,16 @@ void UmadTransport::NormalizeSimRmpp(uint8_t* mad, size_t n) {
   ++stats_.sim_rmpp_normalized;
 }
 
+bool UmadTransport::NoteReceiveLoss(int err) {
+  if (err != EIO && err != ENODEV) return false;
+  if (lost_.ok()) {
+    lost_ = absl::UnavailableError(absl::StrCat(
+        port_.ca_name, " port ", port_.port_num, " is gone: its umad file reads ", strerror(err),
+        " (the device was removed, or ib_umad unloaded)"));
+  }
+  return true;
+}
+
 size_t UmadTransport::Drain(absl::FunctionRef<void(const ReceivedMad&)> sink, size_t max) {
   size_t n = 0;
   const size_t header = umad_size();
@@ -461,6 +471,7 @@ size_t UmadTransport::Drain(absl::FunctionRef<void(const ReceivedMad&)> sink, si
         recv_buf_.resize(header + static_cast<size_t>(length));
         continue;
       }
+      NoteReceiveLoss(errno);
       break;  // EAGAIN/EWOULDBLOCK: nothing more queued
     }
     const auto* umad = reinterpret_cast<const ib_user_mad_t*>(recv_buf_.data());

@@ -99,6 +99,10 @@ class UmadTransport final : public Transport {
   int fd() const override;
   const TransportCaps& caps() const override { return caps_; }
   const LocalPort& port() const override { return port_; }
+  // Lost for good once a read of the umad file fails with EIO (the kernel's
+  // ib_umad_read once the port's agents are dead: its device was removed,
+  // or ib_umad unloaded; its poll then reports EPOLLERR for ever) or ENODEV.
+  absl::Status link_status() const override { return lost_; }
 
   const UmadStats& stats() const { return stats_; }
   // The CM agent's id, and the SA agent's id (-1 if not registered).
@@ -109,6 +113,8 @@ class UmadTransport final : public Transport {
 
  private:
   UmadTransport() = default;
+  // Whether a failed umad_recv's errno means the port is gone (sets lost_).
+  bool NoteReceiveLoss(int err);
   void NormalizeSimRmpp(uint8_t* mad, size_t received);  // ibsim: see the .cc
   void FlushSimulatorSends();                              // ibsim: see the .cc
   void AnswerSimulatorSmInfo(const uint8_t* smp, size_t length,
@@ -137,6 +143,7 @@ class UmadTransport final : public Transport {
   TransportCaps caps_;
   LocalPort port_;
   UmadStats stats_;
+  absl::Status lost_;  // link_status
   std::vector<uint8_t> send_buf_;  // umad header + one MAD
   std::vector<uint8_t> recv_buf_;  // umad header + the largest MAD seen so far
 };

@@ -266,5 +266,9 @@ int main(int argc, char** argv) {
   if ((*server)->idle_exited()) {
     std::printf("uscmd: no client for %d s: exiting (--idle-exit)\n", idle_exit_s);
   }
+  if (absl::Status lost = (*server)->wire_lost(); !lost.ok()) {
+    // Exit 0: a unit's Restart=on-failure must not retry a port that is gone.
+    std::printf("uscmd: %s: exiting\n", std::string(lost.message()).c_str());
+  }
   return 0;
 }

@@ -50,4 +50,13 @@ int uscm_sim_run_until_event(struct uscm_sim* sim, struct uscm_event_channel* ch
   return -1;
 }
 
+int uscm_sim_lose_transport(struct uscm_sim* sim, int host, const char* why) {
+  if (sim == nullptr || host < 0 || host > 1 || why == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  sim->fabric->host(host).device->node().LoseTransportForTesting(absl::UnavailableError(why));
+  return 0;
+}
+
 }  // extern "C"

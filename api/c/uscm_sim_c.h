@@ -20,6 +20,11 @@ struct uscm_device* uscm_sim_device(struct uscm_sim* sim, int host);
  * event is waiting, -1 (errno ETIMEDOUT) otherwise. */
 int uscm_sim_run_until_event(struct uscm_sim* sim, struct uscm_event_channel* channel,
                              int max_ms);
+/* Host `host`'s MAD path is lost for good from now on, as when its uscmd
+ * exits or its umad file goes dead: every id of its device gets
+ * USCM_CM_EVENT_DEVICE_REMOVAL (status -ENODEV, the detail `why`). 0, or -1
+ * with errno EINVAL. */
+int uscm_sim_lose_transport(struct uscm_sim* sim, int host, const char* why);
 
 #ifdef __cplusplus
 }

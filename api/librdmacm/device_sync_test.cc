@@ -344,6 +344,35 @@ TEST_F(SimulatedPortsTest, ARemovedDeviceIsClosedWithItsLastId) {
   EXPECT_EQ(g_closed_ctx, &g_ctx[0]);
 }
 
+// The port's MAD path lost (its uscmd exits once its umad file reads EIO on
+// the device's removal), then the device's removal seen by the drop-in: the
+// id gets one DEVICE_REMOVAL, status 0, as the kernel's cma_process_remove
+// sends (uscm's own says -ENODEV), and not a second one from the listing.
+TEST_F(SimulatedPortsTest, ALostPortAndItsRemovalAreOneDeviceRemoval) {
+  ASSERT_EQ(Bind("10.0.0.1", 7000), 0) << "dev0:1's address";
+  ASSERT_EQ(uscm_sim_lose_transport(g_sim, 0, "rxe0 port 1 is gone"), 0);
+  std::vector<uscm_event_channel*> ports = PortChannelsForTesting();
+  ASSERT_FALSE(ports.empty());
+  ASSERT_EQ(uscm_sim_run_until_event(g_sim, ports.front(), 1000), 0) << "no uscm event";
+  ASSERT_GT(PumpEvents(), 0);
+  ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  rdma_cm_event* e = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_DEVICE_REMOVAL) << rdma_event_str(e->event);
+  EXPECT_EQ(e->id, id_);
+  EXPECT_EQ(e->status, 0);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  g_listed[0] = false;  // rdma link del dev0, seen by the drop-in's listing
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  errno = 0;
+  EXPECT_EQ(rdma_get_cm_event(ch_, &e), -1) << "a second DEVICE_REMOVAL";
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  id_ = nullptr;
+  EXPECT_EQ(g_closes, 1) << "closed with its last id";
+}
+
 // A wildcard bind opens every port: their routers (uscmds) are asked to start
 // together, before the first port opens (issue 13), not one per open. A bind
 // of one port's address asks nothing of the kind (its open starts its own

@@ -248,6 +248,17 @@ void Forward(const uscm_cm_event& ue, Port* from) {
     case USCM_CM_EVENT_CONNECT_ERROR:
       DetachQp(ue.id);
       break;
+    case USCM_CM_EVENT_DEVICE_REMOVAL:
+      // One per id, status 0, as the kernel's cma_process_remove sends it:
+      // the drop-in's own notice of the removal (wildcard_ids.cc
+      // SendDeviceRemovalLocked) or the loss of the port's MAD path (its
+      // uscmd exited, as it does once its umad file reads EIO on the
+      // device's removal), whichever comes first. uscm's status (-ENODEV)
+      // and detail go to USCM_DEBUG.
+      if (id->state->removal_sent) return;
+      id->state->removal_sent = true;
+      Fail(ENODEV, "event", "DEVICE_REMOVAL: the port's MAD path is gone");
+      break;
     default:
       break;
   }
@@ -256,7 +267,7 @@ void Forward(const uscm_cm_event& ue, Port* from) {
   ev.id = &id->pub;
   ev.listen_id = listen != nullptr ? &listen->pub : nullptr;
   ev.event = static_cast<rdma_cm_event_type>(ue.event);
-  ev.status = ue.status;
+  ev.status = ue.event == USCM_CM_EVENT_DEVICE_REMOVAL ? 0 : ue.status;
   const void* data;
   size_t len;
   const bool multicast =

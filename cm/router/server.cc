@@ -193,6 +193,7 @@ absl::Status Server::Run() {
     }
     auto n = RunOnce(std::max(wait, mad::Duration::Zero()));
     if (!n.ok()) return n.status();
+    if (!wire_lost().ok()) break;
   }
   return absl::OkStatus();
 }

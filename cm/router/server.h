@@ -104,7 +104,8 @@ class Server {
 
   // Waits up to `timeout` for work, then does it. Returns the ready fd count.
   absl::StatusOr<int> RunOnce(mad::Duration timeout);
-  // Loops until Stop(), or until idle_exit has passed without a client.
+  // Loops until Stop(), until idle_exit has passed without a client, or
+  // until the wire is lost for good (wire_lost()).
   absl::Status Run();
   void Stop();
   // Whether idle_exit has passed at `now` without any client connected:
@@ -112,6 +113,11 @@ class Server {
   bool IdleExpired(mad::TimePoint now);
   // Whether Run() returned because of idle_exit.
   bool idle_exited() const { return idle_exited_; }
+  // OK, or why the wire is gone for good (mad::Transport::link_status: the
+  // port's umad file reads EIO once its device was removed, and epoll
+  // reports it ready for ever): Run() then returns, as nothing can be served
+  // (and the program's next start opens the port again, its device back).
+  absl::Status wire_lost() const { return wire_.link_status(); }
 
   // Read these only while no thread runs the loop.
   const Router& router() const { return *router_; }

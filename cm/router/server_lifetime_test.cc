@@ -10,6 +10,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -116,6 +119,52 @@ TEST_F(ServerLifetimeTest, RunReturnsOnItsOwnAfterTheIdleTime) {
   s->reset();
   struct stat st {};
   EXPECT_NE(stat(path_.c_str(), &st), 0) << "the socket file outlived the router";
+}
+
+// The wire as uscmd's umad port after `rdma link del`: lost for good
+// (mad::UmadTransport::link_status once its file reads EIO).
+class LosableWire final : public mad::ForwardingTransport {
+ public:
+  using ForwardingTransport::ForwardingTransport;
+  absl::Status link_status() const override {
+    return lost_.load() ? absl::UnavailableError("rxe9 port 1 is gone") : absl::OkStatus();
+  }
+  void Lose() { lost_ = true; }
+
+ private:
+  std::atomic<bool> lost_{false};
+};
+
+// Run() returns once the wire is lost, with a client still connected and no
+// idle exit, says why, and the socket goes with it: the next program's start
+// makes a new uscmd on the device added back. Before, uscmd lived on serving
+// nothing (its umad file ready for ever), and the socket the next programs
+// found was its: UNREACHABLE on the device added back (69-dropin-device-later).
+TEST_F(ServerLifetimeTest, RunReturnsOnceTheWireIsLost) {
+  LosableWire wire(*sim_.host1);
+  ServerOptions o;
+  o.socket_path = path_;
+  o.pump = [] { return mad::Duration::Millis(1); };
+  auto s = Server::Create(wire, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int client = ConnectRaw(path_);
+  ASSERT_GE(client, 0);
+  ASSERT_TRUE((*s)->RunOnce(mad::Duration::Millis(100)).ok());  // accepts it
+  EXPECT_TRUE((*s)->wire_lost().ok());
+  wire.Lose();
+  auto run = std::async(std::launch::async, [&] { return (*s)->Run(); });
+  // A bound, not a measurement: without the check Run() never returns.
+  if (run.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    (*s)->Stop();
+    ADD_FAILURE() << "Run() went on with the wire lost";
+  }
+  EXPECT_TRUE(run.get().ok());
+  EXPECT_FALSE((*s)->idle_exited());
+  EXPECT_EQ((*s)->wire_lost().message(), "rxe9 port 1 is gone");
+  s->reset();
+  struct stat st {};
+  EXPECT_NE(stat(path_.c_str(), &st), 0) << "the socket file outlived the router";
+  close(client);
 }
 
 // A library of another release: its hello is refused in this uscmd's frame
