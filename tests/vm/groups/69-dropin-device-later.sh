@@ -98,17 +98,15 @@ until_unlisted() {
   echo "rxe1's uverbs device is still there after ${T}s" >&2; return 1
 }
 
-# stop_uscmd DEV: DEV's uscmd (if one runs) stopped and gone (bounded): the next program
-# that opens DEV's port starts a fresh one. A uscmd whose device was deleted and added
-# back serves nothing (its umad port is the deleted device's: MADs to the port added back
-# got no answer, 2026-11-28); not done, so the step below, whose programs send CM MADs
-# through ports deleted before, starts from fresh ones.
-stop_uscmd() {
-  local pid end=$((SECONDS + T))
-  pid=$(pgrep -f "uscmd --ca $1 ") || return 0
-  kill $pid
-  while kill -0 $pid 2>/dev/null; do
-    ((SECONDS < end)) || { echo "$1's uscmd $pid still runs after ${T}s" >&2; return 1; }
+# uscmd_exits DEV: DEV's uscmd exits by itself once DEV is deleted (bounded by T): its
+# umad file reads EIO, uscmd says "DEV port 1 is gone" and exits, so the next program on
+# the device added back starts a fresh one. Until 2026-11-28 it lived on, serving nothing
+# (its umad port the deleted device's), and the programs on the port added back found
+# it (V got UNREACHABLE -110).
+uscmd_exits() {
+  local end=$((SECONDS + T))
+  while pgrep -f "uscmd --ca $1 " > /dev/null; do
+    ((SECONDS < end)) || { echo "$1's uscmd still runs ${T}s after $1 was deleted" >&2; return 1; }
     sleep 0.1
   done
 }
@@ -117,7 +115,7 @@ stop_uscmd() {
 # while it runs (see the top)
 wildcard_own_port_removed() {
   local mode=$1 port=$2 run=(timeout "$T") w
-  [ "$mode" = uscm ] && run=("${USCM[@]}") && check "$mode-fresh-uscmd-rxe1" stop_uscmd rxe1
+  [ "$mode" = uscm ] && run=("${USCM[@]}")
   "${run[@]}" "$B/gid_moved" -s 0.0.0.0 "$port" 2 > /tmp/$mode-w.log 2>&1 &
   w=$!
   check "$mode-w-listening" wait_for /tmp/$mode-w.log '^listening' $w
@@ -127,7 +125,11 @@ wildcard_own_port_removed() {
   check "$mode-w-still-running" kill -0 $w
   [ "$mode" = uscm ] && check_output "$mode-w-moved-to-rxe1" \
     "device removed: the wildcard id of port $port leaves rxe0:1 for rxe1:1" cat /tmp/$mode-w.log
-  [ "$mode" = uscm ] && check "$mode-fresh-uscmd-rxe0" stop_uscmd rxe0
+  if [ "$mode" = uscm ]; then
+    check "$mode-uscmd-rxe0-exits" uscmd_exits rxe0
+    check_output "$mode-uscmd-rxe0-says-why" 'uscmd: rxe0 port 1 is gone: its umad file reads' \
+      cat /tmp/uscmd-rxe0-1.log
+  fi
   check "$mode-add-rxe0" rdma link add rxe0 type rxe netdev veth0
   check "$mode-rxe0-active" until_port yes rxe0 $S
   [ "$mode" = uscm ] && check "$mode-w-on-rxe0-again" wait_for /tmp/$mode-w.log \
