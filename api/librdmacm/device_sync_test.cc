@@ -373,6 +373,135 @@ TEST_F(SimulatedPortsTest, ALostPortAndItsRemovalAreOneDeviceRemoval) {
   EXPECT_EQ(g_closes, 1) << "closed with its last id";
 }
 
+// The device's removal seen by the drop-in first, then the port's MAD path
+// lost (its uscmd exits a moment later): one DEVICE_REMOVAL, status 0, from
+// the removal, and nothing from the loss.
+TEST_F(SimulatedPortsTest, ARemovalThenALostPortAreOneDeviceRemoval) {
+  ASSERT_EQ(Bind("10.0.0.1", 7002), 0) << "dev0:1's address";
+  std::vector<uscm_event_channel*> ports = PortChannelsForTesting();
+  ASSERT_FALSE(ports.empty());
+  g_listed[0] = false;  // rdma link del dev0, seen by the drop-in's listing
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  rdma_cm_event* e = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_DEVICE_REMOVAL) << rdma_event_str(e->event);
+  EXPECT_EQ(e->status, 0);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  ASSERT_EQ(uscm_sim_lose_transport(g_sim, 0, "rxe0 port 1 is gone"), 0);
+  ASSERT_EQ(uscm_sim_run_until_event(g_sim, ports.front(), 1000), 0) << "no uscm event";
+  ASSERT_GT(PumpEvents(), 0) << "uscm's DEVICE_REMOVAL of the lost port";
+  errno = 0;
+  EXPECT_EQ(rdma_get_cm_event(ch_, &e), -1) << "a second DEVICE_REMOVAL";
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  id_ = nullptr;
+  EXPECT_EQ(g_closes, 1) << "closed with its last id";
+}
+
+// A wildcard listener (id_, its own uscm id on dev0's port) and an id bound
+// to dev0's address, on one channel: the kernel's cma_process_remove sends
+// the bound id DEVICE_REMOVAL, status 0, and the wildcard listener nothing
+// (it has no device: only its listen on dev0 goes). Each order of the
+// port's lost MAD path (its uscmd exiting) and the drop-in's notice of the
+// removal gives exactly that; the listener moves to dev1, where a probe
+// finds its port held.
+class LostPortOrderTest : public SimulatedPortsTest {
+ protected:
+  void SetUp() override {
+    SimulatedPortsTest::SetUp();
+    ASSERT_EQ(Bind("0.0.0.0", 7010), 0);
+    ASSERT_EQ(rdma_listen(id_, 4), 0) << strerror(errno);
+    ASSERT_EQ(rdma_create_id(ch_, &bound_, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(7011);
+    inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
+    ASSERT_EQ(rdma_bind_addr(bound_, reinterpret_cast<sockaddr*>(&a)), 0) << strerror(errno);
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+    ports_ = PortChannelsForTesting();
+    ASSERT_EQ(ports_.size(), 2u);
+  }
+  // Host `host`'s MAD path lost, and uscm's events of it moved to ch_.
+  void LosePath(int host) {
+    ASSERT_EQ(uscm_sim_lose_transport(g_sim, host, "rxe port 1 is gone"), 0);
+    ASSERT_EQ(uscm_sim_run_until_event(g_sim, ports_[host], 1000), 0) << "no uscm event";
+    ASSERT_GT(PumpEvents(), 0);
+  }
+  // The events on ch_ now, as "ID EVENT status S" (ID: W or bound), acked.
+  std::vector<std::string> Events() {
+    std::vector<std::string> got;
+    rdma_cm_event* e = nullptr;
+    while (rdma_get_cm_event(ch_, &e) == 0) {
+      got.push_back(std::string(e->id == id_ ? "W " : e->id == bound_ ? "bound " : "? ") +
+                    rdma_event_str(e->event) + " status " + std::to_string(e->status));
+      rdma_ack_cm_event(e);
+    }
+    EXPECT_EQ(errno, EAGAIN);
+    return got;
+  }
+  // Whether the listener holds port 7010 on host `host` (a probe's bind
+  // there is refused).
+  static bool Port7010HeldOn(int host) {
+    uscm_event_channel* ch = uscm_create_event_channel_on(uscm_sim_device(g_sim, host));
+    uscm_cm_id* probe = nullptr;
+    uscm_addr a;
+    const bool held = ch != nullptr && uscm_create_id(ch, &probe, nullptr, USCM_PS_TCP) == 0 &&
+                      uscm_parse_addr("0.0.0.0:7010", &a) == 0 && uscm_bind_addr(probe, &a) != 0;
+    if (probe != nullptr) uscm_destroy_id(probe);
+    if (ch != nullptr) uscm_destroy_event_channel(ch);
+    return held;
+  }
+  void ExpectTheEnd() {
+    EXPECT_TRUE(Port7010HeldOn(1)) << "the listener listens on dev1";
+    EXPECT_EQ(g_closes, 0) << "dev0 is held by the bound id";
+    EXPECT_EQ(rdma_destroy_id(bound_), 0);
+    EXPECT_EQ(g_closes, 1) << "dev0 closed with the bound id";
+    EXPECT_EQ(g_closed_ctx, &g_ctx[0]);
+    EXPECT_TRUE(Port7010HeldOn(1)) << "the listener still listens on dev1";
+    EXPECT_EQ(rdma_destroy_id(id_), 0);
+    id_ = nullptr;
+    EXPECT_FALSE(Port7010HeldOn(1));
+  }
+
+  rdma_cm_id* bound_ = nullptr;
+  std::vector<uscm_event_channel*> ports_;
+};
+
+TEST_F(LostPortOrderTest, AWildcardListenerGetsNoEventWhenItsPortsPathIsLostFirst) {
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  g_listed[0] = false;  // rdma link del dev0, seen by the drop-in's listing
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL, none for W";
+  ExpectTheEnd();
+}
+
+TEST_F(LostPortOrderTest, AWildcardListenerGetsNoEventWhenItsPortsPathIsLostLast) {
+  g_listed[0] = false;  // rdma link del dev0, seen by the drop-in's listing
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL, none for W";
+  ExpectTheEnd();
+}
+
+// dev1's MAD path lost while dev1 stays (its uscmd killed): the listener's
+// listen there (not its own uscm id) sends it nothing either, and it still
+// listens on dev0, its own port, where the bound id lives on and gets
+// nothing.
+TEST_F(LostPortOrderTest, AWildcardListenerGetsNoEventWhenAnotherPortsPathIsLost) {
+  LosePath(1);
+  EXPECT_EQ(Events(), std::vector<std::string>{});
+  EXPECT_TRUE(Port7010HeldOn(0));
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  id_ = nullptr;
+  EXPECT_FALSE(Port7010HeldOn(0));
+  EXPECT_EQ(g_closes, 0) << "no device removed";
+}
+
 // A wildcard bind opens every port: their routers (uscmds) are asked to start
 // together, before the first port opens (issue 13), not one per open. A bind
 // of one port's address asks nothing of the kind (its open starts its own

@@ -254,7 +254,14 @@ void Forward(const uscm_cm_event& ue, Port* from) {
       // SendDeviceRemovalLocked) or the loss of the port's MAD path (its
       // uscmd exited, as it does once its umad file reads EIO on the
       // device's removal), whichever comes first. uscm's status (-ENODEV)
-      // and detail go to USCM_DEBUG.
+      // and detail go to USCM_DEBUG. None to a wildcard id (no device of
+      // the program's: MoveWildcardIdsOffLocked) nor for a wildcard's bind
+      // or listen on another port: the kernel's cma_process_remove only
+      // destroys a wildcard listener's listen on the device.
+      if (ue.id != id->state->uid || internal::OnNoDeviceLocked(id)) {
+        internal::SayWildcardPathLost(id, from);
+        return;
+      }
       if (id->state->removal_sent) return;
       id->state->removal_sent = true;
       Fail(ENODEV, "event", "DEVICE_REMOVAL: the port's MAD path is gone");

@@ -199,6 +199,17 @@ int SendDeviceRemovalLocked(const Port* port);
 // SendDeviceRemovalLocked's, and rxe's `rdma link del` waited for the
 // program).
 void MoveWildcardIdsOffLocked(Port* port, const char* call);
+// Whether `id` is a wildcard-bound id with no device of the program's (the
+// ones MoveWildcardIdsOffLocked moves): the kernel sends it no
+// DEVICE_REMOVAL.
+bool OnNoDeviceLocked(const Id* id);
+// The MAD path of `port` was lost (its uscmd exited) under the wildcard id
+// `id`'s bind or listen there: no event (the kernel's wildcard listener has
+// no device); with USCM_DEBUG one line, as the id hears nothing on the port
+// until its device is removed (MoveWildcardIdsOffLocked) and added back, or
+// the program starts again (docs/API.md "Devices and ports that appear
+// later").
+void SayWildcardPathLost(const Id* id, const Port* port);
 // A removed device's `port`, where no id lives: the wildcard ids' binds and
 // listens there are destroyed (the kernel's cma_process_remove destroys a
 // wildcard listener's listen on the device, and the wildcard id stays).

@@ -304,9 +304,22 @@ int SendDeviceRemovalLocked(const Port* port) {
   return sent;
 }
 
+bool OnNoDeviceLocked(const Id* id) {
+  return id->state->registered_wildcard && id->pub.port_num == 0;
+}
+
+void SayWildcardPathLost(const Id* id, const Port* port) {
+  if (!DebugEnabled()) return;
+  fprintf(stderr,
+          "uscm librdmacm: %s:%u's MAD path is lost (its uscmd exited): the wildcard id of "
+          "port %u hears nothing there until the device is removed and added back, or the "
+          "program starts again\n",
+          port->ca.c_str(), port->port_num, id->state->bound.port);
+}
+
 void MoveWildcardIdsOffLocked(Port* port, const char* call) {
   for (Id* id : WildcardIds()) {
-    if (id->port != port || id->pub.port_num != 0 || id->state->uid == nullptr) continue;
+    if (id->port != port || !OnNoDeviceLocked(id) || id->state->uid == nullptr) continue;
     uscm_cm_id* gone = id->state->uid;
     if (const IdState::OnPort* o = LiveOtherPort(id, port)) {
       id->state->uid = o->uid;
