@@ -298,13 +298,14 @@ class SimulatedPortsTest : public DeviceSyncTest {
     g_sim = nullptr;
     DeviceSyncTest::TearDown();
   }
-  // rdma_bind_addr of IP:PORT; 0 or errno.
-  int Bind(const char* ip, uint16_t port) {
+  // rdma_bind_addr of `id` (NULL: id_) to IP:PORT; 0 or errno.
+  int Bind(const char* ip, uint16_t port, rdma_cm_id* id = nullptr) {
     sockaddr_in a = {};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
     inet_pton(AF_INET, ip, &a.sin_addr);
-    return rdma_bind_addr(id_, reinterpret_cast<sockaddr*>(&a)) == 0 ? 0 : errno;
+    if (id == nullptr) id = id_;
+    return rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&a)) == 0 ? 0 : errno;
   }
 
   rdma_event_channel* ch_ = nullptr;
@@ -373,31 +374,17 @@ TEST_F(SimulatedPortsTest, ALostPortAndItsRemovalAreOneDeviceRemoval) {
   EXPECT_EQ(g_closes, 1) << "closed with its last id";
 }
 
-// The device's removal seen by the drop-in first, then the port's MAD path
-// lost (its uscmd exits a moment later): one DEVICE_REMOVAL, status 0, from
-// the removal, and nothing from the loss.
-TEST_F(SimulatedPortsTest, ARemovalThenALostPortAreOneDeviceRemoval) {
-  ASSERT_EQ(Bind("10.0.0.1", 7002), 0) << "dev0:1's address";
-  std::vector<uscm_event_channel*> ports = PortChannelsForTesting();
-  ASSERT_FALSE(ports.empty());
-  g_listed[0] = false;  // rdma link del dev0, seen by the drop-in's listing
-  EXPECT_EQ(Listed(), Names{"dev1"});
-  ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
-  rdma_cm_event* e = nullptr;
-  ASSERT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
-  EXPECT_EQ(e->event, RDMA_CM_EVENT_DEVICE_REMOVAL) << rdma_event_str(e->event);
-  EXPECT_EQ(e->status, 0);
-  EXPECT_EQ(rdma_ack_cm_event(e), 0);
-
-  ASSERT_EQ(uscm_sim_lose_transport(g_sim, 0, "rxe0 port 1 is gone"), 0);
-  ASSERT_EQ(uscm_sim_run_until_event(g_sim, ports.front(), 1000), 0) << "no uscm event";
-  ASSERT_GT(PumpEvents(), 0) << "uscm's DEVICE_REMOVAL of the lost port";
-  errno = 0;
-  EXPECT_EQ(rdma_get_cm_event(ch_, &e), -1) << "a second DEVICE_REMOVAL";
-  EXPECT_EQ(errno, EAGAIN);
-  EXPECT_EQ(rdma_destroy_id(id_), 0);
-  id_ = nullptr;
-  EXPECT_EQ(g_closes, 1) << "closed with its last id";
+// Whether a wildcard bind of `addr` ("0.0.0.0:PORT") is held on simulated
+// host `host`: a probe's bind there is refused.
+bool HeldOnHost(int host, const char* addr) {
+  uscm_event_channel* ch = uscm_create_event_channel_on(uscm_sim_device(g_sim, host));
+  uscm_cm_id* probe = nullptr;
+  uscm_addr a;
+  const bool held = ch != nullptr && uscm_create_id(ch, &probe, nullptr, USCM_PS_TCP) == 0 &&
+                    uscm_parse_addr(addr, &a) == 0 && uscm_bind_addr(probe, &a) != 0;
+  if (probe != nullptr) uscm_destroy_id(probe);
+  if (ch != nullptr) uscm_destroy_event_channel(ch);
+  return held;
 }
 
 // A wildcard listener (id_, its own uscm id on dev0's port) and an id bound
@@ -414,11 +401,7 @@ class LostPortOrderTest : public SimulatedPortsTest {
     ASSERT_EQ(Bind("0.0.0.0", 7010), 0);
     ASSERT_EQ(rdma_listen(id_, 4), 0) << strerror(errno);
     ASSERT_EQ(rdma_create_id(ch_, &bound_, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
-    sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(7011);
-    inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
-    ASSERT_EQ(rdma_bind_addr(bound_, reinterpret_cast<sockaddr*>(&a)), 0) << strerror(errno);
+    ASSERT_EQ(Bind("10.0.0.1", 7011, bound_), 0) << "dev0:1's address";
     ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
     ports_ = PortChannelsForTesting();
     ASSERT_EQ(ports_.size(), 2u);
@@ -441,18 +424,7 @@ class LostPortOrderTest : public SimulatedPortsTest {
     EXPECT_EQ(errno, EAGAIN);
     return got;
   }
-  // Whether the listener holds port 7010 on host `host` (a probe's bind
-  // there is refused).
-  static bool Port7010HeldOn(int host) {
-    uscm_event_channel* ch = uscm_create_event_channel_on(uscm_sim_device(g_sim, host));
-    uscm_cm_id* probe = nullptr;
-    uscm_addr a;
-    const bool held = ch != nullptr && uscm_create_id(ch, &probe, nullptr, USCM_PS_TCP) == 0 &&
-                      uscm_parse_addr("0.0.0.0:7010", &a) == 0 && uscm_bind_addr(probe, &a) != 0;
-    if (probe != nullptr) uscm_destroy_id(probe);
-    if (ch != nullptr) uscm_destroy_event_channel(ch);
-    return held;
-  }
+  static bool Port7010HeldOn(int host) { return HeldOnHost(host, "0.0.0.0:7010"); }
   void ExpectTheEnd() {
     EXPECT_TRUE(Port7010HeldOn(1)) << "the listener listens on dev1";
     EXPECT_EQ(g_closes, 0) << "dev0 is held by the bound id";
@@ -734,16 +706,7 @@ TEST_F(SimulatedPortsTest, AWildcardListenerWhoseOwnPortIsRemovedMovesToAnother)
 // dev0 goes (the kernel's wildcard listener stays, on no device), dev0
 // closed, no event; dev0 added back gets the listen again, as the kernel's
 // cma_add_one puts every wildcard listener on a new device.
-bool Port7009HeldOnHost0() {
-  uscm_event_channel* ch = uscm_create_event_channel_on(uscm_sim_device(g_sim, 0));
-  uscm_cm_id* probe = nullptr;
-  uscm_addr a;
-  const bool held = ch != nullptr && uscm_create_id(ch, &probe, nullptr, USCM_PS_TCP) == 0 &&
-                    uscm_parse_addr("0.0.0.0:7009", &a) == 0 && uscm_bind_addr(probe, &a) != 0;
-  if (probe != nullptr) uscm_destroy_id(probe);
-  if (ch != nullptr) uscm_destroy_event_channel(ch);
-  return held;
-}
+bool Port7009HeldOnHost0() { return HeldOnHost(0, "0.0.0.0:7009"); }
 
 TEST_F(SimulatedPortsTest, AWildcardListenerOnItsOnlyRemovedPortListensOnItAddedBack) {
   g_active[1][1] = false;
