@@ -641,7 +641,9 @@ class Device final : public cm::NodeObserver {
   void FreePort(CmId* id);  // undoes AllocPort or UsePort
   // The listener on `first`'s port that takes a request for `dst`: one bound
   // to dst itself, else a wildcard of its family (or an IPv6 wildcard that is
-  // not AF-only, for IPv4), else null (the kernel's cma_find_listener).
+  // not AF-only, for IPv4), else null (the kernel's cma_find_listener). A
+  // link-local dst (its scope_id: the netdev the request came in on) is taken
+  // by a listener bound to it on another netdev no more (cma_match_net_dev).
   CmId* ListenerFor(CmId* first, const Address& dst) const;
   // Router claims of this device's listeners, counted per (ServiceID,
   // address): the router routes a request by its destination address, so

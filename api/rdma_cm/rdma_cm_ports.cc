@@ -115,6 +115,21 @@ void Device::FreePort(CmId* id) {
   if (owners.empty()) port_owners_.erase(it);
 }
 
+namespace {
+
+// May a listener bound to `a` take a request for `dst` (the address the
+// request came in on, its scope_id the netdev of the GID entry it came in on)?
+// As the kernel's cma_match_net_dev: only a link-local destination is held
+// to the netdev, and only by a listener bound to one (its sin6_scope_id, the
+// kernel's bound_dev_if); a request whose netdev is not known (scope_id 0)
+// is not refused.
+bool OnListenersNetdev(const Address& a, const Address& dst) {
+  if (!dst.is_link_local() || a.scope_id == 0 || dst.scope_id == 0) return true;
+  return a.scope_id == dst.scope_id;
+}
+
+}  // namespace
+
 CmId* Device::ListenerFor(CmId* first, const Address& dst) const {
   if (!first->local_.is_ip()) return first;
   auto it = port_owners_.find(PortKey(first, first->local_.port));
@@ -124,7 +139,7 @@ CmId* Device::ListenerFor(CmId* first, const Address& dst) const {
     if (cur->state_ != IdState::kListen) continue;
     const Address& a = cur->local_;
     if (!AnyAddr(a)) {
-      if (a.SameHost(dst)) return cur;
+      if (a.SameHost(dst) && OnListenersNetdev(a, dst)) return cur;
     } else if (a.family == dst.family ||
                (a.family == Address::Family::kIpv6 && !cur->af_only_)) {
       if (wildcard == nullptr || a.family == dst.family) wildcard = cur;

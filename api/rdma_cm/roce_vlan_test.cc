@@ -120,52 +120,124 @@ class ReceivedOn : public mad::ForwardingTransport {
   uint8_t index_;
 };
 
-// The passive side: a REQ for the VLAN's link-local address that came in on
-// the VLAN's entry (index 2) makes an id whose address names eth0.100 (3),
-// so its QP sends from that entry too (librdmacm: the id's sin6_scope_id).
-TEST(RoceVlanPassiveTest, AConnectRequestOnTheVlansEntryIsOnTheVlansInterface) {
-  sim::Scheduler sched(11);
-  auto fabric = sim::Fabric::Create(sched, sim::TwoHostsOneSwitch());
-  ASSERT_TRUE(fabric.ok()) << fabric.status();
-  auto sa = sa::SimSa::Create(**fabric);
-  ASSERT_TRUE(sa.ok()) << sa.status();
-  auto qp_a = (*fabric)->Open("host1");
-  auto qp_b = (*fabric)->Open("host2");
-  ASSERT_TRUE(qp_a.ok() && qp_b.ok());
-  sim::SimTransport* raw_a = qp_a->get();
-  sim::SimTransport* raw_b = qp_b->get();
-  ReceivedOn on_vlan(*raw_b, 2);
-  DeviceOptions oa;  // the active side: InfiniBand addressing on the simulated fabric
-  oa.local_ips = {*Address::Parse("fe80::2")};
-  auto a = Device::CreateSimulated(sched, *raw_a, [raw_a] { return raw_a->pending() > 0; }, oa);
-  DeviceOptions ob = VlanPort();
-  auto b = Device::CreateSimulated(sched, on_vlan, [raw_b] { return raw_b->pending() > 0; }, ob);
-  ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE((*a)->AddNeighbor(*Address::Parse("fe80::1"), (*b)->port().gid, (*b)->port().lid).ok());
-  auto cha = (*a)->CreateEventChannel();
-  auto chb = (*b)->CreateEventChannel();
-  ASSERT_TRUE(cha.ok() && chb.ok());
+// The passive side: b has VlanPort's table and every MAD comes in on GID
+// entry `on` (ReceivedOn); a, on InfiniBand addressing, connects to b.
+class RoceVlanPassiveTest : public ::testing::Test {
+ protected:
+  RoceVlanPassiveTest() : sched_(11) {}
+  void Open(uint8_t on) {
+    auto fabric = sim::Fabric::Create(sched_, sim::TwoHostsOneSwitch());
+    ASSERT_TRUE(fabric.ok()) << fabric.status();
+    fabric_ = std::move(*fabric);
+    auto sa = sa::SimSa::Create(*fabric_);
+    ASSERT_TRUE(sa.ok()) << sa.status();
+    sa_ = std::move(*sa);
+    auto qp_a = fabric_->Open("host1");
+    auto qp_b = fabric_->Open("host2");
+    ASSERT_TRUE(qp_a.ok() && qp_b.ok());
+    qp_a_ = std::move(*qp_a);
+    qp_b_ = std::move(*qp_b);
+    sim::SimTransport* raw_a = qp_a_.get();
+    sim::SimTransport* raw_b = qp_b_.get();
+    on_ = std::make_unique<ReceivedOn>(*raw_b, on);
+    DeviceOptions oa;
+    oa.local_ips = {*Address::Parse("fe80::2"), *Address::Parse("192.168.100.2")};
+    auto a = Device::CreateSimulated(sched_, *raw_a, [raw_a] { return raw_a->pending() > 0; }, oa);
+    auto b = Device::CreateSimulated(sched_, *on_, [raw_b] { return raw_b->pending() > 0; }, VlanPort());
+    ASSERT_TRUE(a.ok() && b.ok());
+    a_ = std::move(*a);
+    b_ = std::move(*b);
+    for (const char* ip : {"fe80::1", "192.168.78.1"}) {
+      ASSERT_TRUE(a_->AddNeighbor(*Address::Parse(ip), b_->port().gid, b_->port().lid).ok());
+    }
+    auto cha = a_->CreateEventChannel();
+    auto chb = b_->CreateEventChannel();
+    ASSERT_TRUE(cha.ok() && chb.ok());
+    cha_ = std::move(*cha);
+    chb_ = std::move(*chb);
+  }
+  bool RunUntilQueued(EventChannel& ch) {
+    return sched_.RunUntil([&] { return ch.queued() > 0; }, sched_.Now() + mad::Duration::Seconds(5))
+        .ok();
+  }
+  // b listens on `bind`, a connects to `dst`: the first event on either side
+  // (b's CONNECT_REQUEST or a's answer), null when none came.
+  Event* ListenAndConnect(const Address& bind, const Address& dst) {
+    CmId* listener = *chb_->CreateId(nullptr, PortSpace::kTcp);
+    EXPECT_TRUE(listener->BindAddr(bind).ok());
+    EXPECT_TRUE(listener->Listen(4).ok());
+    CmId* id = *cha_->CreateId(nullptr, PortSpace::kTcp);
+    EXPECT_TRUE(id->ResolveAddr(absl::nullopt, dst).ok());
+    EXPECT_TRUE(RunUntilQueued(*cha_));
+    EXPECT_EQ((*cha_->GetEvent())->event, EventType::kAddrResolved);
+    EXPECT_TRUE(id->ResolveRoute().ok());
+    EXPECT_TRUE(RunUntilQueued(*cha_));
+    EXPECT_EQ((*cha_->GetEvent())->event, EventType::kRouteResolved);
+    ConnParam p;
+    p.qp_num = 0x123;
+    EXPECT_TRUE(id->Connect(p).ok());
+    (void)sched_.RunUntil([&] { return chb_->queued() > 0 || cha_->queued() > 0; },
+                          sched_.Now() + mad::Duration::Seconds(5));
+    EventChannel& ch = chb_->queued() > 0 ? *chb_ : *cha_;
+    absl::StatusOr<Event*> e = ch.GetEvent();
+    return e.ok() ? *e : nullptr;
+  }
 
-  CmId* listener = *(*chb)->CreateId(nullptr, PortSpace::kTcp);
-  ASSERT_TRUE(listener->BindAddr(LinkLocal("[fe80::1]:7174", 3)).ok());
-  ASSERT_TRUE(listener->Listen(4).ok());
-  CmId* id = *(*cha)->CreateId(nullptr, PortSpace::kTcp);
-  ASSERT_TRUE(id->ResolveAddr(absl::nullopt, LinkLocal("[fe80::1]:7174", 5)).ok());
-  ASSERT_TRUE(sched.RunUntil([&] { return (*cha)->queued() > 0; }, sched.Now() + mad::Duration::Seconds(5)).ok());
-  EXPECT_EQ((*(*cha)->GetEvent())->event, EventType::kAddrResolved);
-  ASSERT_TRUE(id->ResolveRoute().ok());
-  ASSERT_TRUE(sched.RunUntil([&] { return (*cha)->queued() > 0; }, sched.Now() + mad::Duration::Seconds(5)).ok());
-  EXPECT_EQ((*(*cha)->GetEvent())->event, EventType::kRouteResolved);
-  ConnParam p;
-  p.qp_num = 0x123;
-  ASSERT_TRUE(id->Connect(p).ok());
-  ASSERT_TRUE(sched.RunUntil([&] { return (*chb)->queued() > 0; }, sched.Now() + mad::Duration::Seconds(5)).ok());
-  absl::StatusOr<Event*> e = (*chb)->GetEvent();
-  ASSERT_TRUE(e.ok()) << e.status();
-  ASSERT_EQ((*e)->event, EventType::kConnectRequest);
-  const Address local = (*e)->id->GetLocalAddr();
+  sim::Scheduler sched_;
+  std::unique_ptr<sim::Fabric> fabric_;
+  std::unique_ptr<sa::SimSa> sa_;
+  std::unique_ptr<sim::SimTransport> qp_a_, qp_b_;
+  std::unique_ptr<ReceivedOn> on_;
+  std::unique_ptr<Device> a_, b_;
+  std::unique_ptr<EventChannel> cha_, chb_;
+};
+
+// A REQ for the VLAN's link-local address that came in on the VLAN's entry
+// (index 2) makes an id whose address names eth0.100 (3), so its QP sends
+// from that entry too (librdmacm: the id's sin6_scope_id).
+TEST_F(RoceVlanPassiveTest, AConnectRequestOnTheVlansEntryIsOnTheVlansInterface) {
+  ASSERT_NO_FATAL_FAILURE(Open(2));
+  Event* e = ListenAndConnect(LinkLocal("[fe80::1]:7174", 3), LinkLocal("[fe80::1]:7174", 5));
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->event, EventType::kConnectRequest);
+  const Address local = e->id->GetLocalAddr();
   EXPECT_TRUE(local.is_link_local()) << local.ToString();
   EXPECT_EQ(local.scope_id, 3u) << "eth0.100, the netdev of GID entry 2";
+}
+
+// The kernel's cma_match_net_dev: a listener bound to fe80::1%eth0 does not
+// take a REQ for fe80::1 that came in on eth0.100 (the address is on both);
+// ib_cm answers REJ 28 (the rdma_cm handler's error: cm_destroy_id's
+// IB_CM_REJ_CONSUMER_DEFINED), and the listener sees nothing. Before, it
+// took it (CONNECT_REQUEST on eth0.100).
+TEST_F(RoceVlanPassiveTest, AListenerOnTheBaseNetdevRefusesARequestFromItsVlan) {
+  ASSERT_NO_FATAL_FAILURE(Open(2));
+  Event* e = ListenAndConnect(LinkLocal("[fe80::1]:7174", 2), LinkLocal("[fe80::1]:7174", 5));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, EventType::kRejected) << "b's listener took it";
+  EXPECT_EQ(e->status, 28);
+  EXPECT_EQ(chb_->queued(), 0u);
+}
+
+// A wildcard listener is bound to no netdev (bound_dev_if 0): it takes a
+// link-local request from any, on the netdev it came in on.
+TEST_F(RoceVlanPassiveTest, AWildcardListenerTakesALinkLocalRequestFromAnyNetdev) {
+  ASSERT_NO_FATAL_FAILURE(Open(2));
+  Event* e = ListenAndConnect(*Address::Parse("[::]:7174"), LinkLocal("[fe80::1]:7174", 5));
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->event, EventType::kConnectRequest);
+  EXPECT_EQ(e->id->GetLocalAddr().scope_id, 3u);
+}
+
+// Only a link-local destination is held to the netdev (cma_is_req_ipv6_ll):
+// a listener on eth0's IPv4 address takes a request for it whichever entry
+// it came in on (here eth0.100's IPv4 entry, 3).
+TEST_F(RoceVlanPassiveTest, AListenerOnAGlobalAddressTakesItFromAnyNetdev) {
+  ASSERT_NO_FATAL_FAILURE(Open(3));
+  Event* e = ListenAndConnect(*Address::Parse("192.168.78.1:7174"),
+                              *Address::Parse("192.168.78.1:7174"));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, EventType::kConnectRequest);
 }
 
 }  // namespace
