@@ -3,11 +3,13 @@
 #include <infiniband/verbs.h>
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "api/c/c_api_internal.h"
+#include "api/c/set_qp_gid.h"
 #include "api/c/uscm_cma.h"
 #include "api/rdma_cm/rdma_cm.h"
 #include "verbs/qp_transitions.h"
@@ -120,43 +122,19 @@ int uscm_set_qp(struct uscm_cm_id* id, struct ibv_qp* qp) {
                 "set_qp: ibv_query_port(port " + std::to_string(port) + ") failed: " +
                     strerror(errno) + " (is the QP on the id's device?)");
   }
-  // The source GID: the id's IP as a GID (RoCE: ::ffff:a.b.c.d, or the IPv6
-  // address), else the port's GID. On RoCE, of equal GIDs the RoCE v2 entry
-  // (a dual-mode port lists each address as v1 and v2; the kernel's rdma_cm
-  // uses v2 by default).
-  std::vector<uscm::mad::Gid> wanted;
-  const Address local = c->GetLocalAddr();
-  if (local.family == Address::Family::kIpv4) {
-    uscm::mad::Gid g;
-    g.raw[10] = g.raw[11] = 0xFF;
-    std::memcpy(&g.raw[12], &local.ip[12], 4);
-    wanted.push_back(g);
-  } else if (local.family == Address::Family::kIpv6) {
-    uscm::mad::Gid g;
-    g.raw = local.ip;
-    wanted.push_back(g);
-  }
-  wanted.push_back(c->device()->port().gid);
-  int sgid_index = 0;
-  for (const uscm::mad::Gid& w : wanted) {
-    int found = -1;
-    bool found_v2 = false;
-    for (int i = 0; i < pa.gid_tbl_len && !found_v2; ++i) {
-      ibv_gid g{};
-      if (ibv_query_gid(qp->context, port, i, &g) != 0 ||
-          std::memcmp(g.raw, w.raw.data(), 16) != 0) {
-        continue;
-      }
-      ibv_gid_entry entry{};
-      found_v2 = ibv_query_gid_ex(qp->context, port, i, &entry, 0) == 0 &&
-                 entry.gid_type == IBV_GID_TYPE_ROCE_V2;
-      if (found < 0 || found_v2) found = i;
-    }
-    if (found >= 0) {
-      sgid_index = found;
-      break;
-    }
-  }
+  // The source GID: the id's entry on RoCE (a VLAN's link-local address:
+  // the VLAN's), else the live table's (api/c/set_qp_gid.h).
+  const int sgid_index = uscm::c_api::SetQpSourceGidIndex(
+      *c, pa.gid_tbl_len, [&](int i) -> absl::optional<uscm::c_api::LiveGid> {
+        ibv_gid g{};
+        if (ibv_query_gid(qp->context, port, i, &g) != 0) return absl::nullopt;
+        uscm::c_api::LiveGid live;
+        std::memcpy(live.gid.raw.data(), g.raw, 16);
+        ibv_gid_entry entry{};
+        live.roce_v2 = ibv_query_gid_ex(qp->context, port, i, &entry, 0) == 0 &&
+                       entry.gid_type == IBV_GID_TYPE_ROCE_V2;
+        return live;
+      });
   return uscm_set_qp_ex(id, qp, static_cast<uint8_t>(sgid_index), pa.active_mtu);
 }
 

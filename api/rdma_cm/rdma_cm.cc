@@ -561,6 +561,12 @@ Address CmId::GetLocalAddr() const {
   return local_;
 }
 
+int CmId::SourceGidIndex() const {
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  const DeviceOptions& o = device_->options_;
+  return o.roce && !o.roce_gids.empty() ? RoceSourceGidIndex(o, local_) : -1;
+}
+
 Address CmId::GetPeerAddr() const {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   return peer_;

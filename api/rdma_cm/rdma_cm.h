@@ -278,6 +278,10 @@ class CmId {
   Address GetLocalAddr() const;  // rdma_get_local_addr / getname
   Address GetPeerAddr() const;   // rdma_get_peer_addr / getpeer
   absl::optional<cm::PathInfo> route() const;
+  // RoCE: the index of the GID entry its REQ, MADs and QP leave from, in the
+  // device's kept table (RoceSourceGidIndex of its address and scope_id);
+  // -1 on InfiniBand, without a kept table, or when the address is not in it.
+  int SourceGidIndex() const;
   IdState state() const;
   PortSpace port_space() const { return ps_; }
   bool is_ud() const { return ps_ == PortSpace::kUdp || ps_ == PortSpace::kIpoib; }
