@@ -108,3 +108,22 @@ check_pings() {
     show "$2"; fail "$1" "$(grep -cE "^$3rdma-ping-" "$2") data lines, not the $4 expected"
   fi
 }
+
+# kernel_rping_side STEP HERE PEER PORT [CLIENT_ARGS...]: VM a's half of a step of rping
+# between the kernel's rdma_cm (a) and the drop-in (b), N pings each way: the kernel's
+# rping server on HERE:PORT for the drop-in's client (signals kernel-STEP-server-ready
+# once it listens), then, after b's dropin-STEP-server-ready, the kernel's client to
+# PEER:PORT+1 (CLIENT_ARGS before -p); every data line checked; signals
+# kernel-STEP-client-done. b runs the other half with the same names.
+kernel_rping_side() {
+  local step=$1 here=$2 peer=$3 port=$4 pid; shift 4
+  timeout "$T" rping -s -a "$here" -p "$port" -v > "/tmp/$step-s.log" 2>&1 & pid=$!
+  kernel_listening "$port" && sync.sh signal "kernel-$step-server-ready"
+  finish "kernel-$step-rping-s-served-dropin" "$pid" "/tmp/$step-s.log"
+  check_pings "kernel-$step-server-data" "/tmp/$step-s.log" 'server ping data: ' "$N"
+  sync.sh wait "dropin-$step-server-ready" "$T"
+  run_to "kernel-$step-rping-c-to-dropin" "/tmp/$step-c.log" \
+    timeout "$T" rping -c -a "$peer" "$@" -p $((port + 1)) -v -C "$N"
+  check_pings "kernel-$step-client-data" "/tmp/$step-c.log" 'ping data: ' "$N"
+  sync.sh signal "kernel-$step-client-done"
+}

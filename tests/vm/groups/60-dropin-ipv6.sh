@@ -20,7 +20,7 @@
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd
 . "$(dirname "$0")/../lib.sh"
 vm_pair --cm-a --timeout 400
-. "$(dirname "$0")/../dropin.sh"   # check_pings, finish, run_to, wait_for
+. "$(dirname "$0")/../dropin.sh"   # kernel_rping_side, check_pings, finish, run_to, wait_for
 
 LIB=$USCM_VM_BIN/api/librdmacm
 IP=$USCM_VM_IP
@@ -49,22 +49,8 @@ echo "$LL" | sync.sh put "$USCM_VM_ROLE-link-local"
 PEER_LL=$(sync.sh get "$([ "$USCM_VM_ROLE" = a ] && echo b || echo a)-link-local" $T)%$NETDEV
 LL=$LL%$NETDEV
 
-# kernel_side STEP SERVER_IP PEER_IP PORT [CLIENT_ARGS...]: the kernel's rping server on
-# SERVER_IP:PORT for the drop-in's client, then its client to the drop-in's server on
-# PEER_IP:PORT+1
-kernel_side() {
-  local step=$1 here=$2 peer=$3 port=$4 pid; shift 4
-  timeout $T rping -s -a "$here" -p "$port" -v > "/tmp/$step-s.log" 2>&1 & pid=$!
-  kernel_listening "$port" && sync.sh signal "kernel-$step-server-ready"
-  finish "kernel-$step-rping-s-served-dropin" "$pid" "/tmp/$step-s.log"
-  check_pings "kernel-$step-server-data" "/tmp/$step-s.log" 'server ping data: ' $N
-  sync.sh wait "dropin-$step-server-ready" $T
-  run_to "kernel-$step-rping-c-to-dropin" "/tmp/$step-c.log" \
-    timeout $T rping -c -a "$peer" "$@" -p $((port + 1)) -v -C $N
-  check_pings "kernel-$step-client-data" "/tmp/$step-c.log" 'ping data: ' $N
-  sync.sh signal "kernel-$step-client-done"
-}
-# dropin_side STEP SERVER_IP PEER_IP PORT [CLIENT_ARGS...]: the other half
+# dropin_side STEP SERVER_IP PEER_IP PORT [CLIENT_ARGS...]: b's half of
+# dropin.sh kernel_rping_side (a's)
 dropin_side() {
   local step=$1 here=$2 peer=$3 port=$4 pid; shift 4
   sync.sh wait "kernel-$step-server-ready" $T
@@ -82,13 +68,13 @@ if [ "$USCM_VM_ROLE" = a ]; then
   check kernel-cm-loaded-a grep -qw rdma_ucm /proc/modules
   check ipv6-gid-a ipv6_address && sync.sh signal a-v6-ready
   sync.sh wait b-v6-ready $T
-  kernel_side v6 "$IP6" "$PEER6" 7180 -I "$IP6"
-  kernel_side ll "$LL" "$PEER_LL" 7182
+  kernel_rping_side v6 "$IP6" "$PEER6" 7180 -I "$IP6"
+  kernel_rping_side ll "$LL" "$PEER_LL" 7182
   # b checks this too: a's console lines can be lost (seen once), b's FAIL is not
   echo "$FAILED" | sync.sh put a-failed
   sync.sh wait b-done $T
 else
-  check no-kernel-cm-b bash -c '! lsmod | grep -Ewq "^(ib_cm|rdma_cm|rdma_ucm)"'
+  no_kernel_cm no-kernel-cm-b
   check ipv6-gid-b ipv6_address && sync.sh signal b-v6-ready
   sync.sh wait a-v6-ready $T
   dropin_side v6 "$IP6" "$PEER6" 7180 -I "$IP6"

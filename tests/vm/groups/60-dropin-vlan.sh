@@ -20,7 +20,7 @@
 # targets: //tools:uscm //tools:uscmd //api/librdmacm:librdmacm.so.1
 . "$(dirname "$0")/../lib.sh"
 vm_pair --cm-a --timeout 1200
-. "$(dirname "$0")/../dropin.sh"   # USCM, check_pings, finish, run_to, wait_for, ipv4_gid
+. "$(dirname "$0")/../dropin.sh"   # USCM, kernel_rping_side, check_pings, finish, run_to, wait_for, ipv4_gid
 
 N=10
 NETDEV=$(ip -o -4 addr show | awk -v ip="$USCM_VM_IP" 'index($4, ip "/") == 1 { print $2 }')
@@ -66,19 +66,11 @@ on_vlan() {
 }
 
 # step NAME HERE PEER PORT VLAN?: a's kernel server for b's drop-in client on PORT, then
-# b's drop-in server for a's kernel client on PORT+1
+# b's drop-in server for a's kernel client on PORT+1 (a's half: dropin.sh kernel_rping_side)
 step() {
   local name=$1 here=$2 peer=$3 port=$4 vlan=$5 pid before
   if [ "$USCM_VM_ROLE" = a ]; then
-    timeout $T rping -s -a "$here" -p "$port" -v > "/tmp/$name-s.log" 2>&1 & pid=$!
-    kernel_listening "$port" && sync.sh signal "kernel-$name-server-ready"
-    finish "kernel-$name-rping-s-served-dropin" "$pid" "/tmp/$name-s.log"
-    check_pings "kernel-$name-server-data" "/tmp/$name-s.log" 'server ping data: ' $N
-    sync.sh wait "dropin-$name-server-ready" $T
-    run_to "kernel-$name-rping-c-to-dropin" "/tmp/$name-c.log" \
-      timeout $T rping -c -a "$peer" -p $((port + 1)) -v -C $N
-    check_pings "kernel-$name-client-data" "/tmp/$name-c.log" 'ping data: ' $N
-    sync.sh signal "kernel-$name-client-done"
+    kernel_rping_side "$name" "$here" "$peer" "$port"
   else
     sync.sh wait "kernel-$name-server-ready" $T
     before=$(vlan_tx)
