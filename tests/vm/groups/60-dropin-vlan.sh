@@ -12,6 +12,8 @@
 #      (before: eth0's, the first; the kernel's listener on eth0.100 rejected the REQ,
 #      reason 28, and the drop-in's server sent its data untagged)
 #   3. the same address on the base netdev, "fe80::...%eth0": eth0's entry
+#   4. a listener on "fe80::...%eth0", a connect to "fe80::...%eth0.100": refused as
+#      the kernel does (other_netdev below)
 # Checks per step and way: the exit status, every ping's data line (check_pings), and
 # on b that the drop-in's traffic went out on the right netdev: eth0.100's tx_packets
 # grew by at least the ping count in steps 1 and 2 and by less in step 3. Readiness:
@@ -88,6 +90,53 @@ step() {
   fi
 }
 
+# still_listening NAME PID LOG: PASS while the server PID runs (it took no connection:
+# rping -s exits after its one client), then stops it
+still_listening() {
+  if kill -0 "$2" 2>/dev/null; then pass "$1"; else show "$3"; fail "$1" "it exited"; fi
+  kill "$2" 2>/dev/null; wait "$2" 2>/dev/null
+}
+# rejected NAME LOG WANT: PASS when the client's LOG has the line WANT ("cma event ...")
+rejected() {
+  local got; got=$(grep -m1 '^cma event ' "$2")
+  if [ "$got" = "$3" ]; then pass "$1"; echo "  = $got"; else
+    show "$2"; fail "$1" "'$got', not '$3'"
+  fi
+}
+
+# other_netdev: 4. a listener bound to the link-local address on the base netdev
+# ("fe80::...%eth0") and a client's connect to that address on the VLAN
+# ("fe80::...%eth0.100"): the REQ comes in on the VLAN's GID entry, and the kernel's
+# rdma_cm takes it for no listener bound to another netdev (cma_match_net_dev): its
+# ib_cm answers REJ 28 (rping: "cma event RDMA_CM_EVENT_REJECTED, error 28"), the
+# listener sees nothing. First a's kernel listener for b's drop-in client (what a client
+# sees), then b's drop-in listener for a's kernel client, which must see the same (before
+# 2026-11-28 the drop-in's listener took it). Each listener is still listening after.
+other_netdev() {
+  local pid saw want='cma event RDMA_CM_EVENT_REJECTED, error 28'
+  if [ "$USCM_VM_ROLE" = a ]; then
+    timeout $T rping -s -a "$LL%$NETDEV" -p 7196 -v > /tmp/scope-s.log 2>&1 & pid=$!
+    kernel_listening 7196 && sync.sh signal kernel-scope-server-ready
+    sync.sh wait dropin-scope-client-done $T
+    still_listening kernel-scope-listener-took-nothing "$pid" /tmp/scope-s.log
+    saw=$(sync.sh get dropin-scope-client-saw $T)
+    sync.sh wait dropin-scope-server-ready $T
+    timeout $T rping -c -a "$PEER_LL%$VLAN" -p 7197 -v -C 1 > /tmp/scope-c.log 2>&1
+    rejected kernel-scope-client-sees-what-dropin-client-saw /tmp/scope-c.log "$saw"
+    sync.sh signal kernel-scope-client-done
+  else
+    sync.sh wait kernel-scope-server-ready $T
+    "${USCM[@]}" rping -c -a "$PEER_LL%$VLAN" -p 7196 -v -C 1 > /tmp/scope-c.log 2>&1
+    rejected dropin-scope-client-rejected-by-kernel /tmp/scope-c.log "$want"
+    grep -m1 '^cma event ' /tmp/scope-c.log | sync.sh put dropin-scope-client-saw
+    sync.sh signal dropin-scope-client-done
+    "${USCM[@]}" rping -s -a "$LL%$NETDEV" -p 7197 -v > /tmp/scope-s.log 2>&1 & pid=$!
+    wait_for /tmp/scope-s.log 'listening on' "$pid" && sync.sh signal dropin-scope-server-ready
+    sync.sh wait kernel-scope-client-done $T
+    still_listening dropin-scope-listener-took-nothing "$pid" /tmp/scope-s.log
+  fi
+}
+
 if [ "$USCM_VM_ROLE" = a ]; then
   check kernel-cm-loaded-a grep -qw rdma_ucm /proc/modules
 else
@@ -100,6 +149,7 @@ sync.sh wait "$peer_role-vlan-ready" $T
 step v4 "192.168.100.$me" "192.168.100.$other" 7190 yes
 step ll-vlan "$LL%$VLAN" "$PEER_LL%$VLAN" 7192 yes
 step ll-base "$LL%$NETDEV" "$PEER_LL%$NETDEV" 7194 no
+other_netdev
 if [ "$USCM_VM_ROLE" = a ]; then
   # b checks this too: a's console lines can be lost, b's FAIL is not
   echo "$FAILED" | sync.sh put a-failed
