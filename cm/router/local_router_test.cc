@@ -123,6 +123,69 @@ TEST_F(LocalRouterTest, ARequestGoesToTheClientThatClaimedItsServiceId) {
   EXPECT_EQ(a->counters().received, 1u);
 }
 
+// Both ends of a connection on the router's one port (rping -s and rping -c
+// on the host's own address): the REQ leaves through the wire to the port's
+// own LID, comes back from the wire and goes to the listener; every later
+// MAD goes to the client its RemoteCommID names. Ends with nothing tracked.
+TEST_F(LocalRouterTest, TwoClientsOfOnePortConnectToEachOtherThroughTheWire) {
+  auto a = Connect();
+  auto b = Connect();
+  auto endpoint_of = [&](LocalRouterClient& c, uint64_t seed) {
+    cm::CmConfig cfg = cm::testing::TestConfig();
+    cfg.comm_id_prefix_bits = c.caps().comm_id_prefix_bits;
+    cfg.comm_id_prefix = c.caps().comm_id_prefix;
+    return std::make_unique<cm::CmEndpoint>(c.port(), cfg, seed);
+  };
+  auto ea = endpoint_of(*a, 5), eb = endpoint_of(*b, 6);
+  ASSERT_TRUE(b->ClaimService(kSid, ~uint64_t{0}, false).ok());
+  ASSERT_TRUE(eb->Listen(kSid, ~uint64_t{0}, 8, false).ok());
+  std::vector<cm::CmEvent> events_a, events_b;
+  // One turn: each endpoint's MADs to its client, the fabric until idle, the
+  // wire routed, each client's arrivals to its endpoint.
+  auto turn = [&] {
+    for (auto [e, c] : {std::pair{ea.get(), a.get()}, std::pair{eb.get(), b.get()}}) {
+      cm::OutgoingMad m;
+      while (e->PollTransmit(&m)) ASSERT_TRUE(c->Send(m.to, m.mad).ok());
+    }
+    ASSERT_TRUE(sched_->RunUntilIdle().ok());
+    router_->PollWire();
+    for (auto [e, c] : {std::pair{ea.get(), a.get()}, std::pair{eb.get(), b.get()}}) {
+      c->Drain([&](const mad::ReceivedMad& m) { e->HandleMad(sched_->Now(), m.from, m.data); });
+    }
+    for (cm::CmEvent ev; ea->PollEvent(&ev);) events_a.push_back(ev);
+    for (cm::CmEvent ev; eb->PollEvent(&ev);) events_b.push_back(ev);
+  };
+  cm::ConnectParams p = cm::testing::MakeConnect(0x600);
+  p.service_id = kSid;
+  p.primary.local_lid = p.primary.remote_lid = kRouterLid;
+  p.primary.local_gid = p.primary.remote_gid = wire_->port().gid;
+  auto active = ea->Connect(sched_->Now(), p);
+  ASSERT_TRUE(active.ok()) << active.status();
+  turn();
+  ASSERT_EQ(cm::testing::Types(events_b),
+            std::vector<cm::CmEventType>{cm::CmEventType::kConnectRequest});
+  const cm::ConnId passive = events_b[0].conn;
+  ASSERT_TRUE(eb->Accept(sched_->Now(), passive, cm::testing::MakeAccept(0x601)).ok());
+  turn();
+  ASSERT_EQ(cm::testing::Types(events_a),
+            std::vector<cm::CmEventType>{cm::CmEventType::kConnectResponse});
+  ASSERT_TRUE(ea->Rtu(sched_->Now(), *active).ok());
+  turn();
+  EXPECT_EQ(cm::testing::Types(events_b),
+            (std::vector<cm::CmEventType>{cm::CmEventType::kConnectRequest,
+                                          cm::CmEventType::kEstablished}));
+  ASSERT_TRUE(ea->Disconnect(sched_->Now(), *active).ok());
+  turn();
+  ASSERT_EQ(events_b.back().type, cm::CmEventType::kDisconnected);
+  ASSERT_TRUE(eb->Disconnect(sched_->Now(), passive).ok());
+  turn();
+  EXPECT_EQ(events_a.back().type, cm::CmEventType::kDisconnected);
+  EXPECT_EQ(router_->counters().wire_unroutable, 0u);
+  EXPECT_EQ(router_->counters().refused_mads, 0u);
+  EXPECT_EQ(router_->router().tracked(a->slot()), 0u);
+  EXPECT_EQ(router_->router().tracked(b->slot()), 0u);
+}
+
 TEST_F(LocalRouterTest, ACmMadOutsideTheClientsRangeIsRefusedAndNothingGoesOnTheWire) {
   auto a = Connect();
   auto b = Connect();
