@@ -126,6 +126,8 @@ void CmEndpoint::HandleSidrReq(TimePoint now, const mad::MadAddress& from,
   sidr_table_[{r->request_id, from.lid}] = id.index;
   CmEvent e = MakeEvent(CmEventType::kSidrRequest, *Find(id));
   e.service_id = r->service_id;
+  // Of e.req only sgid_index: the entry it came in on (its netdev on RoCE).
+  e.req.sgid_index = from.sgid_index;
   e.private_data = r->private_data;
   Emit(std::move(e));
 }

@@ -34,11 +34,14 @@ TEST(SidrTest, SuccessCarriesQpnQkeyAndPrivateData) {
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(*p.a.State(*id), CmState::kSidrReqSent);
   const OutgoingMad req = DrainTx(p.a).at(0);
-  p.b.HandleMad(p.now, p.addr_a, req.mad);
+  mad::MadAddress received_on = p.addr_a;
+  received_on.sgid_index = 3;  // the local GID entry it came in on (RoCE: its netdev)
+  p.b.HandleMad(p.now, received_on, req.mad);
   auto ev = DrainEvents(p.b);
   ASSERT_THAT(testing::Types(ev), ElementsAre(CmEventType::kSidrRequest));
   EXPECT_EQ(ev[0].listen, *l);
   EXPECT_EQ(ev[0].service_id, testing::kService);
+  EXPECT_EQ(ev[0].req.sgid_index, 3);
   p.b.HandleMad(p.now, p.addr_a, req.mad);  // duplicate: dropped, counted
   EXPECT_TRUE(DrainEvents(p.b).empty());
   EXPECT_EQ(p.b.counters().duplicates[7], 1u);

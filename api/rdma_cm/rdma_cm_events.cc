@@ -444,10 +444,26 @@ void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
     Address dst;
     dst.family = peer.family;
     dst.ip = h->dst_addr;
-    // The listener of the destination address when several share the port.
-    if (CmId* exact = ListenerFor(listener, dst); exact != nullptr) listener = exact;
+    // As a REQ (OnConnectRequest): a link-local destination is on the netdev
+    // of the GID entry the SIDR_REQ came in on, and the listener is the one of
+    // the destination address (cma_find_listener, cma_match_net_dev, which the
+    // kernel's cma_ib_req_handler runs for SIDR too). None: the kernel's
+    // handler fails and ib_cm answers IB_SIDR_REJECT (cm_destroy_id ->
+    // cm_reject_sidr_req), status 2.
+    const std::vector<int>& netdevs = options_.roce_gid_ifindexes;
+    if (dst.is_link_local() && e.req.sgid_index < netdevs.size()) {
+      dst.scope_id = static_cast<uint32_t>(netdevs[e.req.sgid_index]);
+    }
+    listener = ListenerFor(listener, dst);
+    if (listener == nullptr) {
+      cm::SidrReplyParams p;
+      p.status = 2;  // IB_SIDR_REJECT
+      (void)node_->cm().SidrReply(now, e.conn, p);
+      return;
+    }
     local = listener->local_;
     local.ip = h->dst_addr;
+    local.scope_id = dst.scope_id;
     AssignBytes(ev->ud.private_data, mad::wire::CmaUserData(pd));
   } else {
     peer = Address::Ib(mad::Gid(), 0, e.service_id);

@@ -160,13 +160,14 @@ class RoceVlanPassiveTest : public ::testing::Test {
     return sched_.RunUntil([&] { return ch.queued() > 0; }, sched_.Now() + mad::Duration::Seconds(5))
         .ok();
   }
-  // b listens on `bind`, a connects to `dst`: the first event on either side
-  // (b's CONNECT_REQUEST or a's answer), null when none came.
-  Event* ListenAndConnect(const Address& bind, const Address& dst) {
-    CmId* listener = *chb_->CreateId(nullptr, PortSpace::kTcp);
+  // b listens on `bind`, a connects to `dst` (a REQ, or with kUdp a SIDR_REQ):
+  // the first event on either side (b's CONNECT_REQUEST or a's answer), null
+  // when none came.
+  Event* ListenAndConnect(const Address& bind, const Address& dst, PortSpace ps = PortSpace::kTcp) {
+    CmId* listener = *chb_->CreateId(nullptr, ps);
     EXPECT_TRUE(listener->BindAddr(bind).ok());
     EXPECT_TRUE(listener->Listen(4).ok());
-    CmId* id = *cha_->CreateId(nullptr, PortSpace::kTcp);
+    CmId* id = *cha_->CreateId(nullptr, ps);
     EXPECT_TRUE(id->ResolveAddr(absl::nullopt, dst).ok());
     EXPECT_TRUE(RunUntilQueued(*cha_));
     EXPECT_EQ((*cha_->GetEvent())->event, EventType::kAddrResolved);
@@ -238,6 +239,43 @@ TEST_F(RoceVlanPassiveTest, AListenerOnAGlobalAddressTakesItFromAnyNetdev) {
                               *Address::Parse("192.168.78.1:7174"));
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->event, EventType::kConnectRequest);
+}
+
+// SIDR as a REQ (the kernel's cma_ib_req_handler runs cma_find_listener for
+// both): a UDP listener bound to fe80::1%eth0 does not take a SIDR_REQ that
+// came in on eth0.100; ib_cm answers IB_SIDR_REJECT (status 2), which the
+// active side gets as UNREACHABLE. Before, the listener took it.
+TEST_F(RoceVlanPassiveTest, AUdpListenerOnTheBaseNetdevRefusesASidrRequestFromItsVlan) {
+  ASSERT_NO_FATAL_FAILURE(Open(2));
+  Event* e = ListenAndConnect(LinkLocal("[fe80::1]:7174", 2), LinkLocal("[fe80::1]:7174", 5),
+                              PortSpace::kUdp);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, EventType::kUnreachable) << "b's listener took it";
+  EXPECT_EQ(e->status, 2);
+  EXPECT_EQ(chb_->queued(), 0u);
+}
+
+// ... and a SIDR_REQ that came in on the VLAN's entry makes an id on the
+// VLAN's netdev, as a REQ does.
+TEST_F(RoceVlanPassiveTest, ASidrRequestOnTheVlansEntryIsOnTheVlansInterface) {
+  ASSERT_NO_FATAL_FAILURE(Open(2));
+  Event* e = ListenAndConnect(LinkLocal("[fe80::1]:7174", 3), LinkLocal("[fe80::1]:7174", 5),
+                              PortSpace::kUdp);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->event, EventType::kConnectRequest);
+  EXPECT_EQ(e->id->GetLocalAddr().scope_id, 3u) << "eth0.100, the netdev of GID entry 2";
+}
+
+// A SIDR_REQ for an address of b that no listener on the port number is
+// bound to is refused (status 2), as a REQ gets REJ 28. Before, the first
+// listener on the port number took it, with the other address as its own.
+TEST_F(RoceVlanPassiveTest, ASidrRequestForAnAddressNoListenerIsBoundToIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(Open(1));
+  Event* e = ListenAndConnect(*Address::Parse("192.168.100.1:7174"),
+                              *Address::Parse("192.168.78.1:7174"), PortSpace::kUdp);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, EventType::kUnreachable) << "the listener on 192.168.100.1 took it";
+  EXPECT_EQ(e->status, 2);
 }
 
 }  // namespace
