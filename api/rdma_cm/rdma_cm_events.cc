@@ -91,6 +91,16 @@ AhAttr AhFor(const cm::PathInfo& p) {
   return a;
 }
 
+// A link-local destination is on the netdev of the GID entry the request (REQ
+// or SIDR_REQ) came in on (a VLAN's or the base netdev's: one fe80:: address),
+// as the kernel's new id takes the request's netdev (cma_get_net_dev,
+// bound_dev_if); its QP then sends from that entry.
+void TakeEntrysNetdev(const DeviceOptions& o, uint8_t sgid_index, Address* dst) {
+  if (dst->is_link_local() && sgid_index < o.roce_gid_ifindexes.size()) {
+    dst->scope_id = static_cast<uint32_t>(o.roce_gid_ifindexes[sgid_index]);
+  }
+}
+
 }  // namespace
 
 
@@ -349,14 +359,7 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
       peer.ip = h->src_addr;
       peer.port = h->src_port;
       local.port = listener->local_.port;
-      // A link-local destination is on the netdev of the GID entry the REQ
-      // came in on (a VLAN's or the base netdev's: one fe80:: address), as
-      // the kernel's new id takes the REQ's netdev (cma_get_net_dev,
-      // bound_dev_if); its QP then sends from that entry.
-      const std::vector<int>& netdevs = options_.roce_gid_ifindexes;
-      if (local.is_link_local() && e.req.sgid_index < netdevs.size()) {
-        local.scope_id = static_cast<uint32_t>(netdevs[e.req.sgid_index]);
-      }
+      TakeEntrysNetdev(options_, e.req.sgid_index, &local);
     }
     // As the kernel: a header we cannot use, or a destination no listener
     // on the port is bound to, gets REJ 28 without private data. A listener
@@ -444,16 +447,12 @@ void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
     Address dst;
     dst.family = peer.family;
     dst.ip = h->dst_addr;
-    // As a REQ (OnConnectRequest): a link-local destination is on the netdev
-    // of the GID entry the SIDR_REQ came in on, and the listener is the one of
-    // the destination address (cma_find_listener, cma_match_net_dev, which the
-    // kernel's cma_ib_req_handler runs for SIDR too). None: the kernel's
+    // As a REQ (OnConnectRequest): the destination's netdev, and the listener
+    // of the destination address (cma_find_listener, cma_match_net_dev, which
+    // the kernel's cma_ib_req_handler runs for SIDR too). None: the kernel's
     // handler fails and ib_cm answers IB_SIDR_REJECT (cm_destroy_id ->
     // cm_reject_sidr_req), status 2.
-    const std::vector<int>& netdevs = options_.roce_gid_ifindexes;
-    if (dst.is_link_local() && e.req.sgid_index < netdevs.size()) {
-      dst.scope_id = static_cast<uint32_t>(netdevs[e.req.sgid_index]);
-    }
+    TakeEntrysNetdev(options_, e.req.sgid_index, &dst);
     listener = ListenerFor(listener, dst);
     if (listener == nullptr) {
       cm::SidrReplyParams p;

@@ -184,6 +184,14 @@ class RoceVlanPassiveTest : public ::testing::Test {
     return e.ok() ? *e : nullptr;
   }
 
+  // b's listener did not take the request: a got `type` with `status`, b nothing.
+  void ExpectRefused(Event* e, EventType type, int status) {
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->event, type) << "b's listener took it";
+    EXPECT_EQ(e->status, status);
+    EXPECT_EQ(chb_->queued(), 0u);
+  }
+
   sim::Scheduler sched_;
   std::unique_ptr<sim::Fabric> fabric_;
   std::unique_ptr<sa::SimSa> sa_;
@@ -213,11 +221,8 @@ TEST_F(RoceVlanPassiveTest, AConnectRequestOnTheVlansEntryIsOnTheVlansInterface)
 // took it (CONNECT_REQUEST on eth0.100).
 TEST_F(RoceVlanPassiveTest, AListenerOnTheBaseNetdevRefusesARequestFromItsVlan) {
   ASSERT_NO_FATAL_FAILURE(Open(2));
-  Event* e = ListenAndConnect(LinkLocal("[fe80::1]:7174", 2), LinkLocal("[fe80::1]:7174", 5));
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->event, EventType::kRejected) << "b's listener took it";
-  EXPECT_EQ(e->status, 28);
-  EXPECT_EQ(chb_->queued(), 0u);
+  ExpectRefused(ListenAndConnect(LinkLocal("[fe80::1]:7174", 2), LinkLocal("[fe80::1]:7174", 5)),
+                EventType::kRejected, 28);
 }
 
 // A wildcard listener is bound to no netdev (bound_dev_if 0): it takes a
@@ -247,12 +252,9 @@ TEST_F(RoceVlanPassiveTest, AListenerOnAGlobalAddressTakesItFromAnyNetdev) {
 // active side gets as UNREACHABLE. Before, the listener took it.
 TEST_F(RoceVlanPassiveTest, AUdpListenerOnTheBaseNetdevRefusesASidrRequestFromItsVlan) {
   ASSERT_NO_FATAL_FAILURE(Open(2));
-  Event* e = ListenAndConnect(LinkLocal("[fe80::1]:7174", 2), LinkLocal("[fe80::1]:7174", 5),
-                              PortSpace::kUdp);
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->event, EventType::kUnreachable) << "b's listener took it";
-  EXPECT_EQ(e->status, 2);
-  EXPECT_EQ(chb_->queued(), 0u);
+  ExpectRefused(ListenAndConnect(LinkLocal("[fe80::1]:7174", 2), LinkLocal("[fe80::1]:7174", 5),
+                                 PortSpace::kUdp),
+                EventType::kUnreachable, 2);
 }
 
 // ... and a SIDR_REQ that came in on the VLAN's entry makes an id on the
