@@ -100,9 +100,13 @@ int FakeDeallocPd(ibv_pd*) {
 uscm_sim* g_sim = nullptr;
 int g_port_devices_closed = 0;
 int g_port_devices_opened = 0;
+// The fabric devN's port is opened on again once its uscmd was killed (the
+// new uscmd's MAD path), or NULL: g_sim.
+uscm_sim* g_reopen_sim[kDevices] = {};
 uscm_device* SimHostOfDevice(ibv_context* verbs, int) {  // devN on simulated host N
   ++g_port_devices_opened;
-  return uscm_sim_device(g_sim, IndexOf(verbs));
+  const int n = IndexOf(verbs);
+  return uscm_sim_device(g_reopen_sim[n] != nullptr ? g_reopen_sim[n] : g_sim, n);
 }
 
 // The routers the library asked to start before opening ports
@@ -279,6 +283,7 @@ class SimulatedPortsTest : public DeviceSyncTest {
     DeviceSyncTest::SetUp();
     g_sim = uscm_sim_create(5);
     ASSERT_NE(g_sim, nullptr);
+    for (uscm_sim*& sim : g_reopen_sim) sim = nullptr;
     SetPortDevicesForTesting(SimHostOfDevice, CountPortDeviceClose);
     g_port_devices_closed = g_port_devices_opened = 0;
     g_router_starts.clear();
@@ -296,6 +301,10 @@ class SimulatedPortsTest : public DeviceSyncTest {
     SetPortDevicesForTesting(nullptr, nullptr);
     uscm_sim_destroy(g_sim);
     g_sim = nullptr;
+    for (uscm_sim*& sim : g_reopen_sim) {
+      uscm_sim_destroy(sim);
+      sim = nullptr;
+    }
     DeviceSyncTest::TearDown();
   }
   // rdma_bind_addr of `id` (NULL: id_) to IP:PORT; 0 or errno.
@@ -375,9 +384,10 @@ TEST_F(SimulatedPortsTest, ALostPortAndItsRemovalAreOneDeviceRemoval) {
 }
 
 // Whether a wildcard bind of `addr` ("0.0.0.0:PORT") is held on simulated
-// host `host`: a probe's bind there is refused.
-bool HeldOnHost(int host, const char* addr) {
-  uscm_event_channel* ch = uscm_create_event_channel_on(uscm_sim_device(g_sim, host));
+// host `host` (of g_sim unless `sim`): a probe's bind there is refused.
+bool HeldOnHost(int host, const char* addr, uscm_sim* sim = nullptr) {
+  uscm_event_channel* ch =
+      uscm_create_event_channel_on(uscm_sim_device(sim != nullptr ? sim : g_sim, host));
   uscm_cm_id* probe = nullptr;
   uscm_addr a;
   const bool held = ch != nullptr && uscm_create_id(ch, &probe, nullptr, USCM_PS_TCP) == 0 &&
@@ -385,6 +395,87 @@ bool HeldOnHost(int host, const char* addr) {
   if (probe != nullptr) uscm_destroy_id(probe);
   if (ch != nullptr) uscm_destroy_event_channel(ch);
   return held;
+}
+
+// A uscm id on simulated host `host` of `sim` (the fabric's, not the
+// drop-in's), as the drop-in's peer.
+class SimPeer {
+ public:
+  SimPeer(uscm_sim* sim, int host) : sim_(sim) {
+    ch_ = uscm_create_event_channel_on(uscm_sim_device(sim, host));
+    EXPECT_NE(ch_, nullptr);
+    if (ch_ != nullptr) {
+      EXPECT_EQ(uscm_create_id(ch_, &id_, nullptr, USCM_PS_TCP), 0) << uscm_last_error();
+    }
+  }
+  ~SimPeer() {
+    if (id_ != nullptr) uscm_destroy_id(id_);
+    if (ch_ != nullptr) uscm_destroy_event_channel(ch_);
+  }
+  uscm_cm_id* id() const { return id_; }
+  // The next event, run for: `want`, or NULL (a failure said why); the
+  // caller acks it.
+  uscm_cm_event* Next(uscm_cm_event_type want) {
+    uscm_cm_event* ue = nullptr;
+    EXPECT_EQ(uscm_sim_run_until_event(sim_, ch_, 120000), 0) << "no " << uscm_event_str(want);
+    EXPECT_EQ(uscm_get_cm_event(ch_, &ue), 0) << uscm_last_error();
+    if (ue == nullptr || ue->event == want) return ue;
+    ADD_FAILURE() << uscm_event_str(ue->event) << " status " << ue->status << ", not "
+                  << uscm_event_str(want);
+    uscm_ack_cm_event(ue);
+    return nullptr;
+  }
+  bool Saw(uscm_cm_event_type want) {
+    uscm_cm_event* ue = Next(want);
+    if (ue != nullptr) uscm_ack_cm_event(ue);
+    return ue != nullptr;
+  }
+  // Resolves `dst` ("IP:PORT") and sends it a REQ.
+  bool Connect(const char* dst) {
+    uscm_addr a;
+    if (uscm_parse_addr(dst, &a) != 0 || uscm_resolve_addr(id_, nullptr, &a, 2000) != 0 ||
+        !Saw(USCM_CM_EVENT_ADDR_RESOLVED) || uscm_resolve_route(id_, 2000) != 0 ||
+        !Saw(USCM_CM_EVENT_ROUTE_RESOLVED)) {
+      return false;
+    }
+    uscm_conn_param cp = {};
+    cp.qp_num = 0x123;
+    return uscm_connect(id_, &cp) == 0;
+  }
+
+ private:
+  uscm_sim* sim_;
+  uscm_event_channel* ch_ = nullptr;
+  uscm_cm_id* id_ = nullptr;
+};
+
+// The drop-in's next event on `ch`, its ports run on `sim` meanwhile (their
+// events moved to the programs' channels); NULL when none came.
+rdma_cm_event* NextOfDropIn(rdma_event_channel* ch, uscm_sim* sim) {
+  for (int step = 0; step < 100 && QueuedEvents(ch) == 0; ++step) {
+    for (uscm_event_channel* c : PortChannelsForTesting()) {
+      if (c != nullptr) uscm_sim_run_until_event(sim, c, 50);
+    }
+    PumpEvents();
+  }
+  rdma_cm_event* e = nullptr;
+  return QueuedEvents(ch) > 0 && rdma_get_cm_event(ch, &e) == 0 ? e : nullptr;
+}
+
+// The drop-in's `listener` on `ch` takes `client`'s REQ, on an id of the
+// device `verbs`, and rejects it; the client gets REJECTED.
+void TakeAndRejectRequest(rdma_event_channel* ch, uscm_sim* sim, rdma_cm_id* listener,
+                          ibv_context* verbs, SimPeer& client) {
+  rdma_cm_event* e = NextOfDropIn(ch, sim);
+  ASSERT_NE(e, nullptr) << "no CONNECT_REQUEST";
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_CONNECT_REQUEST) << rdma_event_str(e->event);
+  EXPECT_EQ(e->listen_id, listener);
+  rdma_cm_id* conn = e->id;
+  EXPECT_EQ(conn->verbs, verbs) << "the id's device";
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  EXPECT_EQ(rdma_reject(conn, nullptr, 0), 0) << strerror(errno);
+  EXPECT_TRUE(client.Saw(USCM_CM_EVENT_REJECTED));
+  EXPECT_EQ(rdma_destroy_id(conn), 0);
 }
 
 // A wildcard listener (id_, its own uscm id on dev0's port) and an id bound
@@ -462,16 +553,110 @@ TEST_F(LostPortOrderTest, AWildcardListenerGetsNoEventWhenItsPortsPathIsLostLast
 // dev1's MAD path lost while dev1 stays (its uscmd killed): the listener's
 // listen there (not its own uscm id) sends it nothing either, and it still
 // listens on dev0, its own port, where the bound id lives on and gets
-// nothing.
+// nothing; the uscm-ports thread's next step puts its listen back on dev1,
+// through dev1's new uscmd, and closes the old uscm device.
 TEST_F(LostPortOrderTest, AWildcardListenerGetsNoEventWhenAnotherPortsPathIsLost) {
+  uscm_sim* sim2 = g_reopen_sim[1] = uscm_sim_create(6);  // dev1's new uscmd's fabric
+  ASSERT_NE(sim2, nullptr);
   LosePath(1);
   EXPECT_EQ(Events(), std::vector<std::string>{});
   EXPECT_TRUE(Port7010HeldOn(0));
+  EXPECT_FALSE(HeldOnHost(1, "0.0.0.0:7010", sim2));
+  RunPortResyncForTesting();  // the uscm-ports thread's next step
+  EXPECT_TRUE(HeldOnHost(1, "0.0.0.0:7010", sim2)) << "listening on dev1 through its new uscmd";
+  EXPECT_EQ(g_port_devices_closed, 1) << "dev1's old uscm device: no id lives there";
   EXPECT_EQ(rdma_destroy_id(bound_), 0);
   EXPECT_EQ(rdma_destroy_id(id_), 0);
   id_ = nullptr;
   EXPECT_FALSE(Port7010HeldOn(0));
   EXPECT_EQ(g_closes, 0) << "no device removed";
+}
+
+// dev0's uscmd killed while dev0 stays: its MAD path lost, the port opened
+// again through a new uscmd (its MADs on another fabric, g_reopen_sim[0]: a
+// new transport to the same port), as the kernel's listener, whose CM never
+// goes away, keeps listening. The bound id gets its one DEVICE_REMOVAL and
+// keeps the old uscm device until destroyed; the listener gets none.
+class KilledUscmdTest : public LostPortOrderTest {
+ protected:
+  void SetUp() override {
+    LostPortOrderTest::SetUp();
+    g_reopen_sim[0] = sim2_ = uscm_sim_create(6);
+    ASSERT_NE(sim2_, nullptr);
+    LosePath(0);
+    EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  }
+  // Whether port 7010 is held on the new uscmd's dev0.
+  bool Port7010HeldThroughTheNewUscmd() { return HeldOnHost(0, "0.0.0.0:7010", sim2_); }
+
+  uscm_sim* sim2_ = nullptr;
+};
+
+TEST_F(KilledUscmdTest, AWildcardListenerTakesARequestOnThePortAgain) {
+  EXPECT_FALSE(Port7010HeldThroughTheNewUscmd());
+  RunPortResyncForTesting();  // the uscm-ports thread's next step
+  EXPECT_TRUE(Port7010HeldThroughTheNewUscmd()) << "listening on dev0 through the new uscmd";
+  EXPECT_EQ(id_->verbs, nullptr) << "still on no device";
+
+  SimPeer client(sim2_, 1);
+  ASSERT_TRUE(client.Connect("10.0.0.1:7010"));
+  TakeAndRejectRequest(ch_, sim2_, id_, &g_ctx[0], client);
+
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL, none for W";
+  EXPECT_EQ(g_port_devices_closed, 0) << "the old uscm device is the bound id's";
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
+  EXPECT_EQ(g_port_devices_closed, 1) << "closed with the bound id, its last";
+  EXPECT_EQ(g_closes, 0) << "dev0 stays";
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  id_ = nullptr;
+  EXPECT_FALSE(Port7010HeldThroughTheNewUscmd());
+}
+
+TEST_F(KilledUscmdTest, ANewIdBoundOnThePortConnects) {
+  SimPeer server(sim2_, 1);
+  uscm_addr a;
+  ASSERT_EQ(uscm_parse_addr("10.0.0.2:7013", &a), 0);
+  ASSERT_EQ(uscm_bind_addr(server.id(), &a), 0) << uscm_last_error();
+  ASSERT_EQ(uscm_listen(server.id(), 4), 0) << uscm_last_error();
+
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  ASSERT_EQ(Bind("10.0.0.1", 7012, id), 0) << "dev0:1's address";
+  EXPECT_EQ(id->verbs, &g_ctx[0]);
+  sockaddr_in dst = {};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(7013);
+  inet_pton(AF_INET, "10.0.0.2", &dst.sin_addr);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
+  auto next = [&](rdma_cm_event_type want) {
+    rdma_cm_event* e = NextOfDropIn(ch_, sim2_);
+    if (e == nullptr) return std::string("none");
+    const std::string got = rdma_event_str(e->event);
+    EXPECT_EQ(e->id, id);
+    rdma_ack_cm_event(e);
+    return e->event == want ? std::string("ok") : got;
+  };
+  ASSERT_EQ(next(RDMA_CM_EVENT_ADDR_RESOLVED), "ok");
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  ASSERT_EQ(next(RDMA_CM_EVENT_ROUTE_RESOLVED), "ok");
+  rdma_conn_param param = {};
+  param.qp_num = 0x4242;
+  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+  uscm_cm_event* req = server.Next(USCM_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr) << "the REQ went out through the new uscmd";
+  uscm_cm_id* passive = req->id;
+  uscm_conn_param answer = {};
+  answer.qp_num = 0x4343;
+  ASSERT_EQ(uscm_accept(passive, &answer), 0) << uscm_last_error();
+  uscm_ack_cm_event(req);
+  ASSERT_EQ(next(RDMA_CM_EVENT_CONNECT_RESPONSE), "ok");
+  ASSERT_EQ(rdma_establish(id), 0) << strerror(errno);
+  EXPECT_TRUE(server.Saw(USCM_CM_EVENT_ESTABLISHED));
+  uscm_destroy_id(passive);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL";
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
 }
 
 // A wildcard bind opens every port: their routers (uscmds) are asked to start
@@ -657,47 +842,9 @@ TEST_F(SimulatedPortsTest, AWildcardListenerWhoseOwnPortIsRemovedMovesToAnother)
 
   // A client on host 0 (the fabric's, no longer the drop-in's) to dev1's
   // host, 10.0.0.2:7008.
-  uscm_event_channel* cch = uscm_create_event_channel_on(uscm_sim_device(g_sim, 0));
-  ASSERT_NE(cch, nullptr);
-  uscm_cm_id* client = nullptr;
-  ASSERT_EQ(uscm_create_id(cch, &client, nullptr, USCM_PS_TCP), 0) << uscm_last_error();
-  auto next = [&](uscm_cm_event_type want) {
-    uscm_cm_event* ue = nullptr;
-    EXPECT_EQ(uscm_sim_run_until_event(g_sim, cch, 120000), 0);
-    EXPECT_EQ(uscm_get_cm_event(cch, &ue), 0) << uscm_last_error();
-    if (ue == nullptr) return false;
-    const bool ok = ue->event == want;
-    EXPECT_TRUE(ok) << uscm_event_str(ue->event) << " status " << ue->status;
-    uscm_ack_cm_event(ue);
-    return ok;
-  };
-  uscm_addr dst;
-  ASSERT_EQ(uscm_parse_addr("10.0.0.2:7008", &dst), 0);
-  ASSERT_EQ(uscm_resolve_addr(client, nullptr, &dst, 2000), 0) << uscm_last_error();
-  ASSERT_TRUE(next(USCM_CM_EVENT_ADDR_RESOLVED));
-  ASSERT_EQ(uscm_resolve_route(client, 2000), 0) << uscm_last_error();
-  ASSERT_TRUE(next(USCM_CM_EVENT_ROUTE_RESOLVED));
-  uscm_conn_param cp = {};
-  cp.qp_num = 0x123;
-  ASSERT_EQ(uscm_connect(client, &cp), 0) << uscm_last_error();
-  std::vector<uscm_event_channel*> ports = PortChannelsForTesting();
-  for (int step = 0; step < 100 && QueuedEvents(ch_) == 0; ++step) {
-    for (uscm_event_channel* c : ports) {
-      if (c != nullptr) uscm_sim_run_until_event(g_sim, c, 50);
-    }
-    PumpEvents();
-  }
-  ASSERT_EQ(rdma_get_cm_event(ch_, &e), 0) << "no CONNECT_REQUEST: " << strerror(errno);
-  EXPECT_EQ(e->event, RDMA_CM_EVENT_CONNECT_REQUEST) << rdma_event_str(e->event);
-  EXPECT_EQ(e->listen_id, id_);
-  rdma_cm_id* conn = e->id;
-  EXPECT_EQ(conn->verbs, &g_ctx[1]) << "accepted on dev1";
-  EXPECT_EQ(rdma_ack_cm_event(e), 0);
-  EXPECT_EQ(rdma_reject(conn, nullptr, 0), 0) << strerror(errno);
-  EXPECT_TRUE(next(USCM_CM_EVENT_REJECTED));
-  EXPECT_EQ(rdma_destroy_id(conn), 0);
-  EXPECT_EQ(uscm_destroy_id(client), 0);
-  uscm_destroy_event_channel(cch);
+  SimPeer client(g_sim, 0);
+  ASSERT_TRUE(client.Connect("10.0.0.2:7008"));
+  TakeAndRejectRequest(ch_, g_sim, id_, &g_ctx[1], client);
   EXPECT_EQ(rdma_destroy_id(id_), 0);
   EXPECT_EQ(g_closes, 1) << "dev1 is not removed";
 }

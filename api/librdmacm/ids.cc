@@ -257,7 +257,10 @@ void Forward(const uscm_cm_event& ue, Port* from) {
       // and detail go to USCM_DEBUG. None to a wildcard id (no device of
       // the program's: MoveWildcardIdsOffLocked) nor for a wildcard's bind
       // or listen on another port: the kernel's cma_process_remove only
-      // destroys a wildcard listener's listen on the device.
+      // destroys a wildcard listener's listen on the device. When the
+      // device stays (its uscmd was killed), the pump then replaces the
+      // port (OnLostPathLocked): the wildcard ids listen there again
+      // through a new uscmd, and new ids are served there.
       if (ue.id != id->state->uid || internal::OnNoDeviceLocked(id)) {
         internal::SayWildcardPathLost(id, from);
         return;
@@ -351,6 +354,7 @@ int PumpEventsLocked() {
   for (Port* port : PortsLocked()) {
     if (port->channel == nullptr) continue;
     any = true;
+    bool lost = false;  // a DEVICE_REMOVAL: the port's MAD path is gone
     for (;;) {
       // Only what is queued now (uscm_get_cm_event would wait on a real
       // device), with no poll(2) of the channel's fd per event.
@@ -359,10 +363,13 @@ int PumpEventsLocked() {
         if (errno == EAGAIN) break;
         return UscmFailed("pump");
       }
+      lost |= ue->event == USCM_CM_EVENT_DEVICE_REMOVAL;
       Forward(*ue, port);
       uscm_ack_cm_event(ue);
       ++moved;
     }
+    // After its events (the wildcard ids' uscm ids there are destroyed).
+    if (lost) OnLostPathLocked(port);
   }
   if (!any) return Fail(ENODEV, "pump", "no port open");
   return moved;
@@ -695,11 +702,14 @@ int rdma_destroy_id(rdma_cm_id* pub) {
   rdma_event_channel* own = id->state->sync ? id->pub.channel : nullptr;
   // A removed device's last id closes it (librdmacm's ucma_put_device).
   const bool on_removed = id->port != nullptr && id->port->gone && !id->port->testing;
+  // A lost port's last id closes its uscm device (lost_ports.cc).
+  const bool on_lost = id->port != nullptr && id->port->lost;
   delete id->state;
   delete id;
   lock.unlock();  // the channel's close hook takes g_mu
   if (own != nullptr) rdma_destroy_event_channel(own);
   if (on_removed) CloseRemovedDevices();
+  if (on_lost) CloseLostPorts();
   internal::JoinStoppedPortResync();  // the last wildcard id's: the thread may wait for g_mu
   return 0;
 }

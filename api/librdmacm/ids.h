@@ -148,6 +148,16 @@ int CloseRemovedDevices();
 // ucma_get_cma_device lists the devices again.
 void CloseRemovedDevicesIfNew();
 
+// lost_ports.cc: the uscm devices of the lost ports (ports.h
+// ReplaceLostPortLocked: their uscmd exited while the device stayed) on which
+// no id lives any more: the wildcard ids' binds and listens there dropped,
+// each port's uscm device closed with its progress thread and its channel
+// (the device's context stays: the device is there). Runs at rdma_destroy_id
+// of an id on a lost port and in the uscm-ports thread's step; takes the
+// library's lock, so never under it (nor on a port's progress thread: the
+// close joins it). How many were closed.
+int CloseLostPorts();
+
 // qps.cc: drops what rdma_create_qp kept for `id` (rdma_destroy_id; a
 // program that destroyed the QP with ibv_destroy_qp never calls
 // rdma_destroy_qp). The CQs it made stay (they may still be in use).

@@ -205,11 +205,23 @@ void MoveWildcardIdsOffLocked(Port* port, const char* call);
 bool OnNoDeviceLocked(const Id* id);
 // The MAD path of `port` was lost (its uscmd exited) under the wildcard id
 // `id`'s bind or listen there: no event (the kernel's wildcard listener has
-// no device); with USCM_DEBUG one line, as the id hears nothing on the port
-// until its device is removed (MoveWildcardIdsOffLocked) and added back, or
-// the program starts again (docs/API.md "Devices and ports that appear
-// later").
+// no device); with USCM_DEBUG one line (OnLostPathLocked puts the id on the
+// port's fresh entry, or the device is removed).
 void SayWildcardPathLost(const Id* id, const Port* port);
+// lost_ports.cc: after the pump moved a DEVICE_REMOVAL of `port`'s uscm
+// device (its MAD path lost: uscm sends one to each of the device's ids).
+// When the device stays (its uscmd was killed, crashed or restarted, not
+// removed with it), the port is replaced (ports.h ReplaceLostPortLocked): the
+// wildcard ids leave it as from a removed device (MoveWildcardIdsOffLocked,
+// DropPortLocked: no event, as the kernel's listener, whose CM never goes
+// away, gets none), the fresh entry is opened again through a new uscmd
+// started on demand (by the next call that needs the port, or the
+// uscm-ports thread while a wildcard id exists, which then puts each
+// wildcard id's bind and listen back on it: ClaimNewPortsLocked), and the
+// lost entry stays with the ids that live on it (each got its one
+// DEVICE_REMOVAL) until the last is destroyed (CloseLostPorts). A removed
+// device's port, a simulated one, or one replaced already: nothing.
+void OnLostPathLocked(Port* port);
 // A removed device's `port`, where no id lives: the wildcard ids' binds and
 // listens there are destroyed (the kernel's cma_process_remove destroys a
 // wildcard listener's listen on the device, and the wildcard id stays).

@@ -101,6 +101,9 @@ void Step(StepFor why) {
   // progress thread, so it can join theirs). The program of a wildcard
   // listener may make no call at all, nor one waiting for events.
   CloseRemovedDevicesIfNew();
+  // A port whose uscmd exited, once its ids are gone (its entry was replaced
+  // by the pump, and opened again above).
+  CloseLostPorts();
 }
 
 std::atomic<int> g_period_ms{1000};  // SetPortResyncPeriodForTesting

@@ -23,7 +23,12 @@
 // once and closes the removed ones nothing holds, and the ids on the others
 // get DEVICE_REMOVAL (ids.h CloseRemovedDevices). Where no uevent comes, a
 // removal is noticed at the program's next call that lists the devices, or
-// by the once-a-second listing while a wildcard id exists.
+// by the once-a-second listing while a wildcard id exists. A port whose
+// uscmd exited while its device stayed is replaced in the table by the pump
+// (ids_internal.h OnLostPathLocked): a step opens the fresh entry like a port
+// added later (a new uscmd, started on demand), claims it for the wildcard
+// ids, and closes the lost entry's uscm device once no id lives on it (ids.h
+// CloseLostPorts).
 //
 // The slow parts run without the library's lock, so no call of the program
 // waits for them: the listing (ibv_get_device_list, an ibv_query_port and the
@@ -74,7 +79,8 @@ namespace uscm::librdmacm {
 // the listing (spaced as a miss's: none within 100 ms of the last), the
 // opening of every live port not open yet (one the thread failed to open is
 // not tried again by it), then every wildcard id on every open port it is
-// not on yet (ids_internal.h ClaimNewPortsLocked).
+// not on yet (ids_internal.h ClaimNewPortsLocked), then the close of the
+// removed devices and the lost ports nothing holds.
 void RunPortResyncForTesting();
 // Whether the thread runs (started and not stopped).
 bool PortResyncRunning();

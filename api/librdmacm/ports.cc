@@ -421,6 +421,27 @@ OpenedPort ReleasePortLocked(Port* port) {
   return opened;
 }
 
+Port* ReplaceLostPortLocked(Port* port) {
+  if (port->lost || port->gone || port->testing || port->verbs == nullptr ||
+      DeviceGone(port->verbs)) {
+    return nullptr;
+  }
+  port->lost = true;
+  port->gone = true;  // no new id on it, no lookup finds it
+  Port fresh;
+  fresh.ca = port->ca;
+  fresh.port_num = port->port_num;
+  fresh.verbs = port->verbs;
+  fresh.ips = port->ips;
+  fresh.gids = port->gids;
+  fresh.ethernet = port->ethernet;
+  fresh.gid_count = port->gid_count;
+  fresh.generation = port->generation;
+  fresh.replaces_lost = true;
+  TheTable().ports.push_back(std::move(fresh));
+  return &TheTable().ports.back();
+}
+
 namespace {
 
 bool HostHoldsAddressNow(const uscm_addr& addr) {
@@ -506,7 +527,8 @@ std::string CmCountersLinesLocked() {
     char head[128];
     snprintf(head, sizeof head, "uscm librdmacm: pid %d %s port %d CM ", static_cast<int>(getpid()),
              p.ca.c_str(), p.port_num);
-    out += head + text + (p.dev == nullptr ? " (device removed)\n" : "\n");
+    const char* why = p.lost ? " (its uscmd exited)\n" : " (device removed)\n";
+    out += head + text + (p.dev == nullptr ? why : "\n");
   }
   return out;
 }

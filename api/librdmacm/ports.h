@@ -44,9 +44,17 @@ struct Port {
   uint64_t generation = 0;
   uint64_t missed_at = ~uint64_t{0};
   bool testing = false;          // a simulated device of UsePortsForTesting
-  // Its device was removed (devices.h DeviceGone): its ids stay until
-  // destroyed, no new id is put on it.
+  // Its device was removed (devices.h DeviceGone), or its MAD path was lost
+  // (`lost`): its ids stay until destroyed, no new id is put on it.
   bool gone = false;
+  // Its MAD path was lost while its device stayed (its uscmd exited: killed,
+  // crashed, restarted) and ReplaceLostPortLocked put a fresh entry for the
+  // same port in the table; this one is kept for the ids that live on it
+  // (they got DEVICE_REMOVAL) and closed after the last (ids.h CloseLostPorts).
+  bool lost = false;
+  // The fresh entry of a lost port: opened again (a new uscmd, started on
+  // demand) by the next call that needs it or the uscm-ports thread.
+  bool replaces_lost = false;
   // Once opened (OpenPortLocked):
   uscm_device* dev = nullptr;
   uscm_event_channel* channel = nullptr;
@@ -122,6 +130,13 @@ std::vector<Port*> PortsOfLocked(ibv_context* verbs);
 // with no context, device or address.
 struct OpenedPort;
 OpenedPort ReleasePortLocked(Port* port);
+// A port whose MAD path was lost while its device stayed (its uscmd exited;
+// a port of a removed device, a simulated one, or one lost already: NULL,
+// nothing done): marked `lost` and gone, and a fresh unopened entry for the
+// same device and port, with its addresses, added to the table (returned),
+// where the lookups and the uscm-ports thread find it instead. The lost entry
+// keeps its uscm device and channel for the ids that live on it.
+Port* ReplaceLostPortLocked(Port* port);
 // USCM_CM_COUNTERS=1's lines, printed at exit (under the lock, waiting for
 // it at most 2 s): one per opened port with its CM counters, and one per port
 // of a device removed before exit with its counters at its release.

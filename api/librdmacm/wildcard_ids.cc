@@ -64,20 +64,21 @@ void SayHeld(const Id* id, const Port* port) {
     inet_ntop(AF_INET6, a.ip, host, sizeof(host));
   }
   const bool listening = id->state->wildcard_listening;
-  fprintf(stderr, "uscm librdmacm: %s: %s %s port %u (%s:%u, a port added later)\n",
+  fprintf(stderr, "uscm librdmacm: %s: %s %s port %u (%s:%u, %s)\n",
           listening ? "rdma_listen" : "rdma_bind_addr", listening ? "listening on" : "bound to",
-          host, a.port, port->ca.c_str(), port->port_num);
+          host, a.port, port->ca.c_str(), port->port_num,
+          port->replaces_lost ? "opened again: its uscmd exited" : "a port added later");
 }
 
-// With USCM_DEBUG: the wildcard id whose own port's device was removed, and
-// where it went (MoveWildcardIdsOffLocked).
-void SayMoved(const Id* id, const Port* from) {
+// With USCM_DEBUG: the wildcard id whose own port's device was removed (or
+// its uscmd exited: `why`), and where it went (MoveWildcardIdsOffLocked).
+void SayMoved(const Id* id, const Port* from, const char* why) {
   if (!DebugEnabled()) return;
   const Port* to = id->port;
   const std::string where =
       to == nullptr ? "no port until one is added" : to->ca + ":" + std::to_string(to->port_num);
   fprintf(stderr,
-          "uscm librdmacm: device removed: the wildcard id of port %u leaves %s:%u for %s\n",
+          "uscm librdmacm: %s: the wildcard id of port %u leaves %s:%u for %s\n", why,
           id->state->bound.port, from->ca.c_str(), from->port_num, where.c_str());
 }
 
@@ -108,11 +109,11 @@ int ClaimPortLocked(Id* id, Port* port) {
   return 0;
 }
 
-// A port of a device not removed among the wildcard id's other ports, or
-// NULL.
+// A port of a device not removed, other than `removed`, among the wildcard
+// id's other ports, or NULL.
 const IdState::OnPort* LiveOtherPort(const Id* id, const Port* removed) {
   for (const IdState::OnPort& o : id->state->other_ports) {
-    if (o.port->verbs != removed->verbs && !o.port->gone && !DeviceGone(o.port->verbs)) return &o;
+    if (o.port != removed && !o.port->gone && !DeviceGone(o.port->verbs)) return &o;
   }
   return nullptr;
 }
@@ -311,9 +312,8 @@ bool OnNoDeviceLocked(const Id* id) {
 void SayWildcardPathLost(const Id* id, const Port* port) {
   if (!DebugEnabled()) return;
   fprintf(stderr,
-          "uscm librdmacm: %s:%u's MAD path is lost (its uscmd exited): the wildcard id of "
-          "port %u hears nothing there until the device is removed and added back, or the "
-          "program starts again\n",
+          "uscm librdmacm: %s:%u's MAD path is lost (its uscmd exited): no event for the "
+          "wildcard id of port %u (it listens there again once the port is opened again)\n",
           port->ca.c_str(), port->port_num, id->state->bound.port);
 }
 
@@ -332,7 +332,7 @@ void MoveWildcardIdsOffLocked(Port* port, const char* call) {
     }
     if (uscm_destroy_id(gone) != 0) UscmFailed(call);
     ByUscmId().erase(gone);
-    SayMoved(id, port);
+    SayMoved(id, port, call);
   }
 }
 
