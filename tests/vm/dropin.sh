@@ -43,6 +43,16 @@ show() {
 }
 ulimit -c unlimited 2>/dev/null && echo '/tmp/core.%e.%p' > /proc/sys/kernel/core_pattern 2>/dev/null
 
+# gone PID: until PID (a process that is not this shell's child, e.g. a uscmd) has
+# exited, for at most $T seconds
+gone() {
+  local end=$((SECONDS + T))
+  while kill -0 "$1" 2>/dev/null; do
+    ((SECONDS < end)) || { echo "pid $1 still runs after ${T}s" >&2; return 1; }
+    sleep 0.1
+  done
+}
+
 # run_to NAME LOG CMD...: runs CMD in the foreground, output in LOG; PASS on exit 0
 run_to() {
   local name=$1 log=$2 rc=0; shift 2

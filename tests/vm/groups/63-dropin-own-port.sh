@@ -51,15 +51,6 @@ ucmatose_pair() {
   done
 }
 
-# gone PID: until PID has exited, for at most $T seconds
-gone() {
-  local end=$((SECONDS + T))
-  while kill -0 "$1" 2>/dev/null; do
-    ((SECONDS < end)) || { echo "pid $1 still runs after ${T}s" >&2; return 1; }
-    sleep 0.1
-  done
-}
-
 check kernel-cm-loaded grep -qw rdma_ucm /proc/modules
 rping_pair kernel 7430 timeout "$T"
 ucmatose_pair kernel 7431 timeout "$T"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# A port's uscmd killed (SIGKILL) while its device stays and a drop-in server runs: the
+# server keeps listening, as the kernel's listener does (its CM never goes away). One VM
+# (rxe0 192.168.77.1 <-veth-> veth1 192.168.77.2, rxe1), ib_cm, rdma_cm and rdma_ucm
+# unloaded. Debian's `rping -s -a 0.0.0.0` through `uscm exec` listens on both ports
+# (its wildcard listen starts both uscmds); one port's uscmd is killed with SIGKILL; the
+# drop-in sees the port's MAD path lost (its socket closed), opens the port again through
+# a new uscmd started on demand (the server's uscm-ports thread) and puts the listen back
+# on it (its USCM_DEBUG line "listening on 0.0.0.0 port P (DEV:1, opened again: its
+# uscmd exited)" is the readiness line waited on); then `rping -c -v -C 10` to that
+# port's address connects to the same server process (pid checked before the client),
+# and every data line is checked on both ends. First rxe1 (the listener's listen on
+# another port than its own uscm id's), then rxe0 (its own uscm id's port, the first
+# listed: the id moves to rxe1's and takes the new rxe0 listen as another). Connections
+# made through the dead uscmd are not tested here: they got DEVICE_REMOVAL and their
+# peers time out (no uscmd is left to send REJ or DREQ), as with a crashed kernel.
+# Before, the server heard nothing on the port again until it restarted (the client's
+# REQ went to the new uscmd with no listen claim on it).
+# targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
+. "$(dirname "$0")/../lib.sh"
+vm_boot --cm --timeout 400
+. "$VM_DIR/dropin.sh"
+
+N=10
+# The server lives through four steps (its listen, the kill, its listen again, the
+# client): their bound, not one step's
+SERVER=(env USCM_DEBUG=1 timeout $((3 * T)) "$USCM_VM_BIN/tools/uscm" exec --)
+
+# killed_uscmd DEV IP PORT: the server listens on 0.0.0.0:PORT, DEV's uscmd is killed,
+# a client to IP:PORT (on DEV) connects to the same server
+killed_uscmd() {
+  local dev=$1 ip=$2 port=$3 s c old new rp
+  "${SERVER[@]}" rping -s -a 0.0.0.0 -p "$port" -v > /tmp/$dev-s.log 2>&1 & s=$!
+  check "$dev-server-listening" wait_for /tmp/$dev-s.log 'listening on' $s
+  rp=$(pgrep -xf "rping -s -a 0\.0\.0\.0 -p $port -v")   # rping's own pid (s is timeout's)
+  old=$(pgrep -f "uscmd --ca $dev --port 1")
+  check "$dev-uscmd-running" test -n "$old"
+  kill -9 "${old:-0}"
+  check "$dev-uscmd-killed" gone "${old:-0}"
+  check "$dev-server-listens-again" wait_for /tmp/$dev-s.log \
+    "listening on 0\.0\.0\.0 port $port \($dev:1, opened again: its uscmd exited\)" $s
+  new=$(pgrep -f "uscmd --ca $dev --port 1")
+  check "$dev-new-uscmd" test -n "$new" -a "$new" != "$old"
+  check "$dev-same-server" test -n "$rp" -a "$(pgrep -xf "rping -s -a 0\.0\.0\.0 -p $port -v")" = "$rp"
+  "${USCM[@]}" rping -c -a "$ip" -p "$port" -v -C $N > /tmp/$dev-c.log 2>&1 & c=$!
+  finish "$dev-client" $c /tmp/$dev-c.log
+  finish_rping_server "$dev-server" $s /tmp/$dev-s.log
+  check_pings "$dev-client-data" /tmp/$dev-c.log 'ping data: ' $N
+  check_pings "$dev-server-data" /tmp/$dev-s.log 'server ping data: ' $N
+}
+
+check unload-kernel-cm modprobe -r rdma_ucm rdma_cm ib_cm
+no_kernel_cm no-kernel-cm
+killed_uscmd rxe1 192.168.77.2 7460
+killed_uscmd rxe0 192.168.77.1 7461
+group_end
