@@ -550,6 +550,20 @@ TEST_F(LostPortOrderTest, AWildcardListenerGetsNoEventWhenItsPortsPathIsLostLast
   ExpectTheEnd();
 }
 
+// dev0 removed, and its uscmd's exit (its umad file reads EIO) reaching the
+// drop-in before any listing saw the removal: the lost path lists the
+// devices, and dev0's port is left to the removal's path, not replaced (no
+// port opened again on a device that is gone).
+TEST_F(LostPortOrderTest, ARemovedDevicesLostPathIsNotReplacedBeforeTheListing) {
+  g_listed[0] = false;  // rdma link del dev0, not listed by the drop-in yet
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  for (const Port* p : PortsLocked()) EXPECT_FALSE(p->replaces_lost) << p->ca << " opened again";
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL, none for W";
+  ExpectTheEnd();
+}
+
 // dev1's MAD path lost while dev1 stays (its uscmd killed): the listener's
 // listen there (not its own uscm id) sends it nothing either, and it still
 // listens on dev0, its own port, where the bound id lives on and gets

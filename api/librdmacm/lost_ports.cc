@@ -23,11 +23,14 @@ namespace internal {
 
 void OnLostPathLocked(Port* port) {
   constexpr const char* kCall = "uscmd exited";
-  // A removed device's port: the removal's path (device_calls.cc).
-  if (port->lost || port->gone || port->testing || port->verbs == nullptr ||
-      DeviceGone(port->verbs)) {
-    return;
-  }
+  if (port->lost || port->gone || port->testing || port->verbs == nullptr) return;
+  // A uscmd also exits when its device is removed (its umad file reads EIO),
+  // maybe before the drop-in's listing saw the removal: the devices are
+  // listed now (one ibv_get_device_list, on this rare path), and a removed
+  // device's port is left to the removal's path (device_calls.cc), which
+  // moves the wildcard ids off it too.
+  SyncDevices(kCall);
+  if (DeviceGone(port->verbs)) return;
   // A wildcard id whose own uscm id is there takes another port's as its
   // own, or none until the fresh entry is claimed (ClaimNewPortsLocked).
   MoveWildcardIdsOffLocked(port, kCall);

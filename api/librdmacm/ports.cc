@@ -426,18 +426,14 @@ Port* ReplaceLostPortLocked(Port* port) {
       DeviceGone(port->verbs)) {
     return nullptr;
   }
-  port->lost = true;
-  port->gone = true;  // no new id on it, no lookup finds it
-  Port fresh;
-  fresh.ca = port->ca;
-  fresh.port_num = port->port_num;
-  fresh.verbs = port->verbs;
-  fresh.ips = port->ips;
-  fresh.gids = port->gids;
-  fresh.ethernet = port->ethernet;
-  fresh.gid_count = port->gid_count;
-  fresh.generation = port->generation;
+  Port fresh = *port;  // the device, the port and its addresses; not opened:
+  fresh.dev = nullptr;
+  fresh.channel = nullptr;
+  fresh.opened_by_library = fresh.parents_open = false;
+  fresh.resync_open_failed = fresh.resync_opening = false;
+  fresh.counters_at_release.clear();
   fresh.replaces_lost = true;
+  port->lost = port->gone = true;  // no new id on it, no lookup finds it
   TheTable().ports.push_back(std::move(fresh));
   return &TheTable().ports.back();
 }
