@@ -99,6 +99,15 @@ int OnNeigh(nl_msg* msg, void* arg) {
   return NL_OK;
 }
 
+// validate_ipv4_net_dev's refusals: a source that is multicast or limited
+// broadcast, either address zeronet (0/8) or loopback (127/8), a destination
+// that is limited broadcast.
+bool Martian(const IpAddr& a, bool as_source) {
+  const uint8_t first = a.ip[0];
+  const bool lbcast = a.ip[0] == 255 && a.ip[1] == 255 && a.ip[2] == 255 && a.ip[3] == 255;
+  return first == 0 || first == 127 || lbcast || (as_source && first >= 224 && first < 240);
+}
+
 // The kernel starts ARP / neighbour discovery for a datagram to `addr` too;
 // port 9 (discard), nothing listens or answers.
 void SendProbeDatagram(const IpAddr& addr) {
@@ -194,32 +203,68 @@ NeighbourTable::~NeighbourTable() {
   if (sock_ != nullptr) nl_socket_free(sock_);
 }
 
-absl::StatusOr<RouteToHost> NeighbourTable::Route(const IpAddr& dst,
-                                                  const absl::optional<IpAddr>& src) {
+// One RTM_GETROUTE for `dst` (from `src` when given, on `oif` when not 0,
+// `flags` in rtm_flags): the kernel's errno, 0 with `answer` filled.
+int NeighbourTable::AskRoute(const IpAddr& dst, const absl::optional<IpAddr>& src, uint32_t oif,
+                             unsigned flags, RouteToHost* answer) {
   nl_msg* msg = nlmsg_alloc_simple(RTM_GETROUTE, NLM_F_REQUEST);
-  if (msg == nullptr) return absl::ResourceExhaustedError("netlink: no memory for a message");
+  if (msg == nullptr) return ENOMEM;
   rtmsg rtm = {};
   rtm.rtm_family = static_cast<unsigned char>(dst.family);
   rtm.rtm_dst_len = static_cast<unsigned char>(AddrLen(dst.family) * 8);
   if (src.has_value()) rtm.rtm_src_len = static_cast<unsigned char>(AddrLen(src->family) * 8);
+  rtm.rtm_flags = flags;
   nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO);
   nla_put(msg, RTA_DST, static_cast<int>(AddrLen(dst.family)), dst.ip.data());
   if (src.has_value()) nla_put(msg, RTA_SRC, static_cast<int>(AddrLen(src->family)), src->ip.data());
-  const uint32_t oif = dst.scope_id != 0 ? dst.scope_id : src.has_value() ? src->scope_id : 0;
   if (oif != 0) nla_put_u32(msg, RTA_OIF, oif);
-  RouteAnswer answer;
-  Exchange x{0, OnRoute, &answer};
-  if (int err = Transact(sock_, msg, x); err != 0 || !answer.got) {
-    if (err == 0) err = ENETUNREACH;
+  RouteAnswer got;
+  Exchange x{0, OnRoute, &got};
+  int err = Transact(sock_, msg, x);
+  if (err == 0 && !got.got) err = ENETUNREACH;
+  if (err == 0) *answer = got.route;
+  return err;
+}
+
+absl::StatusOr<RouteToHost> NeighbourTable::Route(const IpAddr& dst,
+                                                  const absl::optional<IpAddr>& src) {
+  const uint32_t oif = dst.scope_id != 0 ? dst.scope_id : src.has_value() ? src->scope_id : 0;
+  RouteToHost r;
+  if (int err = AskRoute(dst, src, oif, 0, &r); err != 0) {
     return mad::WithErrno(
         absl::UnavailableError(absl::StrCat("no route to ", dst.ToString(),
                                             src.has_value() ? " from " + src->ToString() : "",
                                             ": ", strerror(err))),
         err);
   }
-  RouteToHost r = answer.route;
   if (r.next_hop.family == 0) r.next_hop = dst;
   return r;
+}
+
+absl::Status NeighbourTable::RouteLeavesOn(const IpAddr& dst, const IpAddr& src, int ifindex) {
+  const std::string what = absl::StrCat("the route to ", dst.ToString(), " from ", src.ToString(),
+                                        " asked on ifindex ", ifindex);
+  if (dst.family != src.family) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": two address families"));
+  }
+  // validate_ipv4_net_dev refuses these before it asks the FIB.
+  if (dst.family == AF_INET && (Martian(src, /*as_source=*/true) || Martian(dst, false))) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": a multicast, broadcast, zero or loopback address"));
+  }
+  // IPv4: the FIB entry itself (RTM_F_FIB_MATCH), as validate_ipv4_net_dev's
+  // fib_lookup with flowi4_oif; the output route without it would assume a
+  // destination with no route on `ifindex` is on its link. IPv6: the route
+  // as rt6_lookup gives it (a link-local destination strictly on `ifindex`).
+  RouteToHost r;
+  const int err = AskRoute(dst, src, static_cast<uint32_t>(ifindex),
+                           dst.family == AF_INET ? RTM_F_FIB_MATCH : 0, &r);
+  if (err != 0) return absl::FailedPreconditionError(absl::StrCat(what, ": ", strerror(err)));
+  if (r.ifindex != ifindex) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " leaves on ifindex ", r.ifindex, r.local ? " (a local address)" : ""));
+  }
+  return absl::OkStatus();
 }
 
 absl::optional<NeighbourEntry> NeighbourTable::Lookup(int ifindex, const IpAddr& addr) {

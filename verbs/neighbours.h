@@ -75,6 +75,17 @@ class NeighbourTable {
   ~NeighbourTable();
 
   absl::StatusOr<RouteToHost> Route(const IpAddr& dst, const absl::optional<IpAddr>& src);
+  // The kernel's validate_net_dev (drivers/infiniband/core/cma.c) for an
+  // rdma_cm request that came in on netdev `ifindex` (the netdev of its GID
+  // entry on RoCE): the route back to `dst` (the request's source) from
+  // `src` (its destination, an address of this host), asked on `ifindex`,
+  // leaves on `ifindex`. IPv4 as the kernel's fib_lookup with flowi4_oif (a
+  // route of another netdev is passed over, so only a route on `ifindex`
+  // answers), IPv6 as its rt6_lookup with that oif (strict for a link-local
+  // destination; a local destination's route is on the loopback device).
+  // FailedPrecondition says which route and why not; the kernel refuses the
+  // request then (REJ 28, SIDR_REP status 2).
+  absl::Status RouteLeavesOn(const IpAddr& dst, const IpAddr& src, int ifindex);
   absl::optional<NeighbourEntry> Lookup(int ifindex, const IpAddr& addr);
   // Asks the kernel to resolve `addr` on `ifindex` (NTF_USE, else a datagram).
   void StartResolution(int ifindex, const IpAddr& addr);
@@ -89,6 +100,8 @@ class NeighbourTable {
 
  private:
   explicit NeighbourTable(::nl_sock* sock) : sock_(sock) {}
+  int AskRoute(const IpAddr& dst, const absl::optional<IpAddr>& src, uint32_t oif, unsigned flags,
+               RouteToHost* answer);
   ::nl_sock* sock_ = nullptr;
 };
 

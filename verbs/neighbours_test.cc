@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "mad/status_errno.h"
 #include "verbs/ipoib.h"
@@ -100,7 +101,7 @@ TEST(NeighbourMessageTest, OtherAddressesAndMalformedMessagesAreRefused) {
 
 // The kernel's tables for real, in a network namespace of this test's own:
 // veth vt0 10.9.0.1/24 + fd00::1/64, a permanent neighbour 10.9.0.8 / fd00::8,
-// 10.20.0.0/16 through 10.9.0.8.
+// 10.20.0.0/16 through 10.9.0.8; veth vt2 10.8.0.1/24 + fd08::1/64.
 class NeighbourTableTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -114,7 +115,9 @@ class NeighbourTableTest : public ::testing::Test {
         " ip addr add 10.9.0.1/24 dev vt0; ip -6 addr add fd00::1/64 dev vt0 nodad;"
         " ip neigh add 10.9.0.8 lladdr 02:00:00:00:00:08 dev vt0 nud permanent;"
         " ip -6 neigh add fd00::8 lladdr 02:00:00:00:00:09 dev vt0 nud permanent;"
-        " ip route add 10.20.0.0/16 via 10.9.0.8");
+        " ip route add 10.20.0.0/16 via 10.9.0.8;"
+        " ip link add vt2 type veth peer name vt3; ip link set vt2 up; ip link set vt3 up;"
+        " ip addr add 10.8.0.1/24 dev vt2; ip -6 addr add fd08::1/64 dev vt2 nodad");
     if (rc != 0) skip_ = "ip link add ... type veth failed (no iproute2 or veth here)";
   }
   void SetUp() override {
@@ -171,6 +174,39 @@ TEST_F(NeighbourTableTest, ASilentHostTimesOutAfterTheKernelWasAskedToResolve) {
   auto e = table_->Lookup(static_cast<int>(if_nametoindex("vt0")), Ip("10.9.0.9"));
   ASSERT_TRUE(e.has_value());
   EXPECT_FALSE(e->usable());
+}
+
+// The kernel's validate_net_dev: the route back to a request's source,
+// asked on the netdev the request came in on, must leave on it.
+TEST_F(NeighbourTableTest, TheRouteBackLeavesOnTheRequestsNetdevOrNot) {
+  const int vt0 = static_cast<int>(if_nametoindex("vt0"));
+  const int vt2 = static_cast<int>(if_nametoindex("vt2"));
+  // 10.8.0.0/24 is vt2's: asked on vt0, IPv4's FIB has no route (the output
+  // route would have assumed 10.8.0.7 on vt0's link).
+  EXPECT_TRUE(table_->RouteLeavesOn(Ip("10.8.0.7"), Ip("10.8.0.1"), vt2).ok());
+  absl::Status v4 = table_->RouteLeavesOn(Ip("10.8.0.7"), Ip("10.9.0.1"), vt0);
+  EXPECT_EQ(v4.code(), absl::StatusCode::kFailedPrecondition) << v4;
+  EXPECT_NE(v4.message().find("No route to host"), std::string::npos) << v4;
+  // A gateway's route on vt0 does.
+  EXPECT_TRUE(table_->RouteLeavesOn(Ip("10.20.1.1"), Ip("10.9.0.1"), vt0).ok());
+  // IPv6 answers with vt2's route, which is not vt0.
+  EXPECT_TRUE(table_->RouteLeavesOn(Ip("fd08::7"), Ip("fd08::1"), vt2).ok());
+  absl::Status v6 = table_->RouteLeavesOn(Ip("fd08::7"), Ip("fd00::1"), vt0);
+  EXPECT_EQ(v6.code(), absl::StatusCode::kFailedPrecondition) << v6;
+  EXPECT_NE(v6.message().find(absl::StrCat("leaves on ifindex ", vt2)), std::string::npos) << v6;
+  // A link-local source is on whichever netdev it is asked on (strict).
+  EXPECT_TRUE(table_->RouteLeavesOn(Ip("fe80::5"), Ip("fd00::1"), vt0).ok());
+  EXPECT_TRUE(table_->RouteLeavesOn(Ip("fe80::5"), Ip("fd08::1"), vt2).ok());
+  // This host's own address: IPv4's local route is on the address's netdev,
+  // IPv6's on the loopback device (the kernel refuses that one too).
+  EXPECT_TRUE(table_->RouteLeavesOn(Ip("10.9.0.1"), Ip("10.9.0.1"), vt0).ok());
+  EXPECT_EQ(table_->RouteLeavesOn(Ip("fd00::1"), Ip("fd00::1"), vt0).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // validate_ipv4_net_dev's refusals without a look-up.
+  EXPECT_EQ(table_->RouteLeavesOn(Ip("127.0.0.1"), Ip("10.9.0.1"), vt0).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(table_->RouteLeavesOn(Ip("10.9.0.8"), Ip("224.0.0.1"), vt0).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -110,6 +110,14 @@ class NeighbourResolver {
     return gid;
   }
 
+  // DeviceOptions::route_back_on: the kernel's validate_net_dev, on the same
+  // socket (NeighbourTable::RouteLeavesOn).
+  absl::Status RouteBackOn(const uscm::Address& local, const uscm::Address& remote, int ifindex) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (absl::Status s = OpenTableLocked(); !s.ok()) return s;
+    return table_->RouteLeavesOn(ToIp(remote), ToIp(local), ifindex);
+  }
+
  private:
   static uscm::verbs::IpAddr ToIp(const uscm::Address& a) {
     uscm::verbs::IpAddr ip;
@@ -126,12 +134,15 @@ class NeighbourResolver {
                                                 const absl::optional<uscm::verbs::IpAddr>& from,
                                                 std::chrono::milliseconds timeout) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!table_.has_value()) {
-      absl::StatusOr<uscm::verbs::NeighbourTable> t = uscm::verbs::NeighbourTable::Open();
-      if (!t.ok()) return t.status();
-      table_.emplace(std::move(*t));
-    }
+    if (absl::Status s = OpenTableLocked(); !s.ok()) return s;
     return table_->Resolve(dst, from, timeout);
+  }
+  absl::Status OpenTableLocked() {
+    if (table_.has_value()) return absl::OkStatus();
+    absl::StatusOr<uscm::verbs::NeighbourTable> t = uscm::verbs::NeighbourTable::Open();
+    if (!t.ok()) return t.status();
+    table_.emplace(std::move(*t));
+    return absl::OkStatus();
   }
 
   const bool ethernet_;
@@ -280,6 +291,12 @@ uscm_device* OpenDevice(const char* ca_name, int port_num, ibv_context* verbs) {
                                            uscm::mad::Duration timeout) {
     return neighbours->Resolve(src, dst, timeout);
   };
+  if (ethernet) {
+    options.route_back_on = [neighbours](const uscm::Address& local, const uscm::Address& remote,
+                                         int ifindex) {
+      return neighbours->RouteBackOn(local, remote, ifindex);
+    };
+  }
   auto opened = std::make_unique<OpenedDevice>();
   opened->ca = ca;
   opened->port = port;

@@ -498,6 +498,18 @@ struct DeviceOptions {
   // (RoceSourceGidIndex).
   std::vector<int> roce_gid_ifindexes;
   std::shared_ptr<cm::IpMulticast> ip_multicast;
+  // The kernel's validate_net_dev (rdma_cm's cma_ib_id_from_event) for a
+  // request (REQ, SIDR_REQ) with an IP header that came in on a GID entry of
+  // a known netdev (roce_gid_ifindexes): OK when the route back to `remote`
+  // (the request's source) from `local` (its destination), asked on netdev
+  // `ifindex`, leaves on it (a real port: verbs::NeighbourTable::RouteLeavesOn).
+  // FailedPrecondition refuses the request before any listener is looked
+  // for, as the kernel's: REJ 28 without data (SIDR_REP status 2), nothing
+  // for the listener; Device::misrouted_requests() counts them. Another
+  // error (the table could not be asked) refuses nothing. Unset: not checked
+  // (the simulated fabric). Called with the device lock held.
+  std::function<absl::Status(const Address& local, const Address& remote, int ifindex)>
+      route_back_on;
   // Ephemeral ports (bind to port 0, resolve_addr without a source), as the
   // kernel's cma_alloc_any_port: from a start in [low, high] drawn from the
   // device's seed (random on a real device), then upwards, skipping ports in
@@ -595,6 +607,9 @@ class Device final : public cm::NodeObserver {
   // resolve_addr calls answered from an earlier neighbour answer
   // (DeviceOptions::neighbour_reuse) instead of resolve_neighbour.
   uint64_t neighbour_reuses() const;
+  // Requests refused because the route back to their source does not leave
+  // on the netdev they came in on (DeviceOptions::route_back_on).
+  uint64_t misrouted_requests() const;
 
   void OnProgress(mad::TimePoint now) override;
 
@@ -622,6 +637,10 @@ class Device final : public cm::NodeObserver {
   void OnCmEvent(mad::TimePoint now, cm::CmEvent& e);
   void OnConnectRequest(mad::TimePoint now, cm::CmEvent& e);
   void OnSidrRequest(mad::TimePoint now, cm::CmEvent& e);
+  // validate_net_dev for a request that came in on GID entry `sgid_index`
+  // from `remote` to `local` (DeviceOptions::route_back_on): false refuses it
+  // (counted).
+  bool RoutesBack(uint8_t sgid_index, const Address& local, const Address& remote);
   void OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e);
   // The REQ / REP now waits for the user: an MRA answers its duplicates.
   void HoldMraForDuplicate(mad::TimePoint now, cm::ConnId conn);
@@ -745,6 +764,7 @@ class Device final : public cm::NodeObserver {
     ReusableNeighbour entry;
   } last_reusable_;
   uint64_t neighbour_reuses_ = 0;
+  uint64_t misrouted_requests_ = 0;  // misrouted_requests()
   std::condition_variable resolver_cv_;
   std::thread resolver_;  // started by the first pending destination
   bool stop_resolver_ = false;

@@ -104,6 +104,23 @@ void TakeEntrysNetdev(const DeviceOptions& o, uint8_t sgid_index, Address* dst) 
 }  // namespace
 
 
+bool Device::RoutesBack(uint8_t sgid_index, const Address& local, const Address& remote) {
+  // The kernel checks every request whose netdev it knows (on RoCE the GID
+  // entry's); uscm knows it where the port's table gave the ifindexes.
+  if (!options_.route_back_on || sgid_index >= options_.roce_gid_ifindexes.size()) return true;
+  const int ifindex = options_.roce_gid_ifindexes[sgid_index];
+  if (ifindex <= 0) return true;
+  absl::Status s = options_.route_back_on(local, remote, ifindex);
+  if (s.ok() || s.code() != absl::StatusCode::kFailedPrecondition) return true;
+  ++misrouted_requests_;
+  return false;
+}
+
+uint64_t Device::misrouted_requests() const {
+  std::lock_guard<std::mutex> lock(node_->mutex());
+  return misrouted_requests_;
+}
+
 void Device::TakeCmEventsLocked(mad::TimePoint now) {
   // In place: no copy of the ~500-byte CmEvent out of the endpoint's queue.
   node_->cm().DrainEvents([&](cm::CmEvent& e) { OnCmEvent(now, e); });
@@ -361,10 +378,14 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
       local.port = listener->local_.port;
       TakeEntrysNetdev(options_, e.req.sgid_index, &local);
     }
-    // As the kernel: a header we cannot use, or a destination no listener
-    // on the port is bound to, gets REJ 28 without private data. A listener
-    // on loopback takes any destination, as on the wildcard (cma_any_addr).
-    if (h.ok()) listener = ListenerFor(listener, local);
+    // As the kernel: a header we cannot use, a source the route back to
+    // does not leave on the request's netdev (validate_net_dev, checked
+    // before any listener), or a destination no listener on the port is
+    // bound to, gets REJ 28 without private data. A listener on loopback
+    // takes any destination, as on the wildcard (cma_any_addr).
+    if (h.ok()) {
+      listener = RoutesBack(e.req.sgid_index, local, peer) ? ListenerFor(listener, local) : nullptr;
+    }
     if (!h.ok() || listener == nullptr) {
       (void)node_->cm().Reject(now, e.conn, cm::RejReason::kConsumerReject, {});
       return;
@@ -447,13 +468,14 @@ void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
     Address dst;
     dst.family = peer.family;
     dst.ip = h->dst_addr;
-    // As a REQ (OnConnectRequest): the destination's netdev, and the listener
-    // of the destination address (cma_find_listener, cma_match_net_dev, which
-    // the kernel's cma_ib_req_handler runs for SIDR too). None: the kernel's
+    // As a REQ (OnConnectRequest): the destination's netdev, the route back
+    // to the source on it (validate_net_dev), and the listener of the
+    // destination address (cma_find_listener, cma_match_net_dev; the kernel's
+    // cma_ib_req_handler runs them for SIDR too). None: the kernel's
     // handler fails and ib_cm answers IB_SIDR_REJECT (cm_destroy_id ->
     // cm_reject_sidr_req), status 2.
     TakeEntrysNetdev(options_, e.req.sgid_index, &dst);
-    listener = ListenerFor(listener, dst);
+    listener = RoutesBack(e.req.sgid_index, dst, peer) ? ListenerFor(listener, dst) : nullptr;
     if (listener == nullptr) {
       cm::SidrReplyParams p;
       p.status = 2;  // IB_SIDR_REJECT

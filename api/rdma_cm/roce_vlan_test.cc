@@ -3,6 +3,7 @@
 // both. The id's address and its interface (scope_id) name the entry its MADs
 // leave from, as the kernel's rdma_cm finds the GID entry of the address and
 // the bound netdev; rxe sends on that entry's netdev, tagged for a VLAN.
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -143,11 +144,13 @@ class RoceVlanPassiveTest : public ::testing::Test {
     DeviceOptions oa;
     oa.local_ips = {*Address::Parse("fe80::2"), *Address::Parse("192.168.100.2")};
     auto a = Device::CreateSimulated(sched_, *raw_a, [raw_a] { return raw_a->pending() > 0; }, oa);
-    auto b = Device::CreateSimulated(sched_, *on_, [raw_b] { return raw_b->pending() > 0; }, VlanPort());
+    DeviceOptions ob = VlanPort();
+    ob.route_back_on = route_back_on_;
+    auto b = Device::CreateSimulated(sched_, *on_, [raw_b] { return raw_b->pending() > 0; }, ob);
     ASSERT_TRUE(a.ok() && b.ok());
     a_ = std::move(*a);
     b_ = std::move(*b);
-    for (const char* ip : {"fe80::1", "192.168.78.1"}) {
+    for (const char* ip : {"fe80::1", "192.168.78.1", "192.168.100.1"}) {
       ASSERT_TRUE(a_->AddNeighbor(*Address::Parse(ip), b_->port().gid, b_->port().lid).ok());
     }
     auto cha = a_->CreateEventChannel();
@@ -192,7 +195,27 @@ class RoceVlanPassiveTest : public ::testing::Test {
     EXPECT_EQ(chb_->queued(), 0u);
   }
 
+  // b's routing table for DeviceOptions::route_back_on (set before Open):
+  // 192.168.100.0/24 on eth0.100 (3), everything else on eth0 (2), and no
+  // route of one netdev is taken on the other (the kernel's FIB with an oif).
+  // Each question: (local, remote, ifindex).
+  void RouteAsB() {
+    route_back_on_ = [this](const Address& local, const Address& remote, int ifindex) {
+      asked_.push_back({local, remote, ifindex});
+      const bool vlan = remote.family == Address::Family::kIpv4 && remote.ip[12] == 192 &&
+                        remote.ip[13] == 168 && remote.ip[14] == 100;
+      if (ifindex == (vlan ? 3 : 2)) return absl::OkStatus();
+      return absl::FailedPreconditionError("the route leaves on the other netdev");
+    };
+  }
+  struct Asked {
+    Address local, remote;
+    int ifindex;
+  };
+
   sim::Scheduler sched_;
+  std::function<absl::Status(const Address&, const Address&, int)> route_back_on_;
+  std::vector<Asked> asked_;
   std::unique_ptr<sim::Fabric> fabric_;
   std::unique_ptr<sa::SimSa> sa_;
   std::unique_ptr<sim::SimTransport> qp_a_, qp_b_;
@@ -278,6 +301,63 @@ TEST_F(RoceVlanPassiveTest, ASidrRequestForAnAddressNoListenerIsBoundToIsRefused
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->event, EventType::kUnreachable) << "the listener on 192.168.100.1 took it";
   EXPECT_EQ(e->status, 2);
+}
+
+// The kernel's validate_net_dev: a (here wildcard) listener does not get a
+// REQ that came in on eth0's entry (1) from 192.168.100.2, which b routes on
+// eth0.100 only: REJ 28, nothing for the listener, counted. b asked for the
+// route back to the source from the destination, on the entry's netdev.
+// Before, the listener took it.
+TEST_F(RoceVlanPassiveTest, AReqWhoseRouteBackLeavesOnAnotherNetdevIsRefused) {
+  RouteAsB();
+  ASSERT_NO_FATAL_FAILURE(Open(1));
+  ExpectRefused(ListenAndConnect(*Address::Parse("0.0.0.0:7174"),
+                                 *Address::Parse("192.168.78.1:7174")),
+                EventType::kRejected, 28);
+  EXPECT_EQ(b_->misrouted_requests(), 1u);
+  ASSERT_EQ(asked_.size(), 1u);
+  EXPECT_TRUE(asked_[0].local.SameHost(*Address::Parse("192.168.78.1")))
+      << asked_[0].local.ToString();
+  EXPECT_TRUE(asked_[0].remote.SameHost(*Address::Parse("192.168.100.2")))
+      << asked_[0].remote.ToString();
+  EXPECT_EQ(asked_[0].ifindex, 2) << "eth0, the netdev of GID entry 1";
+}
+
+// ... and one that came in on the VLAN's entry (3), where the route back
+// leaves, is the listener's.
+TEST_F(RoceVlanPassiveTest, AReqWhoseRouteBackLeavesOnItsNetdevIsTaken) {
+  RouteAsB();
+  ASSERT_NO_FATAL_FAILURE(Open(3));
+  Event* e = ListenAndConnect(*Address::Parse("0.0.0.0:7174"),
+                              *Address::Parse("192.168.100.1:7174"));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, EventType::kConnectRequest);
+  EXPECT_EQ(b_->misrouted_requests(), 0u);
+  ASSERT_EQ(asked_.size(), 1u);
+  EXPECT_EQ(asked_[0].ifindex, 3);
+}
+
+// SIDR as a REQ (cma_ib_req_handler runs validate_net_dev for both): status 2.
+TEST_F(RoceVlanPassiveTest, ASidrRequestWhoseRouteBackLeavesOnAnotherNetdevIsRefused) {
+  RouteAsB();
+  ASSERT_NO_FATAL_FAILURE(Open(1));
+  ExpectRefused(ListenAndConnect(*Address::Parse("192.168.78.1:7174"),
+                                 *Address::Parse("192.168.78.1:7174"), PortSpace::kUdp),
+                EventType::kUnreachable, 2);
+  EXPECT_EQ(b_->misrouted_requests(), 1u);
+}
+
+// A table that cannot be asked (no netlink socket) refuses nothing.
+TEST_F(RoceVlanPassiveTest, ARouteThatCannotBeAskedRefusesNothing) {
+  route_back_on_ = [](const Address&, const Address&, int) {
+    return absl::UnavailableError("netlink: cannot open NETLINK_ROUTE");
+  };
+  ASSERT_NO_FATAL_FAILURE(Open(1));
+  Event* e = ListenAndConnect(*Address::Parse("0.0.0.0:7174"),
+                              *Address::Parse("192.168.78.1:7174"));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, EventType::kConnectRequest);
+  EXPECT_EQ(b_->misrouted_requests(), 0u);
 }
 
 }  // namespace
