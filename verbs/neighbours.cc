@@ -77,6 +77,11 @@ int OnRoute(nl_msg* msg, void* arg) {
   a->got = true;
   a->route.local = rtm->rtm_type == RTN_LOCAL;
   if (tb[RTA_OIF] != nullptr) a->route.ifindex = static_cast<int>(nla_get_u32(tb[RTA_OIF]));
+  if (tb[RTA_PREFSRC] != nullptr &&
+      static_cast<size_t>(nla_len(tb[RTA_PREFSRC])) == AddrLen(rtm->rtm_family)) {
+    a->route.source.family = rtm->rtm_family;
+    memcpy(a->route.source.ip.data(), nla_data(tb[RTA_PREFSRC]), AddrLen(rtm->rtm_family));
+  }
   if (tb[RTA_GATEWAY] != nullptr &&
       static_cast<size_t>(nla_len(tb[RTA_GATEWAY])) == AddrLen(rtm->rtm_family)) {
     a->route.next_hop.family = rtm->rtm_family;

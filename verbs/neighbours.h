@@ -49,6 +49,7 @@ struct RouteToHost {
   int ifindex = 0;
   bool local = false;  // the destination is one of this host's addresses
   IpAddr next_hop;     // the gateway, or the destination itself
+  IpAddr source;       // the source address the route picks (RTA_PREFSRC; family 0: none)
 };
 
 struct NeighbourEntry {

@@ -176,6 +176,18 @@ TEST_F(NeighbourTableTest, ASilentHostTimesOutAfterTheKernelWasAskedToResolve) {
   EXPECT_FALSE(e->usable());
 }
 
+// An unbound rdma_cm id's source and netdev, as rdma_resolve_ip takes them.
+TEST_F(NeighbourTableTest, TheRouteNamesItsSourceAndNetdev) {
+  auto v4 = table_->Route(Ip("10.8.0.7"), absl::nullopt);
+  ASSERT_TRUE(v4.ok()) << v4.status();
+  EXPECT_EQ(v4->ifindex, static_cast<int>(if_nametoindex("vt2")));
+  EXPECT_EQ(v4->source.ToString(), "10.8.0.1");
+  auto v6 = table_->Route(Ip("fd00::7"), absl::nullopt);
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->ifindex, static_cast<int>(if_nametoindex("vt0")));
+  EXPECT_EQ(v6->source.ToString(), "fd00::1");
+}
+
 // The kernel's validate_net_dev: the route back to a request's source,
 // asked on the netdev the request came in on, must leave on it.
 TEST_F(NeighbourTableTest, TheRouteBackLeavesOnTheRequestsNetdevOrNot) {

@@ -295,6 +295,13 @@ int uscm_init_qp_attr(struct uscm_cm_id* id, struct uscm_qp_attr* attr, int* mas
  * that listens, is connecting or is past CONNECT_REQUEST. */
 int uscm_set_qp(struct uscm_cm_id* id, struct ibv_qp* qp);
 int uscm_set_qp_ex(struct uscm_cm_id* id, struct ibv_qp* qp, uint8_t sgid_index, int active_mtu);
+/* RoCE: the index of the GID entry the id's REQ, MADs and QP leave from in
+ * the table uscm_device_open read: its address on its netdev (a link-local
+ * address's interface; the route's output netdev for an id resolved without
+ * a source; the netdev a request came in on for its id), what uscm_set_qp
+ * gives the QP. -1 (EINVAL) for a bad id; -2 on InfiniBand, or when the table
+ * lacks the address (the caller finds the index itself). */
+int uscm_source_gid_index(struct uscm_cm_id* id);
 /* rdma_create_qp: ibv_create_qp(pd, qp_init_attr) then uscm_set_qp; the QP
  * is destroyed again when that fails. pd must be given (librdmacm's NULL pd =
  * the id's default PD has no equivalent). The QP is id->qp. */

@@ -110,6 +110,24 @@ class NeighbourResolver {
     return gid;
   }
 
+  // DeviceOptions::route_to: the routing table's source for `dst` and the
+  // route's output netdev (NeighbourTable::Route).
+  absl::optional<uscm::DeviceOptions::Route> RouteTo(const uscm::Address& dst) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!OpenTableLocked().ok()) return absl::nullopt;
+    absl::StatusOr<uscm::verbs::RouteToHost> r = table_->Route(ToIp(dst), absl::nullopt);
+    if (!r.ok() || r->source.family != ToIp(dst).family) return absl::nullopt;
+    uscm::DeviceOptions::Route route;
+    route.source.family = dst.family;
+    if (dst.family == uscm::Address::Family::kIpv4) {
+      memcpy(&route.source.ip[12], r->source.ip.data(), 4);
+    } else {
+      route.source.ip = r->source.ip;
+    }
+    route.ifindex = r->ifindex;
+    return route;
+  }
+
   // DeviceOptions::route_back_on: the kernel's validate_net_dev, on the same
   // socket (NeighbourTable::RouteLeavesOn).
   absl::Status RouteBackOn(const uscm::Address& local, const uscm::Address& remote, int ifindex) {
@@ -291,6 +309,7 @@ uscm_device* OpenDevice(const char* ca_name, int port_num, ibv_context* verbs) {
                                            uscm::mad::Duration timeout) {
     return neighbours->Resolve(src, dst, timeout);
   };
+  options.route_to = [neighbours](const uscm::Address& dst) { return neighbours->RouteTo(dst); };
   if (ethernet) {
     options.route_back_on = [neighbours](const uscm::Address& local, const uscm::Address& remote,
                                          int ifindex) {

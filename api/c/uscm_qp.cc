@@ -112,6 +112,12 @@ int uscm_set_qp_ex(struct uscm_cm_id* id, struct ibv_qp* qp, uint8_t sgid_index,
   return 0;
 }
 
+int uscm_source_gid_index(struct uscm_cm_id* id) {
+  USCM_ID("source_gid_index");
+  const int index = c->SourceGidIndex();
+  return index >= 0 ? index : -2;
+}
+
 int uscm_set_qp(struct uscm_cm_id* id, struct ibv_qp* qp) {
   USCM_ID("set_qp");
   if (qp == nullptr) return Fail(EINVAL, "set_qp: qp is NULL");

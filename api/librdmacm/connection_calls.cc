@@ -53,37 +53,33 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   }
   // The neighbour (ARP / ND, the IPoIB GID) is the device's to resolve:
   // uscm_device_open gives it the kernel's tables (verbs/neighbours.h).
-  // No source: the one the routing table picks, as the kernel's rdma_cm
-  // (rdma_resolve_ip). When that address is on no RDMA port, uscm's choice:
-  // the port's first address of the destination's family.
-  bool routed = false;
-  if (src_addr == nullptr && !OnSimulatedPorts() && RouteSource(dst, &src) == 0) routed = true;
   // An id on its device already (bound, or resolved before): one look-up
   // and one uscm call; ADDR_RESOLVED straight to the program's channel
   // where uscm resolved it within the call (direct_addr.cc).
-  const bool with_src = src_addr != nullptr || routed;
+  const bool with_src = src_addr != nullptr;
   bool done = false, sync = false;
-  if (ResolveAddrDirect(id, with_src ? &src : nullptr, dst, timeout_ms, routed, &done, &sync) != 0) {
+  if (ResolveAddrDirect(id, with_src ? &src : nullptr, dst, timeout_ms, &done, &sync) != 0) {
     return -1;
   }
   if (done) return sync ? CompleteCall(id, "rdma_resolve_addr") : 0;
   // Not taken by the direct path (whose id is on a port already): the ports
   // open now if they have not yet.
   if (EnsureBackend("rdma_resolve_addr") != 0) return -1;
-  // The id goes to the port of its source: the given one, else the routing
-  // table's (the device of the route's output interface).
+  // The id goes to the port of its source: the given one, else the one the
+  // routing table picks (the device of the route's output interface), and
+  // uscm, asked without a source, takes that address and the route's netdev
+  // (its GID entry: DeviceOptions::route_to), as the kernel's rdma_cm
+  // (rdma_resolve_ip). When that address is on no RDMA port, uscm's choice:
+  // the port's first address of the destination's family.
+  bool routed = false;
+  if (src_addr == nullptr && !OnSimulatedPorts() && RouteSource(dst, &src) == 0) routed = true;
   if ((routed || (src_addr != nullptr && !IsWildcard(src))) &&
       PlaceForSource(id, src, !routed, "rdma_resolve_addr") != 0) {
     return -1;
   }
   CloseRemovedDevicesIfNew();  // the lookup may have listed them
   int rc = ForId("rdma_resolve_addr", id, [&](uscm_cm_id* uid) {
-    int r = uscm_resolve_addr(uid, with_src ? &src : nullptr, &dst, timeout_ms);
-    if (r != 0 && routed) {
-      Fail(errno, "rdma_resolve_addr", "the routing table's source is not on the id's port");
-      r = uscm_resolve_addr(uid, nullptr, &dst, timeout_ms);
-    }
-    return r;
+    return uscm_resolve_addr(uid, with_src ? &src : nullptr, &dst, timeout_ms);
   });
   if (rc != 0) return rc;
   // As librdmacm: the destination shows in id->route at once.

@@ -30,7 +30,7 @@ std::atomic<uint64_t> g_direct_addrs{0};
 }  // namespace
 
 int ResolveAddrDirect(rdma_cm_id* pub, const uscm_addr* src, const uscm_addr& dst, int timeout_ms,
-                      bool fall_back_on_error, bool* done, bool* sync) {
+                      bool* done, bool* sync) {
   using namespace internal;
   *done = false;
   if (!g_direct.load(std::memory_order_relaxed)) return 0;
@@ -46,7 +46,6 @@ int ResolveAddrDirect(rdma_cm_id* pub, const uscm_addr* src, const uscm_addr& ds
   if (id == nullptr || id->state->uid == nullptr || pub->port_num == 0) return 0;
   uscm_addr local, peer;
   const int r = uscm_resolve_addr_now(id->state->uid, src, &dst, timeout_ms, &local, &peer);
-  if (r < 0 && fall_back_on_error) return 0;  // the old path tries without the source
   if (r < 0) return UscmFailed("rdma_resolve_addr");
   *done = true;
   *sync = id->state->sync;

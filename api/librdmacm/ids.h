@@ -197,12 +197,11 @@ int ResolveRouteDirect(rdma_cm_id* id, bool* done, bool* sync);
 // (device, port, PD, addresses) and ADDR_RESOLVED, as the kernel's (status
 // 0, param zero), goes straight onto the program's channel. Otherwise
 // uscm's event follows (a pending neighbour) or is pumped now (ADDR_ERROR).
-// *done false: not taken (no device yet, not an id of ours; or the call
-// failed and `fall_back_on_error`: a source of the routing table's, which
-// the old path drops), nothing changed: the call goes through ForId.
+// *done false: not taken (no device yet, not an id of ours), nothing
+// changed: the call goes through ForId.
 // *sync (when done): a synchronous id (CompleteCall). 0, or -1 with errno.
 int ResolveAddrDirect(rdma_cm_id* id, const uscm_addr* src, const uscm_addr& dst, int timeout_ms,
-                      bool fall_back_on_error, bool* done, bool* sync);
+                      bool* done, bool* sync);
 // Addresses ResolveAddrDirect reported resolved so far.
 uint64_t DirectAddrs();
 // Tests, benches: false sends every rdma_resolve_addr through ForId (and

@@ -272,13 +272,13 @@ mad::Gid RoceGidOf(const Address& ip) {
   return g;
 }
 
-int RoceSourceGidIndex(const DeviceOptions& o, const Address& local) {
+int RoceSourceGidIndex(const DeviceOptions& o, const Address& local, int netdev) {
   const mad::Gid gid = RoceGidOf(local);
+  const int on = netdev != 0 ? netdev : static_cast<int>(local.scope_id);
   int first = -1;
   for (size_t i = 0; i < o.roce_gids.size(); ++i) {
     if (o.roce_gids[i] != gid) continue;
-    if (local.scope_id != 0 && i < o.roce_gid_ifindexes.size() &&
-        o.roce_gid_ifindexes[i] == static_cast<int>(local.scope_id)) {
+    if (on != 0 && i < o.roce_gid_ifindexes.size() && o.roce_gid_ifindexes[i] == on) {
       return static_cast<int>(i);
     }
     if (first < 0) first = static_cast<int>(i);
@@ -564,7 +564,7 @@ Address CmId::GetLocalAddr() const {
 int CmId::SourceGidIndex() const {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   const DeviceOptions& o = device_->options_;
-  return o.roce && !o.roce_gids.empty() ? RoceSourceGidIndex(o, local_) : -1;
+  return o.roce && !o.roce_gids.empty() ? RoceSourceGidIndex(o, local_, netdev_) : -1;
 }
 
 Address CmId::GetPeerAddr() const {

@@ -279,7 +279,7 @@ class CmId {
   Address GetPeerAddr() const;   // rdma_get_peer_addr / getpeer
   absl::optional<cm::PathInfo> route() const;
   // RoCE: the index of the GID entry its REQ, MADs and QP leave from, in the
-  // device's kept table (RoceSourceGidIndex of its address and scope_id);
+  // device's kept table (RoceSourceGidIndex of its address and netdev);
   // -1 on InfiniBand, without a kept table, or when the address is not in it.
   int SourceGidIndex() const;
   IdState state() const;
@@ -346,6 +346,11 @@ class CmId {
   bool ud_reply_pending_ = false;
   Address local_;
   Address peer_;
+  // RoCE: the routing table's output netdev (ifindex) of an id whose source
+  // the routing table gave (resolve_addr unbound, DeviceOptions::route_to),
+  // the kernel's bound_dev_if: its GID entry is that netdev's. 0: local_'s
+  // scope_id names it (a link-local address), or the address's first entry.
+  int netdev_ = 0;
   // Out of line, from the first SetOption on (88 bytes most ids never use);
   // opts() reads the defaults while there is none.
   std::unique_ptr<IdOptions> options_;
@@ -510,6 +515,21 @@ struct DeviceOptions {
   // (the simulated fabric). Called with the device lock held.
   std::function<absl::Status(const Address& local, const Address& remote, int ifindex)>
       route_back_on;
+  // The routing table's answer for `dst` (a real port: RTM_GETROUTE): the
+  // source address it picks and the output netdev, nullopt without a route.
+  // resolve_addr of an unbound id to a global destination takes that source
+  // when it is the port's, and that netdev's GID entry (an address on two
+  // netdevs: eth0 and eth0.100, or two rxe netdevs), as the kernel's
+  // rdma_resolve_ip (addr4_resolve / addr6_resolve's route, then
+  // rdma_copy_src_l2_addr's bound_dev_if, whose entry cma_acquire_dev_by_src_ip
+  // takes). Unset, or a source not on the port: the port's first address of
+  // the destination's family, and the address's first entry. Called without
+  // the device lock.
+  struct Route {
+    Address source;
+    int ifindex = 0;
+  };
+  std::function<absl::optional<Route>(const Address& dst)> route_to;
   // Ephemeral ports (bind to port 0, resolve_addr without a source), as the
   // kernel's cma_alloc_any_port: from a start in [low, high] drawn from the
   // device's seed (random on a real device), then upwards, skipping ports in
@@ -538,12 +558,12 @@ mad::ListenAddress ListenAddressOf(const Address& a, bool af_only);
 // The GID of an IP address on a RoCE v2 port (IPv4-mapped for IPv4).
 mad::Gid RoceGidOf(const Address& ip);
 // The index in `o.roce_gids` of `local`'s GID that its MADs and QP leave from
-// (-1: not there): the entry of the netdev `local.scope_id` names when the
-// address has one there, else the first, as the kernel's rdma_cm takes the
-// GID entry of the address and the id's bound netdev (cma_validate_port,
-// rdma_find_gid_by_port with the ndev); rxe sends on the entry's netdev,
-// tagged with a VLAN's id.
-int RoceSourceGidIndex(const DeviceOptions& o, const Address& local);
+// (-1: not there): the entry of netdev `netdev` (ifindex; 0: the one
+// `local.scope_id` names) when the address has one there, else the first, as
+// the kernel's rdma_cm takes the GID entry of the address and the id's bound
+// netdev (cma_validate_port, rdma_find_gid_by_port with the ndev); rxe sends
+// on the entry's netdev, tagged with a VLAN's id.
+int RoceSourceGidIndex(const DeviceOptions& o, const Address& local, int netdev = 0);
 // The path between two IPs on a RoCE port without SA, as the kernel's
 // rdma_cm builds it (cma_resolve_iboe_route): GIDs of the IPs, permissive
 // LIDs, hop limit 64 (IPv6 link-local: 1), local ACK timeout 19, packet

@@ -124,7 +124,7 @@ absl::Status CmId::Connect(const ConnParam& param) {
     // RoCE: the REQ leaves from the id's own GID entry, on its netdev (a
     // VLAN's address is only in the VLAN's entry; the link-local one in both).
     if (const DeviceOptions& o = device_->options_; o.roce) {
-      p.sgid_index = static_cast<uint8_t>(std::max(0, RoceSourceGidIndex(o, local_)));
+      p.sgid_index = static_cast<uint8_t>(std::max(0, RoceSourceGidIndex(o, local_, netdev_)));
     }
     if (qp_ != nullptr) {
       cm::QpAttributes init;
@@ -482,7 +482,7 @@ absl::Status CmId::JoinRoceLocked(const Address& group, void* context, McJoinFla
   if (!mgid.ok()) return mgid.status();
   // The AH's source GID: the id's own IP in the port's GID table.
   const mad::Gid sgid = RoceGidOf(local_);
-  const int sgid_index = o.roce_gids.empty() ? 0 : RoceSourceGidIndex(o, local_);
+  const int sgid_index = o.roce_gids.empty() ? 0 : RoceSourceGidIndex(o, local_, netdev_);
   if (sgid_index < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "join_multicast: the id's address ", local_.ToString(), " (GID ", sgid.ToString(),

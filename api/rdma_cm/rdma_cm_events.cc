@@ -95,9 +95,15 @@ AhAttr AhFor(const cm::PathInfo& p) {
 // or SIDR_REQ) came in on (a VLAN's or the base netdev's: one fe80:: address),
 // as the kernel's new id takes the request's netdev (cma_get_net_dev,
 // bound_dev_if); its QP then sends from that entry.
+// The netdev (ifindex) of GID entry `sgid_index`, 0 when not known.
+int EntrysNetdev(const DeviceOptions& o, uint8_t sgid_index) {
+  return sgid_index < o.roce_gid_ifindexes.size() ? std::max(0, o.roce_gid_ifindexes[sgid_index])
+                                                  : 0;
+}
+
 void TakeEntrysNetdev(const DeviceOptions& o, uint8_t sgid_index, Address* dst) {
-  if (dst->is_link_local() && sgid_index < o.roce_gid_ifindexes.size()) {
-    dst->scope_id = static_cast<uint32_t>(o.roce_gid_ifindexes[sgid_index]);
+  if (dst->is_link_local() && EntrysNetdev(o, sgid_index) != 0) {
+    dst->scope_id = static_cast<uint32_t>(EntrysNetdev(o, sgid_index));
   }
 }
 
@@ -107,9 +113,8 @@ void TakeEntrysNetdev(const DeviceOptions& o, uint8_t sgid_index, Address* dst) 
 bool Device::RoutesBack(uint8_t sgid_index, const Address& local, const Address& remote) {
   // The kernel checks every request whose netdev it knows (on RoCE the GID
   // entry's); uscm knows it where the port's table gave the ifindexes.
-  if (!options_.route_back_on || sgid_index >= options_.roce_gid_ifindexes.size()) return true;
-  const int ifindex = options_.roce_gid_ifindexes[sgid_index];
-  if (ifindex <= 0) return true;
+  const int ifindex = EntrysNetdev(options_, sgid_index);
+  if (!options_.route_back_on || ifindex == 0) return true;
   absl::Status s = options_.route_back_on(local, remote, ifindex);
   if (s.ok() || s.code() != absl::StatusCode::kFailedPrecondition) return true;
   ++misrouted_requests_;
@@ -404,6 +409,9 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
   peer.lid = e.req.primary.local_lid;
   CmId* child = NewId(listener->channel_, listener->context_, listener->ps_);
   child->local_ = local;
+  // As the kernel's new id takes the request's netdev (bound_dev_if), whose
+  // entry its QP sends from: one global address on two netdevs too.
+  child->netdev_ = EntrysNetdev(options_, e.req.sgid_index);
   child->peer_ = peer;
   child->bound_ = false;  // shares the listener's port; nothing to release
   child->conn_ = e.conn;
@@ -492,6 +500,7 @@ void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
   }
   CmId* child = NewId(listener->channel_, listener->context_, listener->ps_);
   child->local_ = local;
+  child->netdev_ = EntrysNetdev(options_, e.req.sgid_index);
   child->peer_ = peer;
   child->conn_ = e.conn;
   child->remote_ece_ = e.remote_ece;

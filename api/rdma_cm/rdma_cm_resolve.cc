@@ -73,6 +73,18 @@ absl::Status CmId::ResolveAddrIn(const absl::optional<Address>& src, const Addre
     absl::Status s = Bind(*src, /*reserve=*/src->port != 0);
     if (!s.ok()) return Prefix("resolve_addr", s);
   }
+  // An unbound id's source and netdev from the routing table (DeviceOptions::
+  // route_to), asked before the device lock is taken (netlink).
+  absl::optional<DeviceOptions::Route> routed;
+  if (!src.has_value() && device_->options_.route_to && dst.is_ip() && !dst.is_link_local() &&
+      !dst.is_multicast()) {
+    bool unbound;
+    {
+      std::lock_guard<std::mutex> l(device_->node_->mutex());
+      unbound = !bound_;
+    }
+    if (unbound) routed = device_->options_.route_to(dst);
+  }
   std::unique_lock<std::mutex> lock(device_->node_->mutex());
   if (state_ != IdState::kIdle) return WrongState("resolve_addr", state_, "IDLE");
   const mad::LocalPort& port = device_->port();
@@ -96,12 +108,23 @@ absl::Status CmId::ResolveAddrIn(const absl::optional<Address>& src, const Addre
         "resolve_addr: RDMA_PS_IB ids take AF_IB addresses (Address::Ib)");
   }
   if (!bound_) {
-    // The port's first address of the destination's family and scope: a
-    // link-local source for a link-local destination, on its interface (the
-    // kernel's cma_bind_addr copies the destination's sin6_scope_id), and a
-    // global one for the others.
+    // The routing table's source, when it is the port's, on the route's
+    // netdev (rdma_resolve_ip). Else the port's first address of the
+    // destination's family and scope: a link-local source for a link-local
+    // destination, on its interface (the kernel's cma_bind_addr copies the
+    // destination's sin6_scope_id), and a global one for the others.
     local_ = Address();
+    netdev_ = 0;
     for (const Address& a : device_->options_.local_ips) {
+      if (routed.has_value() && a.family == dst.family && a.SameHost(routed->source)) {
+        local_ = a;
+        local_.scope_id = 0;
+        netdev_ = routed->ifindex;
+        break;
+      }
+    }
+    for (const Address& a : device_->options_.local_ips) {
+      if (local_.family != Address::Family::kUnspec) break;
       if (a.family == dst.family && a.is_link_local() == dst.is_link_local()) {
         local_ = a;
         local_.scope_id = dst.scope_id;

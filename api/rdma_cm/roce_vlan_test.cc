@@ -33,6 +33,19 @@ DeviceOptions VlanPort() {
   return o;
 }
 
+// One global address on two netdevs: 192.168.100.1 on eth0 (2, index 2) and
+// on eth0.100 (3, index 4).
+DeviceOptions TwoNetdevPort() {
+  DeviceOptions o = VlanPort();
+  o.roce_gids = {*mad::Gid::Parse("fe80::1"), *mad::Gid::Parse("::ffff:192.168.78.1"),
+                 *mad::Gid::Parse("::ffff:192.168.100.1"), *mad::Gid::Parse("fe80::1"),
+                 *mad::Gid::Parse("::ffff:192.168.100.1")};
+  o.roce_gid_ifindexes = {2, 2, 2, 3, 3};
+  o.local_ips = {*Address::Parse("fe80::1"), *Address::Parse("192.168.100.1"),
+                 *Address::Parse("192.168.78.1")};
+  return o;
+}
+
 Address LinkLocal(const char* text, uint32_t scope_id) {
   Address a = *Address::Parse(text);
   a.scope_id = scope_id;
@@ -95,6 +108,55 @@ TEST_F(RoceVlanTest, AReqToAVlansLinkLocalAddressLeavesFromTheVlansEntry) {
   EXPECT_EQ(ReqSourceIndex(LinkLocal("[fe80::2]:7175", 2)), 0);
 }
 
+// The routing table (DeviceOptions::route_to) of TwoNetdevPort's host:
+// 192.168.100.0/24 on eth0.100 (3), 192.168.78.0/24 on eth0 (2) from
+// 192.168.78.1, and 10.0.0.0/8 through eth0 from 192.168.100.1;
+// 172.16.0.0/12 from 10.9.9.9, an address of no RDMA port.
+class RoceTwoNetdevTest : public RoceVlanTest {
+ protected:
+  void SetUp() override {
+    DeviceOptions o = TwoNetdevPort();
+    o.route_to = [](const Address& dst) -> absl::optional<DeviceOptions::Route> {
+      DeviceOptions::Route r;
+      const uint8_t a = dst.ip[12], b = dst.ip[13], c = dst.ip[14];
+      if (a == 192 && b == 168 && c == 100) {
+        r = {*Address::Parse("192.168.100.1"), 3};
+      } else if (a == 192 && b == 168 && c == 78) {
+        r = {*Address::Parse("192.168.78.1"), 2};
+      } else if (a == 10) {
+        r = {*Address::Parse("192.168.100.1"), 2};
+      } else if (a == 172) {
+        r = {*Address::Parse("10.9.9.9"), 2};
+      } else {
+        return absl::nullopt;
+      }
+      return r;
+    };
+    ASSERT_NO_FATAL_FAILURE(Open(/*seed=*/7, o));
+  }
+};
+
+// An unbound id takes the routing table's source and the route's netdev,
+// whose GID entry its REQ leaves from, as the kernel's rdma_resolve_ip
+// (bound_dev_if = the route's output interface). Before, the port's first
+// IPv4 address and that address's first entry: index 2 (eth0's) for
+// 192.168.100.2, and 192.168.100.1 for 192.168.78.2.
+TEST_F(RoceTwoNetdevTest, AnUnboundIdTakesTheRoutesSourceAndNetdev) {
+  EXPECT_EQ(ReqSourceIndex(*Address::Parse("192.168.100.2:7174")), 4) << "eth0.100's entry";
+  EXPECT_EQ(ReqSourceIndex(*Address::Parse("10.1.1.1:7174")), 2) << "eth0's entry";
+  EXPECT_EQ(ReqSourceIndex(*Address::Parse("192.168.78.2:7174")), 1) << "the route's source";
+  // The route's source is on no RDMA port: the port's first IPv4 address.
+  EXPECT_EQ(ReqSourceIndex(*Address::Parse("172.16.0.1:7174")), 2);
+}
+
+// A given source is bound as rdma_bind_addr binds it: the address's netdev
+// (its first entry here), not the route's.
+TEST_F(RoceTwoNetdevTest, AGivenSourceIsNotRouted) {
+  EXPECT_EQ(ReqSourceIndex(*Address::Parse("192.168.100.2:7174"),
+                           *Address::Parse("192.168.100.1")),
+            2);
+}
+
 TEST_F(RoceVlanTest, AReqToAVlansIpv4AddressLeavesFromItsEntry) {
   // Before, index 0 (fe80::, eth0), which the transport's RoceAddressing
   // turned into the first IPv4 GID: eth0's 192.168.78.1, untagged.
@@ -144,7 +206,7 @@ class RoceVlanPassiveTest : public ::testing::Test {
     DeviceOptions oa;
     oa.local_ips = {*Address::Parse("fe80::2"), *Address::Parse("192.168.100.2")};
     auto a = Device::CreateSimulated(sched_, *raw_a, [raw_a] { return raw_a->pending() > 0; }, oa);
-    DeviceOptions ob = VlanPort();
+    DeviceOptions ob = b_options_;
     ob.route_back_on = route_back_on_;
     auto b = Device::CreateSimulated(sched_, *on_, [raw_b] { return raw_b->pending() > 0; }, ob);
     ASSERT_TRUE(a.ok() && b.ok());
@@ -187,6 +249,29 @@ class RoceVlanPassiveTest : public ::testing::Test {
     return e.ok() ? *e : nullptr;
   }
 
+  // b has TwoNetdevPort's table, listens on 192.168.100.1, and the request
+  // comes in on eth0.100's entry of it (4): the GID entry of the request's
+  // id (-1: no CONNECT_REQUEST).
+  int NewIdsEntryOnTwoNetdevs(PortSpace ps) {
+    b_options_ = TwoNetdevPort();
+    Open(4);
+    if (HasFatalFailure()) return -1;
+    Event* e = ListenAndConnect(*Address::Parse("192.168.100.1:7174"),
+                                *Address::Parse("192.168.100.1:7174"), ps);
+    EXPECT_TRUE(e != nullptr && e->event == EventType::kConnectRequest);
+    return e != nullptr && e->event == EventType::kConnectRequest ? e->id->SourceGidIndex() : -1;
+  }
+
+  // With RouteAsB, a request for 192.168.78.1 from a's 192.168.100.2 that
+  // comes in on eth0's entry (1), b listening on `listen`: refused (as
+  // ExpectRefused) and counted.
+  void ExpectMisrouted(const Address& listen, PortSpace ps, EventType type, int status) {
+    RouteAsB();
+    ASSERT_NO_FATAL_FAILURE(Open(1));
+    ExpectRefused(ListenAndConnect(listen, *Address::Parse("192.168.78.1:7174"), ps), type, status);
+    EXPECT_EQ(b_->misrouted_requests(), 1u);
+  }
+
   // b's listener did not take the request: a got `type` with `status`, b nothing.
   void ExpectRefused(Event* e, EventType type, int status) {
     ASSERT_NE(e, nullptr);
@@ -214,6 +299,7 @@ class RoceVlanPassiveTest : public ::testing::Test {
   };
 
   sim::Scheduler sched_;
+  DeviceOptions b_options_ = VlanPort();  // b's, set before Open
   std::function<absl::Status(const Address&, const Address&, int)> route_back_on_;
   std::vector<Asked> asked_;
   std::unique_ptr<sim::Fabric> fabric_;
@@ -309,12 +395,8 @@ TEST_F(RoceVlanPassiveTest, ASidrRequestForAnAddressNoListenerIsBoundToIsRefused
 // route back to the source from the destination, on the entry's netdev.
 // Before, the listener took it.
 TEST_F(RoceVlanPassiveTest, AReqWhoseRouteBackLeavesOnAnotherNetdevIsRefused) {
-  RouteAsB();
-  ASSERT_NO_FATAL_FAILURE(Open(1));
-  ExpectRefused(ListenAndConnect(*Address::Parse("0.0.0.0:7174"),
-                                 *Address::Parse("192.168.78.1:7174")),
-                EventType::kRejected, 28);
-  EXPECT_EQ(b_->misrouted_requests(), 1u);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectMisrouted(*Address::Parse("0.0.0.0:7174"), PortSpace::kTcp, EventType::kRejected, 28));
   ASSERT_EQ(asked_.size(), 1u);
   EXPECT_TRUE(asked_[0].local.SameHost(*Address::Parse("192.168.78.1")))
       << asked_[0].local.ToString();
@@ -339,12 +421,21 @@ TEST_F(RoceVlanPassiveTest, AReqWhoseRouteBackLeavesOnItsNetdevIsTaken) {
 
 // SIDR as a REQ (cma_ib_req_handler runs validate_net_dev for both): status 2.
 TEST_F(RoceVlanPassiveTest, ASidrRequestWhoseRouteBackLeavesOnAnotherNetdevIsRefused) {
-  RouteAsB();
-  ASSERT_NO_FATAL_FAILURE(Open(1));
-  ExpectRefused(ListenAndConnect(*Address::Parse("192.168.78.1:7174"),
-                                 *Address::Parse("192.168.78.1:7174"), PortSpace::kUdp),
-                EventType::kUnreachable, 2);
-  EXPECT_EQ(b_->misrouted_requests(), 1u);
+  ExpectMisrouted(*Address::Parse("192.168.78.1:7174"), PortSpace::kUdp, EventType::kUnreachable,
+                  2);
+}
+
+// One global address on two netdevs: the id of a REQ that came in on the
+// VLAN's entry of 192.168.100.1 (4) sends from it, as the kernel's new id
+// takes the request's netdev (bound_dev_if) and its GID entry. Before, the
+// address's first entry (2, eth0's: untagged).
+TEST_F(RoceVlanPassiveTest, AConnectRequestsIdSendsFromTheEntryItCameInOn) {
+  EXPECT_EQ(NewIdsEntryOnTwoNetdevs(PortSpace::kTcp), 4);
+}
+
+// ... and a SIDR_REQ's id.
+TEST_F(RoceVlanPassiveTest, ASidrRequestsIdSendsFromTheEntryItCameInOn) {
+  EXPECT_EQ(NewIdsEntryOnTwoNetdevs(PortSpace::kUdp), 4);
 }
 
 // A table that cannot be asked (no netlink socket) refuses nothing.
