@@ -13,7 +13,13 @@
 #      reason 28, and the drop-in's server sent its data untagged)
 #   3. the same address on the base netdev, "fe80::...%eth0": eth0's entry
 #   4. a listener on "fe80::...%eth0", a connect to "fe80::...%eth0.100": refused as
-#      the kernel does (other_netdev below)
+#      the kernel does (cma_match_net_dev; refused_both_ways below)
+#   5. a client bound to 192.168.100.(10+N)/32 on eth0 (untagged) to the peer's eth0
+#      address: the peer's route back to it leaves on eth0.100, not on eth0 where the
+#      REQ came in, so it is refused as the kernel does (validate_net_dev)
+#   6. one address on two netdevs (10.77.0.N on eth0, then on eth0.100): an unbound
+#      id sends from the entry of the route's netdev, an accepted one from the entry
+#      its REQ came in on (two_netdevs below)
 # Checks per step and way: the exit status, every ping's data line (check_pings), and
 # on b that the drop-in's traffic went out on the right netdev: eth0.100's tx_packets
 # grew by at least the ping count in steps 1 and 2 and by less in step 3. Readiness:
@@ -32,27 +38,35 @@ LL=$(ip -o -6 addr show dev "$NETDEV" scope link | awk '{ sub("/.*", "", $4); pr
 # the link-local GID as sysfs prints it: rxe's GID 0, the base netdev's
 LL_GID=$(cat /sys/class/infiniband/rxe0/ports/1/gids/0)
 
-# vlan_up: VLAN 100 with 192.168.100.$me (and its link-local address, no DAD), then
-# until rxe0's table has the VLAN's IPv4 GID and the link-local GID of eth0.100 (the
+# has_entry NETDEV GID: rxe0's table has GID in an entry of NETDEV (one grep: rxe's
+# table has 1,024 files)
+has_entry() {
+  local f port=/sys/class/infiniband/rxe0/ports/1
+  for f in $(grep -lx -e "$2" "$port"/gids/*); do
+    [ "$(cat "$port/gid_attrs/ndevs/${f##*/}" 2>/dev/null)" = "$1" ] && return 0
+  done
+  return 1
+}
+# wait_entries NETDEV GID...: until rxe0 has each GID in an entry of NETDEV (the
 # kernel's roce_gid_mgmt adds them from a workqueue)
+wait_entries() {
+  local end=$((SECONDS + T)) dev=$1 g missing; shift
+  while ((SECONDS < end)); do
+    missing=""
+    for g in "$@"; do has_entry "$dev" "$g" || missing="$missing $g"; done
+    [ -z "$missing" ] && return 0
+    sleep 0.1
+  done
+  echo "rxe0 has no entries of $dev for$missing after ${T}s" >&2; return 1
+}
+
+# vlan_up: VLAN 100 with 192.168.100.$me (and its link-local address, no DAD), then
+# until rxe0's table has the VLAN's IPv4 GID and the link-local GID of eth0.100
 vlan_up() {
-  local end=$((SECONDS + T)) f
   modprobe 8021q && ip link add link "$NETDEV" name "$VLAN" type vlan id 100 || return 1
   echo 0 > "/proc/sys/net/ipv6/conf/$VLAN/accept_dad"
   ip link set "$VLAN" up && ip addr add "192.168.100.$me/24" dev "$VLAN" || return 1
-  local v4 port=/sys/class/infiniband/rxe0/ports/1
-  v4=$(ipv4_gid "192.168.100.$me")
-  while ((SECONDS < end)); do
-    local have_v4=0 have_ll=0
-    # the few entries with either GID (one grep: rxe's table has 1,024 files)
-    for f in $(grep -lx -e "$v4" -e "$LL_GID" "$port"/gids/*); do
-      [ "$(cat "$port/gid_attrs/ndevs/${f##*/}" 2>/dev/null)" = "$VLAN" ] || continue
-      case $(cat "$f") in "$v4") have_v4=1 ;; "$LL_GID") have_ll=1 ;; esac
-    done
-    [ "$have_v4$have_ll" = 11 ] && return 0
-    sleep 0.1
-  done
-  echo "rxe0 has no entries of $VLAN ($v4, $LL_GID) after ${T}s" >&2; return 1
+  wait_entries "$VLAN" "$(ipv4_gid "192.168.100.$me")" "$LL_GID"
 }
 
 vlan_tx() { cat "/sys/class/net/$VLAN/statistics/tx_packets"; }
@@ -104,37 +118,91 @@ rejected() {
   fi
 }
 
-# other_netdev: 4. a listener bound to the link-local address on the base netdev
-# ("fe80::...%eth0") and a client's connect to that address on the VLAN
-# ("fe80::...%eth0.100"): the REQ comes in on the VLAN's GID entry, and the kernel's
-# rdma_cm takes it for no listener bound to another netdev (cma_match_net_dev): its
-# ib_cm answers REJ 28 (rping: "cma event RDMA_CM_EVENT_REJECTED, error 28"), the
-# listener sees nothing. First a's kernel listener for b's drop-in client (what a client
-# sees), then b's drop-in listener for a's kernel client, which must see the same (before
-# 2026-11-28 the drop-in's listener took it). Each listener is still listening after.
-other_netdev() {
-  local pid saw want='cma event RDMA_CM_EVENT_REJECTED, error 28'
+# refused_both_ways NAME PORT LISTEN CLIENT_ARGS...: a request the kernel's rdma_cm
+# refuses before any listener takes it: its ib_cm answers REJ 28 (rping: "cma event
+# RDMA_CM_EVENT_REJECTED, error 28"), the listener sees nothing. First a's kernel
+# listener on LISTEN:PORT for b's drop-in client (rping -c CLIENT_ARGS -p PORT: what a
+# client sees), then b's drop-in listener on LISTEN:PORT+1 for a's kernel client, which
+# must see the same. Each listener still listens after (rping -s exits after a client).
+refused_both_ways() {
+  local name=$1 port=$2 listen=$3 pid saw want='cma event RDMA_CM_EVENT_REJECTED, error 28'
+  shift 3
   if [ "$USCM_VM_ROLE" = a ]; then
-    timeout $T rping -s -a "$LL%$NETDEV" -p 7196 -v > /tmp/scope-s.log 2>&1 & pid=$!
-    kernel_listening 7196 && sync.sh signal kernel-scope-server-ready
-    sync.sh wait dropin-scope-client-done $T
-    still_listening kernel-scope-listener-took-nothing "$pid" /tmp/scope-s.log
-    saw=$(sync.sh get dropin-scope-client-saw $T)
-    sync.sh wait dropin-scope-server-ready $T
-    timeout $T rping -c -a "$PEER_LL%$VLAN" -p 7197 -v -C 1 > /tmp/scope-c.log 2>&1
-    rejected kernel-scope-client-sees-what-dropin-client-saw /tmp/scope-c.log "$saw"
-    sync.sh signal kernel-scope-client-done
+    timeout $T rping -s -a "$listen" -p "$port" -v > "/tmp/$name-s.log" 2>&1 & pid=$!
+    kernel_listening "$port" && sync.sh signal "kernel-$name-server-ready"
+    sync.sh wait "dropin-$name-client-done" $T
+    still_listening "kernel-$name-listener-took-nothing" "$pid" "/tmp/$name-s.log"
+    saw=$(sync.sh get "dropin-$name-client-saw" $T)
+    sync.sh wait "dropin-$name-server-ready" $T
+    timeout $T rping -c "$@" -p $((port + 1)) -v -C 1 > "/tmp/$name-c.log" 2>&1
+    rejected "kernel-$name-client-sees-what-dropin-client-saw" "/tmp/$name-c.log" "$saw"
+    sync.sh signal "kernel-$name-client-done"
   else
-    sync.sh wait kernel-scope-server-ready $T
-    "${USCM[@]}" rping -c -a "$PEER_LL%$VLAN" -p 7196 -v -C 1 > /tmp/scope-c.log 2>&1
-    rejected dropin-scope-client-rejected-by-kernel /tmp/scope-c.log "$want"
-    grep -m1 '^cma event ' /tmp/scope-c.log | sync.sh put dropin-scope-client-saw
-    sync.sh signal dropin-scope-client-done
-    "${USCM[@]}" rping -s -a "$LL%$NETDEV" -p 7197 -v > /tmp/scope-s.log 2>&1 & pid=$!
-    wait_for /tmp/scope-s.log 'listening on' "$pid" && sync.sh signal dropin-scope-server-ready
-    sync.sh wait kernel-scope-client-done $T
-    still_listening dropin-scope-listener-took-nothing "$pid" /tmp/scope-s.log
+    sync.sh wait "kernel-$name-server-ready" $T
+    "${USCM[@]}" rping -c "$@" -p "$port" -v -C 1 > "/tmp/$name-c.log" 2>&1
+    rejected "dropin-$name-client-rejected-by-kernel" "/tmp/$name-c.log" "$want"
+    grep -m1 '^cma event ' "/tmp/$name-c.log" | sync.sh put "dropin-$name-client-saw"
+    sync.sh signal "dropin-$name-client-done"
+    "${USCM[@]}" rping -s -a "$listen" -p $((port + 1)) -v > "/tmp/$name-s.log" 2>&1 & pid=$!
+    wait_for "/tmp/$name-s.log" 'listening on' "$pid" && sync.sh signal "dropin-$name-server-ready"
+    sync.sh wait "kernel-$name-client-done" $T
+    still_listening "dropin-$name-listener-took-nothing" "$pid" "/tmp/$name-s.log"
   fi
+}
+
+# 4. a listener bound to the link-local address on the base netdev ("fe80::...%eth0")
+# and a client's connect to that address on the VLAN ("fe80::...%eth0.100"): the REQ
+# comes in on the VLAN's GID entry, and the kernel's rdma_cm takes it for no listener
+# bound to another netdev (cma_match_net_dev). Before 2026-11-28 the drop-in's listener
+# took it.
+other_netdev() { refused_both_ways scope 7196 "$LL%$NETDEV" -a "$PEER_LL%$VLAN"; }
+
+# 5. the kernel's validate_net_dev (cma_ib_id_from_event, before cma_find_listener): a
+# REQ is refused unless the route back to its source, from its destination and asked on
+# the netdev of the GID entry it came in on, leaves on that netdev. Each VM puts
+# 192.168.100.(10+N)/32 on eth0 (untagged; its GID in an entry of eth0) and its client
+# binds to it (rping -I) to reach the peer's eth0 address: the REQ comes in on the
+# peer's eth0 entry, and the peer routes 192.168.100.0/24 on eth0.100 only (no default
+# route in the VMs): -EHOSTUNREACH, REJ 28. Before 2026-11-28 the drop-in's listener
+# took it and the ping went through (its REP went out on eth0 all the same).
+route_back() {
+  local stray=192.168.100.$((10 + me))
+  check "stray-address-$USCM_VM_ROLE" ip addr add "$stray/32" dev "$NETDEV" &&
+    check "stray-entry-$USCM_VM_ROLE" wait_entries "$NETDEV" "$(ipv4_gid "$stray")"
+  sync.sh signal "$USCM_VM_ROLE-stray-ready"
+  sync.sh wait "$peer_role-stray-ready" $T
+  refused_both_ways back 7198 "$USCM_VM_IP" -I "$stray" -a "$USCM_VM_PEER_IP"
+  ip addr del "$stray/32" dev "$NETDEV"
+}
+
+# first_entry_on NETDEV GID: rxe0's lowest-numbered entry of GID is NETDEV's
+first_entry_on() {
+  local port=/sys/class/infiniband/rxe0/ports/1 f
+  f=$(grep -lx -e "$2" "$port"/gids/* | sed 's|.*/||' | sort -n | head -n1)
+  echo "entry $f: $(cat "$port/gid_attrs/ndevs/$f" 2>/dev/null)"
+  [ -n "$f" ] && [ "$(cat "$port/gid_attrs/ndevs/$f")" = "$1" ]
+}
+
+# 6. one global address on two netdevs: 10.77.0.N first as /32 on eth0, then as /24 on
+# eth0.100, so rxe0's first entry of it is eth0's (checked) while the route to the
+# peer's 10.77.0.x leaves on eth0.100. The kernel's rdma_cm sends an unbound id's REQ
+# from the entry of the route's netdev (rdma_resolve_ip's bound_dev_if), and a new id
+# from the entry its REQ came in on; so must the drop-in: rping both ways, the
+# drop-in's traffic on eth0.100. Before 2026-11-28 it took the first entry (eth0's,
+# untagged): the kernel refused its REQ (validate_net_dev: the peer routes 10.77.0.0/24
+# on eth0.100 only) and its server answered untagged.
+two_netdevs() {
+  local ip=10.77.0.$me gid
+  gid=$(ipv4_gid "$ip")
+  check "two-netdevs-base-$USCM_VM_ROLE" ip addr add "$ip/32" dev "$NETDEV" &&
+    check "two-netdevs-base-entry-$USCM_VM_ROLE" wait_entries "$NETDEV" "$gid" &&
+    check "two-netdevs-vlan-$USCM_VM_ROLE" ip addr add "$ip/24" dev "$VLAN" &&
+    check "two-netdevs-vlan-entry-$USCM_VM_ROLE" wait_entries "$VLAN" "$gid" &&
+    check "two-netdevs-first-entry-is-base-$USCM_VM_ROLE" first_entry_on "$NETDEV" "$gid" &&
+    echo "  = $OUT"
+  sync.sh signal "$USCM_VM_ROLE-two-netdevs-ready"
+  sync.sh wait "$peer_role-two-netdevs-ready" $T
+  step two-netdevs "$ip" "10.77.0.$other" 7200 yes
 }
 
 if [ "$USCM_VM_ROLE" = a ]; then
@@ -150,6 +218,8 @@ step v4 "192.168.100.$me" "192.168.100.$other" 7190 yes
 step ll-vlan "$LL%$VLAN" "$PEER_LL%$VLAN" 7192 yes
 step ll-base "$LL%$NETDEV" "$PEER_LL%$NETDEV" 7194 no
 other_netdev
+route_back
+two_netdevs
 if [ "$USCM_VM_ROLE" = a ]; then
   # b checks this too: a's console lines can be lost, b's FAIL is not
   echo "$FAILED" | sync.sh put a-failed
