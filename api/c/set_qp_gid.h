@@ -17,8 +17,9 @@ struct LiveGid {
 };
 
 // On RoCE, the entry the id's REQ and MADs leave from (CmId::SourceGidIndex:
-// its address's entry on the netdev its scope_id names, as the drop-in's QP
-// takes, so a VLAN's link-local address gets the VLAN's entry); else, or when
+// its address's entry on its netdev, the one its scope_id names, the route's
+// or the request's, as the drop-in's QP takes (uscm_source_gid_index), so a
+// VLAN's link-local address gets the VLAN's entry); else, or when
 // the device's kept table lacks the address, the first of `table_len` live
 // entries (`read(i)`; nullopt: none at i) holding the id's IP as a GID, the
 // RoCE v2 one of equal GIDs, then the port's GID; 0 when none has either.
