@@ -61,8 +61,11 @@ int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
   uscm_qp_attr a = {};
   a.qp_state = static_cast<uscm_qp_state>(qp_attr->qp_state);  // INIT / RTR / RTS: same values
   int mask = 0;
-  int rc = uscm::librdmacm::ForId(
-      "rdma_init_qp_attr", id, [&](uscm_cm_id* uid) { return uscm_init_qp_attr(uid, &a, &mask); });
+  int own_index = -1;  // uscm's GID entry of the id (uscm_source_gid_index)
+  int rc = uscm::librdmacm::ForId("rdma_init_qp_attr", id, [&](uscm_cm_id* uid) {
+    own_index = uscm_source_gid_index(uid);
+    return uscm_init_qp_attr(uid, &a, &mask);
+  });
   if (rc != 0) return rc;
   qp_attr->qp_access_flags = a.qp_access_flags;
   qp_attr->pkey_index = a.pkey_index;
@@ -72,7 +75,7 @@ int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
   // (uscm's AV has index 0: fe80:: on rxe, and UCX's QP failed RTR).
   if (mask & IBV_QP_AV) {
     uscm::librdmacm::CompleteAh(id->verbs, id->port_num, &id->route.addr.src_addr,
-                                &qp_attr->ah_attr);
+                                &qp_attr->ah_attr, own_index);
   }
   qp_attr->path_mtu = static_cast<ibv_mtu>(a.path_mtu);
   qp_attr->dest_qp_num = a.dest_qp_num;

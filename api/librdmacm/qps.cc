@@ -112,14 +112,10 @@ std::mutex& QpTableLock() { return g_qp_mu; }
 int HandQpToUscm(rdma_cm_id* id, uscm_cm_id* uid, ibv_qp* qp) {
   uint8_t sgid_index = 0;
   int active_mtu = 0;
+  // uscm's entry where it knows it: the address on the id's netdev (the
+  // route's, or the one a request came in on, for an address on two).
   if (KeptSourceGid(id->verbs, id->port_num, &id->route.addr.src_addr, &sgid_index,
-                    &active_mtu)) {
-    // The entry uscm's REQ and MADs use where it knows it: the address on
-    // the id's netdev, which the address alone does not name when it is on
-    // two (the route's netdev, or the netdev a request came in on).
-    if (const int own = uscm_source_gid_index(uid); own >= 0 && own <= 255) {
-      sgid_index = static_cast<uint8_t>(own);
-    }
+                    &active_mtu, uscm_source_gid_index(uid))) {
     return uscm_set_qp_ex(uid, qp, sgid_index, active_mtu);
   }
   return uscm_set_qp(uid, qp);  // InfiniBand: the port's GID, as uscm finds it

@@ -176,7 +176,7 @@ uint64_t PortGidReads() {
 }
 
 bool KeptSourceGid(ibv_context* verbs, uint8_t port_num, const sockaddr* src, uint8_t* sgid_index,
-                   int* active_mtu) {
+                   int* active_mtu, int own_index) {
   ibv_gid wanted;
   if (!GidOfAddress(src, &wanted)) return false;
   bool ethernet = false;
@@ -185,12 +185,13 @@ bool KeptSourceGid(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ui
   if (!ethernet || index < 0 || index > 255 || mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
     return false;
   }
-  *sgid_index = static_cast<uint8_t>(index);
+  *sgid_index = static_cast<uint8_t>(own_index >= 0 && own_index <= 255 ? own_index : index);
   *active_mtu = mtu;
   return true;
 }
 
-void CompleteAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah) {
+void CompleteAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah,
+                int own_index) {
   ah->port_num = port_num;
   ibv_gid wanted;
   const bool has_gid = GidOfAddress(src, &wanted);
@@ -199,7 +200,11 @@ void CompleteAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_a
       LookupGidIndex(verbs, port_num, has_gid ? &wanted : nullptr, ScopeOf(src), &ethernet);
   if (!ethernet) return;
   ah->is_global = 1;
-  if (index >= 0) ah->grh.sgid_index = static_cast<uint8_t>(index);
+  if (own_index >= 0 && own_index <= 255) {
+    ah->grh.sgid_index = static_cast<uint8_t>(own_index);
+  } else if (index >= 0) {
+    ah->grh.sgid_index = static_cast<uint8_t>(index);
+  }
 }
 
 }  // namespace uscm::librdmacm

@@ -40,9 +40,12 @@ int GidIndexIn(const std::vector<GidEntry>& table, const ibv_gid& gid, int ifind
 
 // Completes `ah` for an id on (verbs, port_num) whose source address is
 // `src`: port_num always; on an Ethernet port is_global = 1 and
-// grh.sgid_index = GidIndexIn(the port's table, GidOfAddress(src)) (left as
-// it is when the address has no GID there).
-void CompleteAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah);
+// grh.sgid_index = `own_index` when not negative (uscm's entry of the id,
+// uscm_source_gid_index: the address on the id's netdev, which the address
+// alone does not name when it is on two), else GidIndexIn(the port's table,
+// GidOfAddress(src)) (left as it is when the address has no GID there).
+void CompleteAh(ibv_context* verbs, uint8_t port_num, const sockaddr* src, ibv_ah_attr* ah,
+                int own_index = -1);
 
 // A port's link layer and GID table, as CompleteAh reads them: once per
 // (context, port), and again when the device reported a GID change since
@@ -65,10 +68,11 @@ void SetGidGenerationForTesting(GidGenerationSource source);
 // The source GID index of an id on (verbs, port_num) whose address is `src`
 // (its RoCE v2 entry, as CompleteAh's) and the port's active MTU, from the
 // kept table: what uscm_set_qp queries the port and its GID entries for on
-// every QP. False on InfiniBand, for an address not in the table (after a
-// re-read) or an MTU not known.
+// every QP; `own_index`, when not negative, instead of the table's index
+// (as CompleteAh). False on InfiniBand, for an address not in the table
+// (after a re-read) or an MTU not known.
 bool KeptSourceGid(ibv_context* verbs, uint8_t port_num, const sockaddr* src, uint8_t* sgid_index,
-                   int* active_mtu);
+                   int* active_mtu, int own_index = -1);
 // Drops the kept tables of `verbs`'s ports (its device is removed and about
 // to be closed: devices.h CloseIfUnused; the pointer may come back for
 // another device).

@@ -112,6 +112,36 @@ TEST(UdAhTest, AQpOnAVlansLinkLocalAddressSendsFromTheVlansEntry) {
   SetPortGidsReaderForTesting(nullptr);
 }
 
+// One global address on two netdevs (10.77.0.2 on eth0, 2, and eth0.100, 3):
+// the address alone names the first entry; uscm's entry of the id (the
+// route's netdev, or the one a request came in on: uscm_source_gid_index)
+// goes to the QP and the AH instead. Before, the first entry (0: untagged).
+TEST(UdAhTest, UscmsEntryOfTheIdWinsOverTheAddresssFirst) {
+  SetPortGidsReaderForTesting([](ibv_context*, uint8_t) {
+    PortGids p;
+    p.ethernet = true;
+    p.active_mtu = IBV_MTU_1024;
+    p.table = {{Gid("::ffff:10.77.0.2"), true, 2}, {Gid("::ffff:10.77.0.2"), true, 3}};
+    return p;
+  });
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  inet_pton(AF_INET, "10.77.0.2", &src.sin_addr);
+  const sockaddr* sa = reinterpret_cast<sockaddr*>(&src);
+  uint8_t index = 9;
+  int mtu = 0;
+  ASSERT_TRUE(KeptSourceGid(nullptr, 1, sa, &index, &mtu));
+  EXPECT_EQ(index, 0) << "the address's first entry";
+  ASSERT_TRUE(KeptSourceGid(nullptr, 1, sa, &index, &mtu, /*own_index=*/1));
+  EXPECT_EQ(index, 1);
+  ibv_ah_attr ah{};
+  CompleteAh(nullptr, 1, sa, &ah, /*own_index=*/1);
+  EXPECT_EQ(ah.grh.sgid_index, 1) << "rdma_init_qp_attr's AV";
+  CompleteAh(nullptr, 1, sa, &ah, /*own_index=*/-2);  // uscm knows none
+  EXPECT_EQ(ah.grh.sgid_index, 0);
+  SetPortGidsReaderForTesting(nullptr);
+}
+
 TEST(UdAhTest, WithoutADeviceOnlyThePortIsSet) {
   ibv_ah_attr ah{};
   CompleteAh(nullptr, 1, nullptr, &ah);
