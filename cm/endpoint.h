@@ -167,6 +167,10 @@ class CmEndpoint {
   }
   bool timers_empty() const { return wheel_.empty(); }
   const mad::LocalPort& port() const { return port_; }
+  // Prefetches the lines a call's first steps read (the tables' and the
+  // wheel's headers, the queues), and nothing else: a simulator warms a
+  // cold endpoint with it before a MAD reaches it.
+  void PrefetchForWake() const;
 
  private:
   using Connection = internal::Connection;

@@ -655,4 +655,9 @@ bool Agent::idle() const {
          caller_timers_.empty();
 }
 
+void Agent::PrefetchForWake() const {
+  const char* self = reinterpret_cast<const char*>(this);
+  for (size_t i = 0; i < sizeof(*this); i += 64) __builtin_prefetch(self + i);
+}
+
 }  // namespace uscm::mad

@@ -207,6 +207,9 @@ class Agent {
   bool has_output() const { return !out_.empty(); }
   const AgentCounters& counters() const { return counters_; }
   const AgentConfig& config() const { return config_; }
+  // Prefetches this object (21 lines: its counters, wheel and tables'
+  // headers); a simulator warms a cold agent with it before a MAD lands.
+  void PrefetchForWake() const;
   size_t pending_requests() const { return requests_.size(); }
   size_t rmpp_sends() const { return senders_.size(); }
   size_t lingering() const { return lingering_.size(); }

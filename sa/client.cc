@@ -600,4 +600,9 @@ absl::optional<SaResult> SaClient::PollResult() {
   return r;
 }
 
+void SaClient::PrefetchForWake() const {
+  const char* self = reinterpret_cast<const char*>(this);
+  for (size_t i = 0; i < sizeof(*this); i += 64) __builtin_prefetch(self + i);
+}
+
 }  // namespace uscm::sa

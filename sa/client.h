@@ -203,6 +203,8 @@ class SaClient : public mad::CompletionSink, public mad::TimerSink {
 
   size_t outstanding() const { return queries_.size(); }
   const SaClientCounters& counters() const { return counters_; }
+  // Prefetches this object (5 lines); see mad::Agent::PrefetchForWake.
+  void PrefetchForWake() const;
 
  private:
   enum class Kind : uint8_t { kPath, kPaths, kJoin, kLeave, kMembers, kClassPortInfo };

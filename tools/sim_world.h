@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/optional.h"
 #include "cm/endpoint.h"
 #include "cm/path_from_record.h"
 #include "cm/router/local_router.h"
@@ -119,6 +120,14 @@ class alignas(64) SimHost : public sim::Actor {
       sim::Scheduler& scheduler, router::LocalRouter& router, const std::string& name,
       uint64_t seed, cm::CmConfig cm_config = {}, bool path_cache = false);
   ~SimHost() override;
+  // Prefetches what a wake reads (sim::WarmStage: the object, then its
+  // endpoints); no effect on results. The fabric calls it (WarmForArrival,
+  // `owner` the SimHost) as a MAD for this host crosses it; a caller about
+  // to use a cold host can too.
+  void Warm(sim::WarmStage stage) const;
+  static void WarmForArrival(const void* owner, sim::WarmStage stage) {
+    static_cast<const SimHost*>(owner)->Warm(stage);
+  }
 
   absl::optional<TimePoint> NextDeadline() const override;
   void Wake(TimePoint now) override;
@@ -164,6 +173,8 @@ class alignas(64) SimHost : public sim::Actor {
   std::function<void(SimHost&, TimePoint, sa::SaResult)> on_sa_result;
   // Every CM MAD this host sends (after the transport accepted it).
   std::function<void(std::span<const uint8_t>)> on_cm_sent;
+  // The end of what a wake reads (see the class comment).
+  static constexpr size_t kHotBytes = 192;
 
  private:
   SimHost(sim::Scheduler& scheduler, std::string name) : scheduler_(scheduler), name_(name) {}
@@ -193,7 +204,17 @@ struct SimWorldOptions {
   // router). More: a SimRouterHost owns QP1 and each process is a SimHost
   // behind it; hosts() lists the processes host by host.
   size_t procs_per_host = 1;
+  // Prefetch a host before it is used (SimHost::Warm): as a MAD for it
+  // crosses the fabric (sim::FabricOptions::warm_arrivals) and, in a
+  // workload, the clients of the next connections. Results are the same
+  // either way (warm_hosts_test). Unset: on from kWarmHostsFrom hosts, where
+  // the hosts' state no longer stays in the cache between two uses (below
+  // it a prefetch finds its line in and only costs its instruction;
+  // sim_scale_bench --warm-hosts=ab measures both, docs/SIMULATOR.md).
+  absl::optional<bool> warm_hosts;
 };
+
+inline constexpr size_t kWarmHostsFrom = 512;
 
 class SimRouterHost;
 
@@ -209,6 +230,12 @@ class SimWorld {
   // The processes: one per CA port, or procs_per_host() of each, in order.
   std::vector<std::unique_ptr<SimHost>>& hosts() { return hosts_; }
   size_t procs_per_host() const { return procs_per_host_; }
+  bool warm_hosts() const { return warm_hosts_; }
+  // SimWorldOptions::warm_hosts, changed during a run (a bench's A/B).
+  void set_warm_hosts(bool on) {
+    warm_hosts_ = on;
+    fabric_->set_warm_arrivals(on);
+  }
   // The routers, one per CA port, when procs_per_host() > 1.
   std::vector<std::unique_ptr<SimRouterHost>>& routers() { return routers_; }
   std::string sa_name() const;
@@ -221,6 +248,7 @@ class SimWorld {
   std::vector<std::unique_ptr<SimRouterHost>> routers_;  // before hosts_: outlive them
   std::vector<std::unique_ptr<SimHost>> hosts_;
   size_t procs_per_host_ = 1;
+  bool warm_hosts_ = true;
 };
 
 // The CM's view of a path the SA returned (cm/path_from_record.h).

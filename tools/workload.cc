@@ -111,6 +111,9 @@ class Workload {
       };
       h.on_cm_sent = [this](std::span<const uint8_t> mad) { OnSent(mad); };
     }
+    // Read once: a host's port lives in its QP's cold lines.
+    gids_.reserve(hosts.size());
+    for (const auto& h : hosts) gids_.push_back(h->port().gid);
     const TimePoint t0 = world_.scheduler().Now();
     PlanPairs();
     const std::vector<mad::Duration> starts = PlanStarts();
@@ -191,18 +194,31 @@ class Workload {
   uint64_t ServiceOf(size_t proc) const { return o_.service_id + proc % procs_; }
 
   void Start(int k) {
+    WarmNextClients(k);
     SimHost& c = *world_.hosts()[ClientOf(k)];
     SimHost& s = *world_.hosts()[ServerOf(k)];
     results_[k].index = k;
     results_[k].client = c.name();
     results_[k].server = s.name();
     started_[k] = world_.scheduler().Now();
-    auto q = c.sa().GetPath(started_[k], sa::PathQuery::RdmaCm(c.port().gid, s.port().gid,
+    auto q = c.sa().GetPath(started_[k], sa::PathQuery::RdmaCm(gids_[ClientOf(k)],
+                                                               gids_[ServerOf(k)],
                                                                0xFFFF,
                                                                ServiceOf(ServerOf(k))));
     if (!q.ok()) return Settle(k, std::string(q.status().message()));
     path_queries_[{ClientOf(k), *q}] = k;
     c.Touch();
+  }
+
+  // Connections start in index order (PlanStarts): while connection k
+  // starts, k + 1's client gets its endpoints warmed and k + 2's its own
+  // lines (SimHost::Warm's two steps), so that with thousands of hosts a
+  // start does not find its client cold. Only prefetches.
+  void WarmNextClients(int k) {
+    if (!world_.warm_hosts()) return;
+    const auto& hosts = world_.hosts();
+    if (k + 1 < o_.connections) hosts[ClientOf(k + 1)]->Warm(sim::WarmStage::kParts);
+    if (k + 2 < o_.connections) hosts[ClientOf(k + 2)]->Warm(sim::WarmStage::kObject);
   }
 
   void OnPath(size_t i, SimHost& h, TimePoint now, sa::SaResult r) {
@@ -333,6 +349,7 @@ class Workload {
   std::vector<ConnResult> results_;
   std::vector<Sample> samples_;
   std::vector<TimePoint> started_;
+  std::vector<mad::Gid> gids_;  // by host index: each host's port GID
   std::vector<bool> settled_flag_;
   absl::flat_hash_map<std::pair<size_t, uint64_t>, int> path_queries_;  // (host, query id)
   // Per host: its active-side connections (ConnId key -> connection).

@@ -70,7 +70,10 @@ absl::StatusOr<std::unique_ptr<SimTransport>> Fabric::Open(absl::string_view nod
 
 void Fabric::Unregister(SimTransport* t) {
   qps_.erase(QpKey(t->endpoint_, t->qpn_));
-  if (t->qpn_ == mad::kQp1) qp1_of_endpoint_[t->endpoint_] = nullptr;
+  if (t->qpn_ == mad::kQp1) {
+    qp1_of_endpoint_[t->endpoint_] = nullptr;
+    warmer_of_endpoint_[t->endpoint_] = ArrivalWarmer{};
+  }
 }
 
 uint32_t Fabric::AllocSlot() {
@@ -133,6 +136,7 @@ absl::Status Fabric::Send(SimTransport& from, const mad::MadAddress& to,
   p.len = static_cast<uint16_t>(mad.size());
   std::memcpy(p.data.data(), mad.data(), mad.size());
   counters_.sent++;
+  if (p.dst_qpn == mad::kQp1) Warm(dlid, WarmStage::kObject);  // kParts on the last hop
   if (dlid == ep.lid) {  // loopback inside the CA: no link, but never synchronous
     scheduler_.Schedule(scheduler_.Now(), [this, slot, e] { Deliver(slot, e); });
   } else if (ep.type == NodeType::kSwitch) {
@@ -174,6 +178,7 @@ void Fabric::Transmit(uint32_t slot, Attach a) {
     p.port = l.port[1 - a.dir];
     p.link = a.link;
     p.link_generation = l.generation;
+    if (c == 0 && p.dst_qpn == mad::kQp1 && !is_switch_[p.node]) Warm(p.dlid, WarmStage::kParts);
     scheduler_.Schedule(arrive, [this, s = copies[c]] { Arrive(s); });
   }
 }
@@ -221,6 +226,21 @@ void Fabric::Deliver(uint32_t slot, int endpoint) {
   counters_.delivered++;
   Record(p, /*delivered=*/true, DropReason::kLoss);
   if (t->on_arrival_) t->on_arrival_();  // the slot is freed when the MAD is drained
+}
+
+// The destination QP's two hot lines (SimTransport's layout) are the
+// fabric's to fetch; its owner's are the warmer's.
+void Fabric::Warm(uint16_t dlid, WarmStage stage) const {
+  if (!options_.warm_arrivals || dlid >= endpoint_by_lid_.size()) return;
+  const int e = endpoint_by_lid_[dlid];
+  if (e < 0) return;
+  if (stage == WarmStage::kObject && qp1_of_endpoint_[e] != nullptr) {
+    const char* qp = reinterpret_cast<const char*>(qp1_of_endpoint_[e]);
+    __builtin_prefetch(qp);
+    __builtin_prefetch(qp + 64);
+  }
+  const ArrivalWarmer& w = warmer_of_endpoint_[e];
+  if (w.warm != nullptr) w.warm(w.owner, stage);
 }
 
 void Fabric::Drop(uint32_t slot, DropReason reason) {
@@ -271,6 +291,10 @@ SimTransport::SimTransport(Fabric* fabric, int endpoint, uint32_t qpn, uint32_t 
   caps_.kernel_rmpp = false;
   caps_.can_reach_qp1 = true;
   caps_.max_receive_size = mad::kMadSize;
+}
+
+void SimTransport::set_arrival_warmer(ArrivalWarmer warmer) {
+  if (qpn_ == mad::kQp1) fabric_->warmer_of_endpoint_[endpoint_] = warmer;
 }
 
 SimTransport::~SimTransport() {

@@ -139,6 +139,7 @@ absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Create(Scheduler& scheduler, con
   if (absl::Status s = f->AssignLids(); !s.ok()) return s;
   f->ComputeRoutes(/*up_only=*/false);
   f->qp1_of_endpoint_.assign(f->endpoints_.size(), nullptr);
+  f->warmer_of_endpoint_.assign(f->endpoints_.size(), ArrivalWarmer{});
   f->attach_of_endpoint_.reserve(f->endpoints_.size());
   for (const Endpoint& ep : f->endpoints_) f->attach_of_endpoint_.push_back(f->attach_[ep.node][ep.port]);
   f->is_switch_.resize(nodes.size());

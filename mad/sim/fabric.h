@@ -60,6 +60,27 @@ struct FabricOptions {
   // false: no trace digest (a bench that never reads it saves an FNV pass
   // over every delivered MAD); trace_digest() then aborts, as a caller bug.
   bool trace_digest = true;
+  // false: MADs in flight do not warm their destination (SimTransport::
+  // set_arrival_warmer); results are the same either way, only the time to
+  // compute them differs (sim_scale_bench --warm-arrivals=0 measures it).
+  bool warm_arrivals = true;
+};
+
+// Two steps of warming a cold object before it is used: kObject prefetches
+// the object's own hot lines without reading them (they are not in yet);
+// kParts, a step later, reads them and prefetches what they point to. The
+// fabric asks a QP's warmer for kObject when a MAD for it is sent and for
+// kParts on the MAD's last hop (onto the link into the CA; a loopback MAD
+// has no last hop).
+enum class WarmStage : uint8_t { kObject, kParts };
+
+// Fetches into the cache what the owner of a QP reads when a MAD wakes it,
+// while the MAD crosses the fabric: with thousands of simulated hosts each
+// wake finds its host cold, and a miss found one step at a time costs the
+// whole memory latency. `warm` must only prefetch (no effect on results).
+struct ArrivalWarmer {
+  void (*warm)(const void* owner, WarmStage stage) = nullptr;
+  const void* owner = nullptr;
 };
 
 enum class DropReason : uint8_t {
@@ -164,6 +185,8 @@ class Fabric {
 
   const FabricCounters& counters() const { return counters_; }
   // FNV-1a over every delivery and drop (time, addresses, QPNs, bytes).
+  // FabricOptions::warm_arrivals, changed during a run (a bench's A/B).
+  void set_warm_arrivals(bool on) { options_.warm_arrivals = on; }
   uint64_t trace_digest() const;
   void set_trace_sink(std::function<void(const TraceEvent&)> sink) { trace_ = std::move(sink); }
   Scheduler& scheduler() { return scheduler_; }
@@ -263,6 +286,9 @@ class Fabric {
   // The datapath's per-hop lookups, dense: qps_'s QP1 entries by endpoint
   // (almost every MAD goes to QP1) and whether a node is a switch.
   std::vector<SimTransport*> qp1_of_endpoint_;
+  std::vector<ArrivalWarmer> warmer_of_endpoint_;  // QP1's owner, by endpoint
+  // Calls the warmer of the endpoint at `dlid`, if any (options_.warm_arrivals).
+  void Warm(uint16_t dlid, WarmStage stage) const;
   std::vector<uint8_t> is_switch_;
   std::vector<Packet> slots_;
   std::vector<uint32_t> free_slots_;
@@ -294,6 +320,9 @@ class alignas(64) SimTransport final : public mad::Transport {
   size_t pending() const { return rx_count_; }
   // Called (from inside the scheduler) each time a MAD lands in the queue.
   void set_on_arrival(absl::AnyInvocable<void()> cb) { on_arrival_ = std::move(cb); }
+  // Called as a MAD for this QP crosses the fabric (QP1 only: the QP almost
+  // every MAD goes to); see ArrivalWarmer.
+  void set_arrival_warmer(ArrivalWarmer warmer);
 
  private:
   friend class Fabric;

@@ -107,6 +107,67 @@ TEST_F(TwoHostsTest, DeliversAfterTwoHopsWithTheSourceAddressFilledIn) {
   EXPECT_EQ(DrainAll(*a_, sched_->Now()).size(), 0u);
 }
 
+// What a warmer saw: (owner, stage, virtual time).
+struct WarmCall {
+  const void* owner;
+  WarmStage stage;
+  int64_t at_ns;
+  bool operator==(const WarmCall&) const = default;
+};
+std::vector<WarmCall>* warm_calls = nullptr;
+Scheduler* warm_clock = nullptr;
+void RecordWarm(const void* owner, WarmStage stage) {
+  warm_calls->push_back(WarmCall{owner, stage, warm_clock->Now().nanos()});
+}
+
+TEST_F(TwoHostsTest, AQp1sWarmerIsCalledWhenAMadIsSentToItAndOnItsLastHop) {
+  std::vector<WarmCall> calls;
+  warm_calls = &calls;
+  warm_clock = sched_.get();
+  int owner_b = 0;
+  b_->set_arrival_warmer({&RecordWarm, &owner_b});
+  ASSERT_TRUE(a_->Send(To(3), Mad(1)).ok());
+  ASSERT_TRUE(sched_->RunFor(kHop * 2).ok());
+  ASSERT_EQ(DrainAll(*b_, sched_->Now()).size(), 1u);
+  // Sent at 0; the switch puts it on the link into host2 after one hop.
+  EXPECT_THAT(calls, ElementsAre(WarmCall{&owner_b, WarmStage::kObject, 0},
+                                 WarmCall{&owner_b, WarmStage::kParts, kHop.nanos()}));
+  // host1 has no warmer; a MAD to another QP of host2 does not warm QP1's owner.
+  calls.clear();
+  ASSERT_TRUE(b_->Send(To(2), Mad(2)).ok());
+  std::unique_ptr<SimTransport> b_qp5 = *fabric_->Open("host2", 1, 5, 0x1234);
+  ASSERT_TRUE(a_->Send(To(3, 5, 0x1234), Mad(3)).ok());
+  ASSERT_TRUE(sched_->RunFor(kHop * 2).ok());
+  EXPECT_EQ(b_qp5->pending(), 1u);
+  EXPECT_THAT(calls, ElementsAre());
+  // Closing QP1 drops its warmer with it.
+  b_.reset();
+  ASSERT_TRUE(a_->Send(To(3), Mad(4)).ok());
+  ASSERT_TRUE(sched_->RunFor(kHop * 2).ok());
+  EXPECT_THAT(calls, ElementsAre());
+  warm_calls = nullptr;
+}
+
+TEST_F(TwoHostsTest, WarmArrivalsFalseCallsNoWarmer) {
+  FabricOptions options;
+  options.warm_arrivals = false;
+  Build(options);
+  std::vector<WarmCall> calls;
+  warm_calls = &calls;
+  warm_clock = sched_.get();
+  b_->set_arrival_warmer({&RecordWarm, b_.get()});
+  ASSERT_TRUE(a_->Send(To(3), Mad(1)).ok());
+  ASSERT_TRUE(sched_->RunFor(kHop * 2).ok());
+  EXPECT_EQ(b_->pending(), 1u);
+  EXPECT_THAT(calls, ElementsAre());
+  // Switched on during the run, the next MAD warms.
+  fabric_->set_warm_arrivals(true);
+  ASSERT_TRUE(a_->Send(To(3), Mad(2)).ok());
+  ASSERT_TRUE(sched_->RunFor(kHop * 2).ok());
+  EXPECT_EQ(calls.size(), 2u);
+  warm_calls = nullptr;
+}
+
 TEST_F(TwoHostsTest, JitterSpreadsArrivalsWithinTheBound) {
   LinkParams lp;
   lp.jitter = Duration::Micros(1);

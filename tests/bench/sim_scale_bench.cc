@@ -23,7 +23,11 @@
 // it. --warmup=0 measures cold hosts as before; --warmup=N runs N connections
 // per host first (each host N times client, N times server), so that its
 // containers (timer wheel entries, hash maps) have grown to what the
-// measured run needs before it starts.
+// measured run needs before it starts. --warm-hosts=0 / 1 turns
+// SimWorldOptions::warm_hosts (the prefetching of a host a MAD is on its way
+// to, and of the workload's next clients) off / on at every point (auto: the
+// world's choice, on from tools::kWarmHostsFrom hosts); ab switches it
+// within each measured run and prints on / off.
 //
 //   bazel run -c opt //tests/bench:sim_scale_bench                 (2, 128, 1024, 10240 hosts)
 //   bazel run -c opt //tests/bench:sim_scale_bench -- --hosts=10240 --connections=1000000
@@ -173,12 +177,48 @@ void PerfControl(const char* command) {
 
 // The measured workload, out of line so that a profiler can select it alone:
 //   valgrind --tool=callgrind --cache-sim=yes --toggle-collect='*MeasuredRun*' sim_scale_bench
+// --warm-hosts=ab: SimWorldOptions::warm_hosts switched on and off every
+// kAbPeriod settled connections within the measured run, each mode's CPU
+// time added up (so both see the same load, drift and growth), the first
+// two periods left out. Each pair of periods has one of each mode, in an
+// order drawn from a fixed sequence: with strict alternation the 2-host
+// point's costs that recur every 1,000 connections fell in one mode's
+// periods (the same binary doing nothing when "on": 1.075 on / off when on
+// came first, 0.942 when off came first).
+constexpr int kAbPeriod = 500;
+bool WarmInPeriod(int period) {
+  const uint64_t pair = static_cast<uint64_t>(period / 2);
+  const bool on_first = ((pair * 0x9E3779B97F4A7C15ULL) >> 63) != 0;
+  return (period % 2 == 0) == on_first;
+}
+struct AbSplit {
+  double cpu_s[2] = {0, 0};  // [warm off, warm on]
+  int conns[2] = {0, 0};
+};
+
 __attribute__((noinline)) absl::StatusOr<WorkloadResult> MeasuredRun(SimWorld& world,
-                                                                     const WorkloadOptions& o) {
-  return RunWorkload(world, o);
+                                                                     const WorkloadOptions& o,
+                                                                     AbSplit* ab) {
+  if (ab == nullptr) return RunWorkload(world, o);
+  int period = 0;
+  world.set_warm_hosts(WarmInPeriod(period));
+  double mark = CpuSeconds();
+  return RunWorkload(world, o, [&](int settled, int) {
+    if (settled % kAbPeriod != 0) return;
+    const double now = CpuSeconds();
+    if (period >= 2) {
+      const bool on = WarmInPeriod(period);
+      ab->cpu_s[on] += now - mark;
+      ab->conns[on] += kAbPeriod;
+    }
+    mark = now;
+    world.set_warm_hosts(WarmInPeriod(++period));
+  });
 }
 
-bool RunPoint(int hosts, int connections, int64_t interval_us, int warmup, Point* out) {
+bool RunPoint(int hosts, int connections, int64_t interval_us, int warmup,
+              absl::optional<bool> warm_hosts,
+              AbSplit* ab, Point* out) {
   using Clock = std::chrono::steady_clock;
   out->hosts = hosts;
   out->connections = connections;
@@ -194,6 +234,7 @@ bool RunPoint(int hosts, int connections, int64_t interval_us, int warmup, Point
   wo.link.latency = Duration::Nanos(500);
   if (hosts > 2) wo.topology.emplace(std::move(*topo));  // 2: uscm sim's two hosts, one switch
   wo.max_hosts = static_cast<size_t>(hosts);
+  wo.warm_hosts = warm_hosts;  // unset: SimWorld's choice by the number of hosts
   auto world = SimWorld::Create(wo, nullptr);
   if (!world.ok()) {
     std::fprintf(stderr, "%d hosts: %s\n", hosts, std::string(world.status().message()).c_str());
@@ -229,7 +270,7 @@ bool RunPoint(int hosts, int connections, int64_t interval_us, int warmup, Point
   const double wait1 = RunQueueWaitSeconds();
   const auto t2 = Clock::now();
   const double cpu1 = CpuSeconds();
-  auto r = MeasuredRun(**world, o);
+  auto r = MeasuredRun(**world, o, ab);
   out->run_cpu_s = CpuSeconds() - cpu1;
   const auto t3 = Clock::now();
   out->run_wait_s = RunQueueWaitSeconds() - wait1;
@@ -268,6 +309,8 @@ int Main(int argc, char** argv) {
   int connections = 100000;
   int64_t interval_us = 10;
   int warmup = 1;
+  absl::optional<bool> warm_hosts;  // --warm-hosts=auto
+  bool ab = false;
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     if (absl::ConsumePrefix(&a, "--hosts=")) {
@@ -284,6 +327,11 @@ int Main(int argc, char** argv) {
       if (!absl::SimpleAtoi(a, &connections) || connections < 1) return 2;
     } else if (absl::ConsumePrefix(&a, "--warmup=")) {
       if (!absl::SimpleAtoi(a, &warmup) || warmup < 0 || warmup > 100) return 2;
+    } else if (absl::ConsumePrefix(&a, "--warm-hosts=")) {
+      if (a != "0" && a != "1" && a != "ab" && a != "auto") return 2;
+      warm_hosts.reset();
+      if (a == "0" || a == "1") warm_hosts = a == "1";
+      ab = a == "ab";
     } else if (absl::ConsumePrefix(&a, "--interval-us=")) {
       if (!absl::SimpleAtoi(a, &interval_us) || interval_us < 0) return 2;
     } else if (absl::ConsumePrefix(&a, "--perf-fifo=")) {
@@ -295,7 +343,8 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: sim_scale_bench [--hosts=2,128,1024,10240] [--connections=100000] "
-                   "[--interval-us=10] [--warmup=0..100] [--perf-fifo=PATH]\n");
+                   "[--interval-us=10] [--warmup=0..100] [--warm-hosts=auto|0|1|ab] "
+                   "[--perf-fifo=PATH]\n");
       return 2;
     }
   }
@@ -305,9 +354,14 @@ int Main(int argc, char** argv) {
               "minflt/conn", "events", "events/s", "wakes/conn", "idle/conn", "cpu_us/conn",
               "wall_us/conn", "idle_B/host", "after_B/host", "p50_us");
   std::vector<Point> points;
+  std::vector<AbSplit> splits;
   for (int h : hosts) {
     Point p;
-    if (!RunPoint(h, connections, interval_us, warmup, &p)) return 1;
+    AbSplit split;
+    if (!RunPoint(h, connections, interval_us, warmup, warm_hosts, ab ? &split : nullptr, &p)) {
+      return 1;
+    }
+    splits.push_back(split);
     if (p.established != p.connections) {
       std::fprintf(stderr, "%d hosts: %d of %d connections established\n", h, p.established,
                    p.connections);
@@ -340,6 +394,15 @@ int Main(int argc, char** argv) {
                   ((b.run_cpu_s + b.warm_cpu_s) / b.connections) /
                       ((a.run_cpu_s + a.warm_cpu_s) / a.connections));
     }
+  }
+  for (size_t i = 0; ab && i < points.size(); ++i) {
+    const AbSplit& s = splits[i];
+    if (s.conns[0] == 0 || s.conns[1] == 0) continue;
+    const double off = 1e6 * s.cpu_s[0] / s.conns[0];
+    const double on = 1e6 * s.cpu_s[1] / s.conns[1];
+    std::printf("%d hosts, warm hosts on / off (%d periods of %d connections each): "
+                "%.2f / %.2f us CPU a connection = %.3f\n",
+                points[i].hosts, s.conns[1] / kAbPeriod, kAbPeriod, on, off, on / off);
   }
   std::printf("max RSS: %ld MB\n", MaxRssKb() / 1024);
   return 0;
