@@ -230,12 +230,10 @@ class SimWorld {
   // The processes: one per CA port, or procs_per_host() of each, in order.
   std::vector<std::unique_ptr<SimHost>>& hosts() { return hosts_; }
   size_t procs_per_host() const { return procs_per_host_; }
-  bool warm_hosts() const { return warm_hosts_; }
-  // SimWorldOptions::warm_hosts, changed during a run (a bench's A/B).
-  void set_warm_hosts(bool on) {
-    warm_hosts_ = on;
-    fabric_->set_warm_arrivals(on);
-  }
+  // SimWorldOptions::warm_hosts: the fabric's warm_arrivals holds it.
+  bool warm_hosts() const { return fabric_->warm_arrivals(); }
+  // Changed during a run (a bench's A/B).
+  void set_warm_hosts(bool on) { fabric_->set_warm_arrivals(on); }
   // The routers, one per CA port, when procs_per_host() > 1.
   std::vector<std::unique_ptr<SimRouterHost>>& routers() { return routers_; }
   std::string sa_name() const;
@@ -248,7 +246,6 @@ class SimWorld {
   std::vector<std::unique_ptr<SimRouterHost>> routers_;  // before hosts_: outlive them
   std::vector<std::unique_ptr<SimHost>> hosts_;
   size_t procs_per_host_ = 1;
-  bool warm_hosts_ = true;
 };
 
 // The CM's view of a path the SA returned (cm/path_from_record.h).

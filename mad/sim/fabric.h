@@ -187,6 +187,7 @@ class Fabric {
   // FNV-1a over every delivery and drop (time, addresses, QPNs, bytes).
   // FabricOptions::warm_arrivals, changed during a run (a bench's A/B).
   void set_warm_arrivals(bool on) { options_.warm_arrivals = on; }
+  bool warm_arrivals() const { return options_.warm_arrivals; }
   uint64_t trace_digest() const;
   void set_trace_sink(std::function<void(const TraceEvent&)> sink) { trace_ = std::move(sink); }
   Scheduler& scheduler() { return scheduler_; }
