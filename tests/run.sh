@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, checks the layers of the tree
 # (tools/check_layers.py), runs every Bazel test natively and again under
-# ASan + UBSan, then the VM lane (tests/vm) once, then prints one line
+# ASan + UBSan (but those tagged no_asan), then the VM lane (tests/vm) once,
+# two groups at a time, then prints one line
 # "N passed, N failed" (test cases).
 #   tests/run.sh            everything
 #   tests/run.sh --fast     native build only (no sanitizer pass)
@@ -37,7 +38,8 @@ for cfg in "${configs[@]}"; do
   # The sanitizer pass builds the tests and what they run, not the benches, fuzzers and
   # VM-lane programs, which the native pass builds (and the fuzzers have a config of
   # their own): ~50 binaries fewer to compile and link with ASan.
-  only=; [[ -n "$cfg" ]] && only=--build_tests_only
+  # Tests tagged no_asan (packaging) run in the native pass only.
+  only=; [[ -n "$cfg" ]] && only="--build_tests_only --test_tag_filters=-no_asan"
   # shellcheck disable=SC2086
   quiet_run "$out" "bazel test ${cfg:+$cfg }${only:+$only }--keep_going ${patterns[*]}" \
     bazel test $cfg $only --keep_going "${patterns[@]}" || rc=1
