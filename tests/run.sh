@@ -22,6 +22,12 @@ patterns=("$@")
 
 passed=0; failed=0; rc=0
 problems=$(mktemp)
+# The VM lane's kernel, initramfs and unpacked packages (tests/vm/prepare.sh: downloads,
+# depmod) are fetched while Bazel builds; the lane's own prepare.sh then finds them cached.
+prep_pid=
+if [[ "${patterns[*]}" == //... ]]; then
+  tests/vm/prepare.sh >/dev/null 2>"$USCM_LOG_DIR/vm-prepare.log" & prep_pid=$!
+fi
 # The layers of the tree (tools/check_layers.py): every include goes down, no two
 # rooms include each other. One check per room.
 echo "=== layers ==="
@@ -75,6 +81,7 @@ fi
 # Its full output (build, per-check PASS lines) goes to the log; the terminal gets
 # each group's count line and anything that failed.
 echo "=== vm lane ==="
+[[ -n "$prep_pid" ]] && wait "$prep_pid"   # a failure shows again in the lane's own prepare
 vm_log=$USCM_LOG_DIR/vm.log
 quiet_run "$vm_log" "tests/vm/run.sh" tests/vm/run.sh
 grep -E '^(FAIL |note: |  \| |--- |vm: )' "$vm_log"
