@@ -508,7 +508,10 @@ class LostPortOrderTest : public SimulatedPortsTest {
     std::vector<std::string> got;
     rdma_cm_event* e = nullptr;
     while (rdma_get_cm_event(ch_, &e) == 0) {
-      got.push_back(std::string(e->id == id_ ? "W " : e->id == bound_ ? "bound " : "? ") +
+      got.push_back(std::string(e->id == id_        ? "W "
+                                : e->id == bound_   ? "bound "
+                                : e->id == listener_ ? "L "
+                                                     : "? ") +
                     rdma_event_str(e->event) + " status " + std::to_string(e->status));
       rdma_ack_cm_event(e);
     }
@@ -529,6 +532,7 @@ class LostPortOrderTest : public SimulatedPortsTest {
   }
 
   rdma_cm_id* bound_ = nullptr;
+  rdma_cm_id* listener_ = nullptr;  // BoundListenerTest's
   std::vector<uscm_event_channel*> ports_;
 };
 
@@ -671,6 +675,82 @@ TEST_F(KilledUscmdTest, ANewIdBoundOnThePortConnects) {
   EXPECT_EQ(rdma_destroy_id(id), 0);
   EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL";
   EXPECT_EQ(rdma_destroy_id(bound_), 0);
+}
+
+// A listener bound to dev0's own address (rping -s -a, ucmatose -b), L, with
+// the wildcard listener W and the bound id of LostPortOrderTest. When dev0's
+// uscmd is killed while dev0 stays, the kernel's listener keeps listening
+// (its CM never goes away): L gets no event and listens again on dev0
+// through the new uscmd (g_reopen_sim[0]) at the uscm-ports thread's next
+// step; when dev0 was removed, L gets its one DEVICE_REMOVAL.
+class BoundListenerTest : public LostPortOrderTest {
+ protected:
+  void SetUp() override {
+    LostPortOrderTest::SetUp();
+    g_reopen_sim[0] = sim2_ = uscm_sim_create(6);
+    ASSERT_NE(sim2_, nullptr);
+    ASSERT_EQ(rdma_create_id(ch_, &listener_, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    ASSERT_EQ(Bind("10.0.0.1", 7014, listener_), 0) << "dev0:1's address";
+    ASSERT_EQ(rdma_listen(listener_, 4), 0) << strerror(errno);
+  }
+  bool HeldThroughTheNewUscmd() { return HeldOnHost(0, "10.0.0.1:7014", sim2_); }
+
+  uscm_sim* sim2_ = nullptr;
+};
+
+TEST_F(BoundListenerTest, AListenerBoundToThePortsAddressListensAgainThroughTheNewUscmd) {
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"})
+      << "none for L";
+  EXPECT_FALSE(HeldThroughTheNewUscmd());
+  RunPortResyncForTesting();  // the uscm-ports thread's next step
+  EXPECT_TRUE(HeldThroughTheNewUscmd()) << "L listens on dev0 through the new uscmd";
+  EXPECT_EQ(listener_->verbs, &g_ctx[0]) << "still on dev0";
+
+  SimPeer client(sim2_, 1);
+  ASSERT_TRUE(client.Connect("10.0.0.1:7014"));
+  TakeAndRejectRequest(ch_, sim2_, listener_, &g_ctx[0], client);
+  EXPECT_EQ(Events(), std::vector<std::string>{});
+  EXPECT_EQ(g_port_devices_closed, 0) << "the old uscm device is the bound id's";
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
+  EXPECT_EQ(g_port_devices_closed, 1) << "closed with the bound id: L left it";
+  EXPECT_EQ(rdma_destroy_id(listener_), 0);
+  listener_ = nullptr;
+  EXPECT_FALSE(HeldThroughTheNewUscmd());
+  EXPECT_EQ(g_closes, 0) << "dev0 stays";
+}
+
+// Another process took L's address through the new uscmd before the step:
+// L cannot listen there again and gets its one DEVICE_REMOVAL, as it did
+// before the move existed.
+TEST_F(BoundListenerTest, AListenerWhoseAddressIsTakenMeanwhileGetsDeviceRemoval) {
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  SimPeer other(sim2_, 0);
+  uscm_addr a;
+  ASSERT_EQ(uscm_parse_addr("10.0.0.1:7014", &a), 0);
+  ASSERT_EQ(uscm_bind_addr(other.id(), &a), 0) << uscm_last_error();
+  RunPortResyncForTesting();
+  EXPECT_EQ(Events(), std::vector<std::string>{"L RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  RunPortResyncForTesting();
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "once";
+  EXPECT_EQ(rdma_destroy_id(listener_), 0);
+  listener_ = nullptr;
+}
+
+// dev0 removed, its uscmd's exit reaching the drop-in before any listing saw
+// it: L gets its one DEVICE_REMOVAL (cma_process_remove), and is not moved.
+TEST_F(BoundListenerTest, AListenerBoundToARemovedDevicesAddressGetsDeviceRemoval) {
+  g_listed[0] = false;  // rdma link del dev0, not listed by the drop-in yet
+  LosePath(0);
+  EXPECT_EQ(Events(), (std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0",
+                                                "L RDMA_CM_EVENT_DEVICE_REMOVAL status 0"}));
+  RunPortResyncForTesting();
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "once";
+  EXPECT_FALSE(HeldThroughTheNewUscmd());
+  EXPECT_EQ(rdma_destroy_id(listener_), 0);
+  listener_ = nullptr;
+  ExpectTheEnd();
 }
 
 // A wildcard bind opens every port: their routers (uscmds) are asked to start

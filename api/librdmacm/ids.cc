@@ -265,7 +265,9 @@ void Forward(const uscm_cm_event& ue, Port* from) {
         internal::SayWildcardPathLost(id, from);
         return;
       }
-      if (id->state->removal_sent) return;
+      // A listener bound to the port's address: OnLostPathLocked moves it
+      // to the port's fresh entry, or sends it this event if the device went.
+      if (id->state->removal_sent || internal::RemovalLeftToLostPathLocked(id)) return;
       id->state->removal_sent = true;
       Fail(ENODEV, "event", "DEVICE_REMOVAL: the port's MAD path is gone");
       break;

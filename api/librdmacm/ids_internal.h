@@ -61,6 +61,12 @@ struct IdState {
   // A wildcard listener (rdma_listen with no device): its backlog.
   bool wildcard_listening = false;
   int backlog = 0;
+  // A listener bound to a port's own address (rdma_listen on an id with a
+  // device): the address and `backlog` its listen is made again with on the
+  // port's fresh entry when the port's uscmd exits while the device stays
+  // (lost_ports.cc MoveListenersLocked).
+  bool port_listening = false;
+  uscm_addr listen_addr = {};
   // The ports added later that refused the id's bind or listen (another
   // process's address there): not tried again.
   std::vector<Port*> refused_ports;
@@ -219,9 +225,36 @@ void SayWildcardPathLost(const Id* id, const Port* port);
 // uscm-ports thread while a wildcard id exists, which then puts each
 // wildcard id's bind and listen back on it: ClaimNewPortsLocked), and the
 // lost entry stays with the ids that live on it (each got its one
-// DEVICE_REMOVAL) until the last is destroyed (CloseLostPorts). A removed
-// device's port, a simulated one, or one replaced already: nothing.
+// DEVICE_REMOVAL) until the last is destroyed (CloseLostPorts); a listener
+// bound to the port's address (RemovalLeftToLostPathLocked) got none and
+// waits there for MoveListenersLocked. A removed device's port, a simulated
+// one, or one replaced already: nothing but that listener's DEVICE_REMOVAL.
 void OnLostPathLocked(Port* port);
+// Whether the DEVICE_REMOVAL of `id`'s own uscm id, for its port's lost MAD
+// path, is left to OnLostPathLocked: a listener bound to the port's address
+// (port_listening), whose listen is put back on the port's fresh entry when
+// the device stays, with no event (the kernel's listener never loses its
+// CM), and which gets its one DEVICE_REMOVAL when the device was removed.
+bool RemovalLeftToLostPathLocked(const Id* id);
+// The uscm-ports thread's step, after its opens: each listener bound to a
+// lost port's address (OnLostPathLocked kept it there) listens again on the
+// port's fresh entry once that is open (a uscm id of its own there, bound to
+// its address, listening with its backlog and options) and leaves the lost
+// entry, whose uscm device then closes (CloseLostPorts); with USCM_DEBUG,
+// rdma_listen's line. A fresh entry not open yet (its open failed: tried
+// again at a later step) keeps the listener waiting on the lost entry; a
+// listen refused there (another process took the address through the new
+// uscmd), or a device removed meanwhile, gives the listener its one
+// DEVICE_REMOVAL, as before this move. How many moved.
+int MoveListenersLocked();
+// Whether a listener waits to be moved (MoveListenersLocked): the thread's
+// once-a-second period runs.
+bool AnyListenerToMoveLocked();
+// Whether `port` is the fresh entry a waiting listener moves to: the
+// thread's step opens it even with no wildcard id.
+bool ListenerWaitsForLocked(const Port* port);
+// DEVICE_REMOVAL (status 0) to `id` alone, once, as SendDeviceRemovalLocked.
+void SendDeviceRemovalToLocked(Id* id);
 // A removed device's `port`, where no id lives: the wildcard ids' binds and
 // listens there are destroyed (the kernel's cma_process_remove destroys a
 // wildcard listener's listen on the device, and the wildcard id stays).

@@ -51,17 +51,21 @@ enum class StepFor {
   kRemoved,  // a uevent said a verbs device was removed
 };
 
-// The listing, and with a wildcard id the new ports' opens and claims; then
-// the close of the devices it saw go (and DEVICE_REMOVAL to the ids on them).
-// Without a wildcard id only a removal makes a step.
+// The listing, and with a wildcard id the new ports' opens and claims (a
+// listener bound to a lost port's address: its fresh entry's open and the
+// listener's move); then the close of the devices it saw go (and
+// DEVICE_REMOVAL to the ids on them). Without either only a removal makes a
+// step.
 void Step(StepFor why) {
   PortListing listing;
   bool listing_due;
   bool wildcard;
+  bool moving;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     wildcard = internal::AnyWildcardIdLocked();
-    if (!wildcard && why != StepFor::kRemoved) return;
+    moving = internal::AnyListenerToMoveLocked();
+    if (!wildcard && !moving && why != StepFor::kRemoved) return;
     listing_due = BeginPortListingLocked(&listing, why == StepFor::kPeriod);
   }
   if (listing_due) ListPorts(&listing);
@@ -69,11 +73,13 @@ void Step(StepFor why) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (listing_due) FinishPortListingLocked(&listing);
-    for (Port* p : wildcard ? LivePortsLocked() : std::vector<Port*>{}) {
-      if (p->channel == nullptr && !p->resync_open_failed) {
-        p->resync_opening = true;
-        to_open.push_back({p, p->verbs, p->port_num, p->testing, false, {}});
+    for (Port* p : wildcard || moving ? LivePortsLocked() : std::vector<Port*>{}) {
+      if (p->channel != nullptr || p->resync_opening || p->resync_open_failed ||
+          !(wildcard || internal::ListenerWaitsForLocked(p))) {
+        continue;
       }
+      p->resync_opening = true;
+      to_open.push_back({p, p->verbs, p->port_num, p->testing, false, {}});
     }
   }
   for (ToOpen& o : to_open) {
@@ -94,6 +100,7 @@ void Step(StepFor why) {
       RefreshPortAddressesLocked();
       internal::ClaimNewPortsLocked();
     }
+    if (moving) internal::MoveListenersLocked();
   }
   for (const OpenedPort& o : unused) CloseOpenedPort(o);
   // A device the listing saw go: closed once nothing holds it, its ids sent

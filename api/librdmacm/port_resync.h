@@ -27,7 +27,9 @@
 // uscmd exited while its device stayed is replaced in the table by the pump
 // (ids_internal.h OnLostPathLocked): a step opens the fresh entry like a port
 // added later (a new uscmd, started on demand), claims it for the wildcard
-// ids, and closes the lost entry's uscm device once no id lives on it (ids.h
+// ids, moves there the listeners bound to the port's address (their period
+// runs while one waits, wildcard id or not: MoveListenersLocked), and
+// closes the lost entry's uscm device once no id lives on it (ids.h
 // CloseLostPorts).
 //
 // The slow parts run without the library's lock, so no call of the program

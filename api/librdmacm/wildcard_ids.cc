@@ -207,7 +207,11 @@ int BindOnOtherPortsLocked(Id* id, const char* call) {
 }
 
 int ListenOnOtherPortsLocked(Id* id, int backlog) {
-  if (id->pub.port_num != 0) return 0;
+  if (id->pub.port_num != 0) {  // bound to a port's address: kept for its move
+    id->state->port_listening = uscm_getname(id->state->uid, &id->state->listen_addr) == 0;
+    id->state->backlog = backlog;
+    return 0;
+  }
   if (!id->state->wildcard_bound) {  // bound by the listen itself
     if (uscm_getname(id->state->uid, &id->state->bound) != 0) return 0;
     id->state->wildcard_bound = true;
@@ -247,9 +251,9 @@ void ForgetWildcardIdLocked(Id* id) {
 }
 
 void PortThreadNeedChangedLocked() {
-  const bool wildcard = !WildcardIds().empty();
-  if (wildcard || AnyLivePortOpenLocked()) {
-    StartPortResyncLocked(/*periodic=*/wildcard);
+  const bool periodic = !WildcardIds().empty() || AnyListenerToMoveLocked();
+  if (periodic || AnyLivePortOpenLocked()) {
+    StartPortResyncLocked(periodic);
   } else {
     StopPortResyncLocked();
   }
@@ -288,21 +292,26 @@ bool IdOnPortLocked(const Port* port) {
   return false;
 }
 
+void SendDeviceRemovalToLocked(Id* id) {
+  if (id->state->removal_sent || id->state->closed) return;
+  id->state->removal_sent = true;
+  rdma_cm_event ev = {};
+  ev.id = &id->pub;
+  ev.event = RDMA_CM_EVENT_DEVICE_REMOVAL;
+  QueueForId(id, id->pub.channel, ev, nullptr, 0);
+}
+
 int SendDeviceRemovalLocked(const Port* port) {
-  int sent = 0;
+  std::vector<Id*> ids;
   for (const auto& [uid, id] : ByUscmId()) {
     if (id->port != port || id->state->uid != uid || id->state->removal_sent ||
         id->state->closed) {
       continue;
     }
-    id->state->removal_sent = true;
-    rdma_cm_event ev = {};
-    ev.id = &id->pub;
-    ev.event = RDMA_CM_EVENT_DEVICE_REMOVAL;
-    QueueForId(id, id->pub.channel, ev, nullptr, 0);
-    ++sent;
+    ids.push_back(id);
   }
-  return sent;
+  for (Id* id : ids) SendDeviceRemovalToLocked(id);
+  return static_cast<int>(ids.size());
 }
 
 bool OnNoDeviceLocked(const Id* id) {
