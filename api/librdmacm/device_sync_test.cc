@@ -103,9 +103,16 @@ int g_port_devices_opened = 0;
 // The fabric devN's port is opened on again once its uscmd was killed (the
 // new uscmd's MAD path), or NULL: g_sim.
 uscm_sim* g_reopen_sim[kDevices] = {};
+// How many more opens of devN's port fail (a new uscmd that did not start).
+int g_failing_opens[kDevices] = {};
 uscm_device* SimHostOfDevice(ibv_context* verbs, int) {  // devN on simulated host N
   ++g_port_devices_opened;
   const int n = IndexOf(verbs);
+  if (g_failing_opens[n] > 0) {
+    --g_failing_opens[n];
+    errno = EIO;
+    return nullptr;
+  }
   return uscm_sim_device(g_reopen_sim[n] != nullptr ? g_reopen_sim[n] : g_sim, n);
 }
 
@@ -284,6 +291,7 @@ class SimulatedPortsTest : public DeviceSyncTest {
     g_sim = uscm_sim_create(5);
     ASSERT_NE(g_sim, nullptr);
     for (uscm_sim*& sim : g_reopen_sim) sim = nullptr;
+    for (int& n : g_failing_opens) n = 0;
     SetPortDevicesForTesting(SimHostOfDevice, CountPortDeviceClose);
     g_port_devices_closed = g_port_devices_opened = 0;
     g_router_starts.clear();
@@ -718,6 +726,28 @@ TEST_F(BoundListenerTest, AListenerBoundToThePortsAddressListensAgainThroughTheN
   listener_ = nullptr;
   EXPECT_FALSE(HeldThroughTheNewUscmd());
   EXPECT_EQ(g_closes, 0) << "dev0 stays";
+}
+
+// The new uscmd does not start at the step's first tries: the step tries
+// dev0's fresh entry again at the 1st, 2nd and 4th step after a failure
+// (a bounded back-off), and L listens once it opens.
+TEST_F(BoundListenerTest, AFailedOpenIsTriedAgainAtLaterSteps) {
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  g_failing_opens[0] = 3;
+  std::vector<int> tried;  // the steps that opened dev0's port
+  for (int step = 1; step <= 8; ++step) {
+    const int before = g_port_devices_opened;
+    RunPortResyncForTesting();
+    if (g_port_devices_opened != before) tried.push_back(step);
+  }
+  EXPECT_EQ(tried, (std::vector<int>{1, 2, 4, 8})) << "tries 1 and 2 fail, then 1 and 3 steps skipped";
+  EXPECT_TRUE(HeldThroughTheNewUscmd()) << "L listens once the open succeeds";
+  EXPECT_TRUE(HeldOnHost(0, "0.0.0.0:7010", sim2_)) << "and W";
+  EXPECT_EQ(Events(), std::vector<std::string>{});
+  const int opened = g_port_devices_opened;
+  RunPortResyncForTesting();
+  EXPECT_EQ(g_port_devices_opened, opened) << "open: not tried again";
 }
 
 // Another process took L's address through the new uscmd before the step:

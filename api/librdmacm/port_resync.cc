@@ -51,6 +51,36 @@ enum class StepFor {
   kRemoved,  // a uevent said a verbs device was removed
 };
 
+// The most steps skipped between two tries of a port whose opens failed
+// (about 32 s at the once-a-second period).
+constexpr int kResyncMaxSkips = 31;
+
+// Whether the step tries to open `p` now: not after a failed open's skips
+// (counted down here), so a new uscmd that did not start is tried again at
+// the 1st, 2nd, 4th, 8th ... step after the failure, then every 32nd.
+bool OpenDueLocked(Port* p) {
+  if (p->resync_skips == 0) return true;
+  --p->resync_skips;
+  return false;
+}
+
+// After the step's open of `p`: its failures in a row and the skips before
+// the next try.
+void CountOpenLocked(Port* p, bool ok) {
+  if (ok) {
+    p->resync_failures = p->resync_skips = 0;
+    return;
+  }
+  ++p->resync_failures;
+  p->resync_skips = std::min((1 << std::min(p->resync_failures - 1, 5)) - 1, kResyncMaxSkips);
+  if (DebugEnabled()) {
+    fprintf(stderr,
+            "uscm librdmacm: uscm-ports: %s:%u did not open (%d in a row): tried again in %d "
+            "step(s)\n",
+            p->ca.c_str(), p->port_num, p->resync_failures, p->resync_skips + 1);
+  }
+}
+
 // The listing, and with a wildcard id the new ports' opens and claims (a
 // listener bound to a lost port's address: its fresh entry's open and the
 // listener's move); then the close of the devices it saw go (and
@@ -74,8 +104,8 @@ void Step(StepFor why) {
     std::lock_guard<std::mutex> lock(g_mu);
     if (listing_due) FinishPortListingLocked(&listing);
     for (Port* p : wildcard || moving ? LivePortsLocked() : std::vector<Port*>{}) {
-      if (p->channel != nullptr || p->resync_opening || p->resync_open_failed ||
-          !(wildcard || internal::ListenerWaitsForLocked(p))) {
+      if (p->channel != nullptr || p->resync_opening ||
+          !(wildcard || internal::ListenerWaitsForLocked(p)) || !OpenDueLocked(p)) {
         continue;
       }
       p->resync_opening = true;
@@ -90,9 +120,8 @@ void Step(StepFor why) {
     std::lock_guard<std::mutex> lock(g_mu);
     for (const ToOpen& o : to_open) {
       o.port->resync_opening = false;
-      if (!o.ok) {
-        o.port->resync_open_failed = true;
-      } else if (!InstallOpenedPortLocked(o.port, o.opened, internal::OnPortOpen)) {
+      CountOpenLocked(o.port, o.ok);
+      if (o.ok && !InstallOpenedPortLocked(o.port, o.opened, internal::OnPortOpen)) {
         unused.push_back(o.opened);
       }
     }

@@ -64,9 +64,12 @@ struct Port {
   bool opened_by_library = false;
   // The parent of this fork's child had opened it (and the child has not).
   bool parents_open = false;
-  // The resync worker's open of it failed (ids.cc): the worker does not try
-  // it again (a program's call that needs the port still does).
-  bool resync_open_failed = false;
+  // The uscm-ports thread's opens of it that failed in a row (a new uscmd
+  // that did not start), and the steps it skips before trying again: 0, 1,
+  // 3, 7, ... up to 31 after the 1st, 2nd, 3rd, 4th ... failure
+  // (port_resync.cc; a program's call that needs the port tries at once).
+  int resync_failures = 0;
+  int resync_skips = 0;
   // USCM_CM_COUNTERS: the CM counters of its uscm device when a removed
   // device's port was released (ReleasePortLocked), printed at exit.
   std::string counters_at_release;
