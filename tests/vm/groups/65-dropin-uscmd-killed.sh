@@ -15,10 +15,14 @@
 # made through the dead uscmd are not tested here: they got DEVICE_REMOVAL and their
 # peers time out (no uscmd is left to send REJ or DREQ), as with a crashed kernel.
 # Before, the server heard nothing on the port again until it restarted (the client's
-# REQ went to the new uscmd with no listen claim on it).
+# REQ went to the new uscmd with no listen claim on it). Then the same with a server bound
+# to the port's own address, `rping -s -a IP` (a listener with a device, not a wildcard):
+# it gets no DEVICE_REMOVAL and listens again on the port through the new uscmd (its line
+# "listening on IP port P (DEV:1, opened again: its uscmd exited)"); before, it got
+# DEVICE_REMOVAL (rping exits on it) and no client reached it.
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
 . "$(dirname "$0")/../lib.sh"
-vm_boot --cm --timeout 400
+vm_boot --cm --timeout 1000  # four killed uscmds: 682 s at host load 15
 . "$VM_DIR/dropin.sh"
 
 N=10
@@ -26,22 +30,26 @@ N=10
 # client): their bound, not one step's
 SERVER=(env USCM_DEBUG=1 timeout $((3 * T)) "$USCM_VM_BIN/tools/uscm" exec --)
 
-# killed_uscmd DEV IP PORT: the server listens on 0.0.0.0:PORT, DEV's uscmd is killed,
-# a client to IP:PORT (on DEV) connects to the same server
+# killed_uscmd DEV IP PORT [BIND]: the server listens on BIND:PORT (0.0.0.0, or IP: a
+# server bound to DEV's address), DEV's uscmd is killed, a client to IP:PORT (on DEV)
+# connects to the same server. The checks are named DEV-... or DEV-bound-...
 killed_uscmd() {
-  local dev=$1 ip=$2 port=$3 s c old new rp
-  "${SERVER[@]}" rping -s -a 0.0.0.0 -p "$port" -v > /tmp/$dev-s.log 2>&1 & s=$!
+  local dev=$1 ip=$2 port=$3 bind=${4:-0.0.0.0} s c old new rp
+  local re=${bind//./\\.}
+  [ "$bind" = 0.0.0.0 ] || dev+=-bound
+  local d=${dev%-bound}
+  "${SERVER[@]}" rping -s -a "$bind" -p "$port" -v > /tmp/$dev-s.log 2>&1 & s=$!
   check "$dev-server-listening" wait_for /tmp/$dev-s.log 'listening on' $s
-  rp=$(pgrep -xf "rping -s -a 0\.0\.0\.0 -p $port -v")   # rping's own pid (s is timeout's)
-  old=$(pgrep -f "uscmd --ca $dev --port 1")
+  rp=$(pgrep -xf "rping -s -a $re -p $port -v")   # rping's own pid (s is timeout's)
+  old=$(pgrep -f "uscmd --ca $d --port 1")
   check "$dev-uscmd-running" test -n "$old"
   kill -9 "${old:-0}"
   check "$dev-uscmd-killed" gone "${old:-0}"
   check "$dev-server-listens-again" wait_for /tmp/$dev-s.log \
-    "listening on 0\.0\.0\.0 port $port \($dev:1, opened again: its uscmd exited\)" $s
-  new=$(pgrep -f "uscmd --ca $dev --port 1")
+    "listening on $re port $port \($d:1, opened again: its uscmd exited\)" $s
+  new=$(pgrep -f "uscmd --ca $d --port 1")
   check "$dev-new-uscmd" test -n "$new" -a "$new" != "$old"
-  check "$dev-same-server" test -n "$rp" -a "$(pgrep -xf "rping -s -a 0\.0\.0\.0 -p $port -v")" = "$rp"
+  check "$dev-same-server" test -n "$rp" -a "$(pgrep -xf "rping -s -a $re -p $port -v")" = "$rp"
   "${USCM[@]}" rping -c -a "$ip" -p "$port" -v -C $N > /tmp/$dev-c.log 2>&1 & c=$!
   finish "$dev-client" $c /tmp/$dev-c.log
   finish_rping_server "$dev-server" $s /tmp/$dev-s.log
@@ -53,4 +61,6 @@ check unload-kernel-cm modprobe -r rdma_ucm rdma_cm ib_cm
 no_kernel_cm no-kernel-cm
 killed_uscmd rxe1 192.168.77.2 7460
 killed_uscmd rxe0 192.168.77.1 7461
+killed_uscmd rxe1 192.168.77.2 7462 192.168.77.2
+killed_uscmd rxe0 192.168.77.1 7463 192.168.77.1
 group_end
