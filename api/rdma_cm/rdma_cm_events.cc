@@ -102,9 +102,8 @@ int EntrysNetdev(const DeviceOptions& o, uint8_t sgid_index) {
 }
 
 void TakeEntrysNetdev(const DeviceOptions& o, uint8_t sgid_index, Address* dst) {
-  if (dst->is_link_local() && EntrysNetdev(o, sgid_index) != 0) {
-    dst->scope_id = static_cast<uint32_t>(EntrysNetdev(o, sgid_index));
-  }
+  const int netdev = EntrysNetdev(o, sgid_index);
+  if (dst->is_link_local() && netdev != 0) dst->scope_id = static_cast<uint32_t>(netdev);
 }
 
 }  // namespace
