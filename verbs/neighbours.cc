@@ -272,6 +272,66 @@ absl::Status NeighbourTable::RouteLeavesOn(const IpAddr& dst, const IpAddr& src,
   return absl::OkStatus();
 }
 
+RouteBackCache::RouteBackCache() {
+  fd_ = socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (fd_ < 0) return;
+  sockaddr_nl local = {};
+  local.nl_family = AF_NETLINK;
+  bool ok = bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) == 0;
+  // What the route to a host, asked on a netdev, depends on.
+  for (int group : {RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE, RTNLGRP_IPV4_RULE, RTNLGRP_IPV6_RULE,
+                    RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR, RTNLGRP_LINK}) {
+    ok = ok && setsockopt(fd_, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) == 0;
+  }
+  if (!ok) {
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
+RouteBackCache::~RouteBackCache() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool RouteBackCache::Changed() {
+  bool changed = false;
+  std::array<uint8_t, 8192> buf;
+  for (;;) {
+    const ssize_t n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && errno == ENOBUFS)) {  // ENOBUFS: some were lost
+      changed = true;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return changed;  // EAGAIN: read them all
+    }
+  }
+}
+
+absl::Status RouteBackCache::RouteLeavesOn(NeighbourTable& table, const IpAddr& dst,
+                                           const IpAddr& src, int ifindex) {
+  if (fd_ < 0) {
+    ++asked_;
+    return table.RouteLeavesOn(dst, src, ifindex);
+  }
+  if ((Changed() || kept_.size() >= kMaxKept) && !kept_.empty()) {
+    kept_.clear();
+    ++dropped_;
+  }
+  std::string key;
+  for (const IpAddr* a : {&dst, &src}) {
+    key.append(reinterpret_cast<const char*>(&a->family), sizeof(a->family));
+    key.append(reinterpret_cast<const char*>(a->ip.data()), AddrLen(a->family));
+    key.append(reinterpret_cast<const char*>(&a->scope_id), sizeof(a->scope_id));
+  }
+  key.append(reinterpret_cast<const char*>(&ifindex), sizeof(ifindex));
+  if (auto it = kept_.find(key); it != kept_.end()) return it->second;
+  ++asked_;
+  absl::Status s = table.RouteLeavesOn(dst, src, ifindex);
+  if (s.ok() || s.code() == absl::StatusCode::kFailedPrecondition) kept_.emplace(key, s);
+  return s;
+}
+
 absl::optional<NeighbourEntry> NeighbourTable::Lookup(int ifindex, const IpAddr& addr) {
   nl_msg* msg = nlmsg_alloc_simple(RTM_GETNEIGH, NLM_F_REQUEST);
   if (msg == nullptr) return absl::nullopt;

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
 
@@ -104,6 +105,43 @@ class NeighbourTable {
   int AskRoute(const IpAddr& dst, const absl::optional<IpAddr>& src, uint32_t oif, unsigned flags,
                RouteToHost* answer);
   ::nl_sock* sock_ = nullptr;
+};
+
+// NeighbourTable::RouteLeavesOn's answers, kept per (the request's source, its
+// destination, the netdev it came in on) until the kernel says that a route,
+// a routing rule, an address or a link changed: a socket of the cache's own
+// in those rtnetlink groups, read (without waiting) before every answer; any
+// message on it, or its overflow (ENOBUFS), drops every kept answer. The
+// kernel queues the notification before it acknowledges the change, so an
+// answer is never older than the last change a program has seen completed.
+// Without the socket (it cannot be opened) nothing is kept. At most
+// kMaxKept answers: a full cache is dropped (requests from many sources).
+class RouteBackCache {
+ public:
+  static constexpr size_t kMaxKept = 4096;
+
+  RouteBackCache();
+  RouteBackCache(const RouteBackCache&) = delete;
+  RouteBackCache& operator=(const RouteBackCache&) = delete;
+  ~RouteBackCache();
+
+  // `table`'s RouteLeavesOn(dst, src, ifindex), asked of the kernel once
+  // between two changes. An error other than the route's answer (OK or
+  // FailedPrecondition) is not kept.
+  absl::Status RouteLeavesOn(NeighbourTable& table, const IpAddr& dst, const IpAddr& src,
+                             int ifindex);
+
+  bool watching() const { return fd_ >= 0; }
+  uint64_t asked() const { return asked_; }      // answers asked of the kernel
+  uint64_t dropped() const { return dropped_; }  // times the kept answers were dropped
+
+ private:
+  // True when a change was notified since the last call.
+  bool Changed();
+  int fd_ = -1;
+  absl::flat_hash_map<std::string, absl::Status> kept_;
+  uint64_t asked_ = 0;
+  uint64_t dropped_ = 0;
 };
 
 }  // namespace uscm::verbs

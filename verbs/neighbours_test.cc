@@ -221,5 +221,54 @@ TEST_F(NeighbourTableTest, TheRouteBackLeavesOnTheRequestsNetdevOrNot) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// The answers are kept until the kernel says a route or an address changed:
+// a request's source with no route on vt0 is refused, then taken once a route
+// through vt0's gateway is added, refused again once it is deleted; an
+// address added and deleted drops the kept answers too.
+TEST_F(NeighbourTableTest, TheRouteBackIsKeptUntilARouteOrAnAddressChanges) {
+  const int vt0 = static_cast<int>(if_nametoindex("vt0"));
+  RouteBackCache cache;
+  ASSERT_TRUE(cache.watching());
+  const IpAddr from = Ip("10.31.0.5"), to = Ip("10.9.0.1");
+  EXPECT_EQ(cache.RouteLeavesOn(*table_, from, to, vt0).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache.RouteLeavesOn(*table_, from, to, vt0).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache.asked(), 1u) << "the second answer is the kept one";
+  ASSERT_EQ(system("ip route add 10.31.0.0/16 via 10.9.0.8"), 0);
+  EXPECT_TRUE(cache.RouteLeavesOn(*table_, from, to, vt0).ok());
+  EXPECT_TRUE(cache.RouteLeavesOn(*table_, from, to, vt0).ok());
+  EXPECT_EQ(cache.asked(), 2u);
+  ASSERT_EQ(system("ip route del 10.31.0.0/16 via 10.9.0.8"), 0);
+  EXPECT_EQ(cache.RouteLeavesOn(*table_, from, to, vt0).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache.asked(), 3u);
+  ASSERT_EQ(system("ip addr add 10.31.0.1/16 dev vt0"), 0);
+  EXPECT_TRUE(cache.RouteLeavesOn(*table_, from, to, vt0).ok()) << "the address's prefix route";
+  ASSERT_EQ(system("ip addr del 10.31.0.1/16 dev vt0"), 0);
+  EXPECT_EQ(cache.RouteLeavesOn(*table_, from, to, vt0).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache.asked(), 5u);
+  EXPECT_EQ(cache.dropped(), 4u);
+}
+
+// A full cache is dropped: requests from many sources keep at most kMaxKept.
+TEST_F(NeighbourTableTest, AFullRouteBackCacheIsDropped) {
+  const int vt0 = static_cast<int>(if_nametoindex("vt0"));
+  RouteBackCache cache;
+  ASSERT_TRUE(cache.watching());
+  IpAddr from = Ip("10.20.0.0");
+  for (size_t i = 0; i <= RouteBackCache::kMaxKept; ++i) {
+    from.ip[2] = static_cast<uint8_t>(i >> 8);
+    from.ip[3] = static_cast<uint8_t>(i);
+    ASSERT_TRUE(cache.RouteLeavesOn(*table_, from, Ip("10.9.0.1"), vt0).ok());
+  }
+  EXPECT_EQ(cache.asked(), RouteBackCache::kMaxKept + 1);
+  EXPECT_EQ(cache.dropped(), 1u);
+  from.ip[2] = from.ip[3] = 0;
+  ASSERT_TRUE(cache.RouteLeavesOn(*table_, from, Ip("10.9.0.1"), vt0).ok());
+  EXPECT_EQ(cache.asked(), RouteBackCache::kMaxKept + 2) << "10.20.0.0 was dropped with the rest";
+}
+
 }  // namespace
 }  // namespace uscm::verbs

@@ -129,11 +129,14 @@ class NeighbourResolver {
   }
 
   // DeviceOptions::route_back_on: the kernel's validate_net_dev, on the same
-  // socket (NeighbourTable::RouteLeavesOn).
+  // socket (NeighbourTable::RouteLeavesOn), its answers kept until a route,
+  // rule, address or link changes (RouteBackCache): a REQ from a source
+  // already answered asks no netlink round trip under the device lock.
   absl::Status RouteBackOn(const uscm::Address& local, const uscm::Address& remote, int ifindex) {
     std::lock_guard<std::mutex> lock(mu_);
     if (absl::Status s = OpenTableLocked(); !s.ok()) return s;
-    return table_->RouteLeavesOn(ToIp(remote), ToIp(local), ifindex);
+    if (!route_back_.has_value()) route_back_.emplace();
+    return route_back_->RouteLeavesOn(*table_, ToIp(remote), ToIp(local), ifindex);
   }
 
  private:
@@ -166,6 +169,7 @@ class NeighbourResolver {
   const bool ethernet_;
   std::mutex mu_;
   absl::optional<uscm::verbs::NeighbourTable> table_;
+  absl::optional<uscm::verbs::RouteBackCache> route_back_;
 };
 
 // What uscm_device_open reads of a RoCE port: its GID table with only its
