@@ -286,9 +286,12 @@ void Forward(const uscm_cm_event& ue, Port* from) {
       ue.event == USCM_CM_EVENT_MULTICAST_JOIN || ue.event == USCM_CM_EVENT_MULTICAST_ERROR;
   if (IsUd(id->pub.ps) || multicast) {
     ToIbvAh(ue.param.ud.ah_attr, &ev.param.ud.ah_attr);
-    if (ue.event == USCM_CM_EVENT_ESTABLISHED && !id->port->testing) {
+    // uscm's GID entry of the id (uscm_source_gid_index: the route's
+    // netdev, or the one a request came in on), as rdma_create_qp's QP and
+    // rdma_init_qp_attr's AV take it; else the address's first entry.
+    if (ue.event == USCM_CM_EVENT_ESTABLISHED) {
       CompleteAh(id->pub.verbs, id->pub.port_num, &id->pub.route.addr.src_addr,
-                   &ev.param.ud.ah_attr);
+                 &ev.param.ud.ah_attr, uscm_source_gid_index(id->state->uid));
     }
     ev.param.ud.qp_num = ue.param.ud.qp_num;
     ev.param.ud.qkey = ue.param.ud.qkey;
