@@ -272,6 +272,22 @@ absl::Status NeighbourTable::RouteLeavesOn(const IpAddr& dst, const IpAddr& src,
   return absl::OkStatus();
 }
 
+absl::StatusOr<int> NeighbourTable::NetdevOfSource(const IpAddr& local) {
+  if (local.family != AF_INET) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the netdev of ", local.ToString(), ": IPv4 addresses only"));
+  }
+  IpAddr broadcast;
+  broadcast.family = AF_INET;
+  broadcast.ip[0] = broadcast.ip[1] = broadcast.ip[2] = broadcast.ip[3] = 0xff;
+  RouteToHost r;
+  if (int err = AskRoute(broadcast, local, /*oif=*/0, 0, &r); err != 0 || r.ifindex == 0) {
+    return absl::NotFoundError(absl::StrCat("no netdev has ", local.ToString(), ": ",
+                                            err != 0 ? strerror(err) : "no output interface"));
+  }
+  return r.ifindex;
+}
+
 RouteBackCache::RouteBackCache() {
   fd_ = socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (fd_ < 0) return;

@@ -88,6 +88,13 @@ class NeighbourTable {
   // FailedPrecondition says which route and why not; the kernel refuses the
   // request then (REJ 28, SIDR_REP status 2).
   absl::Status RouteLeavesOn(const IpAddr& dst, const IpAddr& src, int ifindex);
+  // The netdev the kernel's rdma_bind_addr puts a given IPv4 source on
+  // (rdma_translate_ip: __ip_dev_find, whose address hash lists the address
+  // added last first): the output netdev of the route to the limited
+  // broadcast from `local` with no oif, which ip_route_output_key_hash takes
+  // from __ip_dev_find itself. NotFound for an address of no netdev,
+  // InvalidArgument for IPv6 (the kernel's is the first netdev in its list).
+  absl::StatusOr<int> NetdevOfSource(const IpAddr& local);
   absl::optional<NeighbourEntry> Lookup(int ifindex, const IpAddr& addr);
   // Asks the kernel to resolve `addr` on `ifindex` (NTF_USE, else a datagram).
   void StartResolution(int ifindex, const IpAddr& addr);

@@ -221,6 +221,23 @@ TEST_F(NeighbourTableTest, TheRouteBackLeavesOnTheRequestsNetdevOrNot) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// A given IPv4 source on two netdevs is on the one it was added to last, as
+// the kernel's __ip_dev_find finds it (rdma_bind_addr's netdev).
+TEST_F(NeighbourTableTest, AnIpv4AddressOnTwoNetdevsIsOnTheOneItWasAddedToLast) {
+  const int vt0 = static_cast<int>(if_nametoindex("vt0"));
+  const int vt2 = static_cast<int>(if_nametoindex("vt2"));
+  EXPECT_EQ(*table_->NetdevOfSource(Ip("10.8.0.1")), vt2);
+  ASSERT_EQ(system("ip addr add 10.8.0.1/32 dev vt0"), 0);
+  EXPECT_EQ(*table_->NetdevOfSource(Ip("10.8.0.1")), vt0) << "vt0's, added last";
+  ASSERT_EQ(system("ip addr del 10.8.0.1/24 dev vt2 && ip addr add 10.8.0.1/24 dev vt2"), 0);
+  EXPECT_EQ(*table_->NetdevOfSource(Ip("10.8.0.1")), vt2) << "vt2's again, added back last";
+  ASSERT_EQ(system("ip addr del 10.8.0.1/32 dev vt0"), 0);
+  EXPECT_EQ(*table_->NetdevOfSource(Ip("10.8.0.1")), vt2);
+  EXPECT_EQ(table_->NetdevOfSource(Ip("10.77.0.1")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table_->NetdevOfSource(Ip("fd00::1")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // The answers are kept until the kernel says a route or an address changed:
 // a request's source with no route on vt0 is refused, then taken once a route
 // through vt0's gateway is added, refused again once it is deleted; an

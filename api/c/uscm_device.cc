@@ -128,6 +128,15 @@ class NeighbourResolver {
     return route;
   }
 
+  // DeviceOptions::netdev_of: the netdev the kernel's rdma_bind_addr puts a
+  // given IPv4 source on (NeighbourTable::NetdevOfSource), 0 when not known.
+  int NetdevOf(const uscm::Address& local) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!OpenTableLocked().ok()) return 0;
+    absl::StatusOr<int> netdev = table_->NetdevOfSource(ToIp(local));
+    return netdev.ok() ? *netdev : 0;
+  }
+
   // DeviceOptions::route_back_on: the kernel's validate_net_dev, on the same
   // socket (NeighbourTable::RouteLeavesOn), its answers kept until a route,
   // rule, address or link changes (RouteBackCache): a REQ from a source
@@ -315,6 +324,9 @@ uscm_device* OpenDevice(const char* ca_name, int port_num, ibv_context* verbs) {
   };
   options.route_to = [neighbours](const uscm::Address& dst) { return neighbours->RouteTo(dst); };
   if (ethernet) {
+    options.netdev_of = [neighbours](const uscm::Address& local) {
+      return neighbours->NetdevOf(local);
+    };
     options.route_back_on = [neighbours](const uscm::Address& local, const uscm::Address& remote,
                                          int ifindex) {
       return neighbours->RouteBackOn(local, remote, ifindex);

@@ -412,7 +412,32 @@ void Device::Post(CmId* id, EventType t, int status, std::string detail) {
 
 absl::Status CmId::BindAddr(const Address& addr) { return Bind(addr, /*reserve=*/true); }
 
+int CmId::NetdevOfSource(const Address& addr) const {
+  const DeviceOptions& o = device_->options_;
+  if (!o.netdev_of || addr.family != Address::Family::kIpv4 || addr.is_any() ||
+      addr.is_loopback()) {
+    return 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(device_->node_->mutex());
+    if (!o.roce) return 0;
+    const mad::Gid gid = RoceGidOf(addr);
+    int first = 0;
+    bool two = false;
+    for (size_t i = 0; i < o.roce_gids.size() && i < o.roce_gid_ifindexes.size(); ++i) {
+      if (o.roce_gids[i] != gid || o.roce_gid_ifindexes[i] <= 0) continue;
+      if (first == 0) first = o.roce_gid_ifindexes[i];
+      two |= o.roce_gid_ifindexes[i] != first;
+    }
+    if (!two) return 0;
+  }
+  return o.netdev_of(addr);
+}
+
 absl::Status CmId::Bind(const Address& addr, bool reserve) {
+  // The kernel's rdma_bind_addr puts the id on the netdev the address was
+  // added to last (rdma_translate_ip); asked before the lock (netlink).
+  const int netdev = NetdevOfSource(addr);
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   if (state_ != IdState::kIdle || bound_) return WrongState("bind_addr", state_, "IDLE, unbound");
   const mad::LocalPort& port = device_->port();
@@ -480,6 +505,7 @@ absl::Status CmId::Bind(const Address& addr, bool reserve) {
   }
   local_.gid = port.gid;
   local_.lid = port.lid;
+  netdev_ = netdev;
   bound_ = true;
   return absl::OkStatus();
 }

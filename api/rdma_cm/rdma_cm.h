@@ -299,6 +299,10 @@ class CmId {
   // (ClaimBind): every bind but resolve_addr's of an ephemeral port (the
   // kernel's cma_port_is_unique lets active ids share those).
   absl::Status Bind(const Address& addr, bool reserve);
+  // DeviceOptions::netdev_of's answer for a given IPv4 source with GID
+  // entries on two of the port's netdevs, asked without the device lock
+  // (taken here only to look at the table); 0 for any other address.
+  int NetdevOfSource(const Address& addr) const;
   // rdma_cm_resolve.cc (device lock held): the table's answer for the
   // destination in peer_ -> ADDR_RESOLVED / ADDR_ERROR, or, `in_call`, the
   // call's own error (no route).
@@ -348,8 +352,10 @@ class CmId {
   Address peer_;
   // RoCE: the routing table's output netdev (ifindex) of an id whose source
   // the routing table gave (resolve_addr unbound, DeviceOptions::route_to),
-  // the kernel's bound_dev_if: its GID entry is that netdev's. 0: local_'s
-  // scope_id names it (a link-local address), or the address's first entry.
+  // the kernel's bound_dev_if: its GID entry is that netdev's; for a bound
+  // IPv4 address on two netdevs, the one it was added to last (DeviceOptions::
+  // netdev_of). 0: local_'s scope_id names it (a link-local address), or the
+  // address's first entry.
   int netdev_ = 0;
   // Out of line, from the first SetOption on (88 bytes most ids never use);
   // opts() reads the defaults while there is none.
@@ -530,6 +536,14 @@ struct DeviceOptions {
     int ifindex = 0;
   };
   std::function<absl::optional<Route>(const Address& dst)> route_to;
+  // The netdev (ifindex) a given IPv4 source of this host is on, as the
+  // kernel's rdma_bind_addr finds it (rdma_translate_ip's __ip_dev_find: the
+  // netdev the address was added to last; a real port: NeighbourTable::
+  // NetdevOfSource), 0 when not known. Asked only for an address with GID
+  // entries on two netdevs of the port: a bound id (rdma_bind_addr, or
+  // resolve_addr with a source) then takes that netdev's entry. Unset, or 0:
+  // the address's first entry. Called without the device lock.
+  std::function<int(const Address& local)> netdev_of;
   // Ephemeral ports (bind to port 0, resolve_addr without a source), as the
   // kernel's cma_alloc_any_port: from a start in [low, high] drawn from the
   // device's seed (random on a real device), then upwards, skipping ports in

@@ -132,8 +132,15 @@ class RoceTwoNetdevTest : public RoceVlanTest {
       }
       return r;
     };
+    // The netdev 192.168.100.1 was added to last (the kernel's __ip_dev_find).
+    o.netdev_of = [this](const Address& local) {
+      ++netdev_questions_;
+      return local.SameHost(*Address::Parse("192.168.100.1")) ? newest_netdev_ : 0;
+    };
     ASSERT_NO_FATAL_FAILURE(Open(/*seed=*/7, o));
   }
+  int newest_netdev_ = 2;
+  int netdev_questions_ = 0;
 };
 
 // An unbound id takes the routing table's source and the route's netdev,
@@ -149,12 +156,25 @@ TEST_F(RoceTwoNetdevTest, AnUnboundIdTakesTheRoutesSourceAndNetdev) {
   EXPECT_EQ(ReqSourceIndex(*Address::Parse("172.16.0.1:7174")), 2);
 }
 
-// A given source is bound as rdma_bind_addr binds it: the address's netdev
-// (its first entry here), not the route's.
-TEST_F(RoceTwoNetdevTest, AGivenSourceIsNotRouted) {
+// A given source is bound as rdma_bind_addr binds it: on the netdev the
+// address was added to last (the kernel's __ip_dev_find), not the route's.
+// Before, the address's first entry (2, eth0's) whichever it was.
+TEST_F(RoceTwoNetdevTest, AGivenSourceIsOnTheNetdevItWasAddedToLast) {
   EXPECT_EQ(ReqSourceIndex(*Address::Parse("192.168.100.2:7174"),
                            *Address::Parse("192.168.100.1")),
-            2);
+            2)
+      << "eth0's entry (the route's netdev is eth0.100)";
+  newest_netdev_ = 3;
+  EXPECT_EQ(ReqSourceIndex(*Address::Parse("192.168.100.2:7174"),
+                           *Address::Parse("192.168.100.1")),
+            4)
+      << "eth0.100's entry";
+  EXPECT_EQ(ReqSourceIndex(*Address::Parse("10.1.1.1:7174"), *Address::Parse("192.168.100.1")), 4)
+      << "whatever the route";
+  const int asked = netdev_questions_;
+  EXPECT_EQ(ReqSourceIndex(*Address::Parse("192.168.78.2:7174"), *Address::Parse("192.168.78.1")),
+            1);
+  EXPECT_EQ(netdev_questions_, asked) << "an address on one netdev: nothing to ask";
 }
 
 TEST_F(RoceVlanTest, AReqToAVlansIpv4AddressLeavesFromItsEntry) {

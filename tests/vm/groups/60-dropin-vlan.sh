@@ -20,6 +20,8 @@
 #   6. one address on two netdevs (10.77.0.N on eth0, then on eth0.100): an unbound
 #      id sends from the entry of the route's netdev, an accepted one from the entry
 #      its REQ came in on (two_netdevs below)
+#   7. the same with each client bound to 10.77.0.N (rping -I): the entry of the
+#      netdev the address was added to last (eth0.100), as the kernel's rdma_bind_addr
 # Checks per step and way: the exit status, every ping's data line (check_pings), and
 # on b that the drop-in's traffic went out on the right netdev: eth0.100's tx_packets
 # grew by at least the ping count in steps 1 and 2 and by less in step 3. Readiness:
@@ -81,17 +83,19 @@ on_vlan() {
   fi
 }
 
-# step NAME HERE PEER PORT VLAN?: a's kernel server for b's drop-in client on PORT, then
-# b's drop-in server for a's kernel client on PORT+1 (a's half: dropin.sh kernel_rping_side)
+# step NAME HERE PEER PORT VLAN? [BOUND]: a's kernel server for b's drop-in client on
+# PORT, then b's drop-in server for a's kernel client on PORT+1 (a's half: dropin.sh
+# kernel_rping_side); BOUND=bound: each client binds to HERE (rping -I)
 step() {
-  local name=$1 here=$2 peer=$3 port=$4 vlan=$5 pid before
+  local name=$1 here=$2 peer=$3 port=$4 vlan=$5 pid before bind=()
+  [ "${6:-}" = bound ] && bind=(-I "$here")
   if [ "$USCM_VM_ROLE" = a ]; then
-    kernel_rping_side "$name" "$here" "$peer" "$port"
+    kernel_rping_side "$name" "$here" "$peer" "$port" "${bind[@]}"
   else
     sync.sh wait "kernel-$name-server-ready" $T
     before=$(vlan_tx)
     run_to "dropin-$name-rping-c-to-kernel" "/tmp/$name-c.log" \
-      "${USCM[@]}" rping -c -a "$peer" -p "$port" -v -C $N
+      "${USCM[@]}" rping -c "${bind[@]}" -a "$peer" -p "$port" -v -C $N
     check_pings "dropin-$name-client-data" "/tmp/$name-c.log" 'ping data: ' $N
     on_vlan "dropin-$name-client-on-vlan-$vlan" "$before" "$vlan"
     before=$(vlan_tx)
@@ -203,6 +207,11 @@ two_netdevs() {
   sync.sh signal "$USCM_VM_ROLE-two-netdevs-ready"
   sync.sh wait "$peer_role-two-netdevs-ready" $T
   step two-netdevs "$ip" "10.77.0.$other" 7200 yes
+  # 7. the same, each client bound to its 10.77.0.N (rping -I): the kernel's
+  # rdma_bind_addr takes the netdev the address was added to last (__ip_dev_find:
+  # eth0.100), whatever the route; so must the drop-in. Before 2026-11-28 it took the
+  # first entry (eth0's, untagged) and the kernel refused its REQ (validate_net_dev).
+  step two-netdevs-bound "$ip" "10.77.0.$other" 7202 yes bound
 }
 
 if [ "$USCM_VM_ROLE" = a ]; then
