@@ -29,7 +29,7 @@
 # show cm_id`; the drop-in says "listening on" (USCM_DEBUG=1).
 # targets: //tools:uscm //tools:uscmd //api/librdmacm:librdmacm.so.1
 . "$(dirname "$0")/../lib.sh"
-vm_pair --cm-a --timeout 1200
+vm_pair --cm-a --timeout 1800
 . "$(dirname "$0")/../dropin.sh"   # USCM, kernel_rping_side, check_pings, finish, run_to, wait_for, ipv4_gid
 
 N=10
