@@ -65,6 +65,26 @@ inline void DestroyDrainedChannel(rdma_event_channel* ch) {
   rdma_destroy_event_channel(ch);
 }
 
+// The next event on the program's channel `ch`, expected to be `want`. When
+// none is queued, `run_until(ready)` runs the fabric until `backend` (the
+// port's uscm channel) has one, which PumpEvents brings over. Null, and a
+// test failure, when none came.
+template <typename RunUntil>
+rdma_cm_event* NextPumpedEvent(rdma_event_channel* ch, uscm_event_channel* backend,
+                               RunUntil run_until, rdma_cm_event_type want) {
+  if (QueuedEvents(ch) == 0) {
+    EXPECT_TRUE(run_until([backend] { return uscm_event_channel_queued(backend) > 0; }))
+        << "no event; want " << rdma_event_str(want);
+    EXPECT_GT(PumpEvents(), 0);
+  }
+  rdma_cm_event* e = nullptr;
+  EXPECT_EQ(rdma_get_cm_event(ch, &e), 0) << strerror(errno);
+  if (e != nullptr) {
+    EXPECT_EQ(e->event, want) << rdma_event_str(e->event);
+  }
+  return e;
+}
+
 class IdsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

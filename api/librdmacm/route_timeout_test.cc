@@ -47,19 +47,8 @@ class RouteTimeoutTest : public ::testing::Test {
   // backend has one when none is queued.
   rdma_cm_event* Next(rdma_cm_event_type want, mad::Duration limit) {
     sim::Scheduler& s = fabric_->scheduler();
-    uscm_event_channel* backend = BackendChannel();
-    auto readable = [backend] { return uscm_event_channel_queued(backend) > 0; };
-    if (QueuedEvents(ch_) == 0) {
-      EXPECT_TRUE(s.RunUntil(readable, s.Now() + limit).ok())
-          << "no event in " << limit.ToString() << "; want " << rdma_event_str(want);
-      EXPECT_GT(PumpEvents(), 0);
-    }
-    rdma_cm_event* e = nullptr;
-    EXPECT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
-    if (e != nullptr) {
-      EXPECT_EQ(e->event, want) << rdma_event_str(e->event);
-    }
-    return e;
+    auto run_until = [&](const auto& ready) { return s.RunUntil(ready, s.Now() + limit).ok(); };
+    return NextPumpedEvent(ch_, BackendChannel(), run_until, want);
   }
 
   std::unique_ptr<testing::SimFabric> fabric_;

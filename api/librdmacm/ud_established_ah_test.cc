@@ -17,6 +17,7 @@
 #include "api/librdmacm/ids_testing.h"  // Ipv4, NewNonBlockingChannel
 #include "api/librdmacm/ud_ah.h"
 #include "api/rdma_cm/rdma_cm.h"
+#include "api/rdma_cm/rdma_cm_testing.h"
 #include "gtest/gtest.h"
 #include "mad/sim/fabric.h"
 #include "mad/sim/scheduler.h"
@@ -56,19 +57,11 @@ class UdEstablishedAhTest : public ::testing::Test {
  protected:
   UdEstablishedAhTest() : sched_(31) {}
   void SetUp() override {
-    auto fabric = sim::Fabric::Create(sched_, sim::TwoHostsOneSwitch());
-    ASSERT_TRUE(fabric.ok()) << fabric.status();
-    fabric_ = std::move(*fabric);
-    auto sa = sa::SimSa::Create(*fabric_);
-    ASSERT_TRUE(sa.ok()) << sa.status();
-    sa_ = std::move(*sa);
-    auto qp_mine = fabric_->Open("host1");
-    auto qp_peer = fabric_->Open("host2");
-    ASSERT_TRUE(qp_mine.ok() && qp_peer.ok());
-    qp_mine_ = std::move(*qp_mine);
-    qp_peer_ = std::move(*qp_peer);
-    sim::SimTransport* mine = qp_mine_.get();
-    sim::SimTransport* theirs = qp_peer_.get();
+    auto net = testing::OpenTwoHostQp1s(sched_);
+    ASSERT_TRUE(net.ok()) << net.status();
+    net_ = std::move(*net);
+    sim::SimTransport* mine = net_.host1.get();
+    sim::SimTransport* theirs = net_.host2.get();
     DeviceOptions op;
     op.local_ips = {*Address::Parse("10.0.0.2")};
     auto peer = Device::CreateSimulated(sched_, *theirs, [theirs] { return theirs->pending() > 0; },
@@ -118,24 +111,12 @@ class UdEstablishedAhTest : public ::testing::Test {
   }
   // The next event of the drop-in's id, running the fabric until its port has one.
   rdma_cm_event* Next(rdma_cm_event_type want) {
-    if (QueuedEvents(ch_) == 0) {
-      uscm_event_channel* port = PortChannelsForTesting()[0];
-      EXPECT_TRUE(RunUntil([&] { return uscm_event_channel_queued(port) > 0; }))
-          << "no event; want " << rdma_event_str(want);
-      EXPECT_GT(PumpEvents(), 0);
-    }
-    rdma_cm_event* e = nullptr;
-    EXPECT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
-    if (e != nullptr) {
-      EXPECT_EQ(e->event, want) << rdma_event_str(e->event);
-    }
-    return e;
+    auto run_until = [this](const auto& ready) { return RunUntil(ready); };
+    return NextPumpedEvent(ch_, PortChannelsForTesting()[0], run_until, want);
   }
 
   sim::Scheduler sched_;
-  std::unique_ptr<sim::Fabric> fabric_;
-  std::unique_ptr<sa::SimSa> sa_;
-  std::unique_ptr<sim::SimTransport> qp_mine_, qp_peer_;
+  testing::TwoHostQp1s net_;
   std::unique_ptr<Device> peer_;
   std::unique_ptr<EventChannel> peer_ch_;
   std::unique_ptr<ToPeer> to_peer_;

@@ -5,6 +5,23 @@
 
 namespace uscm::testing {
 
+absl::StatusOr<TwoHostQp1s> OpenTwoHostQp1s(sim::Scheduler& scheduler) {
+  TwoHostQp1s net;
+  auto fabric = sim::Fabric::Create(scheduler, sim::TwoHostsOneSwitch());
+  if (!fabric.ok()) return fabric.status();
+  net.fabric = std::move(*fabric);
+  auto sa = sa::SimSa::Create(*net.fabric);
+  if (!sa.ok()) return sa.status();
+  net.sa = std::move(*sa);
+  auto host1 = net.fabric->Open("host1");
+  if (!host1.ok()) return host1.status();
+  auto host2 = net.fabric->Open("host2");
+  if (!host2.ok()) return host2.status();
+  net.host1 = std::move(*host1);
+  net.host2 = std::move(*host2);
+  return net;
+}
+
 absl::StatusOr<std::unique_ptr<SimFabric>> SimFabric::Create(
     uint64_t seed, const sim::FaultInjectorOptions* faults, cm::NodeOptions node,
     sim::FabricOptions fabric_options) {

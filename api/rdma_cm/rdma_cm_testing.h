@@ -26,6 +26,15 @@ struct SimHost {
   Address ip;
 };
 
+// The bare two-host fabric (one switch, the simulated SA on it) and each
+// host's QP1, for a test that builds its Devices with options of its own.
+struct TwoHostQp1s {
+  std::unique_ptr<sim::Fabric> fabric;
+  std::unique_ptr<sa::SimSa> sa;
+  std::unique_ptr<sim::SimTransport> host1, host2;
+};
+absl::StatusOr<TwoHostQp1s> OpenTwoHostQp1s(sim::Scheduler& scheduler);
+
 class SimFabric {
  public:
   // `faults` applies to both hosts' QP1 (send and receive), or none.

@@ -209,19 +209,11 @@ class RoceVlanPassiveTest : public ::testing::Test {
  protected:
   RoceVlanPassiveTest() : sched_(11) {}
   void Open(uint8_t on) {
-    auto fabric = sim::Fabric::Create(sched_, sim::TwoHostsOneSwitch());
-    ASSERT_TRUE(fabric.ok()) << fabric.status();
-    fabric_ = std::move(*fabric);
-    auto sa = sa::SimSa::Create(*fabric_);
-    ASSERT_TRUE(sa.ok()) << sa.status();
-    sa_ = std::move(*sa);
-    auto qp_a = fabric_->Open("host1");
-    auto qp_b = fabric_->Open("host2");
-    ASSERT_TRUE(qp_a.ok() && qp_b.ok());
-    qp_a_ = std::move(*qp_a);
-    qp_b_ = std::move(*qp_b);
-    sim::SimTransport* raw_a = qp_a_.get();
-    sim::SimTransport* raw_b = qp_b_.get();
+    auto net = testing::OpenTwoHostQp1s(sched_);
+    ASSERT_TRUE(net.ok()) << net.status();
+    net_ = std::move(*net);
+    sim::SimTransport* raw_a = net_.host1.get();
+    sim::SimTransport* raw_b = net_.host2.get();
     on_ = std::make_unique<ReceivedOn>(*raw_b, on);
     DeviceOptions oa;
     oa.local_ips = {*Address::Parse("fe80::2"), *Address::Parse("192.168.100.2")};
@@ -322,9 +314,7 @@ class RoceVlanPassiveTest : public ::testing::Test {
   DeviceOptions b_options_ = VlanPort();  // b's, set before Open
   std::function<absl::Status(const Address&, const Address&, int)> route_back_on_;
   std::vector<Asked> asked_;
-  std::unique_ptr<sim::Fabric> fabric_;
-  std::unique_ptr<sa::SimSa> sa_;
-  std::unique_ptr<sim::SimTransport> qp_a_, qp_b_;
+  testing::TwoHostQp1s net_;
   std::unique_ptr<ReceivedOn> on_;
   std::unique_ptr<Device> a_, b_;
   std::unique_ptr<EventChannel> cha_, chb_;
