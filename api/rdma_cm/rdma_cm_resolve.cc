@@ -102,11 +102,11 @@ absl::Status CmId::ResolveAddrIn(const absl::optional<Address>& src, const Addre
     AddrResolvedLocked(now);
     return absl::OkStatus();
   }
+  // Any port space takes an IP destination, RDMA_PS_IB too: the kernel's
+  // cma_select_inet_ps keeps the id's own (its ServiceID is then
+  // rdma_get_service_id's (ps << 16) + port, and the CMA header leads the
+  // private data as for every IP address: cma_user_data_offset).
   if (!dst.is_ip()) return absl::InvalidArgumentError("resolve_addr: destination family unspecified");
-  if (ps_ == PortSpace::kIb) {
-    return absl::InvalidArgumentError(
-        "resolve_addr: RDMA_PS_IB ids take AF_IB addresses (Address::Ib)");
-  }
   if (!bound_) {
     // The routing table's source, when it is the port's, on the route's
     // netdev (rdma_resolve_ip). Else the port's first address of the

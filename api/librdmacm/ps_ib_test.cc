@@ -1,0 +1,128 @@
+// An RDMA_PS_IB id on IP addresses, through the drop-in's own calls on the
+// simulated fabric (ids_testing.h): the drop-in on host 0 against the uscm C
+// API on host 1.
+//
+// The kernel's rdma_cm takes RDMA_PS_IB with AF_INET / AF_INET6 as with
+// AF_IB (cma_select_inet_ps returns the id's own port space for RDMA_PS_TCP,
+// _UDP, _IPOIB and _IB): the ServiceID is (0x013F << 16) + port
+// (rdma_get_service_id), a port space of its own, and the private data
+// starts with the CMA header as for any IP address (cma_user_data_offset
+// looks at the address family, not the port space). Debian's rdma_xserver /
+// rdma_xclient with `-c x` (XRC) make such ids from rdma_getaddrinfo's IPv4
+// answer.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <rdma/rdma_cma.h>
+#include <string.h>
+
+#include "api/c/uscm_cma.h"
+#include "api/librdmacm/ids_testing.h"
+#include "gtest/gtest.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+constexpr uint16_t kPort = 7610;
+
+class PsIbTest : public IdsTest {
+ protected:
+  // A peer id of port space `ps` listening on 10.0.0.2:kPort.
+  uscm_cm_id* PeerListen(uscm_port_space ps) {
+    uscm_cm_id* l = nullptr;
+    EXPECT_EQ(uscm_create_id(peer_ch_, &l, nullptr, ps), 0) << uscm_last_error();
+    uscm_addr a;
+    EXPECT_EQ(uscm_parse_addr(("10.0.0.2:" + std::to_string(kPort)).c_str(), &a), 0);
+    EXPECT_EQ(uscm_bind_addr(l, &a), 0) << uscm_last_error();
+    EXPECT_EQ(uscm_listen(l, 4), 0) << uscm_last_error();
+    return l;
+  }
+};
+
+// The drop-in's RDMA_PS_IB id resolves an IPv4 address and connects; the
+// peer's RDMA_PS_IB listener gets the request, not its RDMA_PS_TCP listener
+// on the same port number, and the private data arrives without the CMA
+// header in front. (Before: EINVAL at rdma_resolve_addr, "RDMA_PS_IB ids take
+// AF_IB addresses".)
+TEST_F(PsIbTest, AnIbIdConnectsToAnIpv4Address) {
+  uscm_cm_id* tcp_listener = PeerListen(USCM_PS_TCP);
+  uscm_cm_id* ib_listener = PeerListen(USCM_PS_IB);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_IB), 0) << strerror(errno);
+  sockaddr_in dst = Ipv4("10.0.0.2", kPort);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
+  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ADDR_RESOLVED));
+  EXPECT_EQ(rdma_get_local_addr(id)->sa_family, AF_INET);
+  EXPECT_EQ(ntohs(rdma_get_dst_port(id)), kPort);
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  ASSERT_EQ(id->route.num_paths, 1);
+
+  rdma_conn_param param = {};
+  param.private_data = "ps-ib";
+  param.private_data_len = 5;
+  param.responder_resources = 1;
+  param.initiator_depth = 1;
+  param.qp_num = 0x5151;
+  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(pe->listen_id, ib_listener) << "the RDMA_PS_IB listener, not the RDMA_PS_TCP one";
+  EXPECT_EQ(DataOf(pe->param.conn.private_data, 5), "ps-ib") << "the CMA header taken off";
+  EXPECT_EQ(pe->param.conn.qp_num, 0x5151u);
+  uscm_cm_id* passive = pe->id;
+  ASSERT_EQ(uscm_reject(passive, "no", 2), 0) << uscm_last_error();
+  uscm_ack_cm_event(pe);
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_REJECTED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(DataOf(e->param.conn.private_data, 2), "no");
+  rdma_ack_cm_event(e);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  peer_ids_ = {passive, ib_listener, tcp_listener};
+}
+
+// The other way: the peer's RDMA_PS_IB id on IPv4 reaches the drop-in's
+// RDMA_PS_IB listener bound to 10.0.0.1, and the drop-in's RDMA_PS_TCP
+// listener on the same port hears nothing.
+TEST_F(PsIbTest, AnIbListenerOnIpv4GetsAnIbIdsRequest) {
+  rdma_cm_id* tcp_listener = Listen(kPort, nullptr);
+  rdma_cm_id* ib_listener = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &ib_listener, nullptr, RDMA_PS_IB), 0) << strerror(errno);
+  sockaddr_in addr = Ipv4("10.0.0.1", kPort);
+  ASSERT_EQ(rdma_bind_addr(ib_listener, reinterpret_cast<sockaddr*>(&addr)), 0)
+      << strerror(errno);
+  ASSERT_EQ(rdma_listen(ib_listener, 4), 0) << strerror(errno);
+
+  uscm_cm_id* peer = nullptr;
+  ASSERT_EQ(uscm_create_id(peer_ch_, &peer, nullptr, USCM_PS_IB), 0);
+  uscm_addr dst;
+  ASSERT_EQ(uscm_parse_addr(("10.0.0.1:" + std::to_string(kPort)).c_str(), &dst), 0);
+  ASSERT_EQ(uscm_resolve_addr(peer, nullptr, &dst, 2000), 0) << uscm_last_error();
+  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_ADDR_RESOLVED));
+  ASSERT_EQ(uscm_resolve_route(peer, 2000), 0) << uscm_last_error();
+  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_ROUTE_RESOLVED));
+  uscm_conn_param p = {};
+  p.private_data = "ib-ip";
+  p.private_data_len = 5;
+  p.qp_num = 0x6161;
+  ASSERT_EQ(uscm_connect(peer, &p), 0) << uscm_last_error();
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->listen_id, ib_listener);
+  EXPECT_EQ(e->id->ps, RDMA_PS_IB);
+  EXPECT_EQ(DataOf(e->param.conn.private_data, 5), "ib-ip");
+  EXPECT_EQ(rdma_get_peer_addr(e->id)->sa_family, AF_INET);
+  rdma_cm_id* child = e->id;
+  ASSERT_EQ(rdma_reject(child, nullptr, 0), 0) << strerror(errno);
+  rdma_ack_cm_event(e);
+  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_REJECTED));
+  PumpEvents();
+  EXPECT_EQ(QueuedEvents(ch_), 0) << "nothing for the RDMA_PS_TCP listener";
+  EXPECT_EQ(rdma_destroy_id(child), 0);
+  EXPECT_EQ(rdma_destroy_id(ib_listener), 0);
+  EXPECT_EQ(rdma_destroy_id(tcp_listener), 0);
+  peer_ids_ = {peer};
+}
+
+}  // namespace
+}  // namespace uscm::librdmacm
