@@ -28,6 +28,19 @@ int AdoptAssignedQp(rdma_cm_id* id, uscm_cm_id* uid) {
   return uscm::librdmacm::HandQpToUscm(id, uid, id->qp);
 }
 
+bool IsXrc(ibv_qp_type t) { return t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV; }
+
+// XRC is not implemented: uscm's CM sends RC and UC REQs only (and answers
+// an XRC one, transport service "extended", with REJ 9), so an XRC id or QP
+// fails here, before any REQ, rather than being connected as RC. librdmacm
+// connects them (the kernel's cm_req_set_qp_type: XRC_INI is service 3,
+// extended type 1).
+int RefuseXrc(rdma_cm_id* id, const char* call) {
+  if (!IsXrc(id->qp_type) && (id->qp == nullptr || !IsXrc(id->qp->qp_type))) return 0;
+  return uscm::librdmacm::Fail(ENOSYS, call,
+                               "XRC connections are not implemented on uscm (RC and UC only)");
+}
+
 }  // namespace
 
 extern "C" {
@@ -142,6 +155,7 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
 
 int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
   if (uscm::librdmacm::ForId("rdma_connect", id, [&](uscm_cm_id* uid) {
+        if (RefuseXrc(id, "rdma_connect") != 0) return -1;
         if (AdoptAssignedQp(id, uid) != 0) return -1;
         if (conn_param == nullptr) return uscm_connect(uid, nullptr);
         uscm_conn_param p = uscm::librdmacm::ToUscmParam(*conn_param);
@@ -183,6 +197,7 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
     p.responder_resources = resp;
   }
   if (ForId("rdma_accept", id, [&](uscm_cm_id* uid) {
+        if (RefuseXrc(id, "rdma_accept") != 0) return -1;
         if (AdoptAssignedQp(id, uid) != 0) return -1;
         uscm_conn_param u = ToUscmParam(p);
         return uscm_accept(uid, &u);

@@ -124,5 +124,30 @@ TEST_F(PsIbTest, AnIbListenerOnIpv4GetsAnIbIdsRequest) {
   peer_ids_ = {peer};
 }
 
+// rdma_xclient -c x: an RDMA_PS_IB id of qp_type IBV_QPT_XRC_SEND (as
+// rdma_create_ep sets it from rdma_getaddrinfo's answer). XRC is not
+// implemented: rdma_connect fails with ENOSYS and sends no REQ, rather than
+// connecting the XRC QP as RC (before: an RC REQ went out).
+TEST_F(PsIbTest, AnXrcConnectFailsWithoutARequest) {
+  uscm_cm_id* ib_listener = PeerListen(USCM_PS_IB);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_IB), 0) << strerror(errno);
+  id->qp_type = IBV_QPT_XRC_SEND;
+  sockaddr_in dst = Ipv4("10.0.0.2", kPort);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
+  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ADDR_RESOLVED));
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  rdma_conn_param param = {};
+  param.qp_num = 0x7171;
+  errno = 0;
+  EXPECT_EQ(rdma_connect(id, &param), -1);
+  EXPECT_EQ(errno, ENOSYS);
+  EXPECT_NE(uscm_sim_run_until_event(sim_, peer_ch_, 10000), 0) << "no CONNECT_REQUEST";
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  peer_ids_ = {ib_listener};
+}
+
 }  // namespace
 }  // namespace uscm::librdmacm
