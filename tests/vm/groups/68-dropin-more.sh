@@ -16,6 +16,12 @@
 #   3. UCX 1.13's io_demo (UCP over the rdmacm sockaddr CM, its own QP moved with
 #      rdma_init_qp_attr: the RTR AV's source GID index must be the id's RoCE v2 GID):
 #      100 iterations of 64 B, both ways.
+#   4. rdma-core's rdma_xserver / rdma_xclient (rdmacm-utils; rdma_getaddrinfo,
+#      rdma_create_ep, rdma_get_request, synchronous calls, one message): RC both
+#      ways; then `-c x` (XRC, an RDMA_PS_IB id on the IPv4 answer) on each side's
+#      own CM: rxe has no XRC, so the kernel's and the drop-in's client both end at
+#      "rdma_create_ep: Operation not supported" (the drop-in refused the id's
+#      address with EINVAL before, docs/API.md "Addressing").
 # Out: fi_pingpong -e rdm -p "verbs;ofi_rxm" fails on the kernel CM too under rxe
 # ("Unable to create verbs CQ").
 # Checked: exit status 0 and each program's result lines.
@@ -32,6 +38,7 @@ FI=(fi_pingpong -p verbs -e msg -I 100 -S 64)
 IO=(io_demo -i 100 -d 64:64)
 IO_PORT=1337   # io_demo's default port
 QPERF_PORT=19765 FI_PORT=47592   # the programs' default control ports
+X_PORT=7473 XRC_PORT=7474
 
 # tcp_listening PORT: until a TCP socket listens on PORT here, for at most $T seconds
 tcp_listening() {
@@ -80,6 +87,18 @@ if [ "$USCM_VM_ROLE" = a ]; then
   run_to kernel-io_demo-to-dropin /tmp/io-c.log timeout $T "${IO[@]}" "$PEER"
   io_ok kernel-io_demo-client-result /tmp/io-c.log
   sync.sh signal kernel-io-done
+
+  # 4. rdma_xserver / rdma_xclient, kernel server <- drop-in client, then the other way
+  timeout $T rdma_xserver -p $X_PORT > /tmp/xs.log 2>&1 & pid=$!
+  kernel_listening $X_PORT && sync.sh signal kernel-x-ready
+  finish kernel-rdma_xserver-served-dropin "$pid" /tmp/xs.log
+  has_lines kernel-rdma_xserver-result /tmp/xs.log '^rdma_xserver: end 0$' 1
+  sync.sh wait dropin-x-ready $T
+  run_to kernel-rdma_xclient-to-dropin /tmp/xc.log timeout $T rdma_xclient -s "$PEER" -p $X_PORT
+  has_lines kernel-rdma_xclient-result /tmp/xc.log '^rdma_xclient: end 0$' 1
+  timeout $T rdma_xclient -s "$PEER" -p $XRC_PORT -c x > /tmp/xrc.log 2>&1
+  has_lines kernel-rdma_xclient-xrc-unsupported /tmp/xrc.log \
+    '^rdma_create_ep: Operation not supported$' 1
   echo "$FAILED" | sync.sh put a-failed
   sync.sh wait b-done $T
 else
@@ -115,6 +134,18 @@ else
   wait_for /tmp/io-s.log 'listening on' && sync.sh signal dropin-io-ready
   sync.sh wait kernel-io-done $T
   kill "$pid"; wait "$pid" 2>/dev/null
+
+  # 4. rdma_xserver / rdma_xclient
+  sync.sh wait kernel-x-ready $T
+  run_to dropin-rdma_xclient-to-kernel /tmp/xc.log "${USCM[@]}" rdma_xclient -s "$PEER" -p $X_PORT
+  has_lines dropin-rdma_xclient-result /tmp/xc.log '^rdma_xclient: end 0$' 1
+  "${USCM[@]}" rdma_xserver -p $X_PORT > /tmp/xs.log 2>&1 & pid=$!
+  wait_for /tmp/xs.log 'listening on' "$pid" && sync.sh signal dropin-x-ready
+  finish dropin-rdma_xserver-served-kernel "$pid" /tmp/xs.log
+  has_lines dropin-rdma_xserver-result /tmp/xs.log '^rdma_xserver: end 0$' 1
+  "${USCM[@]}" rdma_xclient -s "$PEER" -p $XRC_PORT -c x > /tmp/xrc.log 2>&1
+  has_lines dropin-rdma_xclient-xrc-unsupported /tmp/xrc.log \
+    '^rdma_create_ep: Operation not supported$' 1
 
   check_output uscmd-started-on-demand '^uscmd: rxe0 port 1' cat /tmp/uscmd-rxe0-1.log
   check a-side-passed bash -c "[ \"\$(sync.sh get a-failed $T)\" = 0 ]"
