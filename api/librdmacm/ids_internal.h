@@ -1,6 +1,6 @@
-// The drop-in's id table, shared by ids.cc (the calls) and wildcard_ids.cc
-// (an id with no device on every port); not part of the library's
-// interface. Every function here runs under ids.cc's lock.
+// The drop-in's id table, shared by ids.cc (the calls), forward.cc (the
+// events) and wildcard_ids.cc (an id with no device on every port); not part
+// of the library's interface. Every function here runs under ids.cc's lock.
 #ifndef USCM_API_LIBRDMACM_IDS_INTERNAL_H_
 #define USCM_API_LIBRDMACM_IDS_INTERNAL_H_
 
@@ -128,6 +128,16 @@ void FillAddrsFrom(Id* id, const uscm_addr* local, const uscm_addr* peer);
 void AttachDevice(Id* id);
 // id->route.path_rec (one path, as librdmacm's ucma_query_route fills it).
 void FillRouteFrom(Id* id, const uscm_path& p);
+// RDMA_PS_UDP and RDMA_PS_IPOIB: the id's QP is UD.
+bool IsUd(rdma_port_space ps);
+// A new id in the tables (ByPublic; ByUscmId when `uid` is not NULL).
+Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* context,
+         rdma_port_space ps);
+
+// forward.cc
+// One uscm event of `from` to the program's channel (PumpEventsLocked's
+// step): a CONNECT_REQUEST's new passive id, the event's parameters.
+void Forward(const uscm_cm_event& ue, Port* from);
 
 // fork_ids.cc
 // Why FindLocked found no id: -1 with errno EACCES for the parent's id in a
