@@ -33,9 +33,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
-#include "cm/qp_transitioner.h"
+#include "api/rdma_cm/address.h"
 #include "api/rdma_cm/conn_table.h"
+#include "api/rdma_cm/device_options.h"
 #include "api/rdma_cm/roce_multicast.h"
+#include "cm/qp_transitioner.h"
 #include "cm/runtime.h"
 #include "cm/types.h"
 #include "mad/gid.h"
@@ -68,48 +70,6 @@ const char* EventTypeName(EventType t);
 
 // enum rdma_port_space, same values. TCP and IB are RC; UDP and IPOIB are UD.
 enum class PortSpace : uint16_t { kIpoib = 0x0002, kTcp = 0x0106, kUdp = 0x0111, kIb = 0x013F };
-
-// sockaddr_in / sockaddr_in6 / sockaddr_ib in one value.
-struct Address {
-  enum class Family : uint8_t { kUnspec, kIpv4, kIpv6, kIb };
-  Family family = Family::kUnspec;
-  // IP: 16 bytes in network order; IPv4 in the last 4 (as the CMA header).
-  std::array<uint8_t, 16> ip{};
-  uint16_t port = 0;  // IP port (host order)
-  // IPv6: the interface index of a link-local address (sin6_scope_id), as
-  // the kernel's rdma_cm needs it to bind one (cma_check_linklocal).
-  uint32_t scope_id = 0;
-  // IPv6: sin6_flowinfo (host order). A source's low 20 bits, when not 0,
-  // are the RoCE flow label (RoceFlowLabel).
-  uint32_t flowinfo = 0;
-  // AF_IB: the port's GID (and LID, since the simulated and real SA accept
-  // both), the ServiceID (+ mask, for listen) and the P_Key.
-  mad::Gid gid;
-  uint16_t lid = 0;
-  uint64_t service_id = 0;
-  uint64_t service_mask = ~uint64_t{0};
-  uint16_t pkey = 0xFFFF;
-
-  static Address Ipv4(uint32_t host_order, uint16_t port = 0);
-  static Address Ipv6(const std::array<uint8_t, 16>& ip, uint16_t port = 0);
-  static Address Ib(const mad::Gid& gid, uint16_t lid, uint64_t service_id,
-                    uint16_t pkey = 0xFFFF);
-  // "10.0.0.1", "10.0.0.1:7471", "[fe80::1]:7471", "fe80::1".
-  static absl::StatusOr<Address> Parse(absl::string_view text);
-
-  bool is_ip() const { return family == Family::kIpv4 || family == Family::kIpv6; }
-  // INADDR_ANY / in6addr_any (IP), or an all-zero GID (IB).
-  bool is_any() const;
-  // 127.0.0.0/8 or ::1.
-  bool is_loopback() const;
-  // IPv6 fe80::/10.
-  bool is_link_local() const;
-  bool is_multicast() const;
-  uint32_t ipv4() const;  // host order
-  std::string ToString() const;
-  // Same address, ignoring the port / ServiceID.
-  bool SameHost(const Address& o) const;
-};
 
 // struct rdma_conn_param. On events, private_data holds what the user sees:
 // CONNECT_REQUEST over an IP port space = the REQ bytes after the 36-byte
@@ -463,104 +423,6 @@ class EventChannel {
   // Acked events kept for NewEvent (mu_): no allocation per event once warm.
   static constexpr size_t kMaxSpareEvents = 64;
   std::vector<std::unique_ptr<Event>> spare_;
-};
-
-struct DeviceOptions {
-  cm::NodeOptions node;
-  // The IP addresses of this port (the rdma_cm IPoIB interface addresses).
-  std::vector<Address> local_ips;
-  // A RoCE port, where uscm has neither ARP nor an SA: addresses are GIDs of
-  // the IPs themselves (RoCE v2: IPv4 a.b.c.d is ::ffff:a.b.c.d, IPv6 the
-  // address). A destination without a neighbour entry resolves to its GID
-  // with the permissive LID, and resolve_route without IB_PATH builds the path
-  // from the two GIDs as the kernel's rdma_cm does on RoCE (RocePath).
-  bool roce = false;
-  // RoCE: the path MTU (IBA enum 1..5: the port's active MTU, as rdma_cm).
-  uint8_t roce_path_mtu = 3;
-  // The kernel's neighbour table (a real port: verbs/neighbours.h through
-  // api/c; tests: doubles). resolve_addr calls it, without the device lock,
-  // for an IP destination that has no AddNeighbor entry, with the id's source
-  // and timeout, as the kernel's rdma_resolve_ip. It returns the GID the link
-  // layer gives (IPoIB: the hardware address), nullopt where the GID is the
-  // IP's (RoCE), or an error carrying an errno (mad/status_errno.h): no route
-  // (ENETUNREACH, ENETDOWN, EHOSTUNREACH) fails the call itself, as in the
-  // kernel; anything else becomes ADDR_ERROR with -errno as status (ETIMEDOUT:
-  // nobody answered ARP). Unset: RoCE destinations resolve to their IP's GID,
-  // IB ones without an entry get ADDR_ERROR (the simulated fabric).
-  std::function<absl::StatusOr<absl::optional<mad::Gid>>(const Address& src, const Address& dst,
-                                                          mad::Duration timeout)>
-      resolve_neighbour;
-  // How long resolve_addr reuses resolve_neighbour's answer for the same
-  // (source, destination) instead of asking again (zero: never). Only a
-  // usable answer is kept (the GID or "the IP's"); a missing, pending or
-  // failed neighbour is asked for every time, so each such call still starts
-  // a resolution. The kernel itself answers from an entry that may be STALE
-  // (unconfirmed for up to a minute), so one second changes no answer a
-  // program can rely on; it spares the netlink round trips of a burst of
-  // resolves to one destination (cmtime: 1,000 ids).
-  mad::Duration neighbour_reuse = mad::Duration::Seconds(1);
-  // RoCE multicast without SA (api/rdma_cm/roce_multicast.h): the port's GID table
-  // (RoCE v2 entries; the source GID index of a group's AH) and the netdev's
-  // IP group memberships (null: none taken, as on the simulated fabric).
-  std::vector<mad::Gid> roce_gids;
-  // roce_gids[i]'s netdev (ifindex; 0 or no element: not known). One address
-  // can have an entry per netdev: a VLAN's (eth0.100 on eth0) link-local
-  // fe80:: is the base netdev's, told apart by the address's scope_id
-  // (RoceSourceGidIndex).
-  std::vector<int> roce_gid_ifindexes;
-  std::shared_ptr<cm::IpMulticast> ip_multicast;
-  // The kernel's validate_net_dev (rdma_cm's cma_ib_id_from_event) for a
-  // request (REQ, SIDR_REQ) with an IP header that came in on a GID entry of
-  // a known netdev (roce_gid_ifindexes): OK when the route back to `remote`
-  // (the request's source) from `local` (its destination), asked on netdev
-  // `ifindex`, leaves on it (a real port: verbs::NeighbourTable::RouteLeavesOn).
-  // FailedPrecondition refuses the request before any listener is looked
-  // for, as the kernel's: REJ 28 without data (SIDR_REP status 2), nothing
-  // for the listener; Device::misrouted_requests() counts them. Another
-  // error (the table could not be asked) refuses nothing. Unset: not checked
-  // (the simulated fabric). Called with the device lock held.
-  std::function<absl::Status(const Address& local, const Address& remote, int ifindex)>
-      route_back_on;
-  // The routing table's answer for `dst` (a real port: RTM_GETROUTE): the
-  // source address it picks and the output netdev, nullopt without a route.
-  // resolve_addr of an unbound id to a global destination takes that source
-  // when it is the port's, and that netdev's GID entry (an address on two
-  // netdevs: eth0 and eth0.100, or two rxe netdevs), as the kernel's
-  // rdma_resolve_ip (addr4_resolve / addr6_resolve's route, then
-  // rdma_copy_src_l2_addr's bound_dev_if, whose entry cma_acquire_dev_by_src_ip
-  // takes). Unset, or a source not on the port: the port's first address of
-  // the destination's family, and the address's first entry. Called without
-  // the device lock.
-  struct Route {
-    Address source;
-    int ifindex = 0;
-  };
-  std::function<absl::optional<Route>(const Address& dst)> route_to;
-  // The netdev (ifindex) a given IPv4 source of this host is on, as the
-  // kernel's rdma_bind_addr finds it (rdma_translate_ip's __ip_dev_find: the
-  // netdev the address was added to last; a real port: NeighbourTable::
-  // NetdevOfSource), 0 when not known. Asked only for an address with GID
-  // entries on two netdevs of the port: a bound id (rdma_bind_addr, or
-  // resolve_addr with a source) then takes that netdev's entry. Unset, or 0:
-  // the address's first entry. Called without the device lock.
-  std::function<int(const Address& local)> netdev_of;
-  // Ephemeral ports (bind to port 0, resolve_addr without a source), as the
-  // kernel's cma_alloc_any_port: from a start in [low, high] drawn from the
-  // device's seed (random on a real device), then upwards, skipping ports in
-  // use. Device::Create reads net.ipv4.ip_local_port_range when these are left
-  // at the kernel's defaults. Several processes behind one uscmd each number
-  // their own ports: a bind to one that another process claimed moves on
-  // to the next free port (Device::ClaimBind).
-  uint16_t ephemeral_low = 32768;
-  uint16_t ephemeral_high = 60999;
-  absl::optional<uint16_t> ephemeral_start;  // tests: the first port tried
-  // net.ipv6.bindv6only (Device::Create reads it): AF_INET6 binds without the
-  // AFONLY option are AF-only when set.
-  bool bindv6only = false;
-  // May this process bind a port below 1024 (CAP_NET_BIND_SERVICE, checked
-  // at bind as the kernel's cma_use_port)? Null: this process's effective
-  // capability set.
-  std::function<bool()> may_bind_privileged_port;
 };
 
 // net.ipv6.bindv6only (false when it cannot be read).
