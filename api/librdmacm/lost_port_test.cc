@@ -1,0 +1,354 @@
+// A port whose uscmd died (its MAD path lost, lost_ports.cc) while its
+// device stays or goes: the ids and listeners on it, in each order of the
+// loss and the drop-in's notice of the removal, and the port opened again
+// through a new uscmd (port_resync.cc). The fixtures are
+// device_sync_testing.h's: fake devices, ports on simulated hosts.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <rdma/rdma_cma.h>
+#include <string.h>
+
+#include <string>
+#include <vector>
+
+#include "api/c/uscm_cma.h"
+#include "api/c/uscm_sim_c.h"
+#include "api/librdmacm/device_sync_testing.h"
+#include "api/librdmacm/event_channel.h"
+#include "api/librdmacm/port_resync.h"
+#include "api/librdmacm/ports.h"
+#include "gtest/gtest.h"
+
+namespace uscm::librdmacm {
+namespace {
+
+// sends (uscm's own says -ENODEV), and not a second one from the listing.
+TEST_F(SimulatedPortsTest, ALostPortAndItsRemovalAreOneDeviceRemoval) {
+  ASSERT_EQ(Bind("10.0.0.1", 7000), 0) << "dev0:1's address";
+  ASSERT_EQ(uscm_sim_lose_transport(g_sim, 0, "rxe0 port 1 is gone"), 0);
+  std::vector<uscm_event_channel*> ports = PortChannelsForTesting();
+  ASSERT_FALSE(ports.empty());
+  ASSERT_EQ(uscm_sim_run_until_event(g_sim, ports.front(), 1000), 0) << "no uscm event";
+  ASSERT_GT(PumpEvents(), 0);
+  ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+  rdma_cm_event* e = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_DEVICE_REMOVAL) << rdma_event_str(e->event);
+  EXPECT_EQ(e->id, id_);
+  EXPECT_EQ(e->status, 0);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+
+  g_listed[0] = false;  // rdma link del dev0, seen by the drop-in's listing
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  errno = 0;
+  EXPECT_EQ(rdma_get_cm_event(ch_, &e), -1) << "a second DEVICE_REMOVAL";
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  id_ = nullptr;
+  EXPECT_EQ(g_closes, 1) << "closed with its last id";
+}
+
+// A wildcard listener (id_, its own uscm id on dev0's port) and an id bound
+// to dev0's address, on one channel: the kernel's cma_process_remove sends
+// the bound id DEVICE_REMOVAL, status 0, and the wildcard listener nothing
+// (it has no device: only its listen on dev0 goes). Each order of the
+// port's lost MAD path (its uscmd exiting) and the drop-in's notice of the
+// removal gives exactly that; the listener moves to dev1, where a probe
+// finds its port held.
+class LostPortOrderTest : public SimulatedPortsTest {
+ protected:
+  void SetUp() override {
+    SimulatedPortsTest::SetUp();
+    ASSERT_EQ(Bind("0.0.0.0", 7010), 0);
+    ASSERT_EQ(rdma_listen(id_, 4), 0) << strerror(errno);
+    ASSERT_EQ(rdma_create_id(ch_, &bound_, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    ASSERT_EQ(Bind("10.0.0.1", 7011, bound_), 0) << "dev0:1's address";
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+    ports_ = PortChannelsForTesting();
+    ASSERT_EQ(ports_.size(), 2u);
+  }
+  // Host `host`'s MAD path lost, and uscm's events of it moved to ch_.
+  void LosePath(int host) {
+    ASSERT_EQ(uscm_sim_lose_transport(g_sim, host, "rxe port 1 is gone"), 0);
+    ASSERT_EQ(uscm_sim_run_until_event(g_sim, ports_[host], 1000), 0) << "no uscm event";
+    ASSERT_GT(PumpEvents(), 0);
+  }
+  // The events on ch_ now, as "ID EVENT status S" (ID: W or bound), acked.
+  std::vector<std::string> Events() {
+    std::vector<std::string> got;
+    rdma_cm_event* e = nullptr;
+    while (rdma_get_cm_event(ch_, &e) == 0) {
+      got.push_back(std::string(e->id == id_        ? "W "
+                                : e->id == bound_   ? "bound "
+                                : e->id == listener_ ? "L "
+                                                     : "? ") +
+                    rdma_event_str(e->event) + " status " + std::to_string(e->status));
+      rdma_ack_cm_event(e);
+    }
+    EXPECT_EQ(errno, EAGAIN);
+    return got;
+  }
+  static bool Port7010HeldOn(int host) { return HeldOnHost(host, "0.0.0.0:7010"); }
+  void ExpectTheEnd() {
+    EXPECT_TRUE(Port7010HeldOn(1)) << "the listener listens on dev1";
+    EXPECT_EQ(g_closes, 0) << "dev0 is held by the bound id";
+    EXPECT_EQ(rdma_destroy_id(bound_), 0);
+    EXPECT_EQ(g_closes, 1) << "dev0 closed with the bound id";
+    EXPECT_EQ(g_closed_ctx, &g_ctx[0]);
+    EXPECT_TRUE(Port7010HeldOn(1)) << "the listener still listens on dev1";
+    EXPECT_EQ(rdma_destroy_id(id_), 0);
+    id_ = nullptr;
+    EXPECT_FALSE(Port7010HeldOn(1));
+  }
+
+  rdma_cm_id* bound_ = nullptr;
+  rdma_cm_id* listener_ = nullptr;  // BoundListenerTest's
+  std::vector<uscm_event_channel*> ports_;
+};
+
+TEST_F(LostPortOrderTest, AWildcardListenerGetsNoEventWhenItsPortsPathIsLostFirst) {
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  g_listed[0] = false;  // rdma link del dev0, seen by the drop-in's listing
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL, none for W";
+  ExpectTheEnd();
+}
+
+TEST_F(LostPortOrderTest, AWildcardListenerGetsNoEventWhenItsPortsPathIsLostLast) {
+  g_listed[0] = false;  // rdma link del dev0, seen by the drop-in's listing
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL, none for W";
+  ExpectTheEnd();
+}
+
+// dev0 removed, and its uscmd's exit (its umad file reads EIO) reaching the
+// drop-in before any listing saw the removal: the lost path lists the
+// devices, and dev0's port is left to the removal's path, not replaced (no
+// port opened again on a device that is gone).
+TEST_F(LostPortOrderTest, ARemovedDevicesLostPathIsNotReplacedBeforeTheListing) {
+  g_listed[0] = false;  // rdma link del dev0, not listed by the drop-in yet
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  for (const Port* p : PortsLocked()) EXPECT_FALSE(p->replaces_lost) << p->ca << " opened again";
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL, none for W";
+  ExpectTheEnd();
+}
+
+// dev1's MAD path lost while dev1 stays (its uscmd killed): the listener's
+// listen there (not its own uscm id) sends it nothing either, and it still
+// listens on dev0, its own port, where the bound id lives on and gets
+// nothing; the uscm-ports thread's next step puts its listen back on dev1,
+// through dev1's new uscmd, and closes the old uscm device.
+TEST_F(LostPortOrderTest, AWildcardListenerGetsNoEventWhenAnotherPortsPathIsLost) {
+  uscm_sim* sim2 = g_reopen_sim[1] = uscm_sim_create(6);  // dev1's new uscmd's fabric
+  ASSERT_NE(sim2, nullptr);
+  LosePath(1);
+  EXPECT_EQ(Events(), std::vector<std::string>{});
+  EXPECT_TRUE(Port7010HeldOn(0));
+  EXPECT_FALSE(HeldOnHost(1, "0.0.0.0:7010", sim2));
+  RunPortResyncForTesting();  // the uscm-ports thread's next step
+  EXPECT_TRUE(HeldOnHost(1, "0.0.0.0:7010", sim2)) << "listening on dev1 through its new uscmd";
+  EXPECT_EQ(g_port_devices_closed, 1) << "dev1's old uscm device: no id lives there";
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  id_ = nullptr;
+  EXPECT_FALSE(Port7010HeldOn(0));
+  EXPECT_EQ(g_closes, 0) << "no device removed";
+}
+
+// dev0's uscmd killed while dev0 stays: its MAD path lost, the port opened
+// again through a new uscmd (its MADs on another fabric, g_reopen_sim[0]: a
+// new transport to the same port), as the kernel's listener, whose CM never
+// goes away, keeps listening. The bound id gets its one DEVICE_REMOVAL and
+// keeps the old uscm device until destroyed; the listener gets none.
+class KilledUscmdTest : public LostPortOrderTest {
+ protected:
+  void SetUp() override {
+    LostPortOrderTest::SetUp();
+    g_reopen_sim[0] = sim2_ = uscm_sim_create(6);
+    ASSERT_NE(sim2_, nullptr);
+    LosePath(0);
+    EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  }
+  // Whether port 7010 is held on the new uscmd's dev0.
+  bool Port7010HeldThroughTheNewUscmd() { return HeldOnHost(0, "0.0.0.0:7010", sim2_); }
+
+  uscm_sim* sim2_ = nullptr;
+};
+
+TEST_F(KilledUscmdTest, AWildcardListenerTakesARequestOnThePortAgain) {
+  EXPECT_FALSE(Port7010HeldThroughTheNewUscmd());
+  RunPortResyncForTesting();  // the uscm-ports thread's next step
+  EXPECT_TRUE(Port7010HeldThroughTheNewUscmd()) << "listening on dev0 through the new uscmd";
+  EXPECT_EQ(id_->verbs, nullptr) << "still on no device";
+
+  SimPeer client(sim2_, 1);
+  ASSERT_TRUE(client.Connect("10.0.0.1:7010"));
+  TakeAndRejectRequest(ch_, sim2_, id_, &g_ctx[0], client);
+
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL, none for W";
+  EXPECT_EQ(g_port_devices_closed, 0) << "the old uscm device is the bound id's";
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
+  EXPECT_EQ(g_port_devices_closed, 1) << "closed with the bound id, its last";
+  EXPECT_EQ(g_closes, 0) << "dev0 stays";
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  id_ = nullptr;
+  EXPECT_FALSE(Port7010HeldThroughTheNewUscmd());
+}
+
+TEST_F(KilledUscmdTest, ANewIdBoundOnThePortConnects) {
+  SimPeer server(sim2_, 1);
+  uscm_addr a;
+  ASSERT_EQ(uscm_parse_addr("10.0.0.2:7013", &a), 0);
+  ASSERT_EQ(uscm_bind_addr(server.id(), &a), 0) << uscm_last_error();
+  ASSERT_EQ(uscm_listen(server.id(), 4), 0) << uscm_last_error();
+
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  ASSERT_EQ(Bind("10.0.0.1", 7012, id), 0) << "dev0:1's address";
+  EXPECT_EQ(id->verbs, &g_ctx[0]);
+  sockaddr_in dst = {};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(7013);
+  inet_pton(AF_INET, "10.0.0.2", &dst.sin_addr);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
+  auto next = [&](rdma_cm_event_type want) {
+    rdma_cm_event* e = NextOfDropIn(ch_, sim2_);
+    if (e == nullptr) return std::string("none");
+    const std::string got = rdma_event_str(e->event);
+    EXPECT_EQ(e->id, id);
+    rdma_ack_cm_event(e);
+    return e->event == want ? std::string("ok") : got;
+  };
+  ASSERT_EQ(next(RDMA_CM_EVENT_ADDR_RESOLVED), "ok");
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  ASSERT_EQ(next(RDMA_CM_EVENT_ROUTE_RESOLVED), "ok");
+  rdma_conn_param param = {};
+  param.qp_num = 0x4242;
+  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+  uscm_cm_event* req = server.Next(USCM_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr) << "the REQ went out through the new uscmd";
+  uscm_cm_id* passive = req->id;
+  uscm_conn_param answer = {};
+  answer.qp_num = 0x4343;
+  ASSERT_EQ(uscm_accept(passive, &answer), 0) << uscm_last_error();
+  uscm_ack_cm_event(req);
+  ASSERT_EQ(next(RDMA_CM_EVENT_CONNECT_RESPONSE), "ok");
+  ASSERT_EQ(rdma_establish(id), 0) << strerror(errno);
+  EXPECT_TRUE(server.Saw(USCM_CM_EVENT_ESTABLISHED));
+  uscm_destroy_id(passive);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL";
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
+}
+
+// A listener bound to dev0's own address (rping -s -a, ucmatose -b), L, with
+// the wildcard listener W and the bound id of LostPortOrderTest. When dev0's
+// uscmd is killed while dev0 stays, the kernel's listener keeps listening
+// (its CM never goes away): L gets no event and listens again on dev0
+// through the new uscmd (g_reopen_sim[0]) at the uscm-ports thread's next
+// step; when dev0 was removed, L gets its one DEVICE_REMOVAL.
+class BoundListenerTest : public LostPortOrderTest {
+ protected:
+  void SetUp() override {
+    LostPortOrderTest::SetUp();
+    g_reopen_sim[0] = sim2_ = uscm_sim_create(6);
+    ASSERT_NE(sim2_, nullptr);
+    ASSERT_EQ(rdma_create_id(ch_, &listener_, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    ASSERT_EQ(Bind("10.0.0.1", 7014, listener_), 0) << "dev0:1's address";
+    ASSERT_EQ(rdma_listen(listener_, 4), 0) << strerror(errno);
+  }
+  bool HeldThroughTheNewUscmd() { return HeldOnHost(0, "10.0.0.1:7014", sim2_); }
+
+  uscm_sim* sim2_ = nullptr;
+};
+
+TEST_F(BoundListenerTest, AListenerBoundToThePortsAddressListensAgainThroughTheNewUscmd) {
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"})
+      << "none for L";
+  EXPECT_FALSE(HeldThroughTheNewUscmd());
+  RunPortResyncForTesting();  // the uscm-ports thread's next step
+  EXPECT_TRUE(HeldThroughTheNewUscmd()) << "L listens on dev0 through the new uscmd";
+  EXPECT_EQ(listener_->verbs, &g_ctx[0]) << "still on dev0";
+
+  SimPeer client(sim2_, 1);
+  ASSERT_TRUE(client.Connect("10.0.0.1:7014"));
+  TakeAndRejectRequest(ch_, sim2_, listener_, &g_ctx[0], client);
+  EXPECT_EQ(Events(), std::vector<std::string>{});
+  EXPECT_EQ(g_port_devices_closed, 0) << "the old uscm device is the bound id's";
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
+  EXPECT_EQ(g_port_devices_closed, 1) << "closed with the bound id: L left it";
+  EXPECT_EQ(rdma_destroy_id(listener_), 0);
+  listener_ = nullptr;
+  EXPECT_FALSE(HeldThroughTheNewUscmd());
+  EXPECT_EQ(g_closes, 0) << "dev0 stays";
+}
+
+// The new uscmd does not start at the step's first tries: the step tries
+// dev0's fresh entry again at the 1st, 2nd and 4th step after a failure
+// (a bounded back-off), and L listens once it opens.
+TEST_F(BoundListenerTest, AFailedOpenIsTriedAgainAtLaterSteps) {
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  g_failing_opens[0] = 3;
+  std::vector<int> tried;  // the steps that opened dev0's port
+  for (int step = 1; step <= 8; ++step) {
+    const int before = g_port_devices_opened;
+    RunPortResyncForTesting();
+    if (g_port_devices_opened != before) tried.push_back(step);
+  }
+  EXPECT_EQ(tried, (std::vector<int>{1, 2, 4, 8})) << "tries 1 and 2 fail, then 1 and 3 steps skipped";
+  EXPECT_TRUE(HeldThroughTheNewUscmd()) << "L listens once the open succeeds";
+  EXPECT_TRUE(HeldOnHost(0, "0.0.0.0:7010", sim2_)) << "and W";
+  EXPECT_EQ(Events(), std::vector<std::string>{});
+  const int opened = g_port_devices_opened;
+  RunPortResyncForTesting();
+  EXPECT_EQ(g_port_devices_opened, opened) << "open: not tried again";
+}
+
+// Another process took L's address through the new uscmd before the step:
+// L cannot listen there again and gets its one DEVICE_REMOVAL, as it did
+// before the move existed.
+TEST_F(BoundListenerTest, AListenerWhoseAddressIsTakenMeanwhileGetsDeviceRemoval) {
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  SimPeer other(sim2_, 0);
+  uscm_addr a;
+  ASSERT_EQ(uscm_parse_addr("10.0.0.1:7014", &a), 0);
+  ASSERT_EQ(uscm_bind_addr(other.id(), &a), 0) << uscm_last_error();
+  RunPortResyncForTesting();
+  EXPECT_EQ(Events(), std::vector<std::string>{"L RDMA_CM_EVENT_DEVICE_REMOVAL status 0"});
+  RunPortResyncForTesting();
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "once";
+  EXPECT_EQ(rdma_destroy_id(listener_), 0);
+  listener_ = nullptr;
+}
+
+// dev0 removed, its uscmd's exit reaching the drop-in before any listing saw
+// it: L gets its one DEVICE_REMOVAL (cma_process_remove), and is not moved.
+TEST_F(BoundListenerTest, AListenerBoundToARemovedDevicesAddressGetsDeviceRemoval) {
+  g_listed[0] = false;  // rdma link del dev0, not listed by the drop-in yet
+  LosePath(0);
+  EXPECT_EQ(Events(), (std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0",
+                                                "L RDMA_CM_EVENT_DEVICE_REMOVAL status 0"}));
+  RunPortResyncForTesting();
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "once";
+  EXPECT_FALSE(HeldThroughTheNewUscmd());
+  EXPECT_EQ(rdma_destroy_id(listener_), 0);
+  listener_ = nullptr;
+  ExpectTheEnd();
+}
+
+// A wildcard bind opens every port: their routers (uscmds) are asked to start
+// together, before the first port opens (issue 13), not one per open. A bind
+// of one port's address asks nothing of the kind (its open starts its own
+
+}  // namespace
+}  // namespace uscm::librdmacm
