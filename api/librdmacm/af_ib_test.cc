@@ -273,21 +273,10 @@ TEST_F(AfIbTest, GetaddrinfoAfIbThenATcpIdConnects) {
   EXPECT_EQ(reinterpret_cast<const sockaddr_ib*>(rdma_get_local_addr(id))->sib_family, AF_IB);
   ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
   rdma_ack_cm_event(Next(RDMA_CM_EVENT_ROUTE_RESOLVED));
-  rdma_conn_param param = {};
-  param.private_data = "tcp";
-  param.private_data_len = 3;
-  param.qp_num = 0x4444;
-  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
-  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_REQUEST);
+  // AF_IB: no CMA header, the private data as given.
+  uscm_cm_event* pe = ConnectToPeer(id, "tcp", 0x4444);
   ASSERT_NE(pe, nullptr);
-  EXPECT_EQ(DataOf(pe->param.conn.private_data, 3), "tcp") << "AF_IB: no CMA header";
-  uscm_cm_id* passive = pe->id;
-  ASSERT_EQ(uscm_reject(passive, "no", 2), 0) << uscm_last_error();
-  uscm_ack_cm_event(pe);
-  rdma_cm_event* e = Next(RDMA_CM_EVENT_REJECTED);
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(DataOf(e->param.conn.private_data, 2), "no");
-  rdma_ack_cm_event(e);
+  uscm_cm_id* passive = PeerRejectsWithNo(pe);
   EXPECT_EQ(rdma_destroy_id(id), 0);
   peer_ids_ = {passive, listener};
 }
@@ -301,11 +290,7 @@ TEST_F(AfIbTest, UdpIdResolvesAnIbAddressBySidr) {
   rdma_cm_id* id = nullptr;
   ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_UDP), 0) << strerror(errno);
   sockaddr_ib dst = IbAddr(there_, udp_sid);
-  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
-      << strerror(errno);
-  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ADDR_RESOLVED));
-  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
-  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  ResolveTo(id, &dst);
   rdma_conn_param param = {};
   param.private_data = "ud";
   param.private_data_len = 2;

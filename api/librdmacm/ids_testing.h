@@ -137,10 +137,52 @@ class IdsTest : public ::testing::Test {
     return e;
   }
 
-  // A peer id on host 1 connected (REQ sent) to the drop-in at 10.0.0.1:port.
-  uscm_cm_id* PeerConnect(uint16_t port, uint32_t qp_num, const char* data) {
+  // rdma_resolve_addr of `id` to `dst`, then rdma_resolve_route, each event
+  // taken and acked.
+  void ResolveTo(rdma_cm_id* id, const void* dst) {
+    EXPECT_EQ(rdma_resolve_addr(id, nullptr, static_cast<sockaddr*>(const_cast<void*>(dst)), 2000),
+              0)
+        << strerror(errno);
+    rdma_ack_cm_event(Next(RDMA_CM_EVENT_ADDR_RESOLVED));
+    EXPECT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+    rdma_ack_cm_event(Next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  }
+
+  // rdma_connect of `id` with the private data `data` (a string) and
+  // `qp_num`; the peer's CONNECT_REQUEST, its private data checked.
+  uscm_cm_event* ConnectToPeer(rdma_cm_id* id, const char* data, uint32_t qp_num) {
+    rdma_conn_param param = {};
+    param.private_data = data;
+    param.private_data_len = static_cast<uint8_t>(strlen(data));
+    param.qp_num = qp_num;
+    EXPECT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+    uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_REQUEST);
+    if (pe != nullptr) {
+      EXPECT_EQ(DataOf(pe->param.conn.private_data, strlen(data)), data);
+    }
+    return pe;
+  }
+
+  // The peer rejects the request `pe` with private data "no" and acks it;
+  // the drop-in's REJECTED carries the "no". The passive id, for peer_ids_.
+  uscm_cm_id* PeerRejectsWithNo(uscm_cm_event* pe) {
+    uscm_cm_id* passive = pe->id;
+    EXPECT_EQ(uscm_reject(passive, "no", 2), 0) << uscm_last_error();
+    uscm_ack_cm_event(pe);
+    rdma_cm_event* e = Next(RDMA_CM_EVENT_REJECTED);
+    if (e != nullptr) {
+      EXPECT_EQ(DataOf(e->param.conn.private_data, 2), "no");
+      rdma_ack_cm_event(e);
+    }
+    return passive;
+  }
+
+  // A peer id of port space `ps` on host 1 connected (REQ sent) to the
+  // drop-in at 10.0.0.1:port.
+  uscm_cm_id* PeerConnect(uint16_t port, uint32_t qp_num, const char* data,
+                          uscm_port_space ps = USCM_PS_TCP) {
     uscm_cm_id* peer = nullptr;
-    EXPECT_EQ(uscm_create_id(peer_ch_, &peer, nullptr, USCM_PS_TCP), 0);
+    EXPECT_EQ(uscm_create_id(peer_ch_, &peer, nullptr, ps), 0);
     uscm_addr dst;
     EXPECT_EQ(uscm_parse_addr(("10.0.0.1:" + std::to_string(port)).c_str(), &dst), 0);
     EXPECT_EQ(uscm_resolve_addr(peer, nullptr, &dst, 2000), 0) << uscm_last_error();

@@ -58,25 +58,12 @@ TEST_F(PsIbTest, AnIbIdConnectsToAnIpv4Address) {
   rdma_ack_cm_event(Next(RDMA_CM_EVENT_ROUTE_RESOLVED));
   ASSERT_EQ(id->route.num_paths, 1);
 
-  rdma_conn_param param = {};
-  param.private_data = "ps-ib";
-  param.private_data_len = 5;
-  param.responder_resources = 1;
-  param.initiator_depth = 1;
-  param.qp_num = 0x5151;
-  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
-  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_REQUEST);
+  // The private data as given: the CMA header taken off.
+  uscm_cm_event* pe = ConnectToPeer(id, "ps-ib", 0x5151);
   ASSERT_NE(pe, nullptr);
   EXPECT_EQ(pe->listen_id, ib_listener) << "the RDMA_PS_IB listener, not the RDMA_PS_TCP one";
-  EXPECT_EQ(DataOf(pe->param.conn.private_data, 5), "ps-ib") << "the CMA header taken off";
   EXPECT_EQ(pe->param.conn.qp_num, 0x5151u);
-  uscm_cm_id* passive = pe->id;
-  ASSERT_EQ(uscm_reject(passive, "no", 2), 0) << uscm_last_error();
-  uscm_ack_cm_event(pe);
-  rdma_cm_event* e = Next(RDMA_CM_EVENT_REJECTED);
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(DataOf(e->param.conn.private_data, 2), "no");
-  rdma_ack_cm_event(e);
+  uscm_cm_id* passive = PeerRejectsWithNo(pe);
   EXPECT_EQ(rdma_destroy_id(id), 0);
   peer_ids_ = {passive, ib_listener, tcp_listener};
 }
@@ -93,19 +80,7 @@ TEST_F(PsIbTest, AnIbListenerOnIpv4GetsAnIbIdsRequest) {
       << strerror(errno);
   ASSERT_EQ(rdma_listen(ib_listener, 4), 0) << strerror(errno);
 
-  uscm_cm_id* peer = nullptr;
-  ASSERT_EQ(uscm_create_id(peer_ch_, &peer, nullptr, USCM_PS_IB), 0);
-  uscm_addr dst;
-  ASSERT_EQ(uscm_parse_addr(("10.0.0.1:" + std::to_string(kPort)).c_str(), &dst), 0);
-  ASSERT_EQ(uscm_resolve_addr(peer, nullptr, &dst, 2000), 0) << uscm_last_error();
-  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_ADDR_RESOLVED));
-  ASSERT_EQ(uscm_resolve_route(peer, 2000), 0) << uscm_last_error();
-  uscm_ack_cm_event(PeerNext(USCM_CM_EVENT_ROUTE_RESOLVED));
-  uscm_conn_param p = {};
-  p.private_data = "ib-ip";
-  p.private_data_len = 5;
-  p.qp_num = 0x6161;
-  ASSERT_EQ(uscm_connect(peer, &p), 0) << uscm_last_error();
+  uscm_cm_id* peer = PeerConnect(kPort, 0x6161, "ib-ip", USCM_PS_IB);
   rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->listen_id, ib_listener);
@@ -134,11 +109,7 @@ TEST_F(PsIbTest, AnXrcConnectFailsWithoutARequest) {
   ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_IB), 0) << strerror(errno);
   id->qp_type = IBV_QPT_XRC_SEND;
   sockaddr_in dst = Ipv4("10.0.0.2", kPort);
-  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
-      << strerror(errno);
-  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ADDR_RESOLVED));
-  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
-  rdma_ack_cm_event(Next(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  ResolveTo(id, &dst);
   rdma_conn_param param = {};
   param.qp_num = 0x7171;
   errno = 0;
