@@ -239,7 +239,7 @@ bool RealNode::ReadTimerFd(const epoll_event* evs, int n) {
 void RealNode::TimerFiredLocked() { armed_ns_ = kUnknownArm; }
 
 void RealNode::UnwatchLostTransportLocked() {
-  if (transport_fd_dropped_ || !transport_fd_watched_ || transport_status().ok()) return;
+  if (transport_fd_dropped_ || !transport_fd_watched_ || lost_.ok()) return;
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, transport_.fd(), nullptr);
   transport_fd_dropped_ = true;
 }

@@ -122,8 +122,15 @@ class Node {
   mad::Transport& transport() { return transport_; }
   const mad::LocalPort& port() const { return transport_.port(); }
   const NodeCounters& counters() const { return counters_; }
-  // OK, or why the transport is gone for good (Transport::link_status).
-  const absl::Status& transport_status() const { return lost_; }
+  // OK, or why the transport is gone for good (Transport::link_status), as
+  // the last step or send saw it. Taken under the node's lock, so any thread
+  // may ask: the progress thread writes it (the drop-in librdmacm asks it of
+  // a port with no id on it, whose ids would get no DEVICE_REMOVAL to tell
+  // it: uscm_device_transport_lost).
+  absl::Status TransportStatus() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lost_;
+  }
   // The loss, once (the first call after it happened; lock held): the
   // observer's OnProgress asks for it. Later calls return nullopt.
   absl::optional<absl::Status> TakeTransportLossLocked();

@@ -165,7 +165,7 @@ TEST_F(RouterProcessTest, RouterRestartIsDeviceRemovalOnEveryIdAndANewDeviceReco
   }
   EXPECT_EQ(removed, (std::set<CmId*>{*conn, *listener}));
   EXPECT_EQ(client->device->node().counters().transport_lost, 1u);
-  EXPECT_EQ(client->device->node().transport_status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client->device->node().TransportStatus().code(), absl::StatusCode::kUnavailable);
   // Nothing more: one DEVICE_REMOVAL per id.
   EXPECT_FALSE((*ch)->WaitEvent(mad::Duration::Millis(100)).ok());
   ASSERT_TRUE((*ch)->DestroyId(*conn).ok());

@@ -415,6 +415,20 @@ extern "C" int uscm_device_set_progress_hook(struct uscm_device* dev, void (*hoo
   return 0;
 }
 
+extern "C" int uscm_device_transport_lost(struct uscm_device* dev, char* why, size_t len) {
+  if (dev == nullptr || dev->dev == nullptr) {
+    return uscm_fail_with(EINVAL, "device_transport_lost: NULL device");
+  }
+  const absl::Status lost = dev->dev->node().TransportStatus();
+  if (lost.ok()) return 0;
+  if (why != nullptr && len > 0) {
+    const size_t n = std::min(len - 1, lost.message().size());
+    memcpy(why, lost.message().data(), n);
+    why[n] = '\0';
+  }
+  return 1;
+}
+
 extern "C" int uscm_device_reread_addresses(struct uscm_device* dev) {
   OpenedDevice* opened = nullptr;
   {

@@ -56,6 +56,15 @@ int uscm_device_reread_addresses(struct uscm_device* dev);
  * (a layer such as the drop-in librdmacm moves them on from there, without
  * waking a thread of its own). NULL removes it. 0, or -1 with errno EINVAL. */
 int uscm_device_set_progress_hook(struct uscm_device* dev, void (*hook)(void*), void* arg);
+/* Whether the port's MAD path is lost for good (its uscmd exited, was killed
+ * or restarted; its umad file read EIO when the device was removed): 0 while
+ * it serves, 1 once lost, `why` (when not NULL and `len` > 0) then holding the
+ * reason, cut to `len` - 1 bytes and NUL-terminated. Each uscm id of the
+ * device gets one DEVICE_REMOVAL (-ENODEV) when the loss is seen; this asks
+ * it of a device with no id on it (the drop-in librdmacm, before it puts a
+ * new id on a port it has open). Any thread; a device of uscm_device_open or
+ * of the simulated fabric (uscm_sim_device). -1 with errno EINVAL for NULL. */
+int uscm_device_transport_lost(struct uscm_device* dev, char* why, size_t len);
 
 #ifdef __cplusplus
 } /* extern "C" */

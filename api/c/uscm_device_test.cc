@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/c/uscm_device_on.h"
+#include "api/c/uscm_sim_c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -60,6 +61,27 @@ TEST(UscmDeviceTest, CloseRefusesWhatItDidNotOpen) {
   int not_a_device = 0;
   EXPECT_EQ(uscm_device_close(reinterpret_cast<uscm_device*>(&not_a_device)), -1);
   EXPECT_EQ(errno, EINVAL);
+}
+
+// A device with no id on it: no DEVICE_REMOVAL tells of its lost MAD path,
+// the call does (host 0 of the simulated fabric; host 1's stays).
+TEST(UscmDeviceTest, TransportLostSaysWhyOnceThePathIsLost) {
+  uscm_sim* sim = uscm_sim_create(3);
+  ASSERT_NE(sim, nullptr);
+  uscm_device* dev = uscm_sim_device(sim, 0);
+  char why[16] = "unchanged";
+  EXPECT_EQ(uscm_device_transport_lost(dev, why, sizeof why), 0);
+  EXPECT_STREQ(why, "unchanged");
+  ASSERT_EQ(uscm_sim_lose_transport(sim, 0, "uscmd rxe0:1 exited (the socket closed)"), 0);
+  EXPECT_EQ(uscm_device_transport_lost(dev, why, sizeof why), 1);
+  EXPECT_STREQ(why, "uscmd rxe0:1 ex") << "cut to 15 bytes and the NUL";
+  EXPECT_EQ(uscm_device_transport_lost(dev, nullptr, 0), 1);
+  EXPECT_EQ(uscm_device_transport_lost(uscm_sim_device(sim, 1), nullptr, 0), 0);
+  errno = 0;
+  EXPECT_EQ(uscm_device_transport_lost(nullptr, why, sizeof why), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_THAT(uscm_last_error(), HasSubstr("device_transport_lost: NULL device"));
+  uscm_sim_destroy(sim);
 }
 
 }  // namespace

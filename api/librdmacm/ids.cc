@@ -85,7 +85,7 @@ Port* DefaultPortLocked(const char* call) {
   if (EnsurePortsLocked(call) != 0) return nullptr;
   int err = ENODEV;
   for (Port* port : LivePortsLocked()) {
-    if (OpenPortLocked(port, call, OnPortOpen) == 0) return port;
+    if (Port* opened = internal::OpenPortForIdLocked(port, call)) return opened;
     err = errno;
   }
   errno = err;
@@ -107,6 +107,8 @@ void AttachAndFill(Id* id) {
 // it stays. 0, or -1 with errno.
 int PlaceLocked(Id* id, Port* to, const char* call) {
   if (to == nullptr || to == id->port || id->pub.port_num != 0) return 0;
+  to = internal::OpenPortForIdLocked(to, call);  // its fresh entry if its uscmd died
+  if (to == nullptr) return -1;
   // A wildcard-bound id has a bound uscm id there already: it takes that one,
   // and the one it leaves keeps its bind (the kernel's bind list is the host's).
   uscm_cm_id* uid = internal::TakeOtherPortLocked(id, to);

@@ -260,6 +260,20 @@ int MoveListenersLocked();
 // Whether a listener waits to be moved (MoveListenersLocked): the thread's
 // once-a-second period runs.
 bool AnyListenerToMoveLocked();
+// `port`, opened for a new uscm id (ports.h OpenPortLocked), as the port the
+// caller looked up: when it is open on a uscm device whose MAD path is lost
+// (its uscmd exited: uscm_device_transport_lost) and no uscm id lives there
+// to get the loss's DEVICE_REMOVAL (a client between two connections, no
+// wildcard id, no listener), it is replaced as the pump would
+// (OnLostPathLocked), and its fresh entry is opened and returned instead
+// (a new uscmd, started on demand); when ids live there, the pump of their
+// events replaces it first. NULL with errno (ENODEV: the device was removed
+// since; an open's). The caller puts its id on the port returned.
+Port* OpenPortForIdLocked(Port* port, const char* call);
+// Whether a lost port's entry holds a uscm device with no id on it (its
+// wildcard ids' binds and listens were dropped, or none was there): the
+// thread's once-a-second period runs, and its step closes it (CloseLostPorts).
+bool AnyLostPortToCloseLocked();
 // Whether `port` is the fresh entry a waiting listener moves to: the
 // thread's step opens it even with no wildcard id.
 bool ListenerWaitsForLocked(const Port* port);

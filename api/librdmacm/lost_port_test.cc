@@ -161,6 +161,50 @@ TEST_F(LostPortOrderTest, AWildcardListenerGetsNoEventWhenAnotherPortsPathIsLost
   EXPECT_EQ(g_closes, 0) << "no device removed";
 }
 
+// `id`, on `ch` (the drop-in's ports run on `sim`), connects to a uscm id
+// listening on 10.0.0.2:`port` (host 1 of `sim`), which accepts: the
+// id's ADDR_RESOLVED, ROUTE_RESOLVED and CONNECT_RESPONSE, rdma_establish,
+// the peer's CONNECT_REQUEST and ESTABLISHED; a failure names the step.
+void ConnectToAcceptingPeer(rdma_event_channel* ch, uscm_sim* sim, rdma_cm_id* id,
+                            uint16_t port) {
+  SimPeer server(sim, 1);
+  uscm_addr a;
+  ASSERT_EQ(uscm_parse_addr(("10.0.0.2:" + std::to_string(port)).c_str(), &a), 0);
+  ASSERT_EQ(uscm_bind_addr(server.id(), &a), 0) << uscm_last_error();
+  ASSERT_EQ(uscm_listen(server.id(), 4), 0) << uscm_last_error();
+  sockaddr_in dst = {};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(port);
+  inet_pton(AF_INET, "10.0.0.2", &dst.sin_addr);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+      << strerror(errno);
+  auto next = [&](rdma_cm_event_type want) {
+    rdma_cm_event* e = NextOfDropIn(ch, sim);
+    if (e == nullptr) return std::string("none");
+    const std::string got = rdma_event_str(e->event);
+    EXPECT_EQ(e->id, id);
+    rdma_ack_cm_event(e);
+    return e->event == want ? std::string("ok") : got;
+  };
+  ASSERT_EQ(next(RDMA_CM_EVENT_ADDR_RESOLVED), "ok");
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
+  ASSERT_EQ(next(RDMA_CM_EVENT_ROUTE_RESOLVED), "ok");
+  rdma_conn_param param = {};
+  param.qp_num = 0x4242;
+  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+  uscm_cm_event* req = server.Next(USCM_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr) << "the REQ went out through the new uscmd";
+  uscm_cm_id* passive = req->id;
+  uscm_conn_param answer = {};
+  answer.qp_num = 0x4343;
+  ASSERT_EQ(uscm_accept(passive, &answer), 0) << uscm_last_error();
+  uscm_ack_cm_event(req);
+  ASSERT_EQ(next(RDMA_CM_EVENT_CONNECT_RESPONSE), "ok");
+  ASSERT_EQ(rdma_establish(id), 0) << strerror(errno);
+  EXPECT_TRUE(server.Saw(USCM_CM_EVENT_ESTABLISHED));
+  uscm_destroy_id(passive);
+}
+
 // dev0's uscmd killed while dev0 stays: its MAD path lost, the port opened
 // again through a new uscmd (its MADs on another fabric, g_reopen_sim[0]: a
 // new transport to the same port), as the kernel's listener, whose CM never
@@ -202,47 +246,11 @@ TEST_F(KilledUscmdTest, AWildcardListenerTakesARequestOnThePortAgain) {
 }
 
 TEST_F(KilledUscmdTest, ANewIdBoundOnThePortConnects) {
-  SimPeer server(sim2_, 1);
-  uscm_addr a;
-  ASSERT_EQ(uscm_parse_addr("10.0.0.2:7013", &a), 0);
-  ASSERT_EQ(uscm_bind_addr(server.id(), &a), 0) << uscm_last_error();
-  ASSERT_EQ(uscm_listen(server.id(), 4), 0) << uscm_last_error();
-
   rdma_cm_id* id = nullptr;
   ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
   ASSERT_EQ(Bind("10.0.0.1", 7012, id), 0) << "dev0:1's address";
   EXPECT_EQ(id->verbs, &g_ctx[0]);
-  sockaddr_in dst = {};
-  dst.sin_family = AF_INET;
-  dst.sin_port = htons(7013);
-  inet_pton(AF_INET, "10.0.0.2", &dst.sin_addr);
-  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
-      << strerror(errno);
-  auto next = [&](rdma_cm_event_type want) {
-    rdma_cm_event* e = NextOfDropIn(ch_, sim2_);
-    if (e == nullptr) return std::string("none");
-    const std::string got = rdma_event_str(e->event);
-    EXPECT_EQ(e->id, id);
-    rdma_ack_cm_event(e);
-    return e->event == want ? std::string("ok") : got;
-  };
-  ASSERT_EQ(next(RDMA_CM_EVENT_ADDR_RESOLVED), "ok");
-  ASSERT_EQ(rdma_resolve_route(id, 2000), 0) << strerror(errno);
-  ASSERT_EQ(next(RDMA_CM_EVENT_ROUTE_RESOLVED), "ok");
-  rdma_conn_param param = {};
-  param.qp_num = 0x4242;
-  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
-  uscm_cm_event* req = server.Next(USCM_CM_EVENT_CONNECT_REQUEST);
-  ASSERT_NE(req, nullptr) << "the REQ went out through the new uscmd";
-  uscm_cm_id* passive = req->id;
-  uscm_conn_param answer = {};
-  answer.qp_num = 0x4343;
-  ASSERT_EQ(uscm_accept(passive, &answer), 0) << uscm_last_error();
-  uscm_ack_cm_event(req);
-  ASSERT_EQ(next(RDMA_CM_EVENT_CONNECT_RESPONSE), "ok");
-  ASSERT_EQ(rdma_establish(id), 0) << strerror(errno);
-  EXPECT_TRUE(server.Saw(USCM_CM_EVENT_ESTABLISHED));
-  uscm_destroy_id(passive);
+  ConnectToAcceptingPeer(ch_, sim2_, id, 7013);
   EXPECT_EQ(rdma_destroy_id(id), 0);
   EXPECT_EQ(Events(), std::vector<std::string>{}) << "one DEVICE_REMOVAL";
   EXPECT_EQ(rdma_destroy_id(bound_), 0);
@@ -349,6 +357,95 @@ TEST_F(BoundListenerTest, AListenerBoundToARemovedDevicesAddressGetsDeviceRemova
 // A wildcard bind opens every port: their routers (uscmds) are asked to start
 // together, before the first port opens (issue 13), not one per open. A bind
 // of one port's address asks nothing of the kind (its open starts its own
+
+// A client between two connections: its first connection's id lived on
+// dev0's port (opened) and was destroyed, and no id lives there (no wildcard
+// id, no listener) when dev0's uscmd is killed while dev0 stays (its new
+// uscmd's MAD path on another fabric, g_reopen_sim[0]). No uscm id gets the
+// loss's DEVICE_REMOVAL, so no event tells the drop-in: the next call that
+// puts an id on the port asks the port's uscm device (OpenPortForIdLocked,
+// uscm_device_transport_lost), replaces the port and opens its fresh entry
+// through the new uscmd. Without that the id went to the lost uscm device:
+// its MADs counted as send_errors, the peer unreached.
+class IdlePortTest : public SimulatedPortsTest {
+ protected:
+  void SetUp() override {
+    SimulatedPortsTest::SetUp();
+    rdma_cm_id* first = nullptr;
+    ASSERT_EQ(rdma_create_id(ch_, &first, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    ASSERT_EQ(Bind("10.0.0.1", 7020, first), 0) << "dev0:1's address";
+    ConnectToAcceptingPeer(ch_, g_sim, first, 7021);
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_EQ(rdma_disconnect(first), 0) << strerror(errno);
+    ASSERT_EQ(rdma_destroy_id(first), 0);
+    ASSERT_EQ(g_port_devices_opened, 1);
+    g_reopen_sim[0] = sim2_ = uscm_sim_create(6);
+    ASSERT_NE(sim2_, nullptr);
+    ASSERT_EQ(uscm_sim_lose_transport(g_sim, 0, "uscmd rxe0:1 exited"), 0);
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+    while (QueuedEvents(ch_) > 0) {  // the first connection's DISCONNECTED
+      rdma_cm_event* e = nullptr;
+      ASSERT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
+      rdma_ack_cm_event(e);
+    }
+  }
+  // Whether the lost entry's uscm device was closed: the thread's next step
+  // (none lives on it) closes it, and dev0 stays.
+  void ExpectTheLostEntryClosedAtTheStep() {
+    EXPECT_EQ(g_port_devices_closed, 0);
+    RunPortResyncForTesting();  // the uscm-ports thread's next step
+    EXPECT_EQ(g_port_devices_closed, 1) << "the lost entry's uscm device";
+    EXPECT_EQ(g_closes, 0) << "dev0 stays";
+  }
+
+  uscm_sim* sim2_ = nullptr;
+};
+
+TEST_F(IdlePortTest, ANewIdBoundToThePortsAddressConnectsThroughTheNewUscmd) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  ASSERT_EQ(Bind("10.0.0.1", 7022, id), 0) << "dev0:1's address";
+  EXPECT_EQ(g_port_devices_opened, 2) << "dev0's port opened again, through its new uscmd";
+  EXPECT_EQ(id->verbs, &g_ctx[0]);
+  ExpectTheLostEntryClosedAtTheStep();
+  ConnectToAcceptingPeer(ch_, sim2_, id, 7023);
+  EXPECT_EQ(QueuedEvents(ch_), 0u) << "no DEVICE_REMOVAL: no id lived on the lost entry";
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+// The id's first call that needs a port (no bind): the default port, dev0's.
+TEST_F(IdlePortTest, AnIdResolvingFromNoAddressConnectsThroughTheNewUscmd) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+  ConnectToAcceptingPeer(ch_, sim2_, id, 7024);
+  EXPECT_EQ(id->verbs, &g_ctx[0]);
+  ExpectTheLostEntryClosedAtTheStep();
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+}
+
+// A wildcard bind takes every port: dev0's through its new uscmd.
+TEST_F(IdlePortTest, AWildcardBindHoldsThePortThroughTheNewUscmd) {
+  ASSERT_EQ(Bind("0.0.0.0", 7025), 0);
+  EXPECT_TRUE(HeldOnHost(0, "0.0.0.0:7025", sim2_)) << "dev0's port, through its new uscmd";
+  EXPECT_TRUE(HeldOnHost(1, "0.0.0.0:7025")) << "dev1's";
+  ExpectTheLostEntryClosedAtTheStep();
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  id_ = nullptr;
+  EXPECT_FALSE(HeldOnHost(0, "0.0.0.0:7025", sim2_));
+}
+
+// dev0 removed, the drop-in not told yet: the call lists the devices
+// (OnLostPathLocked), dev0's port is not opened again on a device that is
+// gone, and a wildcard bind takes dev1's alone.
+TEST_F(IdlePortTest, APortOfARemovedDeviceIsNotOpenedAgain) {
+  g_listed[0] = false;  // rdma link del dev0, not listed by the drop-in yet
+  ASSERT_EQ(Bind("0.0.0.0", 7026), 0) << strerror(errno);
+  EXPECT_EQ(g_port_devices_opened, 2) << "dev1's port opened, dev0's not again";
+  for (const Port* p : PortsLocked()) EXPECT_FALSE(p->replaces_lost) << p->ca << " opened again";
+  EXPECT_TRUE(HeldOnHost(1, "0.0.0.0:7026"));
+  EXPECT_FALSE(HeldOnHost(0, "0.0.0.0:7026", sim2_));
+  EXPECT_EQ(Listed(), Names{"dev1"});
+}
 
 }  // namespace
 }  // namespace uscm::librdmacm

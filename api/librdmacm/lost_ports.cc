@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/c/uscm_cma.h"
+#include "api/c/uscm_device.h"
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
 #include "api/librdmacm/ids.h"
@@ -141,7 +142,69 @@ void SayListeningAgain(const Id* id, const Port* port) {
           host, a.port, port->ca.c_str(), port->port_num);
 }
 
+// Whether a uscm id of the library's lives on `port`: an id's own, or a
+// wildcard id's bind or listen there. Each gets the lost MAD path's
+// DEVICE_REMOVAL, and the pump then replaces the port (OnLostPathLocked).
+bool AnyUscmIdOnLocked(const Port* port) {
+  for (const auto& [uid, id] : ByUscmId()) {
+    if (id->state->uid == uid) {
+      if (id->port == port) return true;
+      continue;
+    }
+    for (const IdState::OnPort& o : id->state->other_ports) {
+      if (o.port == port && o.uid == uid) return true;
+    }
+  }
+  return false;
+}
+
+// Whether `port` is open on a uscm device whose MAD path is lost (its uscmd
+// exited: uscm_device_transport_lost).
+bool PathLostLocked(const Port* port) {
+  if (port->dev == nullptr || port->channel == nullptr || port->lost) return false;
+  char why[160] = "";
+  if (uscm_device_transport_lost(port->dev, why, sizeof why) != 1) return false;
+  if (DebugEnabled()) {
+    fprintf(stderr, "uscm librdmacm: %s:%u's MAD path is lost: %s\n", port->ca.c_str(),
+            port->port_num, why);
+  }
+  return true;
+}
+
 }  // namespace
+
+Port* OpenPortForIdLocked(Port* port, const char* call) {
+  if (PathLostLocked(port)) {
+    // The loss's events first: the ids there get their DEVICE_REMOVAL and
+    // the pump replaces the port. With no uscm id there none comes: the
+    // port is replaced here, as the pump would.
+    if (AnyOpenChannelQueued()) PumpEventsLocked();
+    if (!port->lost && !AnyUscmIdOnLocked(port)) OnLostPathLocked(port);
+    if (port->lost) {
+      port = FreshEntryOfLocked(port);
+      if (port == nullptr) {
+        Fail(ENODEV, call, "the port's uscmd exited and its device was removed since");
+        return nullptr;
+      }
+    } else if (port->gone) {  // its device was removed (OnLostPathLocked listed them)
+      Fail(ENODEV, call, "the port's device was removed");
+      return nullptr;
+    }
+    // Else ids live there whose DEVICE_REMOVAL the next step of the port's
+    // progress thread sends (a send found the path lost before a step did):
+    // the new id is one of them, as a uscm id made just before the loss.
+  }
+  return OpenPortLocked(port, call, OnPortOpen) == 0 ? port : nullptr;
+}
+
+bool AnyLostPortToCloseLocked() {
+  for (const Port* p : PortsLocked()) {
+    if (p->lost && (p->dev != nullptr || p->channel != nullptr) && !IdOnPortLocked(p)) {
+      return true;
+    }
+  }
+  return false;
+}
 
 bool AnyListenerToMoveLocked() { return !ListenersToMoveLocked().empty(); }
 

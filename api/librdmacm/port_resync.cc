@@ -84,8 +84,8 @@ void CountOpenLocked(Port* p, bool ok) {
 // The listing, and with a wildcard id the new ports' opens and claims (a
 // listener bound to a lost port's address: its fresh entry's open and the
 // listener's move); then the close of the devices it saw go (and
-// DEVICE_REMOVAL to the ids on them). Without either only a removal makes a
-// step.
+// DEVICE_REMOVAL to the ids on them) and of the lost ports no id lives on.
+// Without any of them only a removal makes a step.
 void Step(StepFor why) {
   PortListing listing;
   bool listing_due;
@@ -95,7 +95,10 @@ void Step(StepFor why) {
     std::lock_guard<std::mutex> lock(g_mu);
     wildcard = internal::AnyWildcardIdLocked();
     moving = internal::AnyListenerToMoveLocked();
-    if (!wildcard && !moving && why != StepFor::kRemoved) return;
+    if (!wildcard && !moving && !internal::AnyLostPortToCloseLocked() &&
+        why != StepFor::kRemoved) {
+      return;
+    }
     listing_due = BeginPortListingLocked(&listing, why == StepFor::kPeriod);
   }
   if (listing_due) ListPorts(&listing);

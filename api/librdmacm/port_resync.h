@@ -30,7 +30,9 @@
 // ids, moves there the listeners bound to the port's address (their period
 // runs while one waits, wildcard id or not: MoveListenersLocked), and
 // closes the lost entry's uscm device once no id lives on it (ids.h
-// CloseLostPorts).
+// CloseLostPorts; the period runs while such an entry waits, wildcard id or
+// not: a port a call found lost with no id on it, ids_internal.h
+// OpenPortForIdLocked).
 //
 // The slow parts run without the library's lock, so no call of the program
 // waits for them: the listing (ibv_get_device_list, an ibv_query_port and the

@@ -190,9 +190,10 @@ int BindOnOtherPortsLocked(Id* id, const char* call) {
   if (id->pub.port_num != 0 || !id->state->wildcard_bound || !id->state->other_ports.empty()) {
     return 0;
   }
-  for (Port* port : LivePortsLocked()) {
-    if (port == id->port) continue;
-    if (OpenPortLocked(port, call, OnPortOpen) != 0) continue;  // USCM_DEBUG said why
+  for (Port* listed : LivePortsLocked()) {
+    if (listed == id->port) continue;
+    Port* port = OpenPortForIdLocked(listed, call);  // its fresh entry if its uscmd died
+    if (port == nullptr) continue;                   // USCM_DEBUG said why
     uscm_cm_id* uid = CloneOnLocked(id, port, call);
     if (uid == nullptr) {
       const int err = errno;
@@ -251,7 +252,8 @@ void ForgetWildcardIdLocked(Id* id) {
 }
 
 void PortThreadNeedChangedLocked() {
-  const bool periodic = !WildcardIds().empty() || AnyListenerToMoveLocked();
+  const bool periodic =
+      !WildcardIds().empty() || AnyListenerToMoveLocked() || AnyLostPortToCloseLocked();
   if (periodic || AnyLivePortOpenLocked()) {
     StartPortResyncLocked(periodic);
   } else {
