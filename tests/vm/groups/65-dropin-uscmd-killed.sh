@@ -19,11 +19,18 @@
 # to the port's own address, `rping -s -a IP` (a listener with a device, not a wildcard):
 # it gets no DEVICE_REMOVAL and listens again on the port through the new uscmd (its line
 # "listening on IP port P (DEV:1, opened again: its uscmd exited)"); before, it got
-# DEVICE_REMOVAL (rping exits on it) and no client reached it.
+# DEVICE_REMOVAL (rping exits on it) and no client reached it. Last, a client between
+# two connections (gid_moved -c: each connection's id destroyed after its echo) has no id
+# on its port, rxe0, when rxe0's uscmd is killed: no DEVICE_REMOVAL tells its drop-in, so
+# connection 2's first call asks the port's uscm device, finds its MAD path lost and opens
+# the port again through a new uscmd (its USCM_DEBUG line checked); before, connection 2's
+# id went to the lost uscm device, its MADs counted as send errors, the server unreached.
 # targets: //api/librdmacm:librdmacm.so.1 //tools:uscmd //tools:uscm
+# targets: //tests/vm/behaviour:gid_moved
 . "$(dirname "$0")/../lib.sh"
 vm_boot --cm --timeout 1000  # four killed uscmds: 682 s at host load 15
 . "$VM_DIR/dropin.sh"
+B=$USCM_VM_BIN/tests/vm/behaviour
 
 N=10
 # The server lives through four steps (its listen, the kill, its listen again, the
@@ -63,4 +70,31 @@ killed_uscmd rxe1 192.168.77.2 7460
 killed_uscmd rxe0 192.168.77.1 7461
 killed_uscmd rxe1 192.168.77.2 7462 192.168.77.2
 killed_uscmd rxe0 192.168.77.1 7463 192.168.77.1
+
+# The client between two connections: the server (bound to .2, rxe1's uscmd) takes both;
+# the client's port, rxe0, has no id of the client's while its uscmd is killed. The
+# kill reaches the client's progress thread (its socket to the uscmd closed) well
+# before its next call: `gone` waits for the uscmd's pid to be reaped.
+P=7464
+"${SERVER[@]}" "$B/gid_moved" -s 192.168.77.2 $P 2 > /tmp/idle-s.log 2>&1 & s=$!
+check idle-server-listening wait_for /tmp/idle-s.log '^listening' $s
+rm -f /tmp/go; mkfifo /tmp/go
+"${USCM[@]}" "$B/gid_moved" -c 192.168.77.1 192.168.77.2 $P < /tmp/go > /tmp/idle-c.log 2>&1 &
+c=$!
+exec 3> /tmp/go   # the client's stdin: one line once rxe0's uscmd is gone
+check idle-first-connection-echo wait_for /tmp/idle-c.log '^connection 1: echo ok' $c
+check idle-client-waits wait_for /tmp/idle-c.log '^moved\?' $c
+old=$(pgrep -f "uscmd --ca rxe0 --port 1")
+check idle-uscmd-running test -n "$old"
+kill -9 "${old:-0}"
+check idle-uscmd-killed gone "${old:-0}"
+echo go >&3
+exec 3>&-
+finish idle-client $c /tmp/idle-c.log
+check idle-second-connection-echo grep -q '^connection 2: echo ok' /tmp/idle-c.log
+check idle-port-opened-again grep -qF \
+  "rxe0:1's MAD path is lost (its uscmd exited) while the device stays" /tmp/idle-c.log
+new=$(pgrep -f "uscmd --ca rxe0 --port 1")
+check idle-new-uscmd test -n "$new" -a "$new" != "$old"
+finish idle-server $s /tmp/idle-s.log
 group_end
