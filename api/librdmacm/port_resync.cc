@@ -51,33 +51,35 @@ enum class StepFor {
   kRemoved,  // a uevent said a verbs device was removed
 };
 
-// The most steps skipped between two tries of a port whose opens failed
-// (about 32 s at the once-a-second period).
-constexpr int kResyncMaxSkips = 31;
+// The most steps between two tries of a port whose opens failed (about 32 s
+// at the once-a-second period).
+constexpr int kResyncMaxSteps = 32;
 
-// Whether the step tries to open `p` now: not after a failed open's skips
-// (counted down here), so a new uscmd that did not start is tried again at
-// the 1st, 2nd, 4th, 8th ... step after the failure, then every 32nd.
-bool OpenDueLocked(Port* p) {
-  if (p->resync_skips == 0) return true;
-  --p->resync_skips;
-  return false;
-}
+// The steps that opened ports (a wildcard id, or a listener waiting for a
+// lost port's fresh entry), numbered from 1: Port::resync_retry's clock.
+// Under g_mu.
+uint64_t g_open_steps = 0;
 
-// After the step's open of `p`: its failures in a row and the skips before
-// the next try.
-void CountOpenLocked(Port* p, bool ok) {
+// Whether step `step` tries to open `p`: not before the step a failed open
+// set (CountOpenLocked).
+bool OpenDueLocked(const Port* p, uint64_t step) { return step >= p->resync_retry.at_step; }
+
+// After step `step`'s open of `p`: its failures in a row and the step to try
+// again at, so a new uscmd that did not start is tried again at the 1st,
+// 2nd, 4th, 8th ... step after the failure, then every 32nd.
+void CountOpenLocked(Port* p, bool ok, uint64_t step) {
   if (ok) {
-    p->resync_failures = p->resync_skips = 0;
+    p->resync_retry = {};
     return;
   }
-  ++p->resync_failures;
-  p->resync_skips = std::min((1 << std::min(p->resync_failures - 1, 5)) - 1, kResyncMaxSkips);
+  const int failures = p->resync_retry.failures + 1;
+  const int after = std::min(1 << std::min(failures - 1, 5), kResyncMaxSteps);
+  p->resync_retry = {step + after, failures};
   if (DebugEnabled()) {
     fprintf(stderr,
             "uscm librdmacm: uscm-ports: %s:%u did not open (%d in a row): tried again in %d "
             "step(s)\n",
-            p->ca.c_str(), p->port_num, p->resync_failures, p->resync_skips + 1);
+            p->ca.c_str(), p->port_num, failures, after);
   }
 }
 
@@ -103,12 +105,14 @@ void Step(StepFor why) {
   }
   if (listing_due) ListPorts(&listing);
   std::vector<ToOpen> to_open;
+  uint64_t step = 0;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (listing_due) FinishPortListingLocked(&listing);
+    if (wildcard || moving) step = ++g_open_steps;
     for (Port* p : wildcard || moving ? LivePortsLocked() : std::vector<Port*>{}) {
       if (p->channel != nullptr || p->resync_opening ||
-          !(wildcard || internal::ListenerWaitsForLocked(p)) || !OpenDueLocked(p)) {
+          !(wildcard || internal::ListenerWaitsForLocked(p)) || !OpenDueLocked(p, step)) {
         continue;
       }
       p->resync_opening = true;
@@ -123,7 +127,7 @@ void Step(StepFor why) {
     std::lock_guard<std::mutex> lock(g_mu);
     for (const ToOpen& o : to_open) {
       o.port->resync_opening = false;
-      CountOpenLocked(o.port, o.ok);
+      CountOpenLocked(o.port, o.ok, step);
       if (o.ok && !InstallOpenedPortLocked(o.port, o.opened, internal::OnPortOpen)) {
         unused.push_back(o.opened);
       }

@@ -83,7 +83,7 @@ namespace uscm::librdmacm {
 // the listing (spaced as a miss's: none within 100 ms of the last), the
 // opening of every live port not open yet (one whose open failed is tried
 // again at the 1st, 2nd, 4th ... step after, then every 32nd: ports.h
-// resync_skips), then every wildcard id on every open port it is
+// resync_retry), then every wildcard id on every open port it is
 // not on yet (ids_internal.h ClaimNewPortsLocked), then the close of the
 // removed devices and the lost ports nothing holds.
 void RunPortResyncForTesting();

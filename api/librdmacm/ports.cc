@@ -430,7 +430,7 @@ Port* ReplaceLostPortLocked(Port* port) {
   fresh.dev = nullptr;
   fresh.channel = nullptr;
   fresh.opened_by_library = fresh.parents_open = false;
-  fresh.resync_failures = fresh.resync_skips = 0;
+  fresh.resync_retry = {};
   fresh.resync_opening = false;
   fresh.counters_at_release.clear();
   fresh.replaces_lost = true;
@@ -616,7 +616,7 @@ std::vector<OpenedPort>& ParentsPorts() {
 void LeaveOpenedPortsToParentLocked() {
   for (Port& p : TheTable().ports) {
     p.resync_opening = false;  // the parent's thread opens it, in the parent
-    p.resync_failures = p.resync_skips = 0;
+    p.resync_retry = {};
     if (!p.opened_by_library || p.channel == nullptr) continue;
     RemoveOpenChannel(p.channel);  // no check reads it (the progress hook's are the parent's)
     ParentsPorts().push_back({p.dev, p.channel, p.testing});

@@ -64,12 +64,17 @@ struct Port {
   bool opened_by_library = false;
   // The parent of this fork's child had opened it (and the child has not).
   bool parents_open = false;
-  // The uscm-ports thread's opens of it that failed in a row (a new uscmd
-  // that did not start), and the steps it skips before trying again: 0, 1,
-  // 3, 7, ... up to 31 after the 1st, 2nd, 3rd, 4th ... failure
+  // The uscm-ports thread's back-off after its opens of it failed (a new
+  // uscmd that did not start): the step it tries again at, counted in the
+  // thread's steps that open ports, 1, 2, 4, 8 ... up to 32 steps after the
+  // 1st, 2nd, 3rd, 4th ... failure in a row, and that count
   // (port_resync.cc; a program's call that needs the port tries at once).
-  int resync_failures = 0;
-  int resync_skips = 0;
+  // {0, 0}: due at every step.
+  struct ResyncRetry {
+    uint64_t at_step = 0;
+    int failures = 0;
+  };
+  ResyncRetry resync_retry;
   // USCM_CM_COUNTERS: the CM counters of its uscm device when a removed
   // device's port was released (ReleasePortLocked), printed at exit.
   std::string counters_at_release;
