@@ -1,6 +1,7 @@
 #include "verbs/neighbours.h"
 
 #include <arpa/inet.h>
+#include <linux/if_addr.h>
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 #include <netinet/in.h>
@@ -101,6 +102,37 @@ int OnNeigh(nl_msg* msg, void* arg) {
   auto e = ParseNeighbourMessage(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(nlh), nlh->nlmsg_len), a->dst);
   if (e.has_value()) a->entry = std::move(e);
+  return NL_OK;
+}
+
+struct AddrAnswer {
+  IpAddr local;
+  int first = 0;  // the lowest ifindex holding `local`, not tentative
+};
+
+// One RTM_NEWADDR of the dump: the address's netdev, when it is `local` and
+// usable as the kernel's ipv6_chk_addr sees it (not tentative, unless
+// optimistic: IFA_F_TENTATIVE is banned, and an optimistic address counts
+// as not tentative).
+int OnAddr(nl_msg* msg, void* arg) {
+  auto* a = static_cast<AddrAnswer*>(arg);
+  nlmsghdr* nlh = nlmsg_hdr(msg);
+  if (nlh->nlmsg_type != RTM_NEWADDR) return NL_OK;
+  nlattr* tb[IFA_MAX + 1];
+  if (nlmsg_parse(nlh, sizeof(ifaddrmsg), tb, IFA_MAX, nullptr) < 0) return NL_OK;
+  const auto* ifa = static_cast<const ifaddrmsg*>(nlmsg_data(nlh));
+  // A point-to-point address is IFA_LOCAL (IFA_ADDRESS is its peer).
+  nlattr* addr = tb[IFA_LOCAL] != nullptr ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
+  if (ifa->ifa_family != a->local.family || addr == nullptr ||
+      !SameIp(a->local, static_cast<const uint8_t*>(nla_data(addr)),
+              static_cast<size_t>(nla_len(addr)))) {
+    return NL_OK;
+  }
+  uint32_t flags = ifa->ifa_flags;
+  if (tb[IFA_FLAGS] != nullptr && nla_len(tb[IFA_FLAGS]) == 4) flags = nla_get_u32(tb[IFA_FLAGS]);
+  if ((flags & IFA_F_TENTATIVE) != 0 && (flags & IFA_F_OPTIMISTIC) == 0) return NL_OK;
+  const int ifindex = static_cast<int>(ifa->ifa_index);
+  if (ifindex > 0 && (a->first == 0 || ifindex < a->first)) a->first = ifindex;
   return NL_OK;
 }
 
@@ -273,9 +305,10 @@ absl::Status NeighbourTable::RouteLeavesOn(const IpAddr& dst, const IpAddr& src,
 }
 
 absl::StatusOr<int> NeighbourTable::NetdevOfSource(const IpAddr& local) {
+  if (local.family == AF_INET6) return NetdevOfIpv6Source(local);
   if (local.family != AF_INET) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the netdev of ", local.ToString(), ": IPv4 addresses only"));
+        absl::StrCat("the netdev of ", local.ToString(), ": not an IP address"));
   }
   IpAddr broadcast;
   broadcast.family = AF_INET;
@@ -286,6 +319,38 @@ absl::StatusOr<int> NeighbourTable::NetdevOfSource(const IpAddr& local) {
                                             err != 0 ? strerror(err) : "no output interface"));
   }
   return r.ifindex;
+}
+
+absl::StatusOr<int> NeighbourTable::NetdevOfIpv6Source(const IpAddr& local) {
+  // cma_check_linklocal: the scope id is the id's bound_dev_if, which
+  // rdma_translate_ip takes as it is (EINVAL without one).
+  if (local.is_link_local()) {
+    if (local.scope_id == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the netdev of ", local.ToString(), ": link-local, and no scope id names its netdev"));
+    }
+    return static_cast<int>(local.scope_id);
+  }
+  // Every IPv6 address of the host (RTM_GETADDR dump): the lowest ifindex
+  // that holds `local`, not tentative (OnAddr).
+  nl_msg* msg = nlmsg_alloc_simple(RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP);
+  if (msg == nullptr) return absl::ResourceExhaustedError("netlink: no memory for a message");
+  ifaddrmsg ifa = {};
+  ifa.ifa_family = AF_INET6;
+  nlmsg_append(msg, &ifa, sizeof(ifa), NLMSG_ALIGNTO);
+  AddrAnswer got{local, 0};
+  Exchange x{0, OnAddr, &got};
+  if (int err = Transact(sock_, msg, x); err != 0) {
+    return mad::WithErrno(absl::UnavailableError(absl::StrCat(
+                              "the netdev of ", local.ToString(),
+                              ": the kernel's address list (RTM_GETADDR): ", strerror(err))),
+                          err);
+  }
+  if (got.first == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("no netdev has ", local.ToString(), " (or only a tentative one)"));
+  }
+  return got.first;
 }
 
 RouteBackCache::RouteBackCache() {

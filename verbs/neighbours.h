@@ -88,12 +88,15 @@ class NeighbourTable {
   // FailedPrecondition says which route and why not; the kernel refuses the
   // request then (REJ 28, SIDR_REP status 2).
   absl::Status RouteLeavesOn(const IpAddr& dst, const IpAddr& src, int ifindex);
-  // The netdev the kernel's rdma_bind_addr puts a given IPv4 source on
-  // (rdma_translate_ip: __ip_dev_find, whose address hash lists the address
-  // added last first): the output netdev of the route to the limited
+  // The netdev the kernel's rdma_bind_addr puts a given source on
+  // (rdma_translate_ip). IPv4: __ip_dev_find, whose address hash lists the
+  // address added last first: the output netdev of the route to the limited
   // broadcast from `local` with no oif, which ip_route_output_key_hash takes
-  // from __ip_dev_find itself. NotFound for an address of no netdev,
-  // InvalidArgument for IPv6 (the kernel's is the first netdev in its list).
+  // from __ip_dev_find itself. IPv6 (NetdevOfIpv6Source): the first netdev
+  // of the kernel's list (for_each_netdev_rcu) that has the address, not
+  // tentative (ipv6_chk_addr, strict); a link-local address's scope id.
+  // NotFound for an address of no netdev, InvalidArgument for a link-local
+  // one without a scope id.
   absl::StatusOr<int> NetdevOfSource(const IpAddr& local);
   absl::optional<NeighbourEntry> Lookup(int ifindex, const IpAddr& addr);
   // Asks the kernel to resolve `addr` on `ifindex` (NTF_USE, else a datagram).
@@ -111,6 +114,13 @@ class NeighbourTable {
   explicit NeighbourTable(::nl_sock* sock) : sock_(sock) {}
   int AskRoute(const IpAddr& dst, const absl::optional<IpAddr>& src, uint32_t oif, unsigned flags,
                RouteToHost* answer);
+  // The kernel's list of netdevs is in the order they were registered in the
+  // namespace, which no netlink dump gives (RTM_GETADDR and RTM_GETLINK go
+  // by ifindex); ifindexes are handed out in that order, so the lowest
+  // ifindex that has the address is the first in the list, unless a netdev
+  // was moved in from another namespace or made with an explicit index
+  // (both join the list's end, whatever their ifindex).
+  absl::StatusOr<int> NetdevOfIpv6Source(const IpAddr& local);
   ::nl_sock* sock_ = nullptr;
 };
 

@@ -234,8 +234,49 @@ TEST_F(NeighbourTableTest, AnIpv4AddressOnTwoNetdevsIsOnTheOneItWasAddedToLast) 
   ASSERT_EQ(system("ip addr del 10.8.0.1/32 dev vt0"), 0);
   EXPECT_EQ(*table_->NetdevOfSource(Ip("10.8.0.1")), vt2);
   EXPECT_EQ(table_->NetdevOfSource(Ip("10.77.0.1")).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(table_->NetdevOfSource(Ip("fd00::1")).status().code(),
-            absl::StatusCode::kInvalidArgument);
+}
+
+// A given IPv6 source on two netdevs is on the first netdev of the kernel's
+// list that has it, not tentative (rdma_translate_ip's for_each_netdev_rcu
+// with ipv6_chk_addr): the lower ifindex, whichever it was added to last.
+// A link-local source is on the netdev its scope id names
+// (cma_check_linklocal's bound_dev_if).
+TEST_F(NeighbourTableTest, AnIpv6AddressOnTwoNetdevsIsOnTheFirstNetdevThatHasIt) {
+  // The answer's netdev, or -1 (with the status in the failure message).
+  auto NetdevOf = [this](const IpAddr& a) {
+    absl::StatusOr<int> n = table_->NetdevOfSource(a);
+    EXPECT_TRUE(n.ok()) << n.status();
+    return n.ok() ? *n : -1;
+  };
+  const int vt0 = static_cast<int>(if_nametoindex("vt0"));
+  const int vt2 = static_cast<int>(if_nametoindex("vt2"));
+  ASSERT_LT(vt0, vt2);
+  EXPECT_EQ(NetdevOf(Ip("fd08::1")), vt2);
+  EXPECT_EQ(NetdevOf(Ip("fd00::1")), vt0);
+  ASSERT_EQ(system("ip -6 addr add fd00::1/128 dev vt2 nodad"), 0);
+  EXPECT_EQ(NetdevOf(Ip("fd00::1")), vt0) << "vt0's, though added to vt2 last";
+  ASSERT_EQ(system("ip -6 addr del fd00::1/64 dev vt0"), 0);
+  EXPECT_EQ(NetdevOf(Ip("fd00::1")), vt2) << "vt2's alone";
+  ASSERT_EQ(system("ip -6 addr add fd00::1/64 dev vt0 nodad && ip -6 addr del fd00::1/128 dev vt2"),
+            0);
+  EXPECT_EQ(NetdevOf(Ip("fd00::1")), vt0);
+  // A tentative address (on a netdev that is down, DAD not done) is passed
+  // over: vt4's, though first, is not the answer.
+  ASSERT_EQ(system("set -e; exec >/dev/null 2>&1; ip link add vt4 type veth peer name vt5;"
+                   " ip link add vt6 type veth peer name vt7; ip link set vt6 up; ip link set vt7 up;"
+                   " ip -6 addr add fd0b::1/64 dev vt4; ip -6 addr add fd0b::1/64 dev vt6 nodad"),
+            0);
+  const int vt4 = static_cast<int>(if_nametoindex("vt4"));
+  const int vt6 = static_cast<int>(if_nametoindex("vt6"));
+  EXPECT_LT(vt4, vt6);
+  EXPECT_EQ(NetdevOf(Ip("fd0b::1")), vt6) << "vt4's is tentative";
+  ASSERT_EQ(system("ip link del vt4 && ip link del vt6"), 0);
+  EXPECT_EQ(table_->NetdevOfSource(Ip("fd0b::1")).status().code(), absl::StatusCode::kNotFound);
+  IpAddr link_local = Ip("fe80::5");
+  EXPECT_EQ(table_->NetdevOfSource(link_local).status().code(), absl::StatusCode::kInvalidArgument)
+      << "a link-local address names no netdev without its scope id";
+  link_local.scope_id = static_cast<uint32_t>(vt2);
+  EXPECT_EQ(NetdevOf(link_local), vt2);
 }
 
 // The answers are kept until the kernel says a route or an address changed:

@@ -129,7 +129,7 @@ class NeighbourResolver {
   }
 
   // DeviceOptions::netdev_of: the netdev the kernel's rdma_bind_addr puts a
-  // given IPv4 source on (NeighbourTable::NetdevOfSource), 0 when not known.
+  // given IP source on (NeighbourTable::NetdevOfSource), 0 when not known.
   int NetdevOf(const uscm::Address& local) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!OpenTableLocked().ok()) return 0;

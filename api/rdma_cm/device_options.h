@@ -91,11 +91,13 @@ struct DeviceOptions {
     int ifindex = 0;
   };
   std::function<absl::optional<Route>(const Address& dst)> route_to;
-  // The netdev (ifindex) a given IPv4 source of this host is on, as the
-  // kernel's rdma_bind_addr finds it (rdma_translate_ip's __ip_dev_find: the
-  // netdev the address was added to last; a real port: NeighbourTable::
-  // NetdevOfSource), 0 when not known. Asked only for an address with GID
-  // entries on two netdevs of the port: a bound id (rdma_bind_addr, or
+  // The netdev (ifindex) a given IP source of this host is on, as the
+  // kernel's rdma_bind_addr finds it (rdma_translate_ip: IPv4's
+  // __ip_dev_find, the netdev the address was added to last; IPv6's first
+  // netdev in the kernel's list with the address, not tentative; a real
+  // port: NeighbourTable::NetdevOfSource), 0 when not known. Asked only for
+  // an address with GID entries on two netdevs of the port, not link-local
+  // (its scope id names the netdev): a bound id (rdma_bind_addr, or
   // resolve_addr with a source) then takes that netdev's entry. Unset, or 0:
   // the address's first entry. Called without the device lock.
   std::function<int(const Address& local)> netdev_of;

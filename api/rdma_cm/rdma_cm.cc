@@ -414,8 +414,10 @@ absl::Status CmId::BindAddr(const Address& addr) { return Bind(addr, /*reserve=*
 
 int CmId::NetdevOfSource(const Address& addr) const {
   const DeviceOptions& o = device_->options_;
-  if (!o.netdev_of || addr.family != Address::Family::kIpv4 || addr.is_any() ||
-      addr.is_loopback()) {
+  // A link-local address's scope id names its netdev (RoceSourceGidIndex),
+  // as the kernel's cma_check_linklocal sets the id's bound_dev_if.
+  if (!o.netdev_of || !addr.is_ip() || addr.is_any() || addr.is_loopback() ||
+      addr.is_link_local()) {
     return 0;
   }
   {
@@ -435,8 +437,9 @@ int CmId::NetdevOfSource(const Address& addr) const {
 }
 
 absl::Status CmId::Bind(const Address& addr, bool reserve) {
-  // The kernel's rdma_bind_addr puts the id on the netdev the address was
-  // added to last (rdma_translate_ip); asked before the lock (netlink).
+  // The kernel's rdma_bind_addr puts the id on the address's netdev
+  // (rdma_translate_ip: IPv4's added last, IPv6's first in the kernel's
+  // list); asked before the lock (netlink).
   const int netdev = NetdevOfSource(addr);
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   if (state_ != IdState::kIdle || bound_) return WrongState("bind_addr", state_, "IDLE, unbound");

@@ -259,9 +259,10 @@ class CmId {
   // (ClaimBind): every bind but resolve_addr's of an ephemeral port (the
   // kernel's cma_port_is_unique lets active ids share those).
   absl::Status Bind(const Address& addr, bool reserve);
-  // DeviceOptions::netdev_of's answer for a given IPv4 source with GID
-  // entries on two of the port's netdevs, asked without the device lock
-  // (taken here only to look at the table); 0 for any other address.
+  // DeviceOptions::netdev_of's answer for a given IP source (not
+  // link-local) with GID entries on two of the port's netdevs, asked without
+  // the device lock (taken here only to look at the table); 0 for any other
+  // address.
   int NetdevOfSource(const Address& addr) const;
   // rdma_cm_resolve.cc (device lock held): the table's answer for the
   // destination in peer_ -> ADDR_RESOLVED / ADDR_ERROR, or, `in_call`, the

@@ -177,6 +177,44 @@ TEST_F(RoceTwoNetdevTest, AGivenSourceIsOnTheNetdevItWasAddedToLast) {
   EXPECT_EQ(netdev_questions_, asked) << "an address on one netdev: nothing to ask";
 }
 
+// One global IPv6 address on two netdevs: fd00:100::1 on eth0 (2, index 1)
+// and on eth0.100 (3, index 3). DeviceOptions::netdev_of is the kernel's
+// answer (verbs::NeighbourTable::NetdevOfSource: the first netdev of its
+// list that has the address, as rdma_translate_ip's for_each_netdev_rcu).
+class RoceTwoNetdevIpv6Test : public RoceVlanTest {
+ protected:
+  void SetUp() override {
+    DeviceOptions o = VlanPort();
+    o.roce_gids = {*mad::Gid::Parse("fe80::1"), *mad::Gid::Parse("fd00:100::1"),
+                   *mad::Gid::Parse("fe80::1"), *mad::Gid::Parse("fd00:100::1")};
+    o.roce_gid_ifindexes = {2, 2, 3, 3};
+    o.local_ips = {*Address::Parse("fe80::1"), *Address::Parse("fd00:100::1")};
+    o.netdev_of = [this](const Address& local) {
+      ++netdev_questions_;
+      return local.SameHost(*Address::Parse("fd00:100::1")) ? kernels_netdev_ : 0;
+    };
+    ASSERT_NO_FATAL_FAILURE(Open(/*seed=*/7, o));
+  }
+  int kernels_netdev_ = 2;
+  int netdev_questions_ = 0;
+};
+
+// A given IPv6 source takes the entry of the netdev the kernel names, as
+// its rdma_bind_addr (rdma_translate_ip, then cma_acquire_dev_by_src_ip with
+// that bound_dev_if). Before, the address's first entry (1, eth0's)
+// whichever netdev the kernel named. A link-local source's scope id names
+// its netdev (cma_check_linklocal): nothing is asked.
+TEST_F(RoceTwoNetdevIpv6Test, AGivenIpv6SourceIsOnTheNetdevTheKernelNames) {
+  const Address dst = *Address::Parse("[fd00:100::2]:7174");
+  EXPECT_EQ(ReqSourceIndex(dst, *Address::Parse("fd00:100::1")), 1) << "eth0's entry";
+  kernels_netdev_ = 3;
+  EXPECT_EQ(ReqSourceIndex(dst, *Address::Parse("fd00:100::1")), 3) << "eth0.100's entry";
+  EXPECT_EQ(netdev_questions_, 2);
+  EXPECT_EQ(ReqSourceIndex(LinkLocal("[fe80::2]:7175", 3), LinkLocal("fe80::1", 3)), 2);
+  EXPECT_EQ(ReqSourceIndex(LinkLocal("[fe80::2]:7176", 2), LinkLocal("fe80::1", 2)), 0);
+  EXPECT_EQ(netdev_questions_, 2) << "a link-local source: nothing to ask";
+}
+
 TEST_F(RoceVlanTest, AReqToAVlansIpv4AddressLeavesFromItsEntry) {
   // Before, index 0 (fe80::, eth0), which the transport's RoceAddressing
   // turned into the first IPv4 GID: eth0's 192.168.78.1, untagged.
