@@ -68,13 +68,23 @@ struct RouteAnswer {
   RouteToHost route;
 };
 
+// The fixed header of an rtnetlink message of `type`, its attributes in `tb`
+// (type N - 1 at most); NULL for another type or a malformed message.
+template <typename Body, size_t N>
+const Body* ParseRtnl(nl_msg* msg, int type, nlattr* (&tb)[N]) {
+  nlmsghdr* nlh = nlmsg_hdr(msg);
+  if (nlh->nlmsg_type != type ||
+      nlmsg_parse(nlh, sizeof(Body), tb, static_cast<int>(N - 1), nullptr) < 0) {
+    return nullptr;
+  }
+  return static_cast<const Body*>(nlmsg_data(nlh));
+}
+
 int OnRoute(nl_msg* msg, void* arg) {
   auto* a = static_cast<RouteAnswer*>(arg);
-  nlmsghdr* nlh = nlmsg_hdr(msg);
-  if (nlh->nlmsg_type != RTM_NEWROUTE) return NL_OK;
   nlattr* tb[RTA_MAX + 1];
-  if (nlmsg_parse(nlh, sizeof(rtmsg), tb, RTA_MAX, nullptr) < 0) return NL_OK;
-  const auto* rtm = static_cast<const rtmsg*>(nlmsg_data(nlh));
+  const auto* rtm = ParseRtnl<rtmsg>(msg, RTM_NEWROUTE, tb);
+  if (rtm == nullptr) return NL_OK;
   a->got = true;
   a->route.local = rtm->rtm_type == RTN_LOCAL;
   if (tb[RTA_OIF] != nullptr) a->route.ifindex = static_cast<int>(nla_get_u32(tb[RTA_OIF]));
@@ -116,11 +126,9 @@ struct AddrAnswer {
 // as not tentative).
 int OnAddr(nl_msg* msg, void* arg) {
   auto* a = static_cast<AddrAnswer*>(arg);
-  nlmsghdr* nlh = nlmsg_hdr(msg);
-  if (nlh->nlmsg_type != RTM_NEWADDR) return NL_OK;
   nlattr* tb[IFA_MAX + 1];
-  if (nlmsg_parse(nlh, sizeof(ifaddrmsg), tb, IFA_MAX, nullptr) < 0) return NL_OK;
-  const auto* ifa = static_cast<const ifaddrmsg*>(nlmsg_data(nlh));
+  const auto* ifa = ParseRtnl<ifaddrmsg>(msg, RTM_NEWADDR, tb);
+  if (ifa == nullptr) return NL_OK;
   // A point-to-point address is IFA_LOCAL (IFA_ADDRESS is its peer).
   nlattr* addr = tb[IFA_LOCAL] != nullptr ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
   if (ifa->ifa_family != a->local.family || addr == nullptr ||

@@ -100,7 +100,18 @@ class RoceVlanTest : public testing::OneDeviceTest {
     return recording_->sgid_indexes.empty() ? -1 : recording_->sgid_indexes[0];
   }
 
+  // DeviceOptions::netdev_of of a host whose kernel puts `address` on
+  // kernels_netdev_ (verbs::NeighbourTable::NetdevOfSource), counted.
+  void AnswerNetdevOf(DeviceOptions& o, const char* address) {
+    o.netdev_of = [this, on = *Address::Parse(address)](const Address& local) {
+      ++netdev_questions_;
+      return local.SameHost(on) ? kernels_netdev_ : 0;
+    };
+  }
+
   std::unique_ptr<RecordingTransport> recording_;
+  int kernels_netdev_ = 2;
+  int netdev_questions_ = 0;
 };
 
 TEST_F(RoceVlanTest, AReqToAVlansLinkLocalAddressLeavesFromTheVlansEntry) {
@@ -133,14 +144,9 @@ class RoceTwoNetdevTest : public RoceVlanTest {
       return r;
     };
     // The netdev 192.168.100.1 was added to last (the kernel's __ip_dev_find).
-    o.netdev_of = [this](const Address& local) {
-      ++netdev_questions_;
-      return local.SameHost(*Address::Parse("192.168.100.1")) ? newest_netdev_ : 0;
-    };
+    AnswerNetdevOf(o, "192.168.100.1");
     ASSERT_NO_FATAL_FAILURE(Open(/*seed=*/7, o));
   }
-  int newest_netdev_ = 2;
-  int netdev_questions_ = 0;
 };
 
 // An unbound id takes the routing table's source and the route's netdev,
@@ -164,7 +170,7 @@ TEST_F(RoceTwoNetdevTest, AGivenSourceIsOnTheNetdevItWasAddedToLast) {
                            *Address::Parse("192.168.100.1")),
             2)
       << "eth0's entry (the route's netdev is eth0.100)";
-  newest_netdev_ = 3;
+  kernels_netdev_ = 3;
   EXPECT_EQ(ReqSourceIndex(*Address::Parse("192.168.100.2:7174"),
                            *Address::Parse("192.168.100.1")),
             4)
@@ -189,14 +195,9 @@ class RoceTwoNetdevIpv6Test : public RoceVlanTest {
                    *mad::Gid::Parse("fe80::1"), *mad::Gid::Parse("fd00:100::1")};
     o.roce_gid_ifindexes = {2, 2, 3, 3};
     o.local_ips = {*Address::Parse("fe80::1"), *Address::Parse("fd00:100::1")};
-    o.netdev_of = [this](const Address& local) {
-      ++netdev_questions_;
-      return local.SameHost(*Address::Parse("fd00:100::1")) ? kernels_netdev_ : 0;
-    };
+    AnswerNetdevOf(o, "fd00:100::1");
     ASSERT_NO_FATAL_FAILURE(Open(/*seed=*/7, o));
   }
-  int kernels_netdev_ = 2;
-  int netdev_questions_ = 0;
 };
 
 // A given IPv6 source takes the entry of the netdev the kernel names, as
