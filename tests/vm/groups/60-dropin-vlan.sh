@@ -22,6 +22,9 @@
 #      its REQ came in on (two_netdevs below)
 #   7. the same with each client bound to 10.77.0.N (rping -I): the entry of the
 #      netdev the address was added to last (eth0.100), as the kernel's rdma_bind_addr
+#   8. one IPv6 address on two netdevs (fd00:77::N on eth0.100, then on eth0), each
+#      client bound to it: the entry of the first netdev in the kernel's list that has
+#      it (eth0), as the kernel's rdma_bind_addr (two_netdevs_v6 below)
 # Checks per step and way: the exit status, every ping's data line (check_pings), and
 # on b that the drop-in's traffic went out on the right netdev: eth0.100's tx_packets
 # grew by at least the ping count in steps 1 and 2 and by less in step 3. Readiness:
@@ -214,6 +217,26 @@ two_netdevs() {
   step two-netdevs-bound "$ip" "10.77.0.$other" 7202 yes bound
 }
 
+# 8. one IPv6 address on two netdevs: fd00:77::N/64 first on eth0.100, then on eth0 (no
+# DAD), so rxe0's first entry of it is eth0.100's (checked), each client bound to it
+# (rping -I). The kernel's rdma_bind_addr takes the first netdev in its list that has
+# the address (rdma_translate_ip: for_each_netdev_rcu, ipv6_chk_addr), eth0, registered
+# before eth0.100, whichever it was added to last; so must the drop-in: its traffic
+# untagged. Before 2026-11-28 it took the address's first entry (eth0.100's, tagged).
+two_netdevs_v6() {
+  local ip=fd00:77::$me gid
+  gid=$(printf 'fd00:0077:0000:0000:0000:0000:0000:%04x\n' "$me")
+  check "v6-two-netdevs-vlan-$USCM_VM_ROLE" ip -6 addr add "$ip/64" dev "$VLAN" nodad &&
+    check "v6-two-netdevs-vlan-entry-$USCM_VM_ROLE" wait_entries "$VLAN" "$gid" &&
+    check "v6-two-netdevs-base-$USCM_VM_ROLE" ip -6 addr add "$ip/64" dev "$NETDEV" nodad &&
+    check "v6-two-netdevs-base-entry-$USCM_VM_ROLE" wait_entries "$NETDEV" "$gid" &&
+    check "v6-two-netdevs-first-entry-is-vlan-$USCM_VM_ROLE" first_entry_on "$VLAN" "$gid" &&
+    echo "  = $OUT"
+  sync.sh signal "$USCM_VM_ROLE-v6-two-netdevs-ready"
+  sync.sh wait "$peer_role-v6-two-netdevs-ready" $T
+  step v6-two-netdevs-bound "$ip" "fd00:77::$other" 7204 no bound
+}
+
 if [ "$USCM_VM_ROLE" = a ]; then
   check kernel-cm-loaded-a grep -qw rdma_ucm /proc/modules
 else
@@ -229,6 +252,7 @@ step ll-base "$LL%$NETDEV" "$PEER_LL%$NETDEV" 7194 no
 other_netdev
 route_back
 two_netdevs
+two_netdevs_v6
 if [ "$USCM_VM_ROLE" = a ]; then
   # b checks this too: a's console lines can be lost, b's FAIL is not
   echo "$FAILED" | sync.sh put a-failed
