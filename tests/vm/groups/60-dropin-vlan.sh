@@ -27,8 +27,8 @@
 #      it (eth0), as the kernel's rdma_bind_addr (two_netdevs_v6 below)
 # Checks per step and way: the exit status, every ping's data line (check_pings), and
 # on b that the drop-in's traffic went out on the right netdev: eth0.100's tx_packets
-# grew by at least the ping count in steps 1 and 2 and by less in step 3. Readiness:
-# both GID entries of the VLAN in rxe0's table; the kernel listener in `rdma resource
+# grew by at least the ping count in steps 1, 2, 6 and 7 and by less in steps 3 and 8.
+# Readiness: both GID entries of the VLAN in rxe0's table; the kernel listener in `rdma resource
 # show cm_id`; the drop-in says "listening on" (USCM_DEBUG=1).
 # targets: //tools:uscm //tools:uscmd //api/librdmacm:librdmacm.so.1
 . "$(dirname "$0")/../lib.sh"
