@@ -226,14 +226,14 @@ void QueueForId(Id* id, rdma_event_channel* target, const rdma_cm_event& ev, con
   }
 }
 
-int PumpEventsLocked() {
+int PumpEventsLocked(int per_port) {
   int moved = 0;
   bool any = false;
   for (Port* port : PortsLocked()) {
     if (port->channel == nullptr) continue;
     any = true;
     bool lost = false;  // a DEVICE_REMOVAL: the port's MAD path is gone
-    for (;;) {
+    for (int n = 0; per_port <= 0 || n < per_port; ++n) {
       // Only what is queued now (uscm_get_cm_event would wait on a real
       // device), with no poll(2) of the channel's fd per event.
       uscm_cm_event* ue = nullptr;
@@ -421,6 +421,11 @@ bool RunProgressHookForTesting() {
 int PumpEvents() {
   std::lock_guard<std::mutex> lock(g_mu);
   return PumpEventsLocked();
+}
+
+int PumpSomeEvents(int per_port) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return PumpEventsLocked(per_port);
 }
 
 int ForId(const char* call, rdma_cm_id* id, const std::function<int(uscm_cm_id*)>& op) {

@@ -180,6 +180,10 @@ void SetModifyQpForTesting(int (*modify)(ibv_qp*, ibv_qp_attr*, int));
 // Moves every event queued on the open ports' uscm channels to the programs'
 // channels; the number moved, or -1 with errno.
 int PumpEvents();
+// Tests: as PumpEvents, at most `per_port` events of each port's channel: a
+// call's pump that ran while a port's progress thread was still queuing one
+// step's events (uscm queues them one at a time under the channel's lock).
+int PumpSomeEvents(int per_port);
 
 // direct_route.cc: rdma_resolve_route where the route needs no SA query
 // (RoCE: the path from the two IPs; the IB_PATH option), in one lookup under

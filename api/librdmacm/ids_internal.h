@@ -109,8 +109,9 @@ absl::flat_hash_map<uscm_cm_id*, Id*>& ByUscmId();
 // closed, or the parent's in a child of fork()).
 Id* FindLocked(rdma_cm_id* pub);
 // Moves every event queued on the open ports' uscm channels to the
-// programs' channels; the number moved, or -1 with errno.
-int PumpEventsLocked();
+// programs' channels; the number moved, or -1 with errno. `per_port` > 0
+// (PumpSomeEvents): at most that many of each port's.
+int PumpEventsLocked(int per_port = 0);
 // `ev` of `id` onto `target` (the id's channel, or a listener's for a
 // CONNECT_REQUEST), counted unacked until rdma_ack_cm_event (OnAck).
 void QueueForId(Id* id, rdma_event_channel* target, const rdma_cm_event& ev, const void* data,
@@ -237,8 +238,10 @@ void SayWildcardPathLost(const Id* id, const Port* port);
 // lost entry stays with the ids that live on it (each got its one
 // DEVICE_REMOVAL) until the last is destroyed (CloseLostPorts); a listener
 // bound to the port's address (RemovalLeftToLostPathLocked) got none and
-// waits there for MoveListenersLocked. A removed device's port, a simulated
-// one, or one replaced already: nothing but that listener's DEVICE_REMOVAL.
+// waits there for MoveListenersLocked. A removed device's port or a
+// simulated one: nothing but that listener's DEVICE_REMOVAL. One replaced
+// already (a second call: one step's DEVICE_REMOVALs pumped in two
+// batches): nothing.
 void OnLostPathLocked(Port* port);
 // Whether the DEVICE_REMOVAL of `id`'s own uscm id, for its port's lost MAD
 // path, is left to OnLostPathLocked: a listener bound to the port's address

@@ -299,6 +299,31 @@ TEST_F(BoundListenerTest, AListenerBoundToThePortsAddressListensAgainThroughTheN
   EXPECT_EQ(g_closes, 0) << "dev0 stays";
 }
 
+// One step's DEVICE_REMOVALs (bound's and L's) reach the drop-in in two
+// pumps, as when a call's pump on another thread took the first while
+// dev0's progress thread was still queuing the rest: the second pump finds
+// the port replaced already, and L, waiting there for its move, still gets
+// no event (it did: the second OnLostPathLocked sent L its DEVICE_REMOVAL).
+TEST_F(BoundListenerTest, AStepsRemovalsInTwoPumpsSendTheWaitingListenerNothing) {
+  ASSERT_EQ(uscm_sim_lose_transport(g_sim, 0, "rxe port 1 is gone"), 0);
+  ASSERT_EQ(uscm_sim_run_until_event(g_sim, ports_[0], 1000), 0) << "no uscm event";
+  int pumps = 0;
+  while (uscm_event_channel_queued(ports_[0]) > 0 && pumps < 10) {
+    ASSERT_EQ(PumpSomeEvents(1), 1);
+    ++pumps;
+  }
+  EXPECT_GE(pumps, 2) << "the step's DEVICE_REMOVALs in one pump";
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"})
+      << "none for L";
+  RunPortResyncForTesting();  // the uscm-ports thread's next step
+  EXPECT_TRUE(HeldThroughTheNewUscmd()) << "L listens on dev0 through the new uscmd";
+  EXPECT_EQ(Events(), std::vector<std::string>{});
+  EXPECT_EQ(rdma_destroy_id(listener_), 0);
+  listener_ = nullptr;
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
+  EXPECT_EQ(g_port_devices_closed, 1) << "the lost entry's uscm device, with its last id";
+}
+
 // The new uscmd does not start at the step's first tries: the step tries
 // dev0's fresh entry again at the 1st, 2nd and 4th step after a failure
 // (a bounded back-off), and L listens once it opens.

@@ -41,7 +41,15 @@ void SendLeftRemovalsLocked(const Port* port) {
 
 void OnLostPathLocked(Port* port) {
   constexpr const char* kCall = "uscmd exited";
-  if (port->lost || port->gone || port->testing || port->verbs == nullptr) {
+  // Replaced already: nothing more. A second call comes when one step's
+  // DEVICE_REMOVALs reach two pumps (uscm queues them one at a time under
+  // the port channel's lock, not the library's: a call's pump on another
+  // thread may take the first ones, the progress hook's the rest). The
+  // listeners bound to the port's address wait on this entry for
+  // MoveListenersLocked, which moves them or sends each its one
+  // DEVICE_REMOVAL (the device removed since): none from here.
+  if (port->lost) return;
+  if (port->gone || port->testing || port->verbs == nullptr) {
     SendLeftRemovalsLocked(port);
     return;
   }
