@@ -268,9 +268,6 @@ class SimulatedPortsTest : public DeviceSyncTest {
   rdma_cm_id* id_ = nullptr;
 };
 
-// A removed device an id lives on stays open, its id served, until that id
-// is destroyed (librdmacm's ucma_put_device closes a dead device with its
-
 // Whether a wildcard bind of `addr` ("0.0.0.0:PORT") is held on simulated
 // host `host` (of g_sim unless `sim`): a probe's bind there is refused.
 inline bool HeldOnHost(int host, const char* addr, uscm_sim* sim = nullptr) {

@@ -23,6 +23,9 @@
 namespace uscm::librdmacm {
 namespace {
 
+// The port's MAD path lost (its uscmd exits once its umad file reads EIO on
+// the device's removal), then the device's removal seen by the drop-in: the
+// id gets one DEVICE_REMOVAL, status 0, as the kernel's cma_process_remove
 // sends (uscm's own says -ENODEV), and not a second one from the listing.
 TEST_F(SimulatedPortsTest, ALostPortAndItsRemovalAreOneDeviceRemoval) {
   ASSERT_EQ(Bind("10.0.0.1", 7000), 0) << "dev0:1's address";
@@ -378,10 +381,6 @@ TEST_F(BoundListenerTest, AListenerBoundToARemovedDevicesAddressGetsDeviceRemova
   listener_ = nullptr;
   ExpectTheEnd();
 }
-
-// A wildcard bind opens every port: their routers (uscmds) are asked to start
-// together, before the first port opens (issue 13), not one per open. A bind
-// of one port's address asks nothing of the kind (its open starts its own
 
 // A client between two connections: its first connection's id lived on
 // dev0's port (opened) and was destroyed, and no id lives there (no wildcard
