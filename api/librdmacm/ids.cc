@@ -106,16 +106,20 @@ void AttachAndFill(Id* id) {
 // wildcard) moves to `to`'s uscm port. NULL `to` (an address of no port):
 // it stays. 0, or -1 with errno.
 int PlaceLocked(Id* id, Port* to, const char* call) {
-  if (to == nullptr || to == id->port || id->pub.port_num != 0) return 0;
-  to = internal::OpenPortForIdLocked(to, call);  // its fresh entry if its uscmd died
+  if (to == nullptr || id->pub.port_num != 0) return 0;
+  // Its fresh entry if its uscmd died, also under the id's own uscm id (a
+  // wildcard's bind there is dropped with the lost entry).
+  to = internal::OpenPortForIdLocked(to, call);
   if (to == nullptr) return -1;
+  if (to == id->port) return 0;
   // A wildcard-bound id has a bound uscm id there already: it takes that one,
-  // and the one it leaves keeps its bind (the kernel's bind list is the host's).
+  // and the one it leaves keeps its bind (the kernel's bind list is the host's),
+  // as when it has none there (a lost port's fresh entry not claimed yet).
   uscm_cm_id* uid = internal::TakeOtherPortLocked(id, to);
   const bool had_one = uid != nullptr;
   if (uid == nullptr) uid = CloneOnLocked(id, to, call);
   if (uid == nullptr) return -1;
-  if (had_one && id->state->uid != nullptr) {
+  if ((had_one || id->state->wildcard_bound) && id->state->uid != nullptr) {
     id->state->other_ports.push_back({id->port, id->state->uid});
   } else if (id->state->uid != nullptr) {
     uscm_destroy_id(id->state->uid);  // no device yet: no events, no peer

@@ -265,13 +265,14 @@ int MoveListenersLocked();
 bool AnyListenerToMoveLocked();
 // `port`, opened for a new uscm id (ports.h OpenPortLocked), as the port the
 // caller looked up: when it is open on a uscm device whose MAD path is lost
-// (its uscmd exited: uscm_device_transport_lost) and no uscm id lives there
-// to get the loss's DEVICE_REMOVAL (a client between two connections, no
-// wildcard id, no listener), it is replaced as the pump would
-// (OnLostPathLocked), and its fresh entry is opened and returned instead
-// (a new uscmd, started on demand); when ids live there, the pump of their
-// events replaces it first. NULL with errno (ENODEV: the device was removed
-// since; an open's). The caller puts its id on the port returned.
+// (its uscmd exited: uscm_device_transport_lost), the loss's queued events
+// are pumped (which replaces the port); with none queued (no uscm id there:
+// a client between two connections, no wildcard id, no listener; or the
+// port's progress thread has not taken the loss yet) it is replaced here as
+// the pump would (OnLostPathLocked), and its fresh entry is opened and
+// returned instead (a new uscmd, started on demand): the new id never sees
+// the loss, as the kernel's. NULL with errno (ENODEV: the device was
+// removed since; an open's). The caller puts its id on the port returned.
 Port* OpenPortForIdLocked(Port* port, const char* call);
 // Whether a lost port's entry holds a uscm device with no id on it (its
 // wildcard ids' binds and listens were dropped, or none was there): the

@@ -166,10 +166,11 @@ TEST_F(LostPortOrderTest, AWildcardListenerGetsNoEventWhenAnotherPortsPathIsLost
 
 // `id`, on `ch` (the drop-in's ports run on `sim`), connects to a uscm id
 // listening on 10.0.0.2:`port` (host 1 of `sim`), which accepts: the
-// id's ADDR_RESOLVED, ROUTE_RESOLVED and CONNECT_RESPONSE, rdma_establish,
-// the peer's CONNECT_REQUEST and ESTABLISHED; a failure names the step.
+// id's ADDR_RESOLVED (resolved from `src` when given, an IPv4 address),
+// ROUTE_RESOLVED and CONNECT_RESPONSE, rdma_establish, the peer's
+// CONNECT_REQUEST and ESTABLISHED; a failure names the step.
 void ConnectToAcceptingPeer(rdma_event_channel* ch, uscm_sim* sim, rdma_cm_id* id,
-                            uint16_t port) {
+                            uint16_t port, const char* src = nullptr) {
   SimPeer server(sim, 1);
   uscm_addr a;
   ASSERT_EQ(uscm_parse_addr(("10.0.0.2:" + std::to_string(port)).c_str(), &a), 0);
@@ -179,7 +180,12 @@ void ConnectToAcceptingPeer(rdma_event_channel* ch, uscm_sim* sim, rdma_cm_id* i
   dst.sin_family = AF_INET;
   dst.sin_port = htons(port);
   inet_pton(AF_INET, "10.0.0.2", &dst.sin_addr);
-  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0)
+  sockaddr_in from = {};
+  from.sin_family = AF_INET;
+  if (src != nullptr) inet_pton(AF_INET, src, &from.sin_addr);
+  ASSERT_EQ(rdma_resolve_addr(id, src != nullptr ? reinterpret_cast<sockaddr*>(&from) : nullptr,
+                              reinterpret_cast<sockaddr*>(&dst), 2000),
+            0)
       << strerror(errno);
   auto next = [&](rdma_cm_event_type want) {
     rdma_cm_event* e = NextOfDropIn(ch, sim);
@@ -469,6 +475,97 @@ TEST_F(IdlePortTest, APortOfARemovedDeviceIsNotOpenedAgain) {
   EXPECT_TRUE(HeldOnHost(1, "0.0.0.0:7026"));
   EXPECT_FALSE(HeldOnHost(0, "0.0.0.0:7026", sim2_));
   EXPECT_EQ(Listed(), Names{"dev1"});
+}
+
+// A wildcard-bound id W (id_, 0.0.0.0:7030: its own uscm id on dev0's port,
+// a bind on dev1's) and an id bound to dev0's address when dev0's uscmd is
+// killed while dev0 stays, before the port's progress thread took the loss
+// (g_sim not run: no DEVICE_REMOVAL queued). The kernel's W, on no device
+// and on a CM that is never lost, resolves and connects from dev0's
+// address as before, with no event of the loss: W's call replaces the port
+// (OpenPortForIdLocked) and W goes to its fresh entry, through the new
+// uscmd (g_reopen_sim[0]), not to its uscm id on the lost one.
+class UnpumpedLossTest : public SimulatedPortsTest {
+ protected:
+  void SetUp() override {
+    SimulatedPortsTest::SetUp();
+    ASSERT_EQ(Bind("0.0.0.0", 7030), 0);
+    ASSERT_EQ(rdma_create_id(ch_, &bound_, nullptr, RDMA_PS_TCP), 0) << strerror(errno);
+    ASSERT_EQ(Bind("10.0.0.1", 7031, bound_), 0) << "dev0:1's address";
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+    old_ports_ = PortChannelsForTesting();
+    ASSERT_EQ(old_ports_.size(), 2u);
+    g_reopen_sim[0] = sim2_ = uscm_sim_create(6);
+    ASSERT_NE(sim2_, nullptr);
+    g_reopen_sim[1] = sim3_ = uscm_sim_create(7);
+    ASSERT_NE(sim3_, nullptr);
+  }
+  // Host `host`'s old uscm device takes its lost MAD path's step: the
+  // DEVICE_REMOVALs of the uscm ids still there, moved to ch_; the events
+  // on ch_ then, as "ID EVENT status S" (ID: W, bound or ?).
+  std::vector<std::string> EventsOfTheLossStep(int host) {
+    uscm_sim_run_until_event(g_sim, old_ports_[host], 1000);  // none: nothing lives there
+    PumpEvents();
+    std::vector<std::string> got;
+    rdma_cm_event* e = nullptr;
+    while (rdma_get_cm_event(ch_, &e) == 0) {
+      got.push_back(std::string(e->id == id_ ? "W " : e->id == bound_ ? "bound " : "? ") +
+                    rdma_event_str(e->event) + " status " + std::to_string(e->status));
+      rdma_ack_cm_event(e);
+    }
+    EXPECT_EQ(errno, EAGAIN);
+    return got;
+  }
+
+  rdma_cm_id* bound_ = nullptr;
+  std::vector<uscm_event_channel*> old_ports_;
+  uscm_sim* sim2_ = nullptr;  // dev0's new uscmd's fabric
+  uscm_sim* sim3_ = nullptr;  // dev1's
+};
+
+// W's own uscm id is on the lost port: it resolved and connected through the
+// lost device (no ADDR_RESOLVED ever came through the new uscmd).
+TEST_F(UnpumpedLossTest, AWildcardIdResolvingFromItsOwnPortConnectsThroughTheNewUscmd) {
+  ASSERT_EQ(uscm_sim_lose_transport(g_sim, 0, "uscmd rxe0:1 exited"), 0);
+  ConnectToAcceptingPeer(ch_, sim2_, id_, 7032, "10.0.0.1");
+  EXPECT_EQ(id_->verbs, &g_ctx[0]);
+  EXPECT_TRUE(HeldOnHost(1, "0.0.0.0:7030")) << "W's bind on dev1 kept";
+  EXPECT_EQ(EventsOfTheLossStep(0),
+            std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"})
+      << "none for W";
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
+  EXPECT_EQ(g_port_devices_closed, 1) << "the lost entry's uscm device, with bound";
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  id_ = nullptr;
+  EXPECT_EQ(g_closes, 0) << "dev0 stays";
+}
+
+// W's bind on dev1 is on the lost port (dev1's uscmd killed): W's resolve
+// from dev1's address took that uscm id as W's own on the lost device.
+// Now W is bound through dev1's new uscmd and keeps its bind on dev0, and
+// the loss's step sends W nothing.
+TEST_F(UnpumpedLossTest, AWildcardIdResolvingFromAnotherPortTakesItsFreshEntry) {
+  ASSERT_EQ(uscm_sim_lose_transport(g_sim, 1, "uscmd rxe1:1 exited"), 0);
+  sockaddr_in src = {}, dst = {};
+  src.sin_family = dst.sin_family = AF_INET;
+  inet_pton(AF_INET, "10.0.1.1", &src.sin_addr);  // dev1:1's address
+  inet_pton(AF_INET, "10.0.0.1", &dst.sin_addr);
+  dst.sin_port = htons(7033);
+  rdma_resolve_addr(id_, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
+                    2000);  // uscm's answer does not matter here: where W went does
+  EXPECT_TRUE(HeldOnHost(1, "0.0.0.0:7030", sim3_)) << "W bound through dev1's new uscmd";
+  EXPECT_TRUE(HeldOnHost(0, "0.0.0.0:7030")) << "W's bind on dev0 kept";
+  for (const std::string& e : EventsOfTheLossStep(1)) {
+    EXPECT_EQ(e.rfind("W RDMA_CM_EVENT_DEVICE_REMOVAL", 0), std::string::npos) << e;
+  }
+  EXPECT_EQ(g_port_devices_closed, 0);
+  RunPortResyncForTesting();  // the uscm-ports thread's next step
+  EXPECT_EQ(g_port_devices_closed, 1) << "dev1's lost entry: no id lives there";
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
+  EXPECT_EQ(rdma_destroy_id(id_), 0);
+  id_ = nullptr;
+  EXPECT_FALSE(HeldOnHost(1, "0.0.0.0:7030", sim3_));
+  EXPECT_FALSE(HeldOnHost(0, "0.0.0.0:7030"));
 }
 
 }  // namespace

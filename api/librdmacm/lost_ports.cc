@@ -44,10 +44,11 @@ void OnLostPathLocked(Port* port) {
   // Replaced already: nothing more. A second call comes when one step's
   // DEVICE_REMOVALs reach two pumps (uscm queues them one at a time under
   // the port channel's lock, not the library's: a call's pump on another
-  // thread may take the first ones, the progress hook's the rest). The
-  // listeners bound to the port's address wait on this entry for
-  // MoveListenersLocked, which moves them or sends each its one
-  // DEVICE_REMOVAL (the device removed since): none from here.
+  // thread may take the first ones, the progress hook's the rest), or when
+  // a call replaced the port before the step queued them
+  // (OpenPortForIdLocked). The listeners bound to the port's address wait
+  // on this entry for MoveListenersLocked, which moves them or sends each
+  // its one DEVICE_REMOVAL (the device removed since): none from here.
   if (port->lost) return;
   if (port->gone || port->testing || port->verbs == nullptr) {
     SendLeftRemovalsLocked(port);
@@ -150,22 +151,6 @@ void SayListeningAgain(const Id* id, const Port* port) {
           host, a.port, port->ca.c_str(), port->port_num);
 }
 
-// Whether a uscm id of the library's lives on `port`: an id's own, or a
-// wildcard id's bind or listen there. Each gets the lost MAD path's
-// DEVICE_REMOVAL, and the pump then replaces the port (OnLostPathLocked).
-bool AnyUscmIdOnLocked(const Port* port) {
-  for (const auto& [uid, id] : ByUscmId()) {
-    if (id->state->uid == uid) {
-      if (id->port == port) return true;
-      continue;
-    }
-    for (const IdState::OnPort& o : id->state->other_ports) {
-      if (o.port == port && o.uid == uid) return true;
-    }
-  }
-  return false;
-}
-
 // Whether `port` is open on a uscm device whose MAD path is lost (its uscmd
 // exited: uscm_device_transport_lost).
 bool PathLostLocked(const Port* port) {
@@ -184,10 +169,16 @@ bool PathLostLocked(const Port* port) {
 Port* OpenPortForIdLocked(Port* port, const char* call) {
   if (PathLostLocked(port)) {
     // The loss's events first: the ids there get their DEVICE_REMOVAL and
-    // the pump replaces the port. With no uscm id there none comes: the
-    // port is replaced here, as the pump would.
+    // the pump replaces the port. None queued yet (none comes with no uscm
+    // id there; else the port's progress thread has not taken the loss):
+    // the port is replaced here, as the pump would, and the new id goes to
+    // its fresh entry, where the kernel's, whose CM is never lost, would
+    // be; a wildcard id's bind there is dropped (MoveWildcardIdsOffLocked,
+    // DropPortLocked), not taken for the new id. The ids that live on the
+    // lost entry get their DEVICE_REMOVAL when the step queues it, and its
+    // pump's OnLostPathLocked finds the port replaced.
     if (AnyOpenChannelQueued()) PumpEventsLocked();
-    if (!port->lost && !AnyUscmIdOnLocked(port)) OnLostPathLocked(port);
+    if (!port->lost) OnLostPathLocked(port);
     if (port->lost) {
       port = FreshEntryOfLocked(port);
       if (port == nullptr) {
@@ -198,9 +189,6 @@ Port* OpenPortForIdLocked(Port* port, const char* call) {
       Fail(ENODEV, call, "the port's device was removed");
       return nullptr;
     }
-    // Else ids live there whose DEVICE_REMOVAL the next step of the port's
-    // progress thread sends (a send found the path lost before a step did):
-    // the new id is one of them, as a uscm id made just before the loss.
   }
   return OpenPortLocked(port, call, OnPortOpen) == 0 ? port : nullptr;
 }
