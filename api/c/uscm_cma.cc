@@ -447,6 +447,20 @@ int uscm_connect(struct uscm_cm_id* id, const struct uscm_conn_param* param) {
   return Result(c->Connect(ToParam(param)));
 }
 
+int uscm_set_qp_type(struct uscm_cm_id* id, enum uscm_qp_type type) {
+  USCM_ID("set_qp_type");
+  if (type != USCM_QPT_RC && type != USCM_QPT_UD) {
+    return Fail(EINVAL, "set_qp_type: " + std::to_string(static_cast<int>(type)) +
+                            " is not USCM_QPT_RC (2) nor USCM_QPT_UD (4)");
+  }
+  return Result(c->SetQpType(type == USCM_QPT_UD ? uscm::QpType::kUd : uscm::QpType::kRc));
+}
+
+int uscm_get_qp_type(struct uscm_cm_id* id) {
+  USCM_ID("get_qp_type");
+  return c->is_ud() ? USCM_QPT_UD : USCM_QPT_RC;
+}
+
 int uscm_listen(struct uscm_cm_id* id, int backlog) {
   USCM_ID("listen");
   return Result(c->Listen(backlog));

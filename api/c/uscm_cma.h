@@ -233,6 +233,20 @@ int uscm_device_cm_counters_text(struct uscm_device* dev, char* buf, size_t len)
 int uscm_create_id(struct uscm_event_channel* channel, struct uscm_cm_id** id, void* context,
                    enum uscm_port_space ps);
 int uscm_destroy_id(struct uscm_cm_id* id);
+/* The id's QP type, as the kernel's id->qp_type (librdmacm's rdma_create_id2
+ * qp_type, which rdma_create_ep takes from ai_qp_type). USCM_PS_TCP ids are
+ * RC, USCM_PS_UDP / USCM_PS_IPOIB ones UD; a USCM_PS_IB id is RC unless
+ * uscm_set_qp_type makes it UD before connect or listen (EINVAL after, or
+ * for another type than its own in another port space). A UD id connects by
+ * SIDR (ESTABLISHED with param.ud, Q_Key 0x01234567 as the kernel's
+ * cma_set_default_qkey), a UD listener takes SIDR_REQs only and an RC one
+ * REQs only (a REQ to a UD listener gets REJ 28, a SIDR_REQ to an RC one
+ * SIDR_REP status 2, as cma_ib_check_req_qp_type), and a passive id is of
+ * its request's type. uscm_get_qp_type: USCM_QPT_RC or USCM_QPT_UD, or -1
+ * (EINVAL) for a bad id. */
+enum uscm_qp_type { USCM_QPT_RC = 2, USCM_QPT_UD = 4 }; /* ibv_qp_type's values */
+int uscm_set_qp_type(struct uscm_cm_id* id, enum uscm_qp_type type);
+int uscm_get_qp_type(struct uscm_cm_id* id);
 /* rdma_migrate_id: the id, its queued events (and for a listener the
  * queued CONNECT_REQUESTs with their new ids) move to `channel`, which must
  * be of the same device; id->channel is updated. Differences from librdmacm:
@@ -282,8 +296,8 @@ int uscm_init_qp_attr(struct uscm_cm_id* id, struct uscm_qp_attr* attr, int* mas
  * REJECTED / DISCONNECTED, attaches it to joined multicast groups (UD), and
  * conn_param.qp_num may be 0. Call after resolve_addr / resolve_route
  * (active) or on CONNECT_REQUEST (passive), before connect / accept; one QP
- * per id. RC, UC and UD QPs (RC/UC for USCM_PS_TCP / USCM_PS_IB, UD for
- * USCM_PS_UDP / USCM_PS_IPOIB; UD QPs get the Q_Key 0x01234567).
+ * per id. RC, UC and UD QPs (RC/UC for an RC id, UD for a UD one:
+ * uscm_get_qp_type; UD QPs get the Q_Key 0x01234567).
  *
  * uscm_set_qp (uscm only): the application created `qp` with libibverbs on the
  * id's port and keeps owning it (uscm_destroy_qp only detaches it). The

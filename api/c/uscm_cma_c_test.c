@@ -106,6 +106,64 @@ int main(void) {
   CHECK(strstr(uscm_last_error(), "unknown id") != NULL);
   CHECK(uscm_destroy_id(id) == 0);
   CHECK(uscm_destroy_id(listener) == 0);
+
+  /* An RDMA_PS_IB id made UD (rdma_create_id2's IBV_QPT_UD): SIDR, as the
+   * kernel's; RC ones are refused by a UD listener (REJ 28). */
+  struct uscm_cm_id* ud_listener = NULL;
+  CHECK(uscm_create_id(ch_b, &ud_listener, &ctx_l, USCM_PS_IB) == 0);
+  CHECK(uscm_get_qp_type(ud_listener) == USCM_QPT_RC);
+  CHECK(uscm_set_qp_type(ud_listener, (enum uscm_qp_type)3) == -1 && errno == EINVAL);
+  CHECK(strstr(uscm_last_error(), "set_qp_type: 3 is not") != NULL);
+  CHECK(uscm_set_qp_type(ud_listener, USCM_QPT_UD) == 0);
+  CHECK(uscm_get_qp_type(ud_listener) == USCM_QPT_UD);
+  CHECK(uscm_parse_addr("10.0.0.2:7472", &addr) == 0);
+  CHECK(uscm_bind_addr(ud_listener, &addr) == 0);
+  CHECK(uscm_listen(ud_listener, 8) == 0);
+  CHECK(uscm_set_qp_type(ud_listener, USCM_QPT_RC) == -1 && errno == EINVAL);
+  CHECK(strstr(uscm_last_error(), "before connect or listen") != NULL);
+
+  struct uscm_cm_id* tcp = NULL;
+  CHECK(uscm_create_id(ch_a, &tcp, &ctx_a, USCM_PS_TCP) == 0);
+  CHECK(uscm_set_qp_type(tcp, USCM_QPT_UD) == -1 && errno == EINVAL);
+  CHECK(strstr(uscm_last_error(), "only an RDMA_PS_IB id") != NULL);
+  CHECK(uscm_set_qp_type(tcp, USCM_QPT_RC) == 0);
+  CHECK(uscm_destroy_id(tcp) == 0);
+
+  struct uscm_cm_id* ids[2] = {NULL, NULL}; /* RC, then UD */
+  for (int i = 0; i < 2; ++i) {
+    CHECK(uscm_create_id(ch_a, &ids[i], &ctx_a, USCM_PS_IB) == 0);
+    if (i == 1) CHECK(uscm_set_qp_type(ids[i], USCM_QPT_UD) == 0);
+    CHECK(uscm_resolve_addr(ids[i], NULL, &addr, 2000) == 0);
+    CHECK(uscm_ack_cm_event(next(sim, ch_a, USCM_CM_EVENT_ADDR_RESOLVED)) == 0);
+    CHECK(uscm_resolve_route(ids[i], 2000) == 0);
+    CHECK(uscm_ack_cm_event(next(sim, ch_a, USCM_CM_EVENT_ROUTE_RESOLVED)) == 0);
+    memset(&cp, 0, sizeof cp);
+    cp.private_data = "sidr";
+    cp.private_data_len = 4;
+    cp.qp_num = 0x345;
+    CHECK(uscm_connect(ids[i], &cp) == 0);
+  }
+  e = next(sim, ch_a, USCM_CM_EVENT_REJECTED);
+  CHECK(e != NULL && e->id == ids[0] && e->status == 28);
+  CHECK(uscm_ack_cm_event(e) == 0);
+  e = next(sim, ch_b, USCM_CM_EVENT_CONNECT_REQUEST);
+  child = e ? e->id : NULL;
+  CHECK(e != NULL && e->listen_id == ud_listener && child != NULL);
+  CHECK(e != NULL && e->param.ud.private_data_len >= 4 &&
+        memcmp(e->param.ud.private_data, "sidr", 4) == 0);
+  CHECK(child != NULL && uscm_get_qp_type(child) == USCM_QPT_UD);
+  CHECK(uscm_ack_cm_event(e) == 0);
+  memset(&cp, 0, sizeof cp);
+  cp.qp_num = 0x456;
+  CHECK(uscm_accept(child, &cp) == 0);
+  e = next(sim, ch_a, USCM_CM_EVENT_ESTABLISHED);
+  CHECK(e != NULL && e->id == ids[1] && e->param.ud.qp_num == 0x456);
+  CHECK(e != NULL && e->param.ud.qkey == 0x01234567u); /* cma_set_default_qkey: RDMA_UDP_QKEY */
+  CHECK(uscm_ack_cm_event(e) == 0);
+  CHECK(uscm_destroy_id(child) == 0);
+  CHECK(uscm_destroy_id(ids[0]) == 0);
+  CHECK(uscm_destroy_id(ids[1]) == 0);
+  CHECK(uscm_destroy_id(ud_listener) == 0);
   uscm_destroy_event_channel(ch_a);
   uscm_destroy_event_channel(ch_b);
   uscm_sim_destroy(sim);

@@ -637,6 +637,31 @@ absl::Status CmId::SetReuseAddr(bool on) {
   return SetOptionLocked(o);
 }
 
+absl::Status CmId::SetQpType(QpType type) {
+  const bool ud = type == QpType::kUd;
+  if (ps_ != PortSpace::kIb) {
+    if (ud == ud_) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("set_qp_type: only an RDMA_PS_IB id chooses its QP type; this port space's "
+                     "ids are ",
+                     ud_ ? "UD" : "RC"));
+  }
+  std::lock_guard<std::mutex> lock(device_->node_->mutex());
+  switch (state_) {
+    case IdState::kIdle:
+    case IdState::kAddrQuery:
+    case IdState::kAddrResolved:
+    case IdState::kRouteQuery:
+    case IdState::kRouteResolved:
+      ud_ = ud;
+      return absl::OkStatus();
+    default:
+      return absl::FailedPreconditionError(
+          absl::StrCat("set_qp_type: the QP type is chosen before connect or listen; id is in state ",
+                       IdStateName(state_)));
+  }
+}
+
 absl::Status CmId::SetOption(const IdOptions& o) {
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   if (o.reuse_addr != opts().reuse_addr) {

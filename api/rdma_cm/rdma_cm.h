@@ -85,6 +85,9 @@ struct ConnParam {
   uint32_t qp_num = 0;  // the data QP (required unless a QpTransitioner is set)
 };
 
+// An id's QP type (rdma_create_id2's qp_type): CmId::SetQpType.
+enum class QpType : uint8_t { kRc, kUd };
+
 // The address vector of a UD peer or a multicast group (ibv_ah_attr).
 using AhAttr = cm::QpAv;
 
@@ -244,7 +247,17 @@ class CmId {
   int SourceGidIndex() const;
   IdState state() const;
   PortSpace port_space() const { return ps_; }
-  bool is_ud() const { return ps_ == PortSpace::kUdp || ps_ == PortSpace::kIpoib; }
+  // The id's QP type, as the kernel's id->qp_type: RC for kTcp, UD for kUdp
+  // and kIpoib, and for kIb RC unless SetQpType made it UD (librdmacm's
+  // rdma_create_id2 qp_type, which rdma_create_ep takes from ai_qp_type). A
+  // UD id connects by SIDR, its listener takes SIDR_REQs only (an RC one
+  // REQs only), and a passive id is of its request's type.
+  bool is_ud() const { return ud_; }
+  // kIb: RC or UD, before connect or listen (IDLE to ROUTE_RESOLVED),
+  // else FailedPrecondition (C: EINVAL). Any other port space: only its own
+  // type (InvalidArgument otherwise; the kernel's ucma_get_qp_type ignores
+  // the type given for them).
+  absl::Status SetQpType(QpType type);
   void* context() const { return context_; }
   void set_context(void* c) { context_ = c; }
   EventChannel* channel() const { return channel_; }
@@ -254,7 +267,11 @@ class CmId {
   friend class Device;
   friend class EventChannel;
   CmId(Device* device, EventChannel* channel, void* context, PortSpace ps)
-      : device_(device), channel_(channel), context_(context), ps_(ps) {}
+      : device_(device),
+        channel_(channel),
+        context_(context),
+        ps_(ps),
+        ud_(ps == PortSpace::kUdp || ps == PortSpace::kIpoib) {}
   // BindAddr; `reserve`: also claim the address at a shared port's router
   // (ClaimBind): every bind but resolve_addr's of an ephemeral port (the
   // kernel's cma_port_is_unique lets active ids share those).
@@ -295,6 +312,7 @@ class CmId {
   EventChannel* channel_;
   void* context_;
   PortSpace ps_;
+  bool ud_;  // is_ud(); changed by SetQpType under the device's node mutex
   // Guarded by the device's node mutex. (The small fields sit together:
   // a CmId is held per connection end, docs/CM.md "Performance".)
   IdState state_ = IdState::kIdle;
@@ -507,6 +525,9 @@ class Device final : public cm::NodeObserver {
   // Requests refused because the route back to their source does not leave
   // on the netdev they came in on (DeviceOptions::route_back_on).
   uint64_t misrouted_requests() const;
+  // REQs to a UD listener (REJ 28) and SIDR_REQs to an RC one (SIDR_REP
+  // status 2), as the kernel's cma_ib_check_req_qp_type refuses them.
+  uint64_t qp_type_mismatches() const;
 
   void OnProgress(mad::TimePoint now) override;
 
@@ -662,6 +683,7 @@ class Device final : public cm::NodeObserver {
   } last_reusable_;
   uint64_t neighbour_reuses_ = 0;
   uint64_t misrouted_requests_ = 0;  // misrouted_requests()
+  uint64_t qp_type_mismatches_ = 0;  // qp_type_mismatches()
   std::condition_variable resolver_cv_;
   std::thread resolver_;  // started by the first pending destination
   bool stop_resolver_ = false;

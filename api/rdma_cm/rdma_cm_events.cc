@@ -120,6 +120,11 @@ bool Device::RoutesBack(uint8_t sgid_index, const Address& local, const Address&
   return false;
 }
 
+uint64_t Device::qp_type_mismatches() const {
+  std::lock_guard<std::mutex> lock(node_->mutex());
+  return qp_type_mismatches_;
+}
+
 uint64_t Device::misrouted_requests() const {
   std::lock_guard<std::mutex> lock(node_->mutex());
   return misrouted_requests_;
@@ -406,7 +411,15 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
   local.pkey = peer.pkey = e.req.pkey;
   peer.gid = e.req.primary.local_gid;
   peer.lid = e.req.primary.local_lid;
+  // As the kernel's cma_ib_check_req_qp_type: a UD listener (an RDMA_PS_IB
+  // id made UD) takes no REQ; its handler fails and ib_cm sends REJ 28.
+  if (listener->ud_) {
+    ++qp_type_mismatches_;
+    (void)node_->cm().Reject(now, e.conn, cm::RejReason::kConsumerReject, {});
+    return;
+  }
   CmId* child = NewId(listener->channel_, listener->context_, listener->ps_);
+  child->ud_ = false;  // the listener's type, RC (cma_ib_new_conn_id)
   child->local_ = local;
   // As the kernel's new id takes the request's netdev (bound_dev_if), whose
   // entry its QP sends from: one global address on two netdevs too.
@@ -497,7 +510,17 @@ void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
     peer = Address::Ib(mad::Gid(), 0, e.service_id);
     AssignBytes(ev->ud.private_data, pd);
   }
+  // As the kernel's cma_ib_check_req_qp_type: an RC listener (an RDMA_PS_TCP
+  // id, or RDMA_PS_IB left RC) takes no SIDR_REQ: IB_SIDR_REJECT.
+  if (!listener->ud_) {
+    ++qp_type_mismatches_;
+    cm::SidrReplyParams p;
+    p.status = 2;
+    (void)node_->cm().SidrReply(now, e.conn, p);
+    return;
+  }
   CmId* child = NewId(listener->channel_, listener->context_, listener->ps_);
+  child->ud_ = true;  // cma_ib_new_udp_id: IB_QPT_UD
   child->local_ = local;
   child->netdev_ = EntrysNetdev(options_, e.req.sgid_index);
   child->peer_ = peer;
