@@ -132,7 +132,10 @@ int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
 // starting a client (the kernel's listeners show in `rdma resource`).
 int rdma_listen(rdma_cm_id* id, int backlog) {
   using namespace uscm::librdmacm;
-  if (ForId("rdma_listen", id, [&](uscm_cm_id* uid) { return uscm_listen(uid, backlog); }) != 0) {
+  if (ForId("rdma_listen", id, [&](uscm_cm_id* uid) {
+        if (SyncQpType(id, uid, "rdma_listen") != 0) return -1;
+        return uscm_listen(uid, backlog);
+      }) != 0) {
     return -1;
   }
   if (ListenOnOtherPorts(id, backlog) != 0) return -1;
@@ -156,6 +159,7 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
 int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
   if (uscm::librdmacm::ForId("rdma_connect", id, [&](uscm_cm_id* uid) {
         if (RefuseXrc(id, "rdma_connect") != 0) return -1;
+        if (uscm::librdmacm::SyncQpType(id, uid, "rdma_connect") != 0) return -1;
         if (AdoptAssignedQp(id, uid) != 0) return -1;
         if (conn_param == nullptr) return uscm_connect(uid, nullptr);
         uscm_conn_param p = uscm::librdmacm::ToUscmParam(*conn_param);

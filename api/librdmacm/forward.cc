@@ -51,6 +51,9 @@ void Forward(const uscm_cm_event& ue, Port* from) {
       }
     }
     id = NewId(ue.id, from, channel, listen->pub.context, listen->pub.ps);
+    // As the kernel's new id (cma_ib_new_udp_id / _conn_id): UD for a
+    // SIDR_REQ, the listener's (RC) for a REQ.
+    id->pub.qp_type = uscm_get_qp_type(ue.id) == USCM_QPT_UD ? IBV_QPT_UD : IBV_QPT_RC;
     id->state->sync = listen->state->sync;
     AttachDevice(id);
     FillAddrs(id);
@@ -72,7 +75,7 @@ void Forward(const uscm_cm_event& ue, Port* from) {
     case USCM_CM_EVENT_CONNECT_RESPONSE:
     case USCM_CM_EVENT_ESTABLISHED:
       FillAddrs(id);
-      if (ue.event == USCM_CM_EVENT_ESTABLISHED && !IsUd(id->pub.ps)) DetachQp(ue.id);
+      if (ue.event == USCM_CM_EVENT_ESTABLISHED && !IsUdId(id->pub)) DetachQp(ue.id);
       break;
     case USCM_CM_EVENT_DISCONNECTED:
     case USCM_CM_EVENT_REJECTED:
@@ -116,7 +119,7 @@ void Forward(const uscm_cm_event& ue, Port* from) {
   size_t len;
   const bool multicast =
       ue.event == USCM_CM_EVENT_MULTICAST_JOIN || ue.event == USCM_CM_EVENT_MULTICAST_ERROR;
-  if (IsUd(id->pub.ps) || multicast) {
+  if (IsUdId(id->pub) || multicast) {
     ToIbvAh(ue.param.ud.ah_attr, &ev.param.ud.ah_attr);
     // uscm's GID entry of the id (uscm_source_gid_index: the route's
     // netdev, or the one a request came in on), as rdma_create_qp's QP and

@@ -190,6 +190,10 @@ std::mutex g_mu;
 
 bool IsUd(rdma_port_space ps) { return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB; }
 
+bool IsUdId(const rdma_cm_id& pub) {
+  return pub.ps == RDMA_PS_IB ? pub.qp_type == IBV_QPT_UD : IsUd(pub.ps);
+}
+
 Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* context,
          rdma_port_space ps) {
   auto* id = new Id{};
@@ -437,6 +441,13 @@ int ForId(const char* call, rdma_cm_id* id, const std::function<int(uscm_cm_id*)
 }
 
 int CompleteCall(rdma_cm_id* id, const char* call) { return Complete(id, call); }
+
+int SyncQpType(const rdma_cm_id* id, uscm_cm_id* uid, const char* call) {
+  if (id->ps != RDMA_PS_IB) return 0;
+  const uscm_qp_type want = id->qp_type == IBV_QPT_UD ? USCM_QPT_UD : USCM_QPT_RC;
+  if (uscm_get_qp_type(uid) == want) return 0;
+  return uscm_set_qp_type(uid, want) == 0 ? 0 : UscmFailed(call);
+}
 
 int EnsureBackend(const char* call) {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -82,6 +82,12 @@ void SetDriverForTesting(void (*drive)(void*), void* arg);
 // backend, an id of this library); 0, or -1 with errno (USCM_DEBUG names
 // `call`). id_calls.cc's calls are made of it.
 int ForId(const char* call, rdma_cm_id* id, const std::function<int(uscm_cm_id*)>& op);
+// An RDMA_PS_IB id's qp_type (rdma_create_ep's ai_qp_type, or the
+// program's before it connects: librdmacm reads id->qp_type) onto its uscm
+// id `uid` (uscm_set_qp_type): UD for IBV_QPT_UD, RC for any other. Nothing
+// for other port spaces (their ids are of their port space's type) nor when
+// unchanged. 0, or -1 with errno (EINVAL: changed after connect or listen).
+int SyncQpType(const rdma_cm_id* id, uscm_cm_id* uid, const char* call);
 // librdmacm's ucma_complete: in synchronous mode waits for the id's event and
 // turns its status into the call's result; 0 at once in asynchronous mode.
 int CompleteCall(rdma_cm_id* id, const char* call);

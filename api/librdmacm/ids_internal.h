@@ -131,6 +131,9 @@ void AttachDevice(Id* id);
 void FillRouteFrom(Id* id, const uscm_path& p);
 // RDMA_PS_UDP and RDMA_PS_IPOIB: the id's QP is UD.
 bool IsUd(rdma_port_space ps);
+// The id is UD: its port space's (IsUd), or for RDMA_PS_IB its qp_type
+// (SyncQpType gave it to uscm; a passive id's follows its request).
+bool IsUdId(const rdma_cm_id& pub);
 // A new id in the tables (ByPublic; ByUscmId when `uid` is not NULL).
 Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* context,
          rdma_port_space ps);

@@ -177,12 +177,16 @@ class IdsTest : public ::testing::Test {
     return passive;
   }
 
-  // A peer id of port space `ps` on host 1 connected (REQ sent) to the
-  // drop-in at 10.0.0.1:port.
+  // A peer id of port space `ps` (and QP type `type`: USCM_QPT_UD for a
+  // USCM_PS_IB id that connects by SIDR) on host 1 connected (REQ or
+  // SIDR_REQ sent) to the drop-in at 10.0.0.1:port.
   uscm_cm_id* PeerConnect(uint16_t port, uint32_t qp_num, const char* data,
-                          uscm_port_space ps = USCM_PS_TCP) {
+                          uscm_port_space ps = USCM_PS_TCP, uscm_qp_type type = USCM_QPT_RC) {
     uscm_cm_id* peer = nullptr;
     EXPECT_EQ(uscm_create_id(peer_ch_, &peer, nullptr, ps), 0);
+    if (ps == USCM_PS_IB) {
+      EXPECT_EQ(uscm_set_qp_type(peer, type), 0) << uscm_last_error();
+    }
     uscm_addr dst;
     EXPECT_EQ(uscm_parse_addr(("10.0.0.1:" + std::to_string(port)).c_str(), &dst), 0);
     EXPECT_EQ(uscm_resolve_addr(peer, nullptr, &dst, 2000), 0) << uscm_last_error();

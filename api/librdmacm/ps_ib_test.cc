@@ -26,10 +26,14 @@ constexpr uint16_t kPort = 7610;
 
 class PsIbTest : public IdsTest {
  protected:
-  // A peer id of port space `ps` listening on 10.0.0.2:kPort.
-  uscm_cm_id* PeerListen(uscm_port_space ps) {
+  // A peer id of port space `ps` (of QP type `type`: USCM_PS_IB) listening
+  // on 10.0.0.2:kPort.
+  uscm_cm_id* PeerListen(uscm_port_space ps, uscm_qp_type type = USCM_QPT_RC) {
     uscm_cm_id* l = nullptr;
     EXPECT_EQ(uscm_create_id(peer_ch_, &l, nullptr, ps), 0) << uscm_last_error();
+    if (ps == USCM_PS_IB) {
+      EXPECT_EQ(uscm_set_qp_type(l, type), 0) << uscm_last_error();
+    }
     uscm_addr a;
     EXPECT_EQ(uscm_parse_addr(("10.0.0.2:" + std::to_string(kPort)).c_str(), &a), 0);
     EXPECT_EQ(uscm_bind_addr(l, &a), 0) << uscm_last_error();
@@ -97,6 +101,112 @@ TEST_F(PsIbTest, AnIbListenerOnIpv4GetsAnIbIdsRequest) {
   EXPECT_EQ(rdma_destroy_id(ib_listener), 0);
   EXPECT_EQ(rdma_destroy_id(tcp_listener), 0);
   peer_ids_ = {peer};
+}
+
+// The kernel makes an RDMA_PS_IB id UD or RC by its qp_type (rdma_create_id2's,
+// which rdma_create_ep takes from ai_qp_type; the drop-in reads id->qp_type
+// as the program left it before the connect). A UD one connects by SIDR:
+// the peer's UD listener gets a SIDR_REQ with the private data, its
+// SIDR_REP makes ESTABLISHED with param.ud, the Q_Key RDMA_UDP_QKEY (the
+// kernel's cma_set_default_qkey for RDMA_PS_IB). (Before: a REQ went out,
+// the UD listener answered REJ 28: REJECTED.)
+TEST_F(PsIbTest, AUdIbIdConnectsBySidr) {
+  uscm_cm_id* ud_listener = PeerListen(USCM_PS_IB, USCM_QPT_UD);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_IB), 0) << strerror(errno);
+  EXPECT_EQ(id->qp_type, IBV_QPT_RC) << "rdma_create_id's RDMA_PS_IB id is RC";
+  id->qp_type = IBV_QPT_UD;
+  sockaddr_in dst = Ipv4("10.0.0.2", kPort);
+  ResolveTo(id, &dst);
+  rdma_conn_param param = {};
+  param.private_data = "ud-ib";
+  param.private_data_len = 5;
+  param.qp_num = 0x8181;
+  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(pe->listen_id, ud_listener);
+  EXPECT_EQ(DataOf(pe->param.ud.private_data, 5), "ud-ib");
+  uscm_cm_id* passive = pe->id;
+  EXPECT_EQ(uscm_get_qp_type(passive), USCM_QPT_UD);
+  uscm_ack_cm_event(pe);
+  uscm_conn_param ap = {};
+  ap.private_data = "ok";
+  ap.private_data_len = 2;
+  ap.qp_num = 0x9191;
+  ASSERT_EQ(uscm_accept(passive, &ap), 0) << uscm_last_error();
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_ESTABLISHED);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->param.ud.qp_num, 0x9191u);
+  EXPECT_EQ(e->param.ud.qkey, static_cast<uint32_t>(RDMA_UDP_QKEY));
+  EXPECT_EQ(DataOf(e->param.ud.private_data, 2), "ok");
+  rdma_ack_cm_event(e);
+  EXPECT_EQ(rdma_destroy_id(id), 0);
+  peer_ids_ = {passive, ud_listener};
+}
+
+// The passive side: the drop-in's RDMA_PS_IB listener made UD (id->qp_type
+// set before rdma_listen) gets the peer's SIDR_REQ; its new id is UD (the
+// kernel's cma_ib_new_udp_id), the request's param.ud carries the data, and
+// rdma_accept answers with a SIDR_REP (the peer's ESTABLISHED: our QPN and
+// RDMA_UDP_QKEY). A RC peer's REQ to it is refused (REJ 28, as the kernel's
+// cma_ib_check_req_qp_type), and nothing reaches the program.
+TEST_F(PsIbTest, AUdIbListenerTakesSidrRequestsOnly) {
+  rdma_cm_id* listener = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &listener, nullptr, RDMA_PS_IB), 0) << strerror(errno);
+  sockaddr_in addr = Ipv4("10.0.0.1", kPort);
+  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)), 0) << strerror(errno);
+  listener->qp_type = IBV_QPT_UD;
+  ASSERT_EQ(rdma_listen(listener, 4), 0) << strerror(errno);
+
+  uscm_cm_id* rc_peer = PeerConnect(kPort, 0x6161, "rc", USCM_PS_IB);
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_REJECTED);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(pe->status, 28);
+  uscm_ack_cm_event(pe);
+  PumpEvents();
+  EXPECT_EQ(QueuedEvents(ch_), 0) << "no CONNECT_REQUEST for the REQ";
+
+  uscm_cm_id* ud_peer = PeerConnect(kPort, 0x7171, "ib-ud", USCM_PS_IB, USCM_QPT_UD);
+  rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->listen_id, listener);
+  rdma_cm_id* child = e->id;
+  EXPECT_EQ(child->ps, RDMA_PS_IB);
+  EXPECT_EQ(child->qp_type, IBV_QPT_UD);
+  EXPECT_EQ(DataOf(e->param.ud.private_data, 5), "ib-ud");
+  rdma_conn_param param = {};
+  param.qp_num = 0xA1A1;
+  ASSERT_EQ(rdma_accept(child, &param), 0) << strerror(errno);
+  rdma_ack_cm_event(e);
+  pe = PeerNext(USCM_CM_EVENT_ESTABLISHED);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(pe->param.ud.qp_num, 0xA1A1u);
+  EXPECT_EQ(pe->param.ud.qkey, static_cast<uint32_t>(RDMA_UDP_QKEY));
+  uscm_ack_cm_event(pe);
+  EXPECT_EQ(rdma_destroy_id(child), 0);
+  EXPECT_EQ(rdma_destroy_id(listener), 0);
+  peer_ids_ = {rc_peer, ud_peer};
+}
+
+// An RDMA_PS_IB listener left RC (rdma_create_id's) refuses a SIDR_REQ:
+// SIDR_REP status 2 (IB_SIDR_REJECT), the peer's UNREACHABLE, and the
+// program hears nothing (before: a CONNECT_REQUEST with param.conn).
+TEST_F(PsIbTest, AnRcIbListenerRefusesSidr) {
+  rdma_cm_id* listener = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &listener, nullptr, RDMA_PS_IB), 0) << strerror(errno);
+  sockaddr_in addr = Ipv4("10.0.0.1", kPort);
+  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)), 0) << strerror(errno);
+  ASSERT_EQ(rdma_listen(listener, 4), 0) << strerror(errno);
+  uscm_cm_id* ud_peer = PeerConnect(kPort, 0x7171, "ib-ud", USCM_PS_IB, USCM_QPT_UD);
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_UNREACHABLE);
+  ASSERT_NE(pe, nullptr);
+  EXPECT_EQ(pe->status, 2);
+  uscm_ack_cm_event(pe);
+  PumpEvents();
+  EXPECT_EQ(QueuedEvents(ch_), 0) << "no CONNECT_REQUEST for the SIDR_REQ";
+  EXPECT_EQ(rdma_destroy_id(listener), 0);
+  peer_ids_ = {ud_peer};
 }
 
 // rdma_xclient -c x: an RDMA_PS_IB id of qp_type IBV_QPT_XRC_SEND (as

@@ -110,6 +110,9 @@ std::mutex& QpTableLock() { return g_qp_mu; }
 // (ud_ah.h) knows the index and the active MTU (uscm takes the RoCE path MTU
 // once, at uscm_device_open).
 int HandQpToUscm(rdma_cm_id* id, uscm_cm_id* uid, ibv_qp* qp) {
+  // A UD QP on an RDMA_PS_IB id made UD since (rdma_create_ep, or the
+  // program's id->qp_type): uscm checks the QP's type against the id's.
+  if (SyncQpType(id, uid, "rdma_create_qp") != 0) return -1;
   uint8_t sgid_index = 0;
   int active_mtu = 0;
   // uscm's entry where it knows it: the address on the id's netdev (the

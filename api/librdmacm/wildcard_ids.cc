@@ -17,6 +17,7 @@
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/devices.h"
 #include "api/librdmacm/fail.h"
+#include "api/librdmacm/ids.h"
 #include "api/librdmacm/ids_internal.h"
 #include "api/librdmacm/port_resync.h"
 #include "api/librdmacm/ports.h"
@@ -169,6 +170,10 @@ uscm_cm_id* CloneOnLocked(Id* id, Port* port, const char* call) {
     UscmFailed(call);
     return nullptr;
   }
+  if (SyncQpType(&id->pub, uid, call) != 0) {
+    uscm_destroy_id(uid);
+    return nullptr;
+  }
   for (const IdState::Option& o : id->state->options) {
     if (uscm_set_option(uid, o.level, o.name, o.value.data(), o.value.size()) != 0) {
       UscmFailed(call);
@@ -220,7 +225,7 @@ int ListenOnOtherPortsLocked(Id* id, int backlog) {
     if (BindOnOtherPortsLocked(id, "rdma_listen") != 0) return -1;
   }
   for (const IdState::OnPort& o : id->state->other_ports) {
-    if (uscm_listen(o.uid, backlog) != 0) {
+    if (SyncQpType(&id->pub, o.uid, "rdma_listen") != 0 || uscm_listen(o.uid, backlog) != 0) {
       const int err = errno;
       const std::string why =
           std::string(o.port->ca) + " port " + std::to_string(o.port->port_num) + ": " +
