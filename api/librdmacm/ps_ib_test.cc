@@ -15,6 +15,8 @@
 #include <rdma/rdma_cma.h>
 #include <string.h>
 
+#include <string>
+
 #include "api/c/uscm_cma.h"
 #include "api/librdmacm/ids_testing.h"
 #include "gtest/gtest.h"
@@ -39,6 +41,29 @@ class PsIbTest : public IdsTest {
     EXPECT_EQ(uscm_bind_addr(l, &a), 0) << uscm_last_error();
     EXPECT_EQ(uscm_listen(l, 4), 0) << uscm_last_error();
     return l;
+  }
+
+  // The drop-in's RDMA_PS_IB listener on 10.0.0.1:kPort, its qp_type set to
+  // `type` after the bind (as a program may, before rdma_listen).
+  rdma_cm_id* IbListen(ibv_qp_type type) {
+    rdma_cm_id* l = nullptr;
+    EXPECT_EQ(rdma_create_id(ch_, &l, nullptr, RDMA_PS_IB), 0) << strerror(errno);
+    sockaddr_in addr = Ipv4("10.0.0.1", kPort);
+    EXPECT_EQ(rdma_bind_addr(l, reinterpret_cast<sockaddr*>(&addr)), 0) << strerror(errno);
+    l->qp_type = type;
+    EXPECT_EQ(rdma_listen(l, 4), 0) << strerror(errno);
+    return l;
+  }
+
+  // The peer's request was refused: its event `want` with `status`, and
+  // nothing for the drop-in's program.
+  void ExpectRefused(uscm_cm_event_type want, int status) {
+    uscm_cm_event* pe = PeerNext(want);
+    ASSERT_NE(pe, nullptr);
+    EXPECT_EQ(pe->status, status);
+    uscm_ack_cm_event(pe);
+    PumpEvents();
+    EXPECT_EQ(QueuedEvents(ch_), 0) << "no CONNECT_REQUEST for the refused request";
   }
 };
 
@@ -77,12 +102,7 @@ TEST_F(PsIbTest, AnIbIdConnectsToAnIpv4Address) {
 // listener on the same port hears nothing.
 TEST_F(PsIbTest, AnIbListenerOnIpv4GetsAnIbIdsRequest) {
   rdma_cm_id* tcp_listener = Listen(kPort, nullptr);
-  rdma_cm_id* ib_listener = nullptr;
-  ASSERT_EQ(rdma_create_id(ch_, &ib_listener, nullptr, RDMA_PS_IB), 0) << strerror(errno);
-  sockaddr_in addr = Ipv4("10.0.0.1", kPort);
-  ASSERT_EQ(rdma_bind_addr(ib_listener, reinterpret_cast<sockaddr*>(&addr)), 0)
-      << strerror(errno);
-  ASSERT_EQ(rdma_listen(ib_listener, 4), 0) << strerror(errno);
+  rdma_cm_id* ib_listener = IbListen(IBV_QPT_RC);
 
   uscm_cm_id* peer = PeerConnect(kPort, 0x6161, "ib-ip", USCM_PS_IB);
   rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
@@ -152,20 +172,9 @@ TEST_F(PsIbTest, AUdIbIdConnectsBySidr) {
 // RDMA_UDP_QKEY). A RC peer's REQ to it is refused (REJ 28, as the kernel's
 // cma_ib_check_req_qp_type), and nothing reaches the program.
 TEST_F(PsIbTest, AUdIbListenerTakesSidrRequestsOnly) {
-  rdma_cm_id* listener = nullptr;
-  ASSERT_EQ(rdma_create_id(ch_, &listener, nullptr, RDMA_PS_IB), 0) << strerror(errno);
-  sockaddr_in addr = Ipv4("10.0.0.1", kPort);
-  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)), 0) << strerror(errno);
-  listener->qp_type = IBV_QPT_UD;
-  ASSERT_EQ(rdma_listen(listener, 4), 0) << strerror(errno);
-
+  rdma_cm_id* listener = IbListen(IBV_QPT_UD);
   uscm_cm_id* rc_peer = PeerConnect(kPort, 0x6161, "rc", USCM_PS_IB);
-  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_REJECTED);
-  ASSERT_NE(pe, nullptr);
-  EXPECT_EQ(pe->status, 28);
-  uscm_ack_cm_event(pe);
-  PumpEvents();
-  EXPECT_EQ(QueuedEvents(ch_), 0) << "no CONNECT_REQUEST for the REQ";
+  ExpectRefused(USCM_CM_EVENT_REJECTED, 28);
 
   uscm_cm_id* ud_peer = PeerConnect(kPort, 0x7171, "ib-ud", USCM_PS_IB, USCM_QPT_UD);
   rdma_cm_event* e = Next(RDMA_CM_EVENT_CONNECT_REQUEST);
@@ -179,7 +188,7 @@ TEST_F(PsIbTest, AUdIbListenerTakesSidrRequestsOnly) {
   param.qp_num = 0xA1A1;
   ASSERT_EQ(rdma_accept(child, &param), 0) << strerror(errno);
   rdma_ack_cm_event(e);
-  pe = PeerNext(USCM_CM_EVENT_ESTABLISHED);
+  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_ESTABLISHED);
   ASSERT_NE(pe, nullptr);
   EXPECT_EQ(pe->param.ud.qp_num, 0xA1A1u);
   EXPECT_EQ(pe->param.ud.qkey, static_cast<uint32_t>(RDMA_UDP_QKEY));
@@ -193,20 +202,34 @@ TEST_F(PsIbTest, AUdIbListenerTakesSidrRequestsOnly) {
 // SIDR_REP status 2 (IB_SIDR_REJECT), the peer's UNREACHABLE, and the
 // program hears nothing (before: a CONNECT_REQUEST with param.conn).
 TEST_F(PsIbTest, AnRcIbListenerRefusesSidr) {
-  rdma_cm_id* listener = nullptr;
-  ASSERT_EQ(rdma_create_id(ch_, &listener, nullptr, RDMA_PS_IB), 0) << strerror(errno);
-  sockaddr_in addr = Ipv4("10.0.0.1", kPort);
-  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)), 0) << strerror(errno);
-  ASSERT_EQ(rdma_listen(listener, 4), 0) << strerror(errno);
+  rdma_cm_id* listener = IbListen(IBV_QPT_RC);
   uscm_cm_id* ud_peer = PeerConnect(kPort, 0x7171, "ib-ud", USCM_PS_IB, USCM_QPT_UD);
-  uscm_cm_event* pe = PeerNext(USCM_CM_EVENT_UNREACHABLE);
-  ASSERT_NE(pe, nullptr);
-  EXPECT_EQ(pe->status, 2);
-  uscm_ack_cm_event(pe);
-  PumpEvents();
-  EXPECT_EQ(QueuedEvents(ch_), 0) << "no CONNECT_REQUEST for the SIDR_REQ";
+  ExpectRefused(USCM_CM_EVENT_UNREACHABLE, 2);
   EXPECT_EQ(rdma_destroy_id(listener), 0);
   peer_ids_ = {ud_peer};
+}
+
+// rdma_create_ep with rdma_getaddrinfo's answer of ai_qp_type IBV_QPT_UD
+// (hints RDMA_PS_IB, UD): the endpoint's id is UD, so its listener refuses
+// an RC peer's REQ (REJ 28) as the kernel's, whose id rdma_create_id2 made
+// UD. (Before: the REQ reached the program as a CONNECT_REQUEST.)
+TEST_F(PsIbTest, CreateEpTakesAiQpTypeUd) {
+  rdma_addrinfo hints = {};
+  hints.ai_flags = RAI_PASSIVE;
+  hints.ai_port_space = RDMA_PS_IB;
+  hints.ai_qp_type = IBV_QPT_UD;
+  rdma_addrinfo* res = nullptr;
+  ASSERT_EQ(rdma_getaddrinfo("10.0.0.1", std::to_string(kPort).c_str(), &hints, &res), 0);
+  EXPECT_EQ(res->ai_qp_type, IBV_QPT_UD);
+  rdma_cm_id* listener = nullptr;
+  ASSERT_EQ(rdma_create_ep(&listener, res, nullptr, nullptr), 0) << strerror(errno);
+  rdma_freeaddrinfo(res);
+  EXPECT_EQ(listener->qp_type, IBV_QPT_UD);
+  ASSERT_EQ(rdma_listen(listener, 4), 0) << strerror(errno);
+  uscm_cm_id* rc_peer = PeerConnect(kPort, 0x6161, "rc", USCM_PS_IB);
+  ExpectRefused(USCM_CM_EVENT_REJECTED, 28);
+  EXPECT_EQ(rdma_destroy_id(listener), 0);
+  peer_ids_ = {rc_peer};
 }
 
 // rdma_xclient -c x: an RDMA_PS_IB id of qp_type IBV_QPT_XRC_SEND (as
