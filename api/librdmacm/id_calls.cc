@@ -87,6 +87,13 @@ int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
   qp_attr->timeout = a.timeout;
   qp_attr->retry_cnt = a.retry_cnt;
   qp_attr->rnr_retry = a.rnr_retry;
+  // A UD id's INIT carries the Q_Key, as the kernel's cma_ib_init_qp_attr
+  // (cma_set_default_qkey: RDMA_UDP_QKEY for RDMA_PS_UDP and RDMA_PS_IB;
+  // RDMA_PS_IPOIB's is the IPoIB broadcast group's, not known here).
+  if (qp_attr->qp_state == IBV_QPS_INIT && id->qp_type == IBV_QPT_UD && id->ps != RDMA_PS_IPOIB) {
+    qp_attr->qkey = RDMA_UDP_QKEY;
+    mask |= IBV_QP_QKEY;
+  }
   *qp_attr_mask = mask;
   return 0;
 }

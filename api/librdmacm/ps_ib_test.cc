@@ -253,5 +253,34 @@ TEST_F(PsIbTest, AnXrcConnectFailsWithoutARequest) {
   peer_ids_ = {ib_listener};
 }
 
+// rdma_init_qp_attr's INIT for a UD id carries the Q_Key, as the kernel's
+// cma_ib_init_qp_attr (RDMA_UDP_QKEY for RDMA_PS_UDP and for an RDMA_PS_IB
+// id of qp_type UD); an RC id's has none. (Before: no IBV_QP_QKEY, so a
+// program moving its own UD QP with it got Q_Key 0.)
+TEST_F(PsIbTest, InitQpAttrOfAUdIdCarriesTheQkey) {
+  struct Case {
+    rdma_port_space ps;
+    ibv_qp_type qp_type;
+    bool qkey;
+  };
+  for (const Case c : {Case{RDMA_PS_UDP, IBV_QPT_UD, true}, Case{RDMA_PS_IB, IBV_QPT_UD, true},
+                       Case{RDMA_PS_TCP, IBV_QPT_RC, false}, Case{RDMA_PS_IB, IBV_QPT_RC, false}}) {
+    SCOPED_TRACE(c.ps);
+    SCOPED_TRACE(c.qp_type);
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, c.ps), 0) << strerror(errno);
+    id->qp_type = c.qp_type;
+    sockaddr_in dst = Ipv4("10.0.0.2", kPort);
+    ResolveTo(id, &dst);
+    ibv_qp_attr attr = {};
+    int mask = 0;
+    attr.qp_state = IBV_QPS_INIT;
+    ASSERT_EQ(rdma_init_qp_attr(id, &attr, &mask), 0) << strerror(errno);
+    EXPECT_EQ((mask & IBV_QP_QKEY) != 0, c.qkey);
+    EXPECT_EQ(attr.qkey, c.qkey ? static_cast<uint32_t>(RDMA_UDP_QKEY) : 0u);
+    EXPECT_EQ(rdma_destroy_id(id), 0);
+  }
+}
+
 }  // namespace
 }  // namespace uscm::librdmacm
