@@ -286,11 +286,18 @@ inline bool HeldOnHost(int host, const char* addr, uscm_sim* sim = nullptr) {
 // drop-in's), as the drop-in's peer.
 class SimPeer {
  public:
-  SimPeer(uscm_sim* sim, int host) : sim_(sim) {
+  // `ps` and `qp_type` as uscm_create_id and uscm_set_qp_type take them
+  // (a UD id's Connect sends a SIDR_REQ).
+  SimPeer(uscm_sim* sim, int host, uscm_port_space ps = USCM_PS_TCP,
+          uscm_qp_type qp_type = USCM_QPT_RC)
+      : sim_(sim) {
     ch_ = uscm_create_event_channel_on(uscm_sim_device(sim, host));
     EXPECT_NE(ch_, nullptr);
     if (ch_ != nullptr) {
-      EXPECT_EQ(uscm_create_id(ch_, &id_, nullptr, USCM_PS_TCP), 0) << uscm_last_error();
+      EXPECT_EQ(uscm_create_id(ch_, &id_, nullptr, ps), 0) << uscm_last_error();
+    }
+    if (id_ != nullptr && qp_type != USCM_QPT_RC) {
+      EXPECT_EQ(uscm_set_qp_type(id_, qp_type), 0) << uscm_last_error();
     }
   }
   ~SimPeer() {

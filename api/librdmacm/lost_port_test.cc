@@ -308,6 +308,39 @@ TEST_F(BoundListenerTest, AListenerBoundToThePortsAddressListensAgainThroughTheN
   EXPECT_EQ(g_closes, 0) << "dev0 stays";
 }
 
+// A UD RDMA_PS_IB listener bound to dev0's address listens again as UD
+// through the new uscmd: the peer's SIDR_REQ reaches it. (ListenAgainLocked
+// made the new uscm id by port space alone, RC, which answers a SIDR_REQ
+// with status 2: UNREACHABLE for the peer, nothing for the listener.)
+TEST_F(BoundListenerTest, AUdIbListenerListensAgainAsUd) {
+  rdma_cm_id* ud = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &ud, nullptr, RDMA_PS_IB), 0) << strerror(errno);
+  ud->qp_type = IBV_QPT_UD;
+  ASSERT_EQ(Bind("10.0.0.1", 7016, ud), 0) << "dev0:1's address";
+  ASSERT_EQ(rdma_listen(ud, 4), 0) << strerror(errno);
+  LosePath(0);
+  EXPECT_EQ(Events(), std::vector<std::string>{"bound RDMA_CM_EVENT_DEVICE_REMOVAL status 0"})
+      << "none for L nor the UD listener";
+  RunPortResyncForTesting();  // the uscm-ports thread's next step
+
+  SimPeer client(sim2_, 1, USCM_PS_IB, USCM_QPT_UD);
+  ASSERT_TRUE(client.Connect("10.0.0.1:7016"));
+  rdma_cm_event* e = NextOfDropIn(ch_, sim2_);
+  ASSERT_NE(e, nullptr) << "no CONNECT_REQUEST: the listener came back RC";
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_CONNECT_REQUEST) << rdma_event_str(e->event);
+  EXPECT_EQ(e->listen_id, ud);
+  rdma_cm_id* conn = e->id;
+  EXPECT_EQ(conn->qp_type, IBV_QPT_UD);
+  EXPECT_EQ(rdma_ack_cm_event(e), 0);
+  EXPECT_EQ(rdma_reject(conn, nullptr, 0), 0) << strerror(errno);
+  EXPECT_TRUE(client.Saw(USCM_CM_EVENT_UNREACHABLE));
+  EXPECT_EQ(rdma_destroy_id(conn), 0);
+  EXPECT_EQ(rdma_destroy_id(ud), 0);
+  EXPECT_EQ(rdma_destroy_id(listener_), 0);
+  listener_ = nullptr;
+  EXPECT_EQ(rdma_destroy_id(bound_), 0);
+}
+
 // One step's DEVICE_REMOVALs (bound's and L's) reach the drop-in in two
 // pumps, as when a call's pump on another thread took the first while
 // dev0's progress thread was still queuing the rest: the second pump finds

@@ -121,7 +121,8 @@ uscm_cm_id* ListenAgainLocked(const Id* id, Port* port) {
     UscmFailed(kCall);
     return nullptr;
   }
-  bool ok = true;
+  // A UD RDMA_PS_IB listener stays UD (its uscm id is RC by default).
+  bool ok = SyncQpType(&id->pub, uid, kCall) == 0;
   for (const IdState::Option& o : id->state->options) {
     ok = ok && uscm_set_option(uid, o.level, o.name, o.value.data(), o.value.size()) == 0;
   }
