@@ -1,6 +1,10 @@
 // uscm: the command line of the user-space InfiniBand CM.
 //   uscm <command> [options]      see `uscm --help`
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "tools/cli.h"
@@ -33,9 +37,34 @@ constexpr char kUsage[] =
     "Run 'uscm <command> --help' for a command's options.\n"
     "Exit status: 0 ok, 1 failure while running, 2 bad command line.\n";
 
+// On an ibsim node (umad2sim preloaded, SIM_HOST set by the launcher):
+// umad2sim's exit handler joins its receive thread while holding the lock
+// that thread takes for every packet, so a MAD arriving during exit
+// deadlocks the process (docs/TRANSPORTS.md). The output is flushed, then
+// the process leaves within 2 s whatever the handler does, as
+// tests/ibsim/umad_client does.
+volatile sig_atomic_t g_exit_code = 0;
+void ExitNow(int) { _exit(g_exit_code); }
+
+int LeaveSafelyUnderUmad2sim(int rc) {
+  if (std::getenv("SIM_HOST") == nullptr) return rc;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  g_exit_code = rc;
+  signal(SIGALRM, ExitNow);
+  alarm(2);
+  return rc;
+}
+
+int Dispatch(int argc, char** argv);
+
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) { return LeaveSafelyUnderUmad2sim(Dispatch(argc, argv)); }
+
+namespace {
+
+int Dispatch(int argc, char** argv) {
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return uscm::tools::kExitUsage;
@@ -64,3 +93,5 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "uscm: unknown command '%s'\n\n%s", cmd, kUsage);
   return uscm::tools::kExitUsage;
 }
+
+}  // namespace
