@@ -47,7 +47,6 @@ using internal::Forward;
 using internal::g_mu;
 using internal::Id;
 using internal::IdState;
-using internal::IsUd;
 using internal::NewId;
 using internal::OnAck;
 using internal::OnPortOpen;
@@ -188,10 +187,12 @@ namespace internal {
 // (the pump and rdma_destroy_id's uscm_destroy_id never overlap).
 std::mutex g_mu;
 
-bool IsUd(rdma_port_space ps) { return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB; }
+ibv_qp_type DefaultQpType(rdma_port_space ps) {
+  return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
+}
 
 bool IsUdId(const rdma_cm_id& pub) {
-  return pub.ps == RDMA_PS_IB ? pub.qp_type == IBV_QPT_UD : IsUd(pub.ps);
+  return pub.ps == RDMA_PS_IB ? pub.qp_type == IBV_QPT_UD : DefaultQpType(pub.ps) == IBV_QPT_UD;
 }
 
 Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* context,
@@ -204,7 +205,7 @@ Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* contex
   id->pub.channel = channel;
   id->pub.context = context;
   id->pub.ps = ps;
-  id->pub.qp_type = IsUd(ps) ? IBV_QPT_UD : IBV_QPT_RC;
+  id->pub.qp_type = DefaultQpType(ps);
   ByPublic()[&id->pub] = id;
   return id;
 }
@@ -443,8 +444,8 @@ int ForId(const char* call, rdma_cm_id* id, const std::function<int(uscm_cm_id*)
 int CompleteCall(rdma_cm_id* id, const char* call) { return Complete(id, call); }
 
 int SyncQpType(const rdma_cm_id* id, uscm_cm_id* uid, const char* call) {
-  if (id->ps != RDMA_PS_IB) return 0;
-  const uscm_qp_type want = id->qp_type == IBV_QPT_UD ? USCM_QPT_UD : USCM_QPT_RC;
+  if (id->ps != RDMA_PS_IB) return 0;  // uscm's id is of its port space's type
+  const uscm_qp_type want = internal::IsUdId(*id) ? USCM_QPT_UD : USCM_QPT_RC;
   if (uscm_get_qp_type(uid) == want) return 0;
   return uscm_set_qp_type(uid, want) == 0 ? 0 : UscmFailed(call);
 }

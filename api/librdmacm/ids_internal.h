@@ -129,10 +129,18 @@ void FillAddrsFrom(Id* id, const uscm_addr* local, const uscm_addr* peer);
 void AttachDevice(Id* id);
 // id->route.path_rec (one path, as librdmacm's ucma_query_route fills it).
 void FillRouteFrom(Id* id, const uscm_path& p);
-// RDMA_PS_UDP and RDMA_PS_IPOIB: the id's QP is UD.
-bool IsUd(rdma_port_space ps);
-// The id is UD: its port space's (IsUd), or for RDMA_PS_IB its qp_type
-// (SyncQpType gave it to uscm; a passive id's follows its request).
+// A new id's qp_type, as librdmacm's rdma_create_id gives it: UD for
+// RDMA_PS_UDP and RDMA_PS_IPOIB, else RC (an RDMA_PS_IB id's may change
+// before connect or listen: SyncQpType gives it to uscm).
+ibv_qp_type DefaultQpType(rdma_port_space ps);
+// The id is UD, as the kernel's ucma_get_qp_type decides it (and uscm's id,
+// so the events' param.ud / param.conn follow it): for RDMA_PS_IB its
+// qp_type (SyncQpType gives it to uscm; a passive id's is its request's,
+// forward.cc), else its port space's (DefaultQpType). The one rule:
+// librdmacm's ucma_is_ud_qp reads qp_type alone, which gives the same answer
+// for every id the drop-in makes; it differs only where a program writes a
+// qp_type against a non-IB port space, and then the kernel's id, uscm's and
+// this stay of the port space's type.
 bool IsUdId(const rdma_cm_id& pub);
 // A new id in the tables (ByPublic; ByUscmId when `uid` is not NULL).
 Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* context,
