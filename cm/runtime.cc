@@ -53,6 +53,7 @@ bool Node::CheckTransportLocked() {
   absl::Status s = transport_.link_status();
   if (s.ok()) return false;
   lost_ = std::move(s);
+  lost_seen_.store(true, std::memory_order_release);
   ++counters_.transport_lost;
   return true;
 }

@@ -123,11 +123,13 @@ class Node {
   const mad::LocalPort& port() const { return transport_.port(); }
   const NodeCounters& counters() const { return counters_; }
   // OK, or why the transport is gone for good (Transport::link_status), as
-  // the last step or send saw it. Taken under the node's lock, so any thread
-  // may ask: the progress thread writes it (the drop-in librdmacm asks it of
-  // a port with no id on it, whose ids would get no DEVICE_REMOVAL to tell
-  // it: uscm_device_transport_lost).
+  // the last step or send saw it. Any thread may ask: the progress thread
+  // writes it (the drop-in librdmacm asks it at every id's placement on a
+  // port: uscm_device_transport_lost). While the transport is not lost (the
+  // flag lost_seen_, set with lost_ where the loss is noted), no lock is
+  // taken; the reason is read under the node's lock.
   absl::Status TransportStatus() {
+    if (!lost_seen_.load(std::memory_order_acquire)) return absl::OkStatus();
     std::lock_guard<std::mutex> lock(mu_);
     return lost_;
   }
@@ -140,6 +142,7 @@ class Node {
     std::lock_guard<std::mutex> lock(mu_);
     if (lost_.ok()) {
       lost_ = std::move(why);
+      lost_seen_.store(true, std::memory_order_release);
       ++counters_.transport_lost;
     }
     Rearm();
@@ -166,6 +169,8 @@ class Node {
   mutable absl::optional<mad::TimePoint> wheels_deadline_;
   // The transport's loss (Transport::link_status) and whether it was handed out.
   absl::Status lost_;
+  // !lost_.ok(), for TransportStatus without the lock (written under it).
+  std::atomic<bool> lost_seen_{false};
   bool loss_taken_ = false;
 
  private:

@@ -25,8 +25,14 @@
 //                             RoCE port: D=1 the direct path
 //                             (api/librdmacm/direct_addr.cc), D=0 the event
 //                             through the port's channel and the pump
-//   BM_DropInBindRoce/N/R     cmtime -b's bind step alone: N binds to port
-//                             0, R=1 through a LocalRouter (leased blocks)
+//   BM_DropInBindRoce/N/R/B   cmtime -b's bind step alone: N binds to port
+//                             0, R=1 through a LocalRouter (leased blocks);
+//                             B=1 with a thread taking the node's lock in a
+//                             loop, as a busy progress thread's steps do
+//   BM_DropInTransportLostCheck/B  the lost-port check each id placement
+//                             makes (uscm_device_transport_lost of a serving
+//                             port, lost_ports.cc OpenPortForIdLocked), B as
+//                             above
 //   BM_DropInResolveRouteRoceThreaded/N/D/B  the same driven as cmtime
 //                             drives it: an event thread blocked in
 //                             rdma_get_cm_event, the caller in a sched_yield
@@ -53,6 +59,7 @@
 #include <vector>
 
 #include "api/c/uscm_cma.h"
+#include "api/c/uscm_device.h"
 #include "api/librdmacm/batch_wait.h"
 #include "api/librdmacm/event_channel.h"
 #include "api/librdmacm/ids.h"
@@ -441,8 +448,33 @@ BENCHMARK(BM_DropInResolveAddrRoce)
 // ids (the ids made and destroyed outside the timing). R=1 through a
 // LocalRouter, as a program behind uscmd (the port from a leased block,
 // docs/ROUTER.md "Port blocks"); R=0 the port owned (AllocPort).
+// A thread that takes the node's lock in a loop while it lives, as the
+// port's progress thread does for each step (here with no work inside).
+class BusyNode {
+ public:
+  BusyNode(cm::Node& node, bool on) {
+    if (!on) return;
+    thread_ = std::thread([this, &node] {
+      while (!stop_.load(std::memory_order_relaxed)) {
+        std::lock_guard<std::mutex> lock(node.mutex());
+        benchmark::DoNotOptimize(++held_);
+      }
+    });
+  }
+  ~BusyNode() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  uint64_t held_ = 0;
+  std::thread thread_;
+};
+
 void BM_DropInBindRoce(benchmark::State& state) {
   RocePort p(/*table=*/false, /*routed=*/state.range(1) == 1);
+  BusyNode busy(p.roce->node(), state.range(2) == 1);
   const size_t n = static_cast<size_t>(state.range(0));
   std::vector<rdma_cm_id*> ids(n);
   sockaddr_in here = Ipv4("10.0.0.1", 0);
@@ -465,7 +497,32 @@ void BM_DropInBindRoce(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations() * n), benchmark::Counter::kIsRate);
   state.counters["blocks"] = static_cast<double>(p.roce->leased_blocks());
 }
-BENCHMARK(BM_DropInBindRoce)->ArgNames({"ids", "router"})->Args({1000, 0})->Args({1000, 1});
+BENCHMARK(BM_DropInBindRoce)
+    ->ArgNames({"ids", "router", "busy"})
+    ->Args({1000, 0, 0})
+    ->Args({1000, 1, 0})
+    ->Args({1000, 0, 1})
+    ->UseRealTime();
+
+// The check each id placement makes of its port (OpenPortForIdLocked's
+// uscm_device_transport_lost), N times on the serving RoCE port.
+void BM_DropInTransportLostCheck(benchmark::State& state) {
+  RocePort p;
+  BusyNode busy(p.roce->node(), state.range(1) == 1);
+  const size_t n = static_cast<size_t>(state.range(0));
+  for (auto _ : state) {
+    for (size_t i = 0; i < n; ++i) {
+      if (uscm_device_transport_lost(p.dev, nullptr, 0) != 0) Die("transport_lost", 0, "lost");
+    }
+  }
+  state.counters["checks/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * n), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DropInTransportLostCheck)
+    ->ArgNames({"checks", "busy"})
+    ->Args({1000, 0})
+    ->Args({1000, 1})
+    ->UseRealTime();
 
 // As cmtime drives the step: the calls from this thread, the events taken
 // and acked by an event thread blocked in rdma_get_cm_event on a blocking
