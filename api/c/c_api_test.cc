@@ -262,7 +262,8 @@ TEST_F(CApiTest, JoinMulticastExFullAndSendOnlyThenLeave) {
   ASSERT_EQ(uscm_create_id(ch_[0], &rc, nullptr, USCM_PS_TCP), 0);
   attr.join_flags = USCM_MC_JOIN_FLAG_FULLMEMBER;
   ExpectError(uscm_join_multicast_ex(rc, &attr, nullptr), EINVAL,
-              "join_multicast: only UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB) join groups");
+              "join_multicast: only UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB, a UD RDMA_PS_IB id) "
+              "join groups");
   ASSERT_EQ(uscm_destroy_id(rc), 0);
   ExpectQuiet();
   EXPECT_EQ(fabric_->sa().counters().requests, sa_requests);

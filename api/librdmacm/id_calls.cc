@@ -124,13 +124,15 @@ int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) {
 
 // Join flags, mask bits and the MULTICAST_JOIN event (ah_attr of the group,
 // QPN 0xFFFFFF, private_data = the join's context) are librdmacm's; uscm
-// checks the arguments as librdmacm does.
+// checks the arguments as librdmacm does. An RDMA_PS_IB id joins as its
+// qp_type says now (SyncQpType; only a UD one joins, as the kernel's).
 int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
   uscm_addr a;
   if (addr == nullptr || uscm::librdmacm::ToUscmAddr(addr, &a) != 0) {
     return Fail(EINVAL, "rdma_join_multicast", "address is NULL or of an unknown family");
   }
   if (uscm::librdmacm::ForId("rdma_join_multicast", id, [&](uscm_cm_id* uid) {
+        if (uscm::librdmacm::SyncQpType(id, uid, "rdma_join_multicast") != 0) return -1;
         return uscm_join_multicast(uid, &a, context);
       }) != 0) {
     return -1;
@@ -149,6 +151,7 @@ int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* mc_join_attr
     attr.addr = &a;
   }
   if (uscm::librdmacm::ForId("rdma_join_multicast_ex", id, [&](uscm_cm_id* uid) {
+        if (uscm::librdmacm::SyncQpType(id, uid, "rdma_join_multicast_ex") != 0) return -1;
         return uscm_join_multicast_ex(uid, &attr, context);
       }) != 0) {
     return -1;

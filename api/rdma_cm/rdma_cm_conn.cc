@@ -428,7 +428,8 @@ absl::Status CmId::JoinMulticastEx(const Address& group, void* context, McJoinFl
   std::lock_guard<std::mutex> lock(device_->node_->mutex());
   if (!is_ud()) {
     return absl::InvalidArgumentError(
-        "join_multicast: only UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB) join groups");
+        "join_multicast: only UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB, a UD RDMA_PS_IB id) "
+        "join groups");
   }
   if (!bound_) {  // [fabric] bound is enough, as the kernel (ADDR_BOUND or ADDR_RESOLVED)
     return WrongState("join_multicast", state_, "ADDR_RESOLVED or later (bound to a port)");
@@ -522,7 +523,11 @@ absl::Status CmId::JoinRoceLocked(const Address& group, void* context, McJoinFla
     a.sgid_index = static_cast<uint8_t>(sgid_index);
     a.port_num = device_->port().port_num;
     e->ud.qp_num = kMulticastQpn;
-    e->ud.qkey = ps_ == PortSpace::kUdp ? kUdpQkey : 0;
+    // The id's Q_Key, as cma_make_mc_event: the join gave an id without one
+    // its default (cma_set_default_qkey: RDMA_UDP_QKEY for RDMA_PS_UDP and a
+    // UD RDMA_PS_IB id; RDMA_PS_IPOIB's would be the IPoIB broadcast group's,
+    // from an SA that RoCE has not: none).
+    e->ud.qkey = ps_ == PortSpace::kIpoib ? 0 : kUdpQkey;
   }
   joins_.push_back(std::move(js));
   device_->PostEvent(this, std::move(e));

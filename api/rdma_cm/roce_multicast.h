@@ -11,7 +11,9 @@
 //            DLID 0, SL 0, flow label 0, traffic class 0, hop limit 64 for
 //            IPv4 on RoCE v2 (else 1), static rate IB_RATE_PORT_CURRENT (0, as
 //            Debian 12's 6.1), the source GID index of the id's own IP.
-//   QPN / Q_Key  0xFFFFFF and RDMA_UDP_QKEY (RDMA_PS_UDP).
+//   QPN / Q_Key  0xFFFFFF and the id's Q_Key, given at the join
+//            (cma_set_default_qkey): RDMA_UDP_QKEY for RDMA_PS_UDP and a UD
+//            RDMA_PS_IB id.
 #ifndef USCM_API_RDMA_CM_ROCE_MULTICAST_H_
 #define USCM_API_RDMA_CM_ROCE_MULTICAST_H_
 

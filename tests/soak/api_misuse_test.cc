@@ -191,7 +191,8 @@ TEST_F(ApiMisuseTest, EveryMisuseGivesItsErrorAndChangesNothing) {
       {"disconnect before connect", [&] { return uscm_disconnect(id); }, EINVAL,
        "disconnect: id is in state IDLE"},
       {"join_multicast on an RC id", [&] { return uscm_join_multicast(id, &server_, nullptr); },
-       EINVAL, "join_multicast: only UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB) join groups"},
+       EINVAL, "join_multicast: only UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB, a UD RDMA_PS_IB id) "
+       "join groups"},
       {"init_qp_attr bad state",
        [&] {
          qp_attr.qp_state = static_cast<uscm_qp_state>(0);

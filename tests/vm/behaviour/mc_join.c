@@ -1,6 +1,7 @@
-/* rdma_join_multicast / rdma_join_multicast_ex with each join flag, and the
- * calls' argument checks: prints every return value, errno and event field
- * that does not depend on the run (no pointers, no QPNs of our own). Built
+/* rdma_join_multicast / rdma_join_multicast_ex with each join flag, the
+ * calls' argument checks, and the joins of a UD and an RC RDMA_PS_IB id:
+ * prints every return value, errno and event field that does not depend on
+ * the run (no pointers, no QPNs of our own). Built
  * against the system's <rdma/rdma_cma.h> with -lrdmacm only; the drop-in
  * replaces the library at run time. 67-dropin-behaviour runs it on the
  * kernel's rdma_cm and on uscm and compares the two outputs line for line.
@@ -20,13 +21,8 @@
 
 static int context_tag;
 
-/* The next event, printed; returns its type (-1: none). */
-static int next_event(void) {
-  struct rdma_cm_event* e;
-  if (rdma_get_cm_event(ch, &e) != 0) {
-    printf("  no event: errno %s\n", strerrorname_np(errno));
-    return -1;
-  }
+/* Prints event `e` (a multicast one with its param.ud and address vector). */
+static void print_event(const struct rdma_cm_event* e) {
   int type = e->event;
   printf("  event %s status %d\n", rdma_event_str(e->event), e->status);
   if (type == RDMA_CM_EVENT_MULTICAST_JOIN || type == RDMA_CM_EVENT_MULTICAST_ERROR) {
@@ -43,8 +39,58 @@ static int next_event(void) {
     printf("  ah: dlid 0x%x sl %u src_path_bits %u static_rate %u port_num %u\n", a->dlid,
            a->sl, a->src_path_bits, a->static_rate, a->port_num);
   }
+}
+
+/* The next event, printed; returns its type (-1: none). */
+static int next_event(void) {
+  struct rdma_cm_event* e;
+  if (rdma_get_cm_event(ch, &e) != 0) {
+    printf("  no event: errno %s\n", strerrorname_np(errno));
+    return -1;
+  }
+  int type = e->event;
+  print_event(e);
   rdma_ack_cm_event(e);
   return type;
+}
+
+/* RDMA_PS_IB ids (the kernel's cma_set_default_qkey gives a UD one
+ * RDMA_UDP_QKEY, as RDMA_PS_UDP): a UD one, as rdma_create_ep makes it from
+ * rdma_getaddrinfo's ai_qp_type (librdmacm's only way to a UD RDMA_PS_IB id;
+ * synchronous: the call leaves its event in id->event), bound to `bind`,
+ * joins `group`: its MULTICAST_JOIN and rdma_init_qp_attr's Q_Key. An RC one
+ * joins nothing (the kernel: only UD joins). */
+static void ib_ids_join(const char* bind, struct sockaddr* group) {
+  struct rdma_addrinfo hints = {.ai_flags = RAI_PASSIVE | RAI_NUMERICHOST,
+                                .ai_qp_type = IBV_QPT_UD,
+                                .ai_port_space = RDMA_PS_IB};
+  struct rdma_addrinfo* res = NULL;
+  struct rdma_cm_id* ud = NULL;
+  if (call("rdma_getaddrinfo PS_IB UD", rdma_getaddrinfo(bind, "7620", &hints, &res)) == 0 &&
+      call("rdma_create_ep PS_IB UD", rdma_create_ep(&ud, res, NULL, NULL)) == 0) {
+    printf("  qp_type %s\n", ud->qp_type == IBV_QPT_UD ? "UD" : "not UD");
+    if (call("join on a UD PS_IB id", rdma_join_multicast(ud, group, &context_tag)) == 0 &&
+        ud->event != NULL) {
+      print_event(ud->event);
+      /* librdmacm's leave waits for the join's event to be acked. */
+      rdma_ack_cm_event(ud->event);
+      ud->event = NULL;
+      call("  rdma_leave_multicast", rdma_leave_multicast(ud, group));
+    }
+    struct ibv_qp_attr qa = {.qp_state = IBV_QPS_INIT};
+    int mask = 0;
+    if (call("rdma_init_qp_attr INIT of the UD PS_IB id", rdma_init_qp_attr(ud, &qa, &mask)) == 0) {
+      printf("  qkey %s 0x%x\n", mask & IBV_QP_QKEY ? "set" : "not set", qa.qkey);
+    }
+    rdma_destroy_ep(ud);
+  }
+  if (res != NULL) rdma_freeaddrinfo(res);
+  struct rdma_cm_id* rc;
+  if (rdma_create_id(ch, &rc, NULL, RDMA_PS_IB) != 0) return;
+  struct sockaddr_in here = ipv4_arg(bind, "0");
+  call("rdma_bind_addr RC PS_IB", rdma_bind_addr(rc, (struct sockaddr*)&here));
+  call("join on an RC PS_IB id", rdma_join_multicast(rc, group, NULL));
+  rdma_destroy_id(rc);
 }
 
 static void join_ex(struct rdma_cm_id* id, struct sockaddr* group, uint32_t mask,
@@ -104,6 +150,7 @@ int main(int argc, char** argv) {
   join_ex(id, (struct sockaddr*)&zero, both, RDMA_MC_JOIN_FLAG_FULLMEMBER, "join_ex 0.0.0.0");
   join_ex(id, (struct sockaddr*)&group6, both, RDMA_MC_JOIN_FLAG_FULLMEMBER, "join_ex ff0e::1:2");
   call("leave a group never joined", rdma_leave_multicast(id, (struct sockaddr*)&group));
+  ib_ids_join(argv[1], (struct sockaddr*)&group);
 
   rdma_destroy_qp(id);
   rdma_destroy_id(id);
