@@ -118,5 +118,21 @@ TEST_F(RoceMulticastTest, AnRcIbIdJoinsNothing) {
   EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
 }
 
+// rdma_init_qp_attr's INIT of an RDMA_PS_IPOIB id: the kernel's
+// cma_set_default_qkey asks the IPoIB broadcast group's record, which a RoCE
+// port has not (ib_sa_get_mcmember_rec: ENODEV); uscm refuses it the same
+// way rather than answer an INIT without the Q_Key a UD QP needs.
+TEST_F(RoceMulticastTest, InitQpAttrOfAnIpoibIdIsEnodevAsTheKernel) {
+  rdma_cm_id* id = BoundId(RDMA_PS_IPOIB);
+  ASSERT_NE(id, nullptr);
+  ibv_qp_attr qa = {};
+  int mask = 0;
+  qa.qp_state = IBV_QPS_INIT;
+  errno = 0;
+  EXPECT_EQ(rdma_init_qp_attr(id, &qa, &mask), -1);
+  EXPECT_EQ(errno, ENODEV);
+  EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
+}
+
 }  // namespace
 }  // namespace uscm::librdmacm

@@ -3,6 +3,7 @@
 // rdma_init_qp_attr's INIT, the QP it connects), its channel (migrate_id)
 // and ECE. Addresses, the device and the addressing calls are in rdma_cm.cc.
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/rdma_cm/call_errors.h"
 #include "api/rdma_cm/rdma_cm.h"
+#include "mad/status_errno.h"
 
 namespace uscm {
 
@@ -132,6 +134,18 @@ absl::StatusOr<cm::QpAttributes> CmId::InitQpAttr(cm::QpState state) const {
   // A UD id from a SIDR_REQ (CONNECT_REQUEST) shares the listener's port.
   if (!bound_ && !conn_.valid()) {
     return WrongState("init_qp_attr(INIT)", state_, "a bound or resolved id");
+  }
+  // An RDMA_PS_IPOIB id's INIT carries the IPoIB broadcast group's Q_Key in
+  // the kernel (cma_set_default_qkey: ib_sa_get_mcmember_rec, the record of
+  // the local IPoIB driver's join). A RoCE port has no such record: the
+  // kernel fails with ENODEV (no SA multicast client on the port), and so
+  // does uscm. (On IB uscm does not ask the SA for it: no Q_Key; docs/API.md.)
+  if (ps_ == PortSpace::kIpoib && device_->options_.roce) {
+    return mad::WithErrno(
+        absl::FailedPreconditionError(
+            "init_qp_attr(INIT): an RDMA_PS_IPOIB id's Q_Key is the IPoIB broadcast group's, "
+            "which a RoCE port has not (errno ENODEV, as the kernel's cma_set_default_qkey)"),
+        ENODEV);
   }
   cm::QpAttributes a;
   a.state = cm::QpState::kInit;
