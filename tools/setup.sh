@@ -29,6 +29,8 @@ PACKAGES=(
   libiscsi-bin libaio1 qemu-utils qemu-block-extra
   # DAPL (68-dropin-dapl): dtestcm and libdapl2's ofa-v2-cma-roe provider
   dapl2-utils
+  # librpma (68-dropin-rpma): tests/vm/rpma's server and client link -lrpma
+  librpma0 librpma-dev
   # independent decoder for the wire cross-check, plotting, misc
   tshark python3 gnuplot-nox valgrind
   # tools/install.sh test: a C program built with `pkg-config --cflags --libs uscm`

@@ -41,6 +41,8 @@ declare -A NEED=(
   [qemu-utils]=/usr/bin/qemu-io
   [qemu-block-extra]=/usr/lib/x86_64-linux-gnu/qemu/block-iscsi.so
   [dapl2-utils]=/usr/bin/dtestcm
+  [librpma0]=/usr/lib/x86_64-linux-gnu/librpma.so.0
+  [librpma-dev]=/usr/include/librpma.h
   [xz-utils]=/usr/bin/xz
   [python3]=/usr/bin/python3
 )
