@@ -20,6 +20,10 @@
 #      clients whose QPs have a receive CQ of their own (both CQs on one completion
 #      channel), and a third client at the same time that the server rejects
 #      (rpma_conn_req_delete: rdma_reject; the client's RPMA_CONN_REJECTED).
+# Each server first calls rpma_ep_next_conn_req on its fd made non-blocking before any
+# client comes, and rpma_conn_next_event on each accepted connection's the same way,
+# as example 06 sets O_NONBLOCK on what it epolls (librdmacm's EAGAIN, librpma's
+# "Provider error" on both CMs), and prints what it got.
 # Checked: exit status 0 of every server and client; the kernel's server (which served
 # the drop-in's clients) and the drop-in's server (which served the kernel's) print the
 # same lines, and the clients the same way (the two-client step's lines sorted: the
@@ -52,9 +56,11 @@ mine=$([ "$USCM_VM_ROLE" = a ] && echo 0 || echo 1) theirs=$([ "$USCM_VM_ROLE" =
 # step NAME PORT SRQ RCQ TAG...: this VM's server (with SRQ "srq": an SRQ) on PORT + mine
 # for as many requests as TAGs (it rejects those that start with "reject"); once the other VM's
 # server listens, this VM's clients (one per TAG, at once; RCQ "rcq": each with a
-# receive CQ of its own) to it
+# receive CQ of its own) to it. Step one's client finds its device from the server's
+# address (rpma_utils_get_ibv_context REMOTE, as librpma's examples), the others from IP.
 step() {
-  local name=$1 port=$2 srq=$3 rcq=$4 pid tag cpids=() rc; shift 4
+  local name=$1 port=$2 srq=$3 rcq=$4 pid tag cpids=() rc dev=$IP; shift 4
+  [ "$name" = one ] && dev=remote
   # shellcheck disable=SC2086  # $srq / $rcq: no word, or one
   "${RUN[@]}" "$SERVER" "$IP" $((port + mine)) $# ${srq%-} \
     > /tmp/"$name"-server.out 2> /tmp/"$name"-server.err & pid=$!
@@ -62,7 +68,7 @@ step() {
   sync.sh wait "$peer-$name-ready" "$T"
   for tag in "$@"; do
     # shellcheck disable=SC2086
-    "${RUN[@]}" "$CLIENT" "$IP" "$PEER" $((port + theirs)) "$tag" ${rcq%-} \
+    "${RUN[@]}" "$CLIENT" "$dev" "$PEER" $((port + theirs)) "$tag" ${rcq%-} \
       > /tmp/"$name"-client-"$tag".out 2> /tmp/"$name"-client-"$tag".err &
     cpids+=($!)
   done

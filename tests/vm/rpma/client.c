@@ -1,4 +1,5 @@
-/* rpma_client LOCAL_IP SERVER_IP PORT TAG [rcq]: a librpma client. rpma_conn_req_new makes its
+/* rpma_client LOCAL_IP|remote SERVER_IP PORT TAG [rcq]: a librpma client on LOCAL_IP's
+ * device (or, with "remote", the device SERVER_IP resolves to). rpma_conn_req_new makes its
  * id in librdmacm's synchronous mode (rdma_create_id with no channel, blocking
  * rdma_resolve_addr / _route) and rpma_conn_req_connect migrates it to a channel of its
  * own before rdma_connect. It sends "rpma TAG" in the connect's private data, takes the
@@ -43,14 +44,20 @@ static void read_remote(struct rpma_conn *conn, struct rpma_mr_local *mr, size_t
 
 int main(int argc, char **argv) {
   if (argc != 5 && !(argc == 6 && strcmp(argv[5], "rcq") == 0))
-    die("usage: rpma_client LOCAL_IP SERVER_IP PORT TAG [rcq]");
+    die("usage: rpma_client LOCAL_IP|remote SERVER_IP PORT TAG [rcq]");
   const char *tag = argv[4];
   g_shared = argc == 6;
   if (strlen(tag) == 0 || strlen(tag) >= RPMA_TAG_MAX) die("TAG must be 1 to 15 characters");
   setvbuf(stdout, NULL, _IOLBF, 0);
 
   struct ibv_context *ctx = NULL;
-  die_rpma(rpma_utils_get_ibv_context(argv[1], RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx),
+  /* "remote": the device the server's address resolves to (rdma_resolve_addr of a
+   * synchronous id with librpma's 1 s timeout), as librpma's example clients take it */
+  const int by_server = strcmp(argv[1], "remote") == 0;
+  die_rpma(rpma_utils_get_ibv_context(by_server ? argv[2] : argv[1],
+                                      by_server ? RPMA_UTIL_IBV_CONTEXT_REMOTE
+                                             : RPMA_UTIL_IBV_CONTEXT_LOCAL,
+                                      &ctx),
            "rpma_utils_get_ibv_context");
   struct rpma_peer *peer = NULL;
   die_rpma(rpma_peer_new(ctx, &peer), "rpma_peer_new");

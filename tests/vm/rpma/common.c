@@ -1,6 +1,7 @@
 #include "tests/vm/rpma/common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,11 @@ uint32_t fnv1a(const uint8_t *buf, size_t size) {
   uint32_t h = 2166136261u;
   for (size_t i = 0; i < size; i++) h = (h ^ buf[i]) * 16777619u;
   return h;
+}
+
+void set_nonblock(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) die("fcntl O_NONBLOCK failed");
 }
 
 enum rpma_conn_event next_event(struct rpma_conn *conn) {

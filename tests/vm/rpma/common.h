@@ -28,6 +28,9 @@ size_t client_mismatch(const char *tag, const uint8_t *buf, size_t size);
 /* fnv1a: a 32-bit digest of BUF, printed so two runs can be compared */
 uint32_t fnv1a(const uint8_t *buf, size_t size);
 
+/* set_nonblock: O_NONBLOCK on FD, as librpma's examples set it on the fds they epoll */
+void set_nonblock(int fd);
+
 /* next_event: polls the connection's event fd (rpma_conn_get_event_fd) until readable,
  * then returns rpma_conn_next_event's event */
 enum rpma_conn_event next_event(struct rpma_conn *conn);

@@ -93,6 +93,15 @@ static int accept_one(struct rpma_peer *peer, struct rpma_ep *ep, struct served 
   printf("%saccepted with the buffer's %zu-byte descriptor%s\n", s->prefix, desc_size,
          g_srq ? ", on the SRQ" : "");
   expect_event(s->conn, RPMA_CONN_ESTABLISHED, s->prefix);
+  /* no other event can come before the client has its answer: with the event fd
+   * non-blocking (as example 06 sets it), librdmacm's EAGAIN is librpma's provider error */
+  int conn_fd;
+  die_rpma(rpma_conn_get_event_fd(s->conn, &conn_fd), "rpma_conn_get_event_fd");
+  set_nonblock(conn_fd);
+  enum rpma_conn_event none = RPMA_CONN_UNDEFINED;
+  int ret = rpma_conn_next_event(s->conn, &none);
+  printf("%snon-blocking rpma_conn_next_event with no event: %s\n", s->prefix,
+         ret == 0 ? rpma_utils_conn_event_2str(none) : rpma_err_2str(ret));
   return 1;
 }
 
@@ -192,6 +201,15 @@ int main(int argc, char **argv) {
                              (void *)(uintptr_t)k),
                "rpma_srq_recv");
   }
+  /* before any client can come: the endpoint's fd non-blocking and no request */
+  int ep_fd;
+  die_rpma(rpma_ep_get_fd(ep, &ep_fd), "rpma_ep_get_fd");
+  set_nonblock(ep_fd);
+  struct rpma_conn_req *none = NULL;
+  int ret = rpma_ep_next_conn_req(ep, g_cfg, &none);
+  printf("server: non-blocking rpma_ep_next_conn_req with no request: %s\n",
+         ret == 0 ? "a request" : rpma_err_2str(ret));
+  if (ret == 0) die("a connection request before the server said it listens");
   printf("server: listening%s\n", g_srq ? " (SRQ)" : "");
 
   static struct served served[MAX_CONNS];
