@@ -88,6 +88,16 @@ finish_rping_server() {
   fi
 }
 
+# same_outputs NAME KERNEL USCM: the two outputs (files) are the same lines
+same_outputs() {
+  if [ -s "$2" ] && diff -q "$2" "$3" > /dev/null; then
+    pass "$1"; printf '  = %s lines, last: %s\n' "$(wc -l < "$2")" "$(tail -n 1 "$2")"
+  else
+    diff -u "$2" "$3" | sed 's/^/  | /' | head -n 60
+    fail "$1" "the kernel's and uscm's outputs differ (- kernel, + uscm)"
+  fi
+}
+
 # has_lines NAME LOG REGEX COUNT: LOG has exactly COUNT lines matching REGEX
 has_lines() {
   local n; n=$(grep -cE -- "$3" "$2")

@@ -52,16 +52,6 @@ fio_ok() {
   fi
 }
 
-# same NAME KERNEL USCM: the two outputs are the same lines
-same() {
-  if [ -s "$2" ] && diff -q "$2" "$3" > /dev/null; then
-    pass "$1"; printf '  = %s lines, last: %s\n' "$(wc -l < "$2")" "$(tail -n 1 "$2")"
-  else
-    diff -u "$2" "$3" | sed 's/^/  | /' | head -n 60
-    fail "$1" "the kernel's and uscm's outputs differ (- kernel, + uscm)"
-  fi
-}
-
 # Each VM runs its server and, once the other VM's server listens, its client at the same
 # time: the two directions of a step overlap (VM a: the kernel CM, VM b: the drop-in).
 dropin_roles
@@ -103,8 +93,8 @@ finish "$me-pyverbs-served-$peer" "$pid" /tmp/py-server.err
 if [ "$USCM_VM_ROLE" = a ]; then
   sync.sh get py-dropin-server "$T" > /tmp/py-dropin-server.out
   sync.sh get py-dropin-client "$T" > /tmp/py-dropin-client.out
-  same pyverbs-server-same /tmp/py-server.out /tmp/py-dropin-server.out
-  same pyverbs-client-same /tmp/py-client.out /tmp/py-dropin-client.out
+  same_outputs pyverbs-server-same /tmp/py-server.out /tmp/py-dropin-server.out
+  same_outputs pyverbs-client-same /tmp/py-client.out /tmp/py-dropin-client.out
   echo "$FAILED" | sync.sh put a-failed
   sync.sh wait b-done "$T"
 else

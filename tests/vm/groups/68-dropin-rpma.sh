@@ -13,9 +13,11 @@
 #      server's 4 KiB pattern (rpma_read), writes its own (rpma_write + rpma_flush),
 #      reads it back, sends a message and checks the answer; the server checks the
 #      message and that its buffer holds the client's pattern.
-#   2. two clients at once to one server (N=2): the server accepts both before serving
-#      either, each connection on its own migrated channel.
-#   3. as 2 with an SRQ on the server (rpma_srq: rdma_create_qp_ex with its srq, the
+#   2. three clients at once to one server: the server accepts all before serving any,
+#      each connection on its own migrated channel; the third reads the server's pattern
+#      and deletes its connection without disconnecting (rdma_destroy_id of an
+#      established id: the server's RPMA_CONN_CLOSED must come from its DREQ).
+#   3. two clients as in 2 with an SRQ on the server (rpma_srq: rdma_create_qp_ex with its srq, the
 #      messages' receives on the SRQ's own CQ, matched to connections by QP number),
 #      clients whose QPs have a receive CQ of their own (both CQs on one completion
 #      channel), and a third client at the same time that the server rejects
@@ -38,16 +40,6 @@ vm_pair --cm-a --timeout 400
 
 IP=$USCM_VM_IP PEER=$USCM_VM_PEER_IP
 SERVER=$USCM_VM_BIN/tests/vm/rpma/rpma_server CLIENT=$USCM_VM_BIN/tests/vm/rpma/rpma_client
-
-# same NAME KERNEL USCM: the two outputs are the same lines
-same() {
-  if [ -s "$2" ] && diff -q "$2" "$3" > /dev/null; then
-    pass "$1"; printf '  = %s lines, last: %s\n' "$(wc -l < "$2")" "$(tail -n 1 "$2")"
-  else
-    diff -u "$2" "$3" | sed 's/^/  | /' | head -n 60
-    fail "$1" "the kernel's and uscm's outputs differ (- kernel, + uscm)"
-  fi
-}
 
 dropin_roles
 # Ports: the server of VM a listens on P, VM b's on P + 1.
@@ -87,7 +79,7 @@ step() {
 }
 
 step one 7490 - - one
-step two 7492 - - two-a two-b
+step two 7492 - - two-a two-b drop-c
 step three 7494 srq rcq three-a three-b reject-c
 STEPS=(one two three)
 
@@ -96,8 +88,8 @@ if [ "$USCM_VM_ROLE" = a ]; then
     sed 's/^/  = /' /tmp/"$name"-server.sorted /tmp/"$name"-clients.out
     sync.sh get "rpma-dropin-$name-server" "$T" > /tmp/"$name"-dropin-server.sorted
     sync.sh get "rpma-dropin-$name-clients" "$T" > /tmp/"$name"-dropin-clients.out
-    same "rpma-$name-server-same" /tmp/"$name"-server.sorted /tmp/"$name"-dropin-server.sorted
-    same "rpma-$name-clients-same" /tmp/"$name"-clients.out /tmp/"$name"-dropin-clients.out
+    same_outputs "rpma-$name-server-same" /tmp/"$name"-server.sorted /tmp/"$name"-dropin-server.sorted
+    same_outputs "rpma-$name-clients-same" /tmp/"$name"-clients.out /tmp/"$name"-dropin-clients.out
   done
   echo "$FAILED" | sync.sh put a-failed
   sync.sh wait b-done "$T"

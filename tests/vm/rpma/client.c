@@ -8,7 +8,9 @@
  * the answer "ack TAG" (posted before the connect), then disconnects. Every byte is
  * checked; exit 0 when every check held. With "rcq" its QP has a receive CQ of its own
  * (rdma_create_qp_ex with two CQs) sharing one completion channel with the other
- * (rpma_conn_wait). A TAG that starts with "reject" expects the server's reject. */
+ * (rpma_conn_wait). A TAG that starts with "reject" expects the server's reject; one
+ * that starts with "drop" deletes the connection after the first read, not
+ * disconnecting first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,19 @@ static void read_remote(struct rpma_conn *conn, struct rpma_mr_local *mr, size_t
   struct ibv_wc wc;
   wait_wc(conn, &wc);
   if (wc.opcode != IBV_WC_RDMA_READ) die("the read's completion is not an RDMA read");
+}
+
+/* done: deletes what the client made (the connection already deleted or NULL) and says
+ * so; main's exit status */
+static int done(struct rpma_mr_remote *remote, struct rpma_mr_local *mr,
+                struct rpma_conn_cfg *cfg, struct rpma_peer *peer, uint8_t *buf) {
+  if (remote != NULL) die_rpma(rpma_mr_remote_delete(&remote), "rpma_mr_remote_delete");
+  die_rpma(rpma_mr_dereg(&mr), "rpma_mr_dereg");
+  die_rpma(rpma_conn_cfg_delete(&cfg), "rpma_conn_cfg_delete");
+  die_rpma(rpma_peer_delete(&peer), "rpma_peer_delete");
+  free(buf);
+  printf("client: done\n");
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -93,12 +108,7 @@ int main(int argc, char **argv) {
   if (strncmp(tag, "reject", 6) == 0) {
     expect_event(conn, RPMA_CONN_REJECTED, "client: ");
     die_rpma(rpma_conn_delete(&conn), "rpma_conn_delete");
-    die_rpma(rpma_mr_dereg(&mr), "rpma_mr_dereg");
-    die_rpma(rpma_conn_cfg_delete(&cfg), "rpma_conn_cfg_delete");
-    die_rpma(rpma_peer_delete(&peer), "rpma_peer_delete");
-    free(buf);
-    printf("client: done\n");
-    return 0;
+    return done(NULL, mr, cfg, peer, buf);
   }
   expect_event(conn, RPMA_CONN_ESTABLISHED, "client: ");
 
@@ -121,6 +131,13 @@ int main(int argc, char **argv) {
   printf("client: read %d bytes, %zu are the server's pattern, fnv1a %08x\n", RPMA_BUF_SIZE,
          good, fnv1a(buf + kRead, RPMA_BUF_SIZE));
   if (good != RPMA_BUF_SIZE) die("the server's buffer is not its pattern");
+  if (strncmp(tag, "drop", 4) == 0) {
+    /* librpma's error paths: the connection deleted with no rpma_conn_disconnect
+     * (rdma_destroy_id of an established id, which sends the DREQ) */
+    die_rpma(rpma_conn_delete(&conn), "rpma_conn_delete");
+    printf("client: deleted the connection without disconnecting\n");
+    return done(remote, mr, cfg, peer, buf);
+  }
 
   for (size_t i = 0; i < RPMA_BUF_SIZE; i++) buf[kWrite + i] = client_pattern(tag, i);
   die_rpma(rpma_write(conn, remote, 0, mr, kWrite, RPMA_BUF_SIZE, RPMA_F_COMPLETION_ON_ERROR,
@@ -165,11 +182,5 @@ int main(int argc, char **argv) {
   die_rpma(rpma_conn_disconnect(conn), "rpma_conn_disconnect");
   expect_event(conn, RPMA_CONN_CLOSED, "client: ");
   die_rpma(rpma_conn_delete(&conn), "rpma_conn_delete");
-  die_rpma(rpma_mr_remote_delete(&remote), "rpma_mr_remote_delete");
-  die_rpma(rpma_mr_dereg(&mr), "rpma_mr_dereg");
-  die_rpma(rpma_conn_cfg_delete(&cfg), "rpma_conn_cfg_delete");
-  die_rpma(rpma_peer_delete(&peer), "rpma_peer_delete");
-  free(buf);
-  printf("client: done\n");
-  return 0;
+  return done(remote, mr, cfg, peer, buf);
 }

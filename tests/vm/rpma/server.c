@@ -11,7 +11,8 @@
  * "reject" is rejected (rpma_conn_req_delete: rdma_reject); N counts it too. With
  * "srq" the connections' QPs share one SRQ (rdma_create_qp_ex with its srq) whose
  * receive CQ is its own, and the messages' receives are posted to the SRQ before the
- * first accept. Exit 0 when every check held. */
+ * first accept. A client whose tag starts with "drop" sends no message: its connection
+ * is served by waiting for its CLOSED alone. Exit 0 when every check held. */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,8 +94,10 @@ static int accept_one(struct rpma_peer *peer, struct rpma_ep *ep, struct served 
   printf("%saccepted with the buffer's %zu-byte descriptor%s\n", s->prefix, desc_size,
          g_srq ? ", on the SRQ" : "");
   expect_event(s->conn, RPMA_CONN_ESTABLISHED, s->prefix);
-  /* no other event can come before the client has its answer: with the event fd
-   * non-blocking (as example 06 sets it), librdmacm's EAGAIN is librpma's provider error */
+  /* no other event can come before the client has its answer (a "drop" client's CLOSED
+   * can): with the event fd non-blocking (as example 06 sets it), librdmacm's EAGAIN is
+   * librpma's provider error */
+  if (strncmp(s->tag, "drop", 4) == 0) return 1;
   int conn_fd;
   die_rpma(rpma_conn_get_event_fd(s->conn, &conn_fd), "rpma_conn_get_event_fd");
   set_nonblock(conn_fd);
@@ -127,8 +130,25 @@ static void take_srq_messages(struct served *served, int n) {
   }
 }
 
+/* release: the connection (its CLOSED seen) and its buffers */
+static void release(struct served *s) {
+  die_rpma(rpma_conn_disconnect(s->conn), "rpma_conn_disconnect");
+  die_rpma(rpma_conn_delete(&s->conn), "rpma_conn_delete");
+  die_rpma(rpma_mr_dereg(&s->buf_mr), "rpma_mr_dereg");
+  die_rpma(rpma_mr_dereg(&s->msg_mr), "rpma_mr_dereg");
+  free(s->buf);
+  free(s->msg);
+  printf("%sdone\n", s->prefix);
+}
+
 /* serve_one: the client's message, its pattern in the buffer, the answer, its disconnect */
 static void serve_one(struct served *s) {
+  if (strncmp(s->tag, "drop", 4) == 0) {
+    /* the client deletes its connection without rpma_conn_disconnect */
+    expect_event(s->conn, RPMA_CONN_CLOSED, s->prefix);
+    release(s);
+    return;
+  }
   struct rpma_cq *cq;
   die_rpma(rpma_conn_get_cq(s->conn, &cq), "rpma_conn_get_cq");
   struct ibv_wc wc;
@@ -160,13 +180,7 @@ static void serve_one(struct served *s) {
   fflush(stdout);
 
   expect_event(s->conn, RPMA_CONN_CLOSED, s->prefix);
-  die_rpma(rpma_conn_disconnect(s->conn), "rpma_conn_disconnect");
-  die_rpma(rpma_conn_delete(&s->conn), "rpma_conn_delete");
-  die_rpma(rpma_mr_dereg(&s->buf_mr), "rpma_mr_dereg");
-  die_rpma(rpma_mr_dereg(&s->msg_mr), "rpma_mr_dereg");
-  free(s->buf);
-  free(s->msg);
-  printf("%sdone\n", s->prefix);
+  release(s);
 }
 
 int main(int argc, char **argv) {
