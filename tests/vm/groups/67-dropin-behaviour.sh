@@ -6,7 +6,9 @@
 # The two outputs of each program are compared line for line (one check per program
 # and side). The programs print only deterministic values; the differences that stay
 # are in docs/API.md ("What the behaviour programs show").
-#   mc_join   (a alone) rdma_join_multicast / _ex with each join flag, bad arguments
+#   mc_join   (a alone) rdma_join_multicast / _ex with each join flag, bad arguments, and
+#             the joins of a UD RDMA_PS_IB id (rdma_create_ep from ai_qp_type UD: its
+#             MULTICAST_JOIN's Q_Key, rdma_init_qp_attr's) and of an RC one (refused)
 #   set_option (a alone) each option, good and bad values, and its visible effect
 #   port_bind (a alone, with a second address on its NIC) which binds and listens share
 #             a port: AFONLY, two addresses, wildcard, REUSEADDR, no such address, <1024
