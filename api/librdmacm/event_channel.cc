@@ -342,6 +342,11 @@ int DropEvents(rdma_event_channel* channel, EventMatch match, const void* arg) {
   return static_cast<int>(dropped.size());
 }
 
+const void* AckArgOf(const rdma_cm_event& event) {
+  const Event& e = reinterpret_cast<const Event&>(event);  // `pub` first
+  return e.on_ack != nullptr ? e.on_ack_arg : nullptr;
+}
+
 }  // namespace uscm::librdmacm
 
 using uscm::librdmacm::Channel;

@@ -46,6 +46,10 @@ int QueueEventWithAck(rdma_event_channel* channel, const rdma_cm_event& event,
                       const void* private_data, size_t private_data_len, void (*on_ack)(void*),
                       void* arg);
 
+// The `arg` an event of this library's channels was queued with
+// (QueueEventWithAck; NULL for QueueEvent's).
+const void* AckArgOf(const rdma_cm_event& event);
+
 // Whether `channel` was made by the parent process, before a fork() of which
 // this process is the child (fork_locks.h ForkGeneration): its
 // rdma_get_cm_event, an rdma_create_id or rdma_migrate_id onto it fail with

@@ -110,6 +110,16 @@ void Forward(const uscm_cm_event& ue, Port* from) {
       break;
   }
 
+  const bool multicast =
+      ue.event == USCM_CM_EVENT_MULTICAST_JOIN || ue.event == USCM_CM_EVENT_MULTICAST_ERROR;
+  McJoin* join = nullptr;
+  if (multicast) {
+    // uscm's context is the join's handle (multicast.cc); a join left
+    // already: its event is dropped, as the kernel's ucma_cleanup_mc_events.
+    join = JoinOfLocked(id, ue.param.ud.private_data);
+    if (join == nullptr) return;
+  }
+
   rdma_cm_event ev = {};
   ev.id = &id->pub;
   ev.listen_id = listen != nullptr ? &listen->pub : nullptr;
@@ -117,8 +127,6 @@ void Forward(const uscm_cm_event& ue, Port* from) {
   ev.status = ue.event == USCM_CM_EVENT_DEVICE_REMOVAL ? 0 : ue.status;
   const void* data;
   size_t len;
-  const bool multicast =
-      ue.event == USCM_CM_EVENT_MULTICAST_JOIN || ue.event == USCM_CM_EVENT_MULTICAST_ERROR;
   if (IsUdId(id->pub) || multicast) {
     ToIbvAh(ue.param.ud.ah_attr, &ev.param.ud.ah_attr);
     // uscm's GID entry of the id (uscm_source_gid_index: the route's
@@ -134,9 +142,9 @@ void Forward(const uscm_cm_event& ue, Port* from) {
     len = ue.param.ud.private_data_len;
     if (multicast) {
       // As librdmacm: private_data is the join's context, not data.
-      ev.param.ud.private_data = data;
-      data = nullptr;
-      len = 0;
+      ev.param.ud.private_data = join->context;
+      QueueForJoin(join, id->pub.channel, ev);
+      return;
     }
   } else {
     ToConnParam(ue.param.conn, ue.event == USCM_CM_EVENT_CONNECT_REQUEST, &ev.param.conn);

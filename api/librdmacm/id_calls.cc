@@ -126,18 +126,18 @@ int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) {
 // QPN 0xFFFFFF, private_data = the join's context) are librdmacm's; uscm
 // checks the arguments as librdmacm does. An RDMA_PS_IB id joins as its
 // qp_type says now (SyncQpType; only a UD one joins, as the kernel's).
+// rdma_leave_multicast returns once the join's events the program took are
+// acked (multicast.cc).
 int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
   uscm_addr a;
   if (addr == nullptr || uscm::librdmacm::ToUscmAddr(addr, &a) != 0) {
     return Fail(EINVAL, "rdma_join_multicast", "address is NULL or of an unknown family");
   }
-  if (uscm::librdmacm::ForId("rdma_join_multicast", id, [&](uscm_cm_id* uid) {
+  return uscm::librdmacm::JoinMulticast(
+      "rdma_join_multicast", id, addr, context, [&](uscm_cm_id* uid, void* handle) {
         if (uscm::librdmacm::SyncQpType(id, uid, "rdma_join_multicast") != 0) return -1;
-        return uscm_join_multicast(uid, &a, context);
-      }) != 0) {
-    return -1;
-  }
-  return uscm::librdmacm::CompleteCall(id, "rdma_join_multicast");
+        return uscm_join_multicast(uid, &a, handle);
+      });
 }
 
 int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* mc_join_attr, void* context) {
@@ -150,13 +150,12 @@ int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* mc_join_attr
     }
     attr.addr = &a;
   }
-  if (uscm::librdmacm::ForId("rdma_join_multicast_ex", id, [&](uscm_cm_id* uid) {
+  return uscm::librdmacm::JoinMulticast(
+      "rdma_join_multicast_ex", id, mc_join_attr->addr, context,
+      [&](uscm_cm_id* uid, void* handle) {
         if (uscm::librdmacm::SyncQpType(id, uid, "rdma_join_multicast_ex") != 0) return -1;
-        return uscm_join_multicast_ex(uid, &attr, context);
-      }) != 0) {
-    return -1;
-  }
-  return uscm::librdmacm::CompleteCall(id, "rdma_join_multicast_ex");
+        return uscm_join_multicast_ex(uid, &attr, handle);
+      });
 }
 
 int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
@@ -164,8 +163,7 @@ int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
   if (addr == nullptr || uscm::librdmacm::ToUscmAddr(addr, &a) != 0) {
     return Fail(EINVAL, "rdma_leave_multicast", "address is NULL or of an unknown family");
   }
-  return uscm::librdmacm::ForId("rdma_leave_multicast", id,
-                                 [&](uscm_cm_id* uid) { return uscm_leave_multicast(uid, &a); });
+  return uscm::librdmacm::LeaveMulticast(id, addr, a);
 }
 
 // As librdmacm: the id's QP and SRQ go with it.

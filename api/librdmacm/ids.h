@@ -111,6 +111,24 @@ int ListenOnOtherPorts(rdma_cm_id* id, int backlog);
 // The depths of a passive id's CONNECT_REQUEST (rdma_accept's defaults);
 // unchanged for an unknown id.
 void RequestDepths(rdma_cm_id* id, uint8_t* initiator_depth, uint8_t* responder_resources);
+// rdma_join_multicast(_ex) (multicast.cc): keeps the join of `addr` with the
+// program's `context`, runs `join` on the id's uscm id with the join's
+// handle as uscm's context, then CompleteCall. 0, or -1 with errno (the join
+// is then forgotten). A NULL `addr` (rdma_join_multicast_ex's) keeps nothing:
+// uscm's checks refuse the join.
+int JoinMulticast(const char* call, rdma_cm_id* id, const sockaddr* addr, void* context,
+                  const std::function<int(uscm_cm_id*, void* handle)>& join);
+// rdma_leave_multicast, as librdmacm's: the join of `addr` (compared as
+// librdmacm does, over the address's length; none: EADDRNOTAVAIL) is left
+// on uscm (`group`), its events still queued are dropped (the kernel's
+// ucma_cleanup_mc_events) and the call returns once those the program took
+// are acked, so the program may free the join's context after it. 0, or -1
+// with errno.
+int LeaveMulticast(rdma_cm_id* id, const sockaddr* addr, const uscm_addr& group);
+// Tests: rdma_leave_multicast, about to wait for acks, calls fn(arg) outside
+// the library's locks (NULL: nothing).
+void SetLeaveWaitHookForTesting(void (*fn)(void* arg), void* arg);
+
 // The next event on `channel`, blocking (under a test driver, the driver
 // runs the fabric until one is queued).
 int WaitForEvent(rdma_event_channel* channel, rdma_cm_event** event);

@@ -7,8 +7,11 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,6 +22,24 @@
 #include "api/librdmacm/ports.h"
 
 namespace uscm::librdmacm::internal {
+
+struct IdState;
+
+// One rdma_join_multicast(_ex) of an id, until rdma_leave_multicast or the
+// id's destruction (librdmacm's struct cma_multicast): uscm is given
+// `handle` as the join's context (as librdmacm gives the kernel its mc), and
+// the pump turns it back into the program's `context` (multicast.cc).
+struct McJoin {
+  IdState* state;
+  uint64_t handle;
+  void* context;
+  sockaddr_storage addr;  // the program's, compared over `addr_len` bytes
+  size_t addr_len;
+  // Its events queued or handed to the program and not yet acked (under
+  // state->mu): what rdma_leave_multicast waits on once the queued ones
+  // are dropped.
+  int unacked = 0;
+};
 
 // What rdma_destroy_id waits on: events of the id handed to the program and
 // not yet acked.
@@ -71,6 +92,8 @@ struct IdState {
   // process's address there): not tried again.
   std::vector<Port*> refused_ports;
   uscm_addr bound = {};
+  // Its multicast joins (under g_mu); their events count in `unacked` too.
+  std::vector<std::unique_ptr<McJoin>> joins;
   std::mutex mu;
   std::condition_variable acked;
   int unacked = 0;
@@ -150,6 +173,15 @@ Id* NewId(uscm_cm_id* uid, Port* port, rdma_event_channel* channel, void* contex
 // One uscm event of `from` to the program's channel (PumpEventsLocked's
 // step): a CONNECT_REQUEST's new passive id, the event's parameters.
 void Forward(const uscm_cm_event& ue, Port* from);
+
+// multicast.cc
+// The join of `id` that uscm knows by `handle` (the context it was given);
+// NULL once the join was left: its event is then dropped, as the kernel's
+// ucma_cleanup_mc_events drops a left join's undelivered events.
+McJoin* JoinOfLocked(Id* id, const void* handle);
+// `ev` of `join` onto `target`, counted unacked for the id and for the join
+// until rdma_ack_cm_event.
+void QueueForJoin(McJoin* join, rdma_event_channel* target, const rdma_cm_event& ev);
 
 // fork_ids.cc
 // Why FindLocked found no id: -1 with errno EACCES for the parent's id in a
