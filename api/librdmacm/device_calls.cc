@@ -51,7 +51,10 @@ int CloseRemovedLocked(bool* skipped) {
       // A wildcard id, on no device, moves off (it keeps nothing); an id on
       // one of its ports keeps it (librdmacm's refcnt) and is sent
       // DEVICE_REMOVAL, as the kernel's cma_process_remove does.
-      for (Port* p : ports) internal::MoveWildcardIdsOffLocked(p, "device removed");
+      for (Port* p : ports) {
+        internal::MoveWildcardIdsOffLocked(p, "device removed");
+        internal::DropPlaceholdersLocked(p, "device removed");  // on no device either
+      }
       bool used = false;
       for (const Port* p : ports) used |= internal::IdOnPortLocked(p);
       if (used) {

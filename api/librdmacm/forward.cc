@@ -100,6 +100,10 @@ void Forward(const uscm_cm_event& ue, Port* from) {
         SayWildcardPathLost(id, from);
         return;
       }
+      // A created id on no device (its placeholder uscm id there): the
+      // kernel's has no device, so none; its placeholder leaves the port
+      // after the port's events (DropPlaceholdersLocked).
+      if (IsPlaceholderLocked(id)) return;
       // A listener bound to the port's address: OnLostPathLocked moves it
       // to the port's fresh entry, or sends it this event if the device went.
       if (id->state->removal_sent || RemovalLeftToLostPathLocked(id)) return;

@@ -263,6 +263,20 @@ void MoveWildcardIdsOffLocked(Port* port, const char* call);
 // ones MoveWildcardIdsOffLocked moves): the kernel sends it no
 // DEVICE_REMOVAL.
 bool OnNoDeviceLocked(const Id* id);
+// Whether `id` is a created id on no device, not a wildcard: no address
+// bound or asked for, its uscm id a placeholder on the default port that
+// holds its options and QP type alone (MaterializeLocked made it for
+// rdma_set_option, or another call that needs a uscm id). The kernel's id
+// has no device (cma_process_remove never sees it), so it gets no
+// DEVICE_REMOVAL (Forward) and its placeholder leaves a lost or removed port
+// (DropPlaceholdersLocked).
+bool IsPlaceholderLocked(const Id* id);
+// Every placeholder uscm id on `port` (IsPlaceholderLocked) destroyed, with
+// no event: its id is on no port again, and its next call that needs a uscm
+// id makes one with its options on the default port (MaterializeLocked).
+// Its port's MAD path was lost (OnLostPathLocked) or its device removed
+// (device_calls.cc). With USCM_DEBUG, one line per id.
+void DropPlaceholdersLocked(const Port* port, const char* call);
 // The MAD path of `port` was lost (its uscmd exited) under the wildcard id
 // `id`'s bind or listen there: no event (the kernel's wildcard listener has
 // no device); with USCM_DEBUG one line (OnLostPathLocked puts the id on the

@@ -601,5 +601,75 @@ TEST_F(UnpumpedLossTest, AWildcardIdResolvingFromAnotherPortTakesItsFreshEntry) 
   EXPECT_FALSE(HeldOnHost(0, "0.0.0.0:7030"));
 }
 
+
+// A created id on no device (no address, not a wildcard) whose
+// rdma_set_option put its placeholder uscm id on the default port, dev0's,
+// when dev0's uscmd is killed while dev0 stays. The kernel's id has no
+// device (cma_process_remove never sees it) and its CM is never lost: it
+// gets no event, and its rdma_resolve_addr with no source works as before.
+// The placeholder (the id's options alone) is dropped with no event when
+// the loss is taken (OnLostPathLocked), and the id's next call makes a
+// fresh one, with its options, on the port's fresh entry.
+class PlaceholderTest : public SimulatedPortsTest {
+ protected:
+  void SetUp() override {
+    SimulatedPortsTest::SetUp();
+    uint8_t tos = 32;
+    ASSERT_EQ(rdma_set_option(id_, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos), 0)
+        << strerror(errno);
+    ASSERT_EQ(id_->verbs, nullptr) << "no device yet";
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK), 0);
+    ports_ = PortChannelsForTesting();
+    ASSERT_EQ(ports_.size(), 2u);
+    g_reopen_sim[0] = sim2_ = uscm_sim_create(6);
+    ASSERT_NE(sim2_, nullptr);
+    ASSERT_EQ(uscm_sim_lose_transport(g_sim, 0, "uscmd rxe0:1 exited"), 0);
+  }
+  // dev0's old uscm device takes its lost MAD path's step, moved to ch_.
+  void TakeTheLoss() {
+    uscm_sim_run_until_event(g_sim, ports_[0], 1000);
+    PumpEvents();
+  }
+  // The events on ch_ now, acked.
+  std::vector<std::string> Events() {
+    std::vector<std::string> got;
+    rdma_cm_event* e = nullptr;
+    while (rdma_get_cm_event(ch_, &e) == 0) {
+      got.push_back(std::string(e->id == id_ ? "id " : "? ") + rdma_event_str(e->event));
+      rdma_ack_cm_event(e);
+    }
+    EXPECT_EQ(errno, EAGAIN);
+    return got;
+  }
+
+  std::vector<uscm_event_channel*> ports_;
+  uscm_sim* sim2_ = nullptr;  // dev0's new uscmd's fabric
+};
+
+// The loss taken first: no DEVICE_REMOVAL for the id (it got one before),
+// and the lost entry, where nothing lives, closes at the thread's step.
+TEST_F(PlaceholderTest, TheLossSendsTheIdNothing) {
+  TakeTheLoss();
+  EXPECT_EQ(Events(), std::vector<std::string>{});
+  EXPECT_EQ(g_port_devices_closed, 0);
+  RunPortResyncForTesting();  // the uscm-ports thread's next step
+  EXPECT_EQ(g_port_devices_closed, 1) << "the lost entry: no id lives there";
+  // From dev0's address (the default port is now the first live entry,
+  // dev1's: the fresh one is added last), with a fresh uscm id there.
+  ConnectToAcceptingPeer(ch_, sim2_, id_, 7040, "10.0.0.1");
+  EXPECT_EQ(id_->verbs, &g_ctx[0]);
+  EXPECT_EQ(g_closes, 0) << "dev0 stays";
+}
+
+// dev0 removed with its uscmd (the drop-in's listing sees it): the kernel's
+// id, on no device, gets nothing, and dev0 is not held by the placeholder.
+TEST_F(PlaceholderTest, ARemovedDeviceSendsTheIdNothingAndIsClosed) {
+  g_listed[0] = false;  // rdma link del dev0
+  EXPECT_EQ(Listed(), Names{"dev1"});
+  EXPECT_EQ(Events(), std::vector<std::string>{});
+  EXPECT_EQ(g_closes, 1) << "dev0 closed: no id lives there";
+  EXPECT_EQ(g_closed_ctx, &g_ctx[0]);
+}
+
 }  // namespace
 }  // namespace uscm::librdmacm

@@ -49,6 +49,9 @@ void OnLostPathLocked(Port* port) {
   // (OpenPortForIdLocked). The listeners bound to the port's address wait
   // on this entry for MoveListenersLocked, which moves them or sends each
   // its one DEVICE_REMOVAL (the device removed since): none from here.
+  // A created id's placeholder (no device: the kernel's id never sees the
+  // loss) leaves the port, removed or replaced, with no event.
+  DropPlaceholdersLocked(port, kCall);
   if (port->lost) return;
   if (port->gone || port->testing || port->verbs == nullptr) {
     SendLeftRemovalsLocked(port);

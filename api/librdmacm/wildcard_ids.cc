@@ -325,6 +325,33 @@ bool OnNoDeviceLocked(const Id* id) {
   return id->state->registered_wildcard && id->pub.port_num == 0;
 }
 
+bool IsPlaceholderLocked(const Id* id) {
+  const IdState& s = *id->state;
+  return s.uid != nullptr && id->pub.port_num == 0 && !s.wildcard_bound &&
+         !s.registered_wildcard && !s.port_listening && !s.wildcard_listening &&
+         id->pub.route.addr.src_addr.sa_family == AF_UNSPEC &&
+         id->pub.route.addr.dst_addr.sa_family == AF_UNSPEC;
+}
+
+void DropPlaceholdersLocked(const Port* port, const char* call) {
+  std::vector<Id*> ids;
+  for (const auto& [uid, id] : ByUscmId()) {
+    if (id->port == port && id->state->uid == uid && IsPlaceholderLocked(id)) ids.push_back(id);
+  }
+  for (Id* id : ids) {
+    if (uscm_destroy_id(id->state->uid) != 0) UscmFailed(call);
+    ByUscmId().erase(id->state->uid);
+    id->state->uid = nullptr;
+    id->port = nullptr;
+    if (DebugEnabled()) {
+      fprintf(stderr,
+              "uscm librdmacm: %s: %s:%u left: an id on no device had its placeholder there "
+              "(its options alone): no event, its next call makes one on the default port\n",
+              call, port->ca.c_str(), port->port_num);
+    }
+  }
+}
+
 void SayWildcardPathLost(const Id* id, const Port* port) {
   if (!DebugEnabled()) return;
   fprintf(stderr,
