@@ -144,9 +144,19 @@ int PlaceAtSourceLocked(Id* id, const uscm_addr& a, bool given, const char* call
 }
 
 // An id gets its uscm id when a call needs one: on the port of its address
-// (PlaceLocked), else on the default port.
+// (PlaceLocked), else on the default port. A created id on no device whose
+// placeholder is on a port whose uscmd died, the loss not taken yet
+// (rdma_resolve_addr with no source and no route): OpenPortForIdLocked takes
+// or replaces the loss, which drops the placeholder (OnLostPathLocked), and
+// the id goes to the port's fresh entry, through a new uscmd, as the
+// kernel's, whose CM is never lost; to another port when the device went.
 int MaterializeLocked(Id* id, const char* call) {
-  if (id->state->uid != nullptr) return 0;
+  if (id->state->uid != nullptr) {
+    if (!internal::IsPlaceholderLocked(id)) return 0;
+    Port* to = internal::OpenPortForIdLocked(id->port, call);
+    if (id->state->uid != nullptr) return to == nullptr ? -1 : 0;  // still served there
+    if (to != nullptr) return PlaceLocked(id, to, call);
+  }
   Port* port = DefaultPortLocked(call);
   return port == nullptr ? -1 : PlaceLocked(id, port, call);
 }

@@ -608,8 +608,9 @@ TEST_F(UnpumpedLossTest, AWildcardIdResolvingFromAnotherPortTakesItsFreshEntry) 
 // device (cma_process_remove never sees it) and its CM is never lost: it
 // gets no event, and its rdma_resolve_addr with no source works as before.
 // The placeholder (the id's options alone) is dropped with no event when
-// the loss is taken (OnLostPathLocked), and the id's next call makes a
-// fresh one, with its options, on the port's fresh entry.
+// the loss is taken (OnLostPathLocked), or when the id's next call finds
+// the MAD path lost first (MaterializeLocked), and the id's next call makes
+// a fresh one, with its options, on the port's fresh entry.
 class PlaceholderTest : public SimulatedPortsTest {
  protected:
   void SetUp() override {
@@ -659,6 +660,18 @@ TEST_F(PlaceholderTest, TheLossSendsTheIdNothing) {
   ConnectToAcceptingPeer(ch_, sim2_, id_, 7040, "10.0.0.1");
   EXPECT_EQ(id_->verbs, &g_ctx[0]);
   EXPECT_EQ(g_closes, 0) << "dev0 stays";
+}
+
+// The id resolves with no source (and no route: simulated ports) before the
+// port's progress thread took the loss: it used its placeholder on the lost
+// device, whose ADDR_RESOLVED never came through the new uscmd.
+TEST_F(PlaceholderTest, AResolveFromNoAddressBeforeTheLossIsTakenGoesThroughTheNewUscmd) {
+  ConnectToAcceptingPeer(ch_, sim2_, id_, 7041);
+  EXPECT_EQ(id_->verbs, &g_ctx[0]);
+  TakeTheLoss();
+  EXPECT_EQ(Events(), std::vector<std::string>{}) << "none for the id";
+  RunPortResyncForTesting();
+  EXPECT_EQ(g_port_devices_closed, 1) << "the lost entry: no id lives there";
 }
 
 // dev0 removed with its uscmd (the drop-in's listing sees it): the kernel's
