@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 
 namespace uscm::verbs {
@@ -58,6 +59,60 @@ std::vector<InterfaceAddress> IpoibAddressesOf(const mad::Gid& port_gid, const s
     return std::find(names.begin(), names.end(), a.interface) == names.end();
   });
   return out;
+}
+
+namespace {
+
+// One line of a sysfs file, trailing newline and blanks dropped ("" when absent).
+std::string ReadLine(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+  return line;
+}
+
+bool ParseHex(absl::string_view text, uint32_t* out) {
+  if (absl::StartsWith(text, "0x")) text.remove_prefix(2);
+  return !text.empty() && absl::SimpleHexAtoi(text, out);
+}
+
+}  // namespace
+
+std::vector<IpoibNetdev> IpoibNetdevsOf(const mad::Gid& port_gid, const std::string& sysfs) {
+  std::vector<IpoibNetdev> out;
+  for (const std::string& name : IpoibInterfacesOf(port_gid, sysfs)) {
+    const std::string dir = sysfs + "/class/net/" + name + "/";
+    IpoibNetdev n;
+    n.name = name;
+    uint32_t pkey = 0, flags = 0;
+    if (!absl::SimpleAtoi(ReadLine(dir + "ifindex"), &n.ifindex) || n.ifindex <= 0 ||
+        !ParseHex(ReadLine(dir + "pkey"), &pkey) || pkey > 0xffff ||
+        !ParseHex(ReadLine(dir + "flags"), &flags)) {
+      continue;
+    }
+    n.pkey = static_cast<uint16_t>(pkey);
+    n.up = (flags & 0x1) != 0;  // IFF_UP
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+const IpoibNetdev* IpoibNetdevOfRequest(const std::vector<IpoibNetdev>& netdevs, uint16_t pkey,
+                                        bool ipv6, const std::array<uint8_t, 16>& local,
+                                        std::vector<InterfaceAddress> (*addresses)()) {
+  std::vector<const IpoibNetdev*> l2;
+  for (const IpoibNetdev& n : netdevs) {
+    if ((n.pkey & 0x7fff) == (pkey & 0x7fff)) l2.push_back(&n);
+  }
+  if (l2.size() <= 1) return l2.empty() ? nullptr : l2.front();
+  const std::vector<InterfaceAddress> held = addresses();
+  for (const IpoibNetdev* n : l2) {
+    for (const InterfaceAddress& a : held) {
+      if (a.interface == n->name && a.ipv6 == ipv6 && a.ip == local) return n;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace uscm::verbs

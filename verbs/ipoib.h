@@ -11,6 +11,7 @@
 #ifndef USCM_VERBS_IPOIB_H_
 #define USCM_VERBS_IPOIB_H_
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -41,6 +42,33 @@ std::vector<std::string> IpoibInterfacesOf(const mad::Gid& port_gid,
 // fake), asked only when the port has an IPoIB interface.
 std::vector<InterfaceAddress> IpoibAddressesOf(
     const mad::Gid& port_gid, const std::string& sysfs = "/sys",
+    std::vector<InterfaceAddress> (*addresses)() = InterfaceAddresses);
+
+// An IPoIB interface as rdma_cm's request check needs it
+// (<sysfs>/class/net/<if>/ifindex, pkey, flags).
+struct IpoibNetdev {
+  std::string name;
+  int ifindex = 0;
+  uint16_t pkey = 0;  // as sysfs gives it, membership bit included
+  bool up = false;    // IFF_UP
+};
+
+// The IPoIB interfaces whose hardware address carries `port_gid` (a parent
+// and its P_Key children: ib0, ib0.8001), with their ifindex, P_Key and
+// IFF_UP; one whose files do not parse is left out.
+std::vector<IpoibNetdev> IpoibNetdevsOf(const mad::Gid& port_gid,
+                                        const std::string& sysfs = "/sys");
+
+// The kernel's ipoib_get_net_dev_by_params, which rdma_cm's cma_get_net_dev
+// asks for a request with an IP header on an InfiniBand port: of the port's
+// `netdevs`, those of the request's P_Key (15 bits: ib_find_cached_pkey
+// matches without the membership bit); one is the request's netdev whatever
+// its addresses; of several, the first that holds the request's destination
+// `local` (`ipv6`, an IPv4 one as ::ffff:a.b.c.d) among the host's
+// `addresses` (asked only then); none: NULL (the kernel refuses the request).
+const IpoibNetdev* IpoibNetdevOfRequest(
+    const std::vector<IpoibNetdev>& netdevs, uint16_t pkey, bool ipv6,
+    const std::array<uint8_t, 16>& local,
     std::vector<InterfaceAddress> (*addresses)() = InterfaceAddresses);
 
 }  // namespace uscm::verbs
