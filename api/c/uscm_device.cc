@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -229,6 +230,24 @@ absl::StatusOr<RocePort> ReadRocePort(const std::string& ca, int port, ibv_conte
   return out;
 }
 
+// DeviceOptions::ipoib_netdev_of on an InfiniBand port: the ifindex of the
+// request's IPoIB netdev (verbs::IpoibNetdevOfRequest) when it is up, 0
+// when none is or it is down, -1 when no IPoIB netdev carries the port's
+// GID (read from sysfs for each request with an IP header).
+int IpoibNetdevOfRequest(const uscm::mad::Gid& port_gid, uint16_t pkey,
+                         const uscm::Address& local) {
+  const std::vector<uscm::verbs::IpoibNetdev> netdevs = uscm::verbs::IpoibNetdevsOf(port_gid);
+  if (netdevs.empty()) return -1;
+  const bool ipv6 = local.family == uscm::Address::Family::kIpv6;
+  std::array<uint8_t, 16> ip = local.ip;  // an IPv4 one as ::ffff:a.b.c.d (InterfaceAddress)
+  if (!ipv6) {
+    std::fill(ip.begin(), ip.begin() + 10, 0);
+    ip[10] = ip[11] = 0xff;
+  }
+  const uscm::verbs::IpoibNetdev* n = uscm::verbs::IpoibNetdevOfRequest(netdevs, pkey, ipv6, ip);
+  return n != nullptr && n->up ? n->ifindex : 0;
+}
+
 // The IP addresses of the port's IPoIB interfaces (hardware address with
 // the port's GID), as rdma_cm binds and resolves on IB.
 std::vector<uscm::Address> IpoibIps(const uscm::mad::Gid& port_gid) {
@@ -323,13 +342,20 @@ uscm_device* OpenDevice(const char* ca_name, int port_num, ibv_context* verbs) {
     return neighbours->Resolve(src, dst, timeout);
   };
   options.route_to = [neighbours](const uscm::Address& dst) { return neighbours->RouteTo(dst); };
+  // The kernel's validate_net_dev for a request with an IP header: on RoCE
+  // on its GID entry's netdev, on InfiniBand on its IPoIB netdev.
+  options.route_back_on = [neighbours](const uscm::Address& local, const uscm::Address& remote,
+                                       int ifindex) {
+    return neighbours->RouteBackOn(local, remote, ifindex);
+  };
   if (ethernet) {
     options.netdev_of = [neighbours](const uscm::Address& local) {
       return neighbours->NetdevOf(local);
     };
-    options.route_back_on = [neighbours](const uscm::Address& local, const uscm::Address& remote,
-                                         int ifindex) {
-      return neighbours->RouteBackOn(local, remote, ifindex);
+  } else {
+    options.ipoib_netdev_of = [gid = (*transport)->port().gid](uint16_t pkey,
+                                                               const uscm::Address& local) {
+      return IpoibNetdevOfRequest(gid, pkey, local);
     };
   }
   auto opened = std::make_unique<OpenedDevice>();

@@ -76,6 +76,17 @@ struct DeviceOptions {
   // (the simulated fabric). Called with the device lock held.
   std::function<absl::Status(const Address& local, const Address& remote, int ifindex)>
       route_back_on;
+  // InfiniBand: the netdev of a request with an IP header, as the kernel's
+  // cma_get_net_dev asks IPoIB (ipoib_get_net_dev_by_params: the port's
+  // IPoIB netdevs of the request's P_Key `pkey`, the one holding `local`,
+  // its destination, among several; verbs::IpoibNetdevOfRequest): its
+  // ifindex when it is up, then checked by route_back_on as on RoCE; 0 when
+  // none is the request's or it is down, which refuses the request as the
+  // kernel's (-ENODEV, -EHOSTUNREACH: REJ 28, SIDR_REP status 2; counted in
+  // Device::misrouted_requests()); -1 when the port has no IPoIB netdev at
+  // all (a simulated port, ibsim's): not checked. Unset: not checked.
+  // Called with the device lock held.
+  std::function<int(uint16_t pkey, const Address& local)> ipoib_netdev_of;
   // The routing table's answer for `dst` (a real port: RTM_GETROUTE): the
   // source address it picks and the output netdev, nullopt without a route.
   // resolve_addr of an unbound id to a global destination takes that source

@@ -523,7 +523,9 @@ class Device final : public cm::NodeObserver {
   // (DeviceOptions::neighbour_reuse) instead of resolve_neighbour.
   uint64_t neighbour_reuses() const;
   // Requests refused because the route back to their source does not leave
-  // on the netdev they came in on (DeviceOptions::route_back_on).
+  // on the netdev they came in on (DeviceOptions::route_back_on), or, on
+  // InfiniBand, because no IPoIB netdev of the port is theirs or it is down
+  // (DeviceOptions::ipoib_netdev_of).
   uint64_t misrouted_requests() const;
   // REQs to a UD listener (REJ 28) and SIDR_REQs to an RC one (SIDR_REP
   // status 2), as the kernel's cma_ib_check_req_qp_type refuses them.
@@ -556,9 +558,11 @@ class Device final : public cm::NodeObserver {
   void OnConnectRequest(mad::TimePoint now, cm::CmEvent& e);
   void OnSidrRequest(mad::TimePoint now, cm::CmEvent& e);
   // validate_net_dev for a request that came in on GID entry `sgid_index`
+  // (RoCE; InfiniBand: of P_Key `pkey`, DeviceOptions::ipoib_netdev_of)
   // from `remote` to `local` (DeviceOptions::route_back_on): false refuses it
   // (counted).
-  bool RoutesBack(uint8_t sgid_index, const Address& local, const Address& remote);
+  bool RoutesBack(uint8_t sgid_index, uint16_t pkey, const Address& local,
+                  const Address& remote);
   void OnConnectResponse(mad::TimePoint now, CmId* id, cm::CmEvent& e);
   // The REQ / REP now waits for the user: an MRA answers its duplicates.
   void HoldMraForDuplicate(mad::TimePoint now, cm::ConnId conn);

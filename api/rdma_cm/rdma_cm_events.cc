@@ -109,10 +109,22 @@ void TakeEntrysNetdev(const DeviceOptions& o, uint8_t sgid_index, Address* dst) 
 }  // namespace
 
 
-bool Device::RoutesBack(uint8_t sgid_index, const Address& local, const Address& remote) {
+bool Device::RoutesBack(uint8_t sgid_index, uint16_t pkey, const Address& local,
+                        const Address& remote) {
   // The kernel checks every request whose netdev it knows (on RoCE the GID
-  // entry's); uscm knows it where the port's table gave the ifindexes.
-  const int ifindex = EntrysNetdev(options_, sgid_index);
+  // entry's); uscm knows it where the port's table gave the ifindexes. On
+  // InfiniBand the netdev is IPoIB's of the request's P_Key (and
+  // destination): none, or one that is down, refuses it
+  // (cma_ib_id_from_event).
+  int ifindex = EntrysNetdev(options_, sgid_index);
+  if (options_.ipoib_netdev_of) {
+    ifindex = options_.ipoib_netdev_of(pkey, local);
+    if (ifindex < 0) return true;  // no IPoIB netdev on the port: not known
+    if (ifindex == 0) {
+      ++misrouted_requests_;
+      return false;
+    }
+  }
   if (!options_.route_back_on || ifindex == 0) return true;
   absl::Status s = options_.route_back_on(local, remote, ifindex);
   if (s.ok() || s.code() != absl::StatusCode::kFailedPrecondition) return true;
@@ -393,7 +405,7 @@ void Device::OnConnectRequest(mad::TimePoint now, cm::CmEvent& e) {
     // bound to, gets REJ 28 without private data. A listener on loopback
     // takes any destination, as on the wildcard (cma_any_addr).
     if (h.ok()) {
-      listener = RoutesBack(e.req.sgid_index, local, peer) ? ListenerFor(listener, local) : nullptr;
+      listener = RoutesBack(e.req.sgid_index, e.req.pkey, local, peer) ? ListenerFor(listener, local) : nullptr;
     }
     if (!h.ok() || listener == nullptr) {
       (void)node_->cm().Reject(now, e.conn, cm::RejReason::kConsumerReject, {});
@@ -495,7 +507,7 @@ void Device::OnSidrRequest(mad::TimePoint now, cm::CmEvent& e) {
     // handler fails and ib_cm answers IB_SIDR_REJECT (cm_destroy_id ->
     // cm_reject_sidr_req), status 2.
     TakeEntrysNetdev(options_, e.req.sgid_index, &dst);
-    listener = RoutesBack(e.req.sgid_index, dst, peer) ? ListenerFor(listener, dst) : nullptr;
+    listener = RoutesBack(e.req.sgid_index, e.req.pkey, dst, peer) ? ListenerFor(listener, dst) : nullptr;
     if (listener == nullptr) {
       cm::SidrReplyParams p;
       p.status = 2;  // IB_SIDR_REJECT
