@@ -54,30 +54,12 @@ class IpoibNetdevTest : public ::testing::Test {
     cha_ = std::move(*cha);
     chb_ = std::move(*chb);
   }
-  bool RunUntilQueued(EventChannel& ch) {
-    return sched_.RunUntil([&] { return ch.queued() > 0; }, sched_.Now() + mad::Duration::Seconds(5))
-        .ok();
-  }
   // b listens on `bind`, a connects to 192.168.78.1:7180 (kUdp: a SIDR_REQ):
   // the first event on either side.
   Event* ListenAndConnect(const char* bind, PortSpace ps = PortSpace::kTcp) {
-    CmId* listener = *chb_->CreateId(nullptr, ps);
-    EXPECT_TRUE(listener->BindAddr(*Address::Parse(bind)).ok());
-    EXPECT_TRUE(listener->Listen(4).ok());
-    CmId* id = *cha_->CreateId(nullptr, ps);
-    EXPECT_TRUE(id->ResolveAddr(absl::nullopt, *Address::Parse("192.168.78.1:7180")).ok());
-    EXPECT_TRUE(RunUntilQueued(*cha_));
-    EXPECT_EQ((*cha_->GetEvent())->event, EventType::kAddrResolved);
-    EXPECT_TRUE(id->ResolveRoute().ok());
-    EXPECT_TRUE(RunUntilQueued(*cha_));
-    EXPECT_EQ((*cha_->GetEvent())->event, EventType::kRouteResolved);
-    ConnParam p;
-    p.qp_num = 0x123;
-    EXPECT_TRUE(id->Connect(p).ok());
-    (void)sched_.RunUntil([&] { return chb_->queued() > 0 || cha_->queued() > 0; },
-                          sched_.Now() + mad::Duration::Seconds(5));
-    EventChannel& ch = chb_->queued() > 0 ? *chb_ : *cha_;
-    absl::StatusOr<Event*> e = ch.GetEvent();
+    absl::StatusOr<Event*> e = testing::ListenAndConnect(
+        sched_, *chb_, *cha_, *Address::Parse(bind), *Address::Parse("192.168.78.1:7180"), ps);
+    EXPECT_TRUE(e.ok()) << e.status();
     return e.ok() ? *e : nullptr;
   }
   // b's listener did not take the request: a got `type` with `status`, b

@@ -102,4 +102,48 @@ absl::StatusOr<Event> SimFabric::Next(EventChannel& channel, mad::Duration limit
 
 void SimFabric::RunFor(mad::Duration d) { (void)scheduler_->RunFor(d); }
 
+namespace {
+
+// Runs until `ch` has an event (5 s of virtual time) and takes it: of `want`.
+absl::Status TakeEvent(sim::Scheduler& scheduler, EventChannel& ch, EventType want,
+                       const char* step) {
+  (void)scheduler.RunUntil([&] { return ch.queued() > 0; },
+                           scheduler.Now() + mad::Duration::Seconds(5));
+  absl::StatusOr<Event*> e = ch.GetEvent();
+  if (!e.ok()) return absl::DeadlineExceededError(absl::StrCat(step, ": no event"));
+  if ((*e)->event != want) {
+    return absl::InternalError(absl::StrCat(step, ": event ", static_cast<int>((*e)->event)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Event*> ListenAndConnect(sim::Scheduler& scheduler, EventChannel& listen,
+                                        EventChannel& connect, const Address& bind,
+                                        const Address& dst, PortSpace ps) {
+  absl::StatusOr<CmId*> listener = listen.CreateId(nullptr, ps);
+  if (!listener.ok()) return listener.status();
+  if (absl::Status s = (*listener)->BindAddr(bind); !s.ok()) return s;
+  if (absl::Status s = (*listener)->Listen(4); !s.ok()) return s;
+  absl::StatusOr<CmId*> id = connect.CreateId(nullptr, ps);
+  if (!id.ok()) return id.status();
+  if (absl::Status s = (*id)->ResolveAddr(absl::nullopt, dst); !s.ok()) return s;
+  if (absl::Status s = TakeEvent(scheduler, connect, EventType::kAddrResolved, "resolve_addr");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = (*id)->ResolveRoute(); !s.ok()) return s;
+  if (absl::Status s = TakeEvent(scheduler, connect, EventType::kRouteResolved, "resolve_route");
+      !s.ok()) {
+    return s;
+  }
+  ConnParam p;
+  p.qp_num = 0x123;
+  if (absl::Status s = (*id)->Connect(p); !s.ok()) return s;
+  (void)scheduler.RunUntil([&] { return listen.queued() > 0 || connect.queued() > 0; },
+                           scheduler.Now() + mad::Duration::Seconds(5));
+  return (listen.queued() > 0 ? listen : connect).GetEvent();
+}
+
 }  // namespace uscm::testing

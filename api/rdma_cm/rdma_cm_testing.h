@@ -35,6 +35,15 @@ struct TwoHostQp1s {
 };
 absl::StatusOr<TwoHostQp1s> OpenTwoHostQp1s(sim::Scheduler& scheduler);
 
+// On two Devices of `scheduler`: an id of `listen` bound to `bind` listens,
+// and an id of `connect` resolves `dst` (no source), its route, and
+// connects (qp_num 0x123; RDMA_PS_UDP: a SIDR_REQ). The first event then on
+// either channel: the listener's CONNECT_REQUEST or the connecting id's
+// answer (not acked). An error names the step that failed, or says none came.
+absl::StatusOr<Event*> ListenAndConnect(sim::Scheduler& scheduler, EventChannel& listen,
+                                        EventChannel& connect, const Address& bind,
+                                        const Address& dst, PortSpace ps);
+
 class SimFabric {
  public:
   // `faults` applies to both hosts' QP1 (send and receive), or none.

@@ -272,31 +272,12 @@ class RoceVlanPassiveTest : public ::testing::Test {
     cha_ = std::move(*cha);
     chb_ = std::move(*chb);
   }
-  bool RunUntilQueued(EventChannel& ch) {
-    return sched_.RunUntil([&] { return ch.queued() > 0; }, sched_.Now() + mad::Duration::Seconds(5))
-        .ok();
-  }
   // b listens on `bind`, a connects to `dst` (a REQ, or with kUdp a SIDR_REQ):
   // the first event on either side (b's CONNECT_REQUEST or a's answer), null
   // when none came.
   Event* ListenAndConnect(const Address& bind, const Address& dst, PortSpace ps = PortSpace::kTcp) {
-    CmId* listener = *chb_->CreateId(nullptr, ps);
-    EXPECT_TRUE(listener->BindAddr(bind).ok());
-    EXPECT_TRUE(listener->Listen(4).ok());
-    CmId* id = *cha_->CreateId(nullptr, ps);
-    EXPECT_TRUE(id->ResolveAddr(absl::nullopt, dst).ok());
-    EXPECT_TRUE(RunUntilQueued(*cha_));
-    EXPECT_EQ((*cha_->GetEvent())->event, EventType::kAddrResolved);
-    EXPECT_TRUE(id->ResolveRoute().ok());
-    EXPECT_TRUE(RunUntilQueued(*cha_));
-    EXPECT_EQ((*cha_->GetEvent())->event, EventType::kRouteResolved);
-    ConnParam p;
-    p.qp_num = 0x123;
-    EXPECT_TRUE(id->Connect(p).ok());
-    (void)sched_.RunUntil([&] { return chb_->queued() > 0 || cha_->queued() > 0; },
-                          sched_.Now() + mad::Duration::Seconds(5));
-    EventChannel& ch = chb_->queued() > 0 ? *chb_ : *cha_;
-    absl::StatusOr<Event*> e = ch.GetEvent();
+    absl::StatusOr<Event*> e = testing::ListenAndConnect(sched_, *chb_, *cha_, bind, dst, ps);
+    EXPECT_TRUE(e.ok()) << e.status();
     return e.ok() ? *e : nullptr;
   }
 
