@@ -98,6 +98,18 @@ std::vector<IpoibNetdev> IpoibNetdevsOf(const mad::Gid& port_gid, const std::str
   return out;
 }
 
+const std::vector<IpoibNetdev>& IpoibNetdevCache::Of(const mad::Gid& port_gid,
+                                                     uint64_t generation) {
+  if (!kept_ || generation != generation_ || !(port_gid == gid_)) {
+    netdevs_ = IpoibNetdevsOf(port_gid, sysfs_);
+    ++reads_;
+    kept_ = true;
+    generation_ = generation;
+    gid_ = port_gid;
+  }
+  return netdevs_;
+}
+
 const IpoibNetdev* IpoibNetdevOfRequest(const std::vector<IpoibNetdev>& netdevs, uint16_t pkey,
                                         bool ipv6, const std::array<uint8_t, 16>& local,
                                         std::vector<InterfaceAddress> (*addresses)()) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -58,6 +59,23 @@ struct IpoibNetdev {
 // IFF_UP; one whose files do not parse is left out.
 std::vector<IpoibNetdev> IpoibNetdevsOf(const mad::Gid& port_gid,
                                         const std::string& sysfs = "/sys");
+
+// IpoibNetdevsOf's answer kept while `generation` (RouteBackCache's: a link
+// change moves it) stays the same.
+class IpoibNetdevCache {
+ public:
+  explicit IpoibNetdevCache(std::string sysfs = "/sys") : sysfs_(std::move(sysfs)) {}
+  const std::vector<IpoibNetdev>& Of(const mad::Gid& port_gid, uint64_t generation);
+  uint64_t reads() const { return reads_; }  // IpoibNetdevsOf calls
+
+ private:
+  std::string sysfs_;
+  bool kept_ = false;
+  uint64_t generation_ = 0;
+  mad::Gid gid_;
+  std::vector<IpoibNetdev> netdevs_;
+  uint64_t reads_ = 0;
+};
 
 // The kernel's ipoib_get_net_dev_by_params, which rdma_cm's cma_get_net_dev
 // asks for a request with an IP header on an InfiniBand port: of the port's

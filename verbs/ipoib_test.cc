@@ -179,5 +179,32 @@ TEST(IpoibTest, TheRequestsNetdevIsItsPkeysThenItsDestinations) {
   EXPECT_EQ(IpoibNetdevOfRequest({}, 0xffff, false, ip, TwoChildAddresses), nullptr);
 }
 
+// The netdevs are read again only when the generation moves (a link
+// changed: RouteBackCache::Generation) or another port asks.
+TEST(IpoibTest, TheNetdevsAreKeptWhileTheGenerationStays) {
+  const std::string root = FakeSysfsWithPkeys();
+  absl::optional<mad::Gid> port = GidOfIpoibHwAddr(kIbHw);
+  ASSERT_TRUE(port.has_value());
+  IpoibNetdevCache cache(root);
+  EXPECT_EQ(cache.Of(*port, 1).size(), 3u);
+  std::ofstream(root + "/class/net/ib0/flags") << "0x1002\n";  // ib0 down
+  for (const IpoibNetdev& n : cache.Of(*port, 1)) {
+    if (n.name == "ib0") {
+      EXPECT_TRUE(n.up) << "kept: no change notified";
+    }
+  }
+  EXPECT_EQ(cache.reads(), 1u);
+  for (const IpoibNetdev& n : cache.Of(*port, 2)) {
+    if (n.name == "ib0") {
+      EXPECT_FALSE(n.up) << "read again after a change";
+    }
+  }
+  EXPECT_EQ(cache.reads(), 2u);
+  mad::Gid other;
+  other.raw[0] = 0xfe;
+  EXPECT_TRUE(cache.Of(other, 2).empty());
+  EXPECT_EQ(cache.reads(), 3u);
+}
+
 }  // namespace
 }  // namespace uscm::verbs

@@ -392,9 +392,19 @@ bool RouteBackCache::Changed() {
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else {
+      if (changed) ++generation_;
       return changed;  // EAGAIN: read them all
     }
   }
+}
+
+uint64_t RouteBackCache::Generation() {
+  if (fd_ < 0) return ++generation_;
+  if (Changed() && !kept_.empty()) {  // RouteLeavesOn will not see these changes
+    kept_.clear();
+    ++dropped_;
+  }
+  return generation_;
 }
 
 absl::Status RouteBackCache::RouteLeavesOn(NeighbourTable& table, const IpAddr& dst,

@@ -148,6 +148,11 @@ class RouteBackCache {
   absl::Status RouteLeavesOn(NeighbourTable& table, const IpAddr& dst, const IpAddr& src,
                              int ifindex);
 
+  // A number that changes when a route, rule, address or link changed since
+  // the last call (every call when not watching): what another answer kept
+  // beside this one (the port's IPoIB netdevs) compares.
+  uint64_t Generation();
+
   bool watching() const { return fd_ >= 0; }
   uint64_t asked() const { return asked_; }      // answers asked of the kernel
   uint64_t dropped() const { return dropped_; }  // times the kept answers were dropped
@@ -156,6 +161,7 @@ class RouteBackCache {
   // True when a change was notified since the last call.
   bool Changed();
   int fd_ = -1;
+  uint64_t generation_ = 0;
   absl::flat_hash_map<std::string, absl::Status> kept_;
   uint64_t asked_ = 0;
   uint64_t dropped_ = 0;

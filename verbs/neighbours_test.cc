@@ -317,6 +317,30 @@ TEST_F(NeighbourTableTest, TheRouteBackIsKeptUntilARouteOrAnAddressChanges) {
   EXPECT_EQ(cache.dropped(), 4u);
 }
 
+// Generation moves with a link change (what the port's IPoIB netdev list,
+// kept beside the answers, compares) and with a route change; the changes
+// it read drop the kept answers, as RouteLeavesOn's own read would.
+TEST_F(NeighbourTableTest, TheGenerationMovesWithALinkOrRouteChange) {
+  const int vt0 = static_cast<int>(if_nametoindex("vt0"));
+  RouteBackCache cache;
+  ASSERT_TRUE(cache.watching());
+  const uint64_t first = cache.Generation();
+  EXPECT_EQ(cache.Generation(), first) << "nothing changed";
+  const IpAddr from = Ip("10.31.0.5"), to = Ip("10.9.0.1");
+  EXPECT_EQ(cache.RouteLeavesOn(*table_, from, to, vt0).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(system("ip link set vt0 mtu 1400"), 0);
+  const uint64_t second = cache.Generation();
+  EXPECT_NE(second, first) << "a link changed";
+  ASSERT_EQ(system("ip route add 10.31.0.0/16 via 10.9.0.8"), 0);
+  EXPECT_NE(cache.Generation(), second) << "a route changed";
+  EXPECT_TRUE(cache.RouteLeavesOn(*table_, from, to, vt0).ok())
+      << "the refusal kept before was dropped with the changes Generation read";
+  EXPECT_EQ(cache.asked(), 2u);
+  ASSERT_EQ(system("ip route del 10.31.0.0/16 via 10.9.0.8"), 0);
+  ASSERT_EQ(system("ip link set vt0 mtu 1500"), 0);
+}
+
 // A full cache is dropped: requests from many sources keep at most kMaxKept.
 TEST_F(NeighbourTableTest, AFullRouteBackCacheIsDropped) {
   const int vt0 = static_cast<int>(if_nametoindex("vt0"));

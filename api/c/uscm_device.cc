@@ -149,6 +149,27 @@ class NeighbourResolver {
     return route_back_->RouteLeavesOn(*table_, ToIp(remote), ToIp(local), ifindex);
   }
 
+  // DeviceOptions::ipoib_netdev_of on an InfiniBand port: the ifindex of the
+  // request's IPoIB netdev (verbs::IpoibNetdevOfRequest) when it is up, 0
+  // when none is or it is down, -1 when no IPoIB netdev carries the port's
+  // GID. The port's netdevs are read from sysfs once and kept until a link
+  // (or route, rule, address) changes: RouteBackCache's watch.
+  int IpoibNetdevOf(const uscm::mad::Gid& port_gid, uint16_t pkey, const uscm::Address& local) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!route_back_.has_value()) route_back_.emplace();
+    const std::vector<uscm::verbs::IpoibNetdev>& netdevs =
+        ipoib_.Of(port_gid, route_back_->Generation());
+    if (netdevs.empty()) return -1;
+    const bool ipv6 = local.family == uscm::Address::Family::kIpv6;
+    std::array<uint8_t, 16> ip = local.ip;  // an IPv4 one as ::ffff:a.b.c.d (InterfaceAddress)
+    if (!ipv6) {
+      std::fill(ip.begin(), ip.begin() + 10, 0);
+      ip[10] = ip[11] = 0xff;
+    }
+    const uscm::verbs::IpoibNetdev* n = uscm::verbs::IpoibNetdevOfRequest(netdevs, pkey, ipv6, ip);
+    return n != nullptr && n->up ? n->ifindex : 0;
+  }
+
  private:
   static uscm::verbs::IpAddr ToIp(const uscm::Address& a) {
     uscm::verbs::IpAddr ip;
@@ -180,6 +201,7 @@ class NeighbourResolver {
   std::mutex mu_;
   absl::optional<uscm::verbs::NeighbourTable> table_;
   absl::optional<uscm::verbs::RouteBackCache> route_back_;
+  uscm::verbs::IpoibNetdevCache ipoib_;  // IpoibNetdevOf's
 };
 
 // What uscm_device_open reads of a RoCE port: its GID table with only its
@@ -228,24 +250,6 @@ absl::StatusOr<RocePort> ReadRocePort(const std::string& ca, int port, ibv_conte
     out.ifindexes.push_back(e.ifindex);
   }
   return out;
-}
-
-// DeviceOptions::ipoib_netdev_of on an InfiniBand port: the ifindex of the
-// request's IPoIB netdev (verbs::IpoibNetdevOfRequest) when it is up, 0
-// when none is or it is down, -1 when no IPoIB netdev carries the port's
-// GID (read from sysfs for each request with an IP header).
-int IpoibNetdevOfRequest(const uscm::mad::Gid& port_gid, uint16_t pkey,
-                         const uscm::Address& local) {
-  const std::vector<uscm::verbs::IpoibNetdev> netdevs = uscm::verbs::IpoibNetdevsOf(port_gid);
-  if (netdevs.empty()) return -1;
-  const bool ipv6 = local.family == uscm::Address::Family::kIpv6;
-  std::array<uint8_t, 16> ip = local.ip;  // an IPv4 one as ::ffff:a.b.c.d (InterfaceAddress)
-  if (!ipv6) {
-    std::fill(ip.begin(), ip.begin() + 10, 0);
-    ip[10] = ip[11] = 0xff;
-  }
-  const uscm::verbs::IpoibNetdev* n = uscm::verbs::IpoibNetdevOfRequest(netdevs, pkey, ipv6, ip);
-  return n != nullptr && n->up ? n->ifindex : 0;
 }
 
 // The IP addresses of the port's IPoIB interfaces (hardware address with
@@ -353,9 +357,9 @@ uscm_device* OpenDevice(const char* ca_name, int port_num, ibv_context* verbs) {
       return neighbours->NetdevOf(local);
     };
   } else {
-    options.ipoib_netdev_of = [gid = (*transport)->port().gid](uint16_t pkey,
-                                                               const uscm::Address& local) {
-      return IpoibNetdevOfRequest(gid, pkey, local);
+    options.ipoib_netdev_of = [neighbours, gid = (*transport)->port().gid](
+                                  uint16_t pkey, const uscm::Address& local) {
+      return neighbours->IpoibNetdevOf(gid, pkey, local);
     };
   }
   auto opened = std::make_unique<OpenedDevice>();
